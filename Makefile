@@ -1,0 +1,85 @@
+# Tickwheel: the two commands that matter are `make dev` and `make test`.
+# Everything else is a step they call.
+
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+PYTHON  := $(BIN)/python
+STAMP   := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+
+.PHONY: help dev test deps venv build proto proto-check lint fmt typecheck unit integration acceptance bench annotate clean
+
+help:
+	@echo "make dev    - set up and run Tickwheel on its embedded default (SQLite, no servers)"
+	@echo "make test   - set up everything (system servers included) and run every gate and test"
+	@echo "make bench  - run the benchmarks (pytest-benchmark)"
+
+## Set-up ------------------------------------------------------------------
+
+deps:
+	@scripts/install-deps
+
+$(PYTHON):
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): $(PYTHON) pyproject.toml setup.py
+	$(BIN)/pip install -q setuptools wheel "cython>=3.0"
+	$(BIN)/pip install -q --no-build-isolation -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+# The extension is built in place so the editable install imports it.
+build: venv
+	$(PYTHON) setup.py -q build_ext --inplace
+
+annotate: venv
+	TICKWHEEL_CYTHON_ANNOTATE=1 TICKWHEEL_CYTHON_FORCE=1 $(PYTHON) setup.py -q build_ext --inplace
+	@echo "annotated HTML: src/_wheel/_wheel_c.html"
+
+## Protos (generated code is committed; `proto-check` proves it is current) --
+
+proto: venv
+	$(PYTHON) scripts/gen-proto
+
+proto-check: venv
+	$(PYTHON) scripts/gen-proto --check
+
+## Gates ---------------------------------------------------------------------
+
+lint: venv
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
+
+fmt: venv
+	$(BIN)/ruff check --fix src tests benchmarks scripts
+	$(BIN)/ruff format src tests benchmarks scripts
+
+typecheck: venv
+	$(BIN)/mypy
+
+test: deps build proto-check lint typecheck
+	$(BIN)/pytest -p no:cacheprovider --timeout=300 tests
+
+unit: build
+	$(BIN)/pytest tests/unit
+
+integration: deps build
+	$(BIN)/pytest tests/integration
+
+acceptance: deps build
+	$(BIN)/pytest tests/acceptance
+
+bench: deps build
+	$(BIN)/pytest benchmarks --benchmark-only --benchmark-columns=min,median,mean,max,ops --timeout=1800 -p no:cacheprovider
+
+## Running -------------------------------------------------------------------
+
+dev: deps build
+	$(BIN)/tickwheel dev --demo
+
+clean:
+	rm -rf build dist src/*.egg-info src/_wheel/*.so src/_wheel/*.c src/_wheel/*.html .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,48 @@
+"""Build script for the Cython timing wheel.
+
+Everything else about the package lives in ``pyproject.toml``; this file only
+declares the extension. Environment switches (asyncpg and uvloop do the same):
+
+- ``TICKWHEEL_CYTHON_ANNOTATE=1``: also write Cython's annotated HTML next to the
+  ``.pyx`` so the hot loops can be checked free of Python calls (yellow lines).
+- ``TICKWHEEL_CYTHON_DEBUG=1``: build without optimisation, with debug symbols and
+  Cython's bounds and wraparound checks on.
+- ``TICKWHEEL_CYTHON_FORCE=1``: regenerate the C source even when it looks current.
+"""
+
+from __future__ import annotations
+
+import os
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0", "false", "no")
+
+
+DEBUG = _flag("TICKWHEEL_CYTHON_DEBUG")
+
+extension = Extension(
+    "_wheel._wheel_c",
+    sources=["src/_wheel/_wheel_c.pyx"],
+    extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
+    define_macros=[("CYTHON_TRACE", "0")],
+)
+
+setup(
+    ext_modules=cythonize(
+        [extension],
+        annotate=_flag("TICKWHEEL_CYTHON_ANNOTATE"),
+        force=_flag("TICKWHEEL_CYTHON_FORCE"),
+        compiler_directives={
+            "language_level": "3",
+            "boundscheck": DEBUG,
+            "wraparound": DEBUG,
+            "initializedcheck": DEBUG,
+            "cdivision": True,
+            "embedsignature": True,
+        },
+    ),
+)
