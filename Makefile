@@ -6,6 +6,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 PYTHON  := $(BIN)/python
 STAMP   := $(VENV)/.installed
+LINT    := src tests benchmarks scripts/gen-proto
 
 .DEFAULT_GOAL := help
 
@@ -51,12 +52,12 @@ proto-check: venv
 ## Gates ---------------------------------------------------------------------
 
 lint: venv
-	$(BIN)/ruff check src tests benchmarks scripts
-	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(BIN)/ruff check $(LINT)
+	$(BIN)/ruff format --check $(LINT)
 
 fmt: venv
-	$(BIN)/ruff check --fix src tests benchmarks scripts
-	$(BIN)/ruff format src tests benchmarks scripts
+	$(BIN)/ruff check --fix $(LINT)
+	$(BIN)/ruff format $(LINT)
 
 typecheck: venv
 	$(BIN)/mypy

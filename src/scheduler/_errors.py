@@ -51,9 +51,7 @@ class InvalidTransition(TickwheelError):
 
     def __init__(self, task_id: str, from_state: str, to_state: str, reason: str = "") -> None:
         detail = f": {reason}" if reason else ""
-        super().__init__(
-            f"task {task_id}: illegal transition {from_state} -> {to_state}{detail}"
-        )
+        super().__init__(f"task {task_id}: illegal transition {from_state} -> {to_state}{detail}")
         self.task_id = task_id
         self.from_state = from_state
         self.to_state = to_state
@@ -63,7 +61,9 @@ class InvalidTransition(TickwheelError):
 class StaleFencingToken(TickwheelError):
     """A worker wrote with a fencing token that is no longer current: it is a zombie."""
 
-    def __init__(self, task_id: str, token: int, reason: str = "fencing token is not current") -> None:
+    def __init__(
+        self, task_id: str, token: int, reason: str = "fencing token is not current"
+    ) -> None:
         super().__init__(f"task {task_id}: stale fencing token {token}: {reason}")
         self.task_id = task_id
         self.token = token

@@ -113,7 +113,7 @@ class ServerProcess:
     def _spawn(self) -> None:
         log = self.log_path.open("ab")
         try:
-            self.proc = subprocess.Popen(  # noqa: S603 - test harness, fixed argv
+            self.proc = subprocess.Popen(
                 list(self.command()),
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -123,7 +123,9 @@ class ServerProcess:
                 **self.popen_kwargs(),  # type: ignore[call-overload]
             )
         except OSError as exc:
-            raise ServerStartError(f"{self.name}: cannot execute {self.command()[0]}: {exc}") from exc
+            raise ServerStartError(
+                f"{self.name}: cannot execute {self.command()[0]}: {exc}"
+            ) from exc
         finally:
             log.close()
 
@@ -206,8 +208,15 @@ def _unprivileged_ids() -> tuple[int, int] | None:
     try:
         entry = pwd.getpwnam(_UNPRIVILEGED_USER)
     except KeyError:
-        subprocess.run(  # noqa: S603
-            ["useradd", "--system", "--no-create-home", "--shell", "/bin/false", _UNPRIVILEGED_USER],
+        subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/bin/false",
+                _UNPRIVILEGED_USER,
+            ],
             check=True,
             capture_output=True,
         )
@@ -246,7 +255,7 @@ class PostgresServer(ServerProcess):
                 os.chown(path, *self.ids)
             with contextlib.suppress(FileNotFoundError):
                 os.chown(self.log_path, *self.ids)
-        result = subprocess.run(  # noqa: S603
+        result = subprocess.run(
             [
                 str(self.bindir / "initdb"),
                 "-D",
@@ -296,7 +305,7 @@ class PostgresServer(ServerProcess):
         super()._spawn()
 
     def ready(self) -> bool:
-        result = subprocess.run(  # noqa: S603
+        result = subprocess.run(
             [str(self.bindir / "pg_isready"), "-h", self.host, "-p", str(self.port), "-q"],
             capture_output=True,
         )
@@ -308,7 +317,7 @@ class PostgresServer(ServerProcess):
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         """Run SQL through psql and return its output (for set-up outside asyncio)."""
-        result = subprocess.run(  # noqa: S603
+        result = subprocess.run(
             [
                 str(self.bindir / "psql"),
                 "-X",
@@ -412,7 +421,7 @@ class EtcdServer(ServerProcess):
 
     def ready(self) -> bool:
         try:
-            with urllib.request.urlopen(  # noqa: S310 - loopback only
+            with urllib.request.urlopen(
                 f"http://{self.host}:{self.port}/health", timeout=1
             ) as resp:
                 return b'"health":"true"' in resp.read()

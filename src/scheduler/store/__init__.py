@@ -1,0 +1,104 @@
+"""The durable record: the :class:`Store` protocol and its two implementations.
+
+``open_store("postgresql://...")`` gives the production store (asyncpg), and
+``open_store("sqlite:///path/to/file.db")`` or ``open_store("sqlite://:memory:")`` the
+embedded one. PostgreSQL must be migrated first (:func:`migrate`,
+``tickwheel migrate --postgres-dsn DSN``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.store._config import StoreConfig
+from scheduler.store._protocol import (
+    JSON,
+    ApiKey,
+    Assignment,
+    CancelResult,
+    CompleteResult,
+    Completion,
+    DispatchRequest,
+    FailResult,
+    Failure,
+    FencedWrite,
+    InsertResult,
+    MaintenanceResult,
+    NewTask,
+    Outcome,
+    Page,
+    Pool,
+    Preloaded,
+    ReclaimResult,
+    Release,
+    Store,
+    TaskFilter,
+    TaskKey,
+    TaskRecord,
+    Tenant,
+    Transition,
+    raise_for_outcome,
+)
+
+__all__ = [
+    "JSON",
+    "ApiKey",
+    "Assignment",
+    "CancelResult",
+    "CompleteResult",
+    "Completion",
+    "DispatchRequest",
+    "FailResult",
+    "Failure",
+    "FencedWrite",
+    "InsertResult",
+    "MaintenanceResult",
+    "NewTask",
+    "Outcome",
+    "Page",
+    "Pool",
+    "Preloaded",
+    "ReclaimResult",
+    "Release",
+    "Store",
+    "StoreConfig",
+    "TaskFilter",
+    "TaskKey",
+    "TaskRecord",
+    "Tenant",
+    "Transition",
+    "migrate",
+    "open_store",
+    "raise_for_outcome",
+]
+
+
+async def migrate(dsn: str) -> list[int]:
+    """Apply pending PostgreSQL migrations; returns the versions applied (idempotent)."""
+    from scheduler.store.postgres import migrate as _migrate
+
+    return await _migrate(dsn)
+
+
+async def open_store(url: str, **opts: Any) -> Store:
+    """Open a store by URL; ``opts`` are :class:`StoreConfig` fields (or ``config=``).
+
+    - ``postgresql://user@host:port/db`` (or ``postgres://``): :class:`PostgresStore`;
+      the schema must be migrated.
+    - ``sqlite:///relative/or/absolute/path.db``, ``sqlite:////abs/path.db`` or
+      ``sqlite://:memory:``: :class:`SqliteStore` (creates its schema itself).
+    """
+    config = opts.pop("config", None) or StoreConfig(**opts)
+    if url.startswith(("postgresql://", "postgres://")):
+        from scheduler.store.postgres import PostgresStore
+
+        return await PostgresStore.open(url, config)
+    if url.startswith("sqlite://"):
+        from scheduler.store.sqlite import SqliteStore
+
+        rest = url[len("sqlite://") :]
+        path = ":memory:" if rest in (":memory:", "/:memory:") else rest.removeprefix("/")
+        if not path:
+            raise ValueError(f"no database path in {url!r}")
+        return await SqliteStore.open(path, config)
+    raise ValueError(f"unsupported store URL {url!r} (postgresql:// or sqlite://)")

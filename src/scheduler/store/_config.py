@@ -1,0 +1,45 @@
+"""Store configuration: one frozen dataclass, units in the field names."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class StoreConfig:
+    """Options shared by every store implementation (some apply to PostgreSQL only)."""
+
+    payload_limit_bytes: int = 1024 * 1024
+    """Largest accepted JSON payload (UTF-8 bytes of its serialisation); also applies to
+    results and checkpoints."""
+    partition_days_ahead: int = 7
+    """PostgreSQL: day partitions created ahead of today by :meth:`maintain`."""
+    retention_days: int | None = None
+    """PostgreSQL: partitions whose day ended more than this many days ago and that hold
+    only terminal tasks are detached by :meth:`maintain` (None keeps everything)."""
+    preload_sweep_interval_s: float = 10.0
+    """PostgreSQL: how often ``claim_preload`` also sweeps every partition (overdue tasks
+    of earlier days, retries whose backoff crossed midnight); in between it touches only
+    the partitions of the look-ahead window."""
+    pool_min_size: int = 1
+    pool_max_size: int = 4
+    """PostgreSQL connection pool bounds."""
+    command_timeout_s: float = 30.0
+    """PostgreSQL per-statement timeout."""
+    actor: str = "scheduler"
+    """Written as ``actor`` on audit rows for moves the scheduler makes (worker writes
+    record the worker id)."""
+
+    def __post_init__(self) -> None:
+        if self.payload_limit_bytes <= 0:
+            raise ValueError("payload_limit_bytes must be positive")
+        if self.partition_days_ahead < 0:
+            raise ValueError("partition_days_ahead must be >= 0")
+        if self.retention_days is not None and self.retention_days < 1:
+            raise ValueError("retention_days must be >= 1 or None")
+        if self.preload_sweep_interval_s < 0:
+            raise ValueError("preload_sweep_interval_s must be >= 0")
+        if not 1 <= self.pool_min_size <= self.pool_max_size:
+            raise ValueError("need 1 <= pool_min_size <= pool_max_size")
+        if self.command_timeout_s <= 0:
+            raise ValueError("command_timeout_s must be positive")

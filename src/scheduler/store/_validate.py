@@ -1,0 +1,126 @@
+"""Input validation shared by every store: bad input gets a typed error, writes nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from scheduler._errors import InvalidArgument
+from scheduler.jitter import JitterMode
+from scheduler.states import TaskState
+from scheduler.store._protocol import NewTask, Pool, TaskKey
+
+TYPE_MAX_CHARS = 64
+IDEMPOTENCY_KEY_MAX_CHARS = 128
+WORKER_ID_MAX_CHARS = 256
+TENANT_NAME_MAX_CHARS = 128
+
+
+def aware(field: str, value: object) -> datetime:
+    """``value`` as a timezone-aware datetime, else InvalidArgument."""
+    if not isinstance(value, datetime):
+        raise InvalidArgument(field, "must be a datetime")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidArgument(field, "must carry a time zone")
+    return value
+
+
+def text(field: str, value: object, max_chars: int, *, allow_empty: bool = False) -> str:
+    """A bounded string without NUL characters (PostgreSQL text cannot hold them)."""
+    if not isinstance(value, str):
+        raise InvalidArgument(field, "must be a string")
+    if not value and not allow_empty:
+        raise InvalidArgument(field, "must not be empty")
+    if len(value) > max_chars:
+        raise InvalidArgument(field, f"is {len(value)} characters, over {max_chars}")
+    if "\x00" in value:
+        raise InvalidArgument(field, "must not contain NUL characters")
+    return value
+
+
+def json_object(
+    field: str, value: object, limit_bytes: int, *, optional: bool = False
+) -> str | None:
+    """Serialise a JSON object; InvalidArgument when not an object, not JSON, or too big."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidArgument(field, "must be a JSON object")
+    try:
+        encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(field, f"is not serialisable as JSON: {exc}") from exc
+    if "\x00" in encoded or "\\u0000" in encoded:
+        raise InvalidArgument(field, "must not contain NUL characters")
+    size = len(encoded.encode("utf-8"))
+    if size > limit_bytes:
+        raise InvalidArgument(field, f"is {size} bytes, over the {limit_bytes}-byte limit")
+    return encoded
+
+
+def non_negative_int(field: str, value: object, maximum: int = 2**31 - 1) -> int:
+    """An int in [0, maximum]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(field, "must be an integer")
+    if not 0 <= value <= maximum:
+        raise InvalidArgument(field, f"must be between 0 and {maximum}")
+    return value
+
+
+def new_task(i: int, task: object, limit_bytes: int) -> tuple[str, str | None]:
+    """Check one NewTask; returns its serialised (payload, trace_context)."""
+    p = f"tasks[{i}]"
+    if not isinstance(task, NewTask):
+        raise InvalidArgument(p, "must be a NewTask")
+    for name in ("id", "tenant_id"):
+        if not isinstance(getattr(task, name), uuid.UUID):
+            raise InvalidArgument(f"{p}.{name}", "must be a UUID")
+    for name in ("workflow_id", "schedule_id"):
+        v = getattr(task, name)
+        if v is not None and not isinstance(v, uuid.UUID):
+            raise InvalidArgument(f"{p}.{name}", "must be a UUID or None")
+    text(f"{p}.type", task.type, TYPE_MAX_CHARS)
+    text(f"{p}.idempotency_key", task.idempotency_key, IDEMPOTENCY_KEY_MAX_CHARS)
+    aware(f"{p}.scheduled_at", task.scheduled_at)
+    aware(f"{p}.due_at", task.due_at)
+    non_negative_int(f"{p}.shard_id", task.shard_id)
+    non_negative_int(f"{p}.max_retries", task.max_retries, 10_000)
+    non_negative_int(f"{p}.unresolved_dependencies", task.unresolved_dependencies)
+    if not isinstance(task.pool, Pool):
+        raise InvalidArgument(f"{p}.pool", "must be a Pool")
+    if not isinstance(task.jitter_mode, JitterMode):
+        raise InvalidArgument(f"{p}.jitter_mode", "must be a JitterMode")
+    if not isinstance(task.strict_timing, bool):
+        raise InvalidArgument(f"{p}.strict_timing", "must be a bool")
+    timeout: Any = task.timeout_s
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout < 0
+    ):
+        raise InvalidArgument(f"{p}.timeout_s", "must be a finite number >= 0")
+    if task.initial_state not in (TaskState.SCHEDULED, TaskState.PRELOADED):
+        raise InvalidArgument(f"{p}.initial_state", "must be SCHEDULED or PRELOADED")
+    if task.initial_state is TaskState.PRELOADED and task.unresolved_dependencies:
+        raise InvalidArgument(f"{p}.initial_state", "a task with dependencies starts SCHEDULED")
+    payload = json_object(f"{p}.payload", task.payload, limit_bytes)
+    assert payload is not None
+    trace = json_object(f"{p}.trace_context", task.trace_context, limit_bytes, optional=True)
+    return payload, trace
+
+
+def keys(field: str, items: Sequence[Any]) -> None:
+    """Every item's ``key`` is a TaskKey with an aware scheduled_at."""
+    for i, item in enumerate(items):
+        key = item.key
+        if not isinstance(key, TaskKey) or not isinstance(key.id, uuid.UUID):
+            raise InvalidArgument(f"{field}[{i}].key", "must be a TaskKey")
+        aware(f"{field}[{i}].key.scheduled_at", key.scheduled_at)
+        token = getattr(item, "token", 0)
+        if isinstance(token, bool) or not isinstance(token, int):
+            raise InvalidArgument(f"{field}[{i}].token", "must be an integer")

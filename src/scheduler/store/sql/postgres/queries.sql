@@ -1,0 +1,372 @@
+-- PostgreSQL statements of the store. Every statement on `tasks` in the hot path names
+-- exact (scheduled_at, id) keys AND the batch's scheduled_at bounds ($lo, $hi) so the
+-- planner prunes to the partitions of those days (brief §12). Guards like
+-- {{from:RUNNING|to:COMPLETED}} are expanded from scheduler.states (see _sql.py).
+
+-- name: insert_tenant
+INSERT INTO tenants (id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+RETURNING id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at
+
+-- name: get_tenant
+SELECT id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at
+FROM tenants WHERE id = $1
+
+-- name: update_tenant
+UPDATE tenants SET name = $2, tier = $3, rate_limit_rps = $4, max_concurrent_workers = $5,
+    home_region = $6
+WHERE id = $1
+RETURNING id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at
+
+-- name: known_tenants
+SELECT id FROM tenants WHERE id = ANY($1::uuid[])
+
+-- name: insert_api_key
+INSERT INTO api_keys (id, tenant_id, name, secret_hash, created_at)
+VALUES ($1, $2, $3, $4, $5)
+RETURNING id, tenant_id, name, created_at, revoked
+
+-- name: tenant_for_key_hash
+SELECT tenant_id FROM api_keys WHERE secret_hash = $1 AND NOT revoked
+
+-- name: ensure_partition
+SELECT tickwheel_ensure_partition($1::date)
+
+-- name: list_partitions
+SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'tasks'::regclass
+
+-- name: insert_tasks
+-- Keys first: a key that already exists (another batch, or earlier in this one) makes
+-- the task row a duplicate and it is not inserted.
+WITH new_keys AS (
+    INSERT INTO task_keys (tenant_id, idempotency_key, task_id, scheduled_at)
+    SELECT * FROM unnest($2::uuid[], $7::text[], $1::uuid[], $4::timestamptz[])
+    ON CONFLICT DO NOTHING
+    RETURNING task_id
+)
+INSERT INTO tasks (
+    id, tenant_id, type, scheduled_at, due_at, status, idempotency_key, max_retries,
+    payload, unresolved_dependencies, shard_id, pool, strict_timing, jitter_mode,
+    timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at)
+SELECT u.id, u.tenant_id, u.type, u.scheduled_at, u.due_at, u.status, u.idem, u.max_retries,
+    u.payload::jsonb, u.deps, u.shard, u.pool, u.strict, u.jitter,
+    u.timeout, u.trace::jsonb, u.wf, u.sched, $19, $19
+FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[],
+            $6::text[], $7::text[], $8::int[], $9::text[], $10::int[], $11::int[],
+            $12::text[], $13::bool[], $14::text[], $15::float8[], $16::text[],
+            $17::uuid[], $18::uuid[])
+    AS u(id, tenant_id, type, scheduled_at, due_at, status, idem, max_retries, payload,
+         deps, shard, pool, strict, jitter, timeout, trace, wf, sched)
+JOIN new_keys k ON k.task_id = u.id
+RETURNING id
+
+-- name: tasks_by_idempotency
+SELECT u.ord, t.*
+FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS u(tenant_id, idem, ord)
+JOIN task_keys k ON k.tenant_id = u.tenant_id AND k.idempotency_key = u.idem
+JOIN tasks t ON t.id = k.task_id AND t.scheduled_at = k.scheduled_at
+
+-- name: get_task
+SELECT t.* FROM task_keys k
+JOIN tasks t ON t.id = k.task_id AND t.scheduled_at = k.scheduled_at
+WHERE k.task_id = $1
+
+-- name: get_task_by_key
+SELECT * FROM tasks WHERE id = $1 AND scheduled_at = $2
+
+-- name: lock_task
+SELECT * FROM tasks WHERE id = $1 AND scheduled_at = $2 FOR UPDATE
+
+-- name: list_tasks
+SELECT * FROM tasks
+WHERE tenant_id = $1
+  AND ($2::text[] IS NULL OR status = ANY($2::text[]))
+  AND ($3::text IS NULL OR type = $3)
+  AND scheduled_at >= $4 AND scheduled_at < $5
+  AND (scheduled_at, id) > ($6, $7)
+ORDER BY scheduled_at, id
+LIMIT $8
+
+-- name: claim_preload
+-- $1 horizon, $2 shards (NULL = all), $3/$4 scheduled_at window, $5 limit, $6 now, $7 actor
+WITH c AS (
+    SELECT id, scheduled_at, status FROM tasks
+    WHERE status IN ({{from:SCHEDULED,RETRYING|to:PRELOADED}})
+      AND due_at <= $1 AND unresolved_dependencies = 0
+      AND ($2::int[] IS NULL OR shard_id = ANY($2::int[]))
+      AND scheduled_at >= $3 AND scheduled_at < $4
+    ORDER BY due_at
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE tasks t SET status = 'PRELOADED', updated_at = $6
+    FROM c
+    WHERE t.id = c.id AND t.scheduled_at = c.scheduled_at
+      AND t.scheduled_at >= $3 AND t.scheduled_at < $4
+    RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
+        t.fencing_token, t.status, c.status AS from_status
+), audit AS (
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
+    SELECT m.id, m.scheduled_at, p.f, p.t, m.fencing_token, $7, $6
+    FROM moved m JOIN {{paths}} ON p.start = m.from_status AND p.finish = m.status
+)
+SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type FROM moved
+
+-- name: load_preloaded
+SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type FROM tasks
+WHERE status IN ({{states:PRELOADED}}) AND due_at <= $1
+  AND ($2::int[] IS NULL OR shard_id = ANY($2::int[]))
+  AND (scheduled_at, id) > ($3, $4)
+ORDER BY scheduled_at, id
+LIMIT $5
+
+-- name: mark_dispatched
+-- $1 ids, $2 scheduled_at, $3 worker ids, $4 leases, $5 now, $6/$7 bounds, $8 actor
+WITH d AS (
+    UPDATE tasks t SET status = 'DISPATCHED', fencing_token = t.fencing_token + 1,
+        worker_id = u.worker_id, lease_expires_at = u.lease, updated_at = $5
+    FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[])
+        AS u(id, scheduled_at, worker_id, lease)
+    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
+      AND t.status IN ({{from:PRELOADED|to:DISPATCHED}})
+      AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+    RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.payload, t.fencing_token,
+        t.retry_count, t.max_retries, t.due_at, t.lease_expires_at, t.checkpoint,
+        t.trace_context, t.pool, t.worker_id, t.timeout_s
+), audit AS (
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
+    SELECT id, scheduled_at, 'PRELOADED', 'DISPATCHED', fencing_token, $8, $5 FROM d
+)
+SELECT * FROM d
+
+-- name: ack
+-- $1 ids, $2 scheduled_at, $3 tokens, $4 lease, $5 now, $6/$7 bounds
+WITH a AS (
+    UPDATE tasks t SET status = 'RUNNING', lease_expires_at = $4, updated_at = $5
+    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
+    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
+      AND t.status IN ({{from:DISPATCHED|to:RUNNING}})
+      AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+    RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id
+), audit AS (
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
+    SELECT id, scheduled_at, 'DISPATCHED', 'RUNNING', fencing_token, coalesce(worker_id, ''), $5
+    FROM a
+)
+SELECT id, fencing_token FROM a
+
+-- name: heartbeat
+-- Also answers a repeated ack ($8 = the states the lease may be extended in).
+UPDATE tasks t SET lease_expires_at = $4, updated_at = $5
+FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
+WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
+  AND t.status = ANY($8::text[])
+  AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+RETURNING t.id, t.fencing_token
+
+-- name: existing_keys
+SELECT t.id FROM tasks t
+JOIN unnest($1::uuid[], $2::timestamptz[]) AS u(id, scheduled_at)
+  ON t.id = u.id AND t.scheduled_at = u.scheduled_at
+WHERE t.scheduled_at >= $3 AND t.scheduled_at <= $4
+
+-- name: checkpoint
+UPDATE tasks SET checkpoint = $4::jsonb, updated_at = $5
+WHERE id = $1 AND scheduled_at = $2 AND fencing_token = $3
+  AND status IN ({{states:RUNNING}})
+RETURNING id
+
+-- name: complete
+-- $1 ids, $2 scheduled_at, $3 tokens, $4 results (json text), $5 now, $6/$7 bounds
+WITH done AS (
+    UPDATE tasks t SET status = 'COMPLETED', result_payload = u.result::jsonb,
+        lease_expires_at = NULL, updated_at = $5
+    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[])
+        AS u(id, scheduled_at, token, result)
+    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
+      AND t.status IN ({{from:RUNNING|to:COMPLETED}})
+      AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+    RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.schedule_id, t.fencing_token,
+        t.worker_id, t.workflow_id
+), ledger AS (
+    INSERT INTO task_completions (task_id, scheduled_at, tenant_id, type, schedule_id, job_id,
+        fencing_token, worker_id, completed_at)
+    SELECT d.id, d.scheduled_at, d.tenant_id, d.type, d.schedule_id, s.name,
+        d.fencing_token, d.worker_id, $5
+    FROM done d LEFT JOIN cron_schedules s ON s.id = d.schedule_id
+), audit AS (
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
+    SELECT id, scheduled_at, 'RUNNING', 'COMPLETED', fencing_token, coalesce(worker_id, ''), $5
+    FROM done
+)
+SELECT id, fencing_token, workflow_id FROM done
+
+-- name: release_children
+-- DAG: decrement the children of the completed parents ($1); those that reach zero
+-- while SCHEDULED become PRELOADED. $2 now, $3 actor.
+WITH edges AS (
+    SELECT d.child_task_id AS id, d.child_scheduled_at AS scheduled_at,
+        count(*)::int AS n, array_agg(d.parent_task_id) AS parents
+    FROM task_dependencies d
+    WHERE d.parent_task_id = ANY($1::uuid[])
+    GROUP BY 1, 2
+), dec AS (
+    UPDATE tasks t SET
+        unresolved_dependencies = greatest(t.unresolved_dependencies - e.n, 0),
+        status = CASE WHEN t.unresolved_dependencies - e.n <= 0
+                       AND t.status IN ({{from:SCHEDULED|to:PRELOADED}})
+                      THEN 'PRELOADED' ELSE t.status END,
+        updated_at = $2
+    FROM edges e
+    WHERE t.id = e.id AND t.scheduled_at = e.scheduled_at AND t.unresolved_dependencies > 0
+    RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
+        t.status, t.unresolved_dependencies, t.fencing_token, e.parents
+), audit AS (
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
+    SELECT id, scheduled_at, 'SCHEDULED', 'PRELOADED', fencing_token, $3, $2
+    FROM dec WHERE status = 'PRELOADED'
+)
+SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, parents
+FROM dec WHERE status = 'PRELOADED'
+
+-- name: fail
+-- $1 ids, $2 scheduled_at, $3 tokens, $4 errors, $5 retryable, $6 retry_at, $7 now, $8/$9 bounds
+WITH f AS (
+    UPDATE tasks t SET
+        retry_count = t.retry_count + 1,
+        status = CASE WHEN u.retryable AND t.retry_count < t.max_retries
+                      THEN 'RETRYING' ELSE 'DEAD_LETTER' END,
+        due_at = CASE WHEN u.retryable AND t.retry_count < t.max_retries
+                      THEN coalesce(u.retry_at, $7) ELSE t.due_at END,
+        last_error = u.error, lease_expires_at = NULL, updated_at = $7
+    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $5::bool[],
+                $6::timestamptz[]) AS u(id, scheduled_at, token, error, retryable, retry_at)
+    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
+      AND t.status IN ({{from:RUNNING|to:RETRYING}})
+      AND t.scheduled_at >= $8 AND t.scheduled_at <= $9
+    RETURNING t.id, t.scheduled_at, t.status, t.fencing_token, t.worker_id
+), audit AS (
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
+    SELECT f.id, f.scheduled_at, p.f, p.t, f.fencing_token, coalesce(f.worker_id, ''), $7
+    FROM f JOIN {{paths}} ON p.start = 'RUNNING' AND p.finish = f.status
+)
+SELECT id, fencing_token, status FROM f
+
+-- name: release
+-- RUNNING/DISPATCHED -> PRELOADED (or on to CANCELLED when a cancel is pending).
+-- $1 ids, $2 scheduled_at, $3 tokens, $4 checkpoints (json text or NULL), $5 now, $6/$7 bounds
+WITH old AS (
+    SELECT t.id, t.scheduled_at, t.status, t.worker_id, u.checkpoint
+    FROM tasks t
+    JOIN unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[])
+        AS u(id, scheduled_at, token, checkpoint)
+      ON t.id = u.id AND t.scheduled_at = u.scheduled_at
+    WHERE t.fencing_token = u.token
+      AND t.status IN ({{from:RUNNING,DISPATCHED|to:PRELOADED}})
+      AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+    FOR UPDATE OF t
+), r AS (
+    UPDATE tasks t SET
+        status = CASE WHEN t.cancel_requested THEN 'CANCELLED' ELSE 'PRELOADED' END,
+        lease_expires_at = NULL,
+        checkpoint = coalesce(old.checkpoint::jsonb, t.checkpoint),
+        updated_at = $5
+    FROM old
+    WHERE t.id = old.id AND t.scheduled_at = old.scheduled_at
+      AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+    RETURNING t.id, t.scheduled_at, t.status, old.status AS from_status, t.fencing_token,
+        old.worker_id
+), audit AS (
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
+    SELECT r.id, r.scheduled_at, p.f, p.t, r.fencing_token, coalesce(r.worker_id, ''), $5
+    FROM r JOIN {{paths}} ON p.start = r.from_status AND p.finish = r.status
+)
+SELECT id, fencing_token FROM r
+
+-- name: confirm_cancel
+WITH c AS (
+    UPDATE tasks t SET status = 'CANCELLED', lease_expires_at = NULL, updated_at = $4
+    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
+    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
+      AND t.status IN ({{from:RUNNING|to:CANCELLED}}) AND t.cancel_requested
+      AND t.scheduled_at >= $5 AND t.scheduled_at <= $6
+    RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id
+), audit AS (
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
+    SELECT id, scheduled_at, 'RUNNING', 'CANCELLED', fencing_token, coalesce(worker_id, ''), $4
+    FROM c
+)
+SELECT id, fencing_token FROM c
+
+-- name: reclaim_expired
+-- $1 now, $2 shards (NULL = all), $3 limit, $4 actor
+WITH x AS (
+    SELECT id, scheduled_at, status, cancel_requested, retry_count, max_retries
+    FROM tasks
+    WHERE status IN ({{states:DISPATCHED,RUNNING}}) AND lease_expires_at < $1
+      AND ($2::int[] IS NULL OR shard_id = ANY($2::int[]))
+    ORDER BY lease_expires_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), r AS (
+    UPDATE tasks t SET
+        status = CASE
+            WHEN x.cancel_requested THEN 'CANCELLED'
+            WHEN x.status = 'DISPATCHED' THEN 'PRELOADED'
+            WHEN x.retry_count < x.max_retries THEN 'RETRYING'
+            ELSE 'DEAD_LETTER' END,
+        retry_count = CASE WHEN x.status = 'RUNNING' AND NOT x.cancel_requested
+                           THEN t.retry_count + 1 ELSE t.retry_count END,
+        due_at = CASE WHEN x.status = 'RUNNING' AND NOT x.cancel_requested
+                      AND x.retry_count < x.max_retries THEN $1 ELSE t.due_at END,
+        last_error = CASE WHEN x.status = 'RUNNING' AND NOT x.cancel_requested
+                          THEN 'lease expired' ELSE t.last_error END,
+        lease_expires_at = NULL, updated_at = $1
+    FROM x
+    WHERE t.id = x.id AND t.scheduled_at = x.scheduled_at
+    RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
+        t.status, x.status AS from_status, t.fencing_token
+), audit AS (
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
+    SELECT r.id, r.scheduled_at, p.f, p.t, r.fencing_token, $4, $1
+    FROM r JOIN {{paths}} ON p.start = r.from_status AND p.finish = r.status
+)
+SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, status FROM r
+
+-- name: set_status
+-- Operator moves (cancel, redrive, transition): the caller checked the move in code;
+-- the guard $4 (legal sources of the target) checks it again.
+UPDATE tasks SET status = $3::text, updated_at = $5,
+    cancel_requested = CASE WHEN $3::text = 'CANCELLED' THEN FALSE ELSE cancel_requested END,
+    lease_expires_at = CASE WHEN $3::text IN ('DISPATCHED', 'RUNNING') THEN lease_expires_at END,
+    retry_count = CASE WHEN $3::text = 'SCHEDULED' AND status = 'DEAD_LETTER'
+                       THEN 0 ELSE retry_count END,
+    due_at = coalesce($6::timestamptz, due_at)
+WHERE id = $1 AND scheduled_at = $2 AND status = ANY($4::text[])
+RETURNING *
+
+-- name: request_cancel
+UPDATE tasks SET cancel_requested = TRUE, updated_at = $3
+WHERE id = $1 AND scheduled_at = $2 AND status IN ({{states:DISPATCHED,RUNNING}})
+RETURNING *
+
+-- name: audit
+INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
+SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::bigint[],
+    $6::text[], $7::timestamptz[])
+
+-- name: transitions_of
+SELECT from_status, to_status, fencing_token, actor, at FROM task_transitions
+WHERE task_id = $1 ORDER BY at, ctid
+
+-- name: insert_dependencies
+INSERT INTO task_dependencies (workflow_id, parent_task_id, child_task_id, child_scheduled_at)
+SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::timestamptz[])
+ON CONFLICT DO NOTHING
+
+-- name: partition_live_count
+SELECT count(*) FROM tasks
+WHERE scheduled_at >= $1 AND scheduled_at < $2
+  AND status NOT IN ('COMPLETED', 'CANCELLED')

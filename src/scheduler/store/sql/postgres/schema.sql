@@ -1,0 +1,188 @@
+-- Tickwheel's PostgreSQL schema for a fresh install. It must equal the result of
+-- applying every file in migrations/ in order (tests/integration/store/test_migrations.py).
+-- Start: the seed's DDL (migrations/0001_seed.sql); additions: 0002_tickwheel.sql.
+
+CREATE TABLE tenants (
+    id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+    name VARCHAR(128) NOT NULL,
+    tier VARCHAR(32) NOT NULL DEFAULT 'STANDARD', -- 'STANDARD', 'ENTERPRISE', 'SYSTEM'
+    rate_limit_rps INTEGER NOT NULL DEFAULT 1000,
+    max_concurrent_workers INTEGER NOT NULL DEFAULT 200,
+    created_at TIMESTAMP WITH TIME ZONE DEFAULT NOW(),
+    home_region VARCHAR(64) NOT NULL DEFAULT 'local'
+);
+
+-- Day partitions on scheduled_at (the client's requested time, immutable), named
+-- tasks_pYYYYMMDD (UTC days); created by tickwheel_ensure_partition().
+CREATE TABLE tasks (
+    id UUID NOT NULL, -- UUIDv7 time-ordered identifier
+    tenant_id UUID NOT NULL REFERENCES tenants(id),
+    type VARCHAR(64) NOT NULL,
+    scheduled_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    status VARCHAR(32) NOT NULL DEFAULT 'SCHEDULED',
+    fencing_token BIGINT NOT NULL DEFAULT 1,
+    idempotency_key VARCHAR(128) NOT NULL,
+    retry_count INTEGER NOT NULL DEFAULT 0,
+    max_retries INTEGER NOT NULL DEFAULT 3,
+    payload JSONB NOT NULL,
+    result_payload JSONB,
+    created_at TIMESTAMP WITH TIME ZONE DEFAULT NOW(),
+    updated_at TIMESTAMP WITH TIME ZONE DEFAULT NOW(),
+    unresolved_dependencies INTEGER NOT NULL DEFAULT 0,
+    due_at TIMESTAMP WITH TIME ZONE NOT NULL, -- effective time: jitter, retry backoff
+    shard_id INTEGER NOT NULL,
+    pool VARCHAR(16) NOT NULL DEFAULT 'standard',
+    strict_timing BOOLEAN NOT NULL DEFAULT FALSE,
+    jitter_mode VARCHAR(16) NOT NULL DEFAULT 'symmetric',
+    timeout_s DOUBLE PRECISION NOT NULL DEFAULT 0,
+    lease_expires_at TIMESTAMP WITH TIME ZONE,
+    worker_id VARCHAR(256),
+    last_error TEXT,
+    checkpoint JSONB,
+    trace_context JSONB,
+    cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+    workflow_id UUID,
+    schedule_id UUID,
+    PRIMARY KEY (scheduled_at, id),
+    CONSTRAINT tasks_status_check CHECK (status IN (
+        'SCHEDULED', 'PRELOADED', 'DISPATCHED', 'RUNNING', 'RETRYING',
+        'COMPLETED', 'CANCELLED', 'DEAD_LETTER')),
+    CONSTRAINT tasks_pool_check CHECK (pool IN ('critical', 'standard', 'bulk')),
+    CONSTRAINT tasks_jitter_mode_check CHECK (jitter_mode IN ('symmetric', 'late_only', 'none'))
+) PARTITION BY RANGE (scheduled_at);
+
+CREATE INDEX idx_tasks_preloader
+    ON tasks (scheduled_at, status)
+    WHERE status IN ('SCHEDULED', 'PRELOADED');
+CREATE INDEX idx_tasks_claimable ON tasks (due_at)
+    WHERE status IN ('SCHEDULED', 'RETRYING');
+CREATE INDEX idx_tasks_leased ON tasks (lease_expires_at)
+    WHERE status IN ('DISPATCHED', 'RUNNING');
+CREATE INDEX idx_tasks_tenant ON tasks (tenant_id, scheduled_at, id);
+
+CREATE TABLE task_keys (
+    tenant_id UUID NOT NULL,
+    idempotency_key VARCHAR(128) NOT NULL,
+    task_id UUID NOT NULL,
+    scheduled_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    PRIMARY KEY (tenant_id, idempotency_key)
+);
+CREATE UNIQUE INDEX idx_task_keys_task_id ON task_keys (task_id);
+
+CREATE TABLE canary_executions (
+    id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+    scheduled_time TIMESTAMP WITH TIME ZONE NOT NULL,
+    dispatched_time TIMESTAMP WITH TIME ZONE,
+    completed_time TIMESTAMP WITH TIME ZONE,
+    status VARCHAR(32) NOT NULL DEFAULT 'PENDING'
+);
+
+CREATE TABLE task_dependencies (
+    workflow_id UUID NOT NULL,
+    parent_task_id UUID NOT NULL,
+    child_task_id UUID NOT NULL,
+    child_scheduled_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    PRIMARY KEY (workflow_id, parent_task_id, child_task_id)
+);
+CREATE INDEX idx_task_dependencies_parent ON task_dependencies (parent_task_id);
+
+CREATE TABLE api_keys (
+    id UUID PRIMARY KEY,
+    tenant_id UUID NOT NULL REFERENCES tenants(id),
+    name VARCHAR(128) NOT NULL,
+    secret_hash BYTEA NOT NULL UNIQUE,
+    created_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT NOW(),
+    revoked BOOLEAN NOT NULL DEFAULT FALSE
+);
+
+CREATE TABLE cron_schedules (
+    id UUID PRIMARY KEY,
+    tenant_id UUID NOT NULL REFERENCES tenants(id),
+    name VARCHAR(128) NOT NULL,
+    cron_expr VARCHAR(128) NOT NULL,
+    timezone VARCHAR(64) NOT NULL DEFAULT 'UTC',
+    task_type VARCHAR(64) NOT NULL,
+    payload JSONB NOT NULL DEFAULT '{}',
+    pool VARCHAR(16) NOT NULL DEFAULT 'standard',
+    strict_timing BOOLEAN NOT NULL DEFAULT FALSE,
+    jitter_mode VARCHAR(16) NOT NULL DEFAULT 'symmetric',
+    max_retries INTEGER NOT NULL DEFAULT 3,
+    enabled BOOLEAN NOT NULL DEFAULT TRUE,
+    next_fire_at TIMESTAMP WITH TIME ZONE,
+    last_fired_at TIMESTAMP WITH TIME ZONE,
+    created_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT NOW(),
+    updated_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT NOW(),
+    UNIQUE (tenant_id, name)
+);
+CREATE INDEX idx_cron_schedules_next ON cron_schedules (next_fire_at) WHERE enabled;
+
+CREATE TABLE job_expectations (
+    id UUID PRIMARY KEY,
+    tenant_id UUID NOT NULL REFERENCES tenants(id),
+    job_id VARCHAR(128) NOT NULL,
+    interval_s INTEGER NOT NULL CHECK (interval_s > 0),
+    tolerance_s INTEGER NOT NULL DEFAULT 300 CHECK (tolerance_s >= 0),
+    created_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT NOW(),
+    last_alerted_at TIMESTAMP WITH TIME ZONE,
+    UNIQUE (tenant_id, job_id)
+);
+
+CREATE TABLE task_completions (
+    task_id UUID NOT NULL,
+    scheduled_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    tenant_id UUID NOT NULL,
+    type VARCHAR(64) NOT NULL,
+    schedule_id UUID,
+    job_id VARCHAR(128),
+    fencing_token BIGINT NOT NULL,
+    worker_id VARCHAR(256),
+    completed_at TIMESTAMP WITH TIME ZONE NOT NULL
+);
+CREATE INDEX idx_task_completions_job ON task_completions (job_id, completed_at)
+    WHERE job_id IS NOT NULL;
+CREATE INDEX idx_task_completions_at ON task_completions (completed_at);
+
+CREATE TABLE shard_epochs (
+    shard_id INTEGER PRIMARY KEY,
+    epoch BIGINT NOT NULL DEFAULT 0,
+    owner VARCHAR(256),
+    updated_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT NOW()
+);
+
+CREATE TABLE task_transitions (
+    task_id UUID NOT NULL,
+    scheduled_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    from_status VARCHAR(32) NOT NULL,
+    to_status VARCHAR(32) NOT NULL,
+    fencing_token BIGINT NOT NULL,
+    actor VARCHAR(256) NOT NULL,
+    at TIMESTAMP WITH TIME ZONE NOT NULL
+);
+CREATE INDEX idx_task_transitions_task ON task_transitions (task_id);
+
+CREATE FUNCTION tickwheel_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'task_transitions is append-only';
+END;
+$$;
+CREATE TRIGGER task_transitions_append_only
+    BEFORE UPDATE OR DELETE ON task_transitions
+    FOR EACH ROW EXECUTE FUNCTION tickwheel_append_only();
+
+CREATE FUNCTION tickwheel_ensure_partition(day DATE) RETURNS BOOLEAN
+LANGUAGE plpgsql AS $$
+DECLARE
+    part TEXT := 'tasks_p' || to_char(day, 'YYYYMMDD');
+BEGIN
+    PERFORM pg_advisory_xact_lock(7429001, (day - DATE '2000-01-01'));
+    IF to_regclass(part) IS NOT NULL THEN
+        RETURN FALSE;
+    END IF;
+    EXECUTE format(
+        'CREATE TABLE %I PARTITION OF tasks FOR VALUES FROM (%L) TO (%L)',
+        part,
+        (day::timestamp AT TIME ZONE 'UTC'),
+        ((day + 1)::timestamp AT TIME ZONE 'UTC'));
+    RETURN TRUE;
+END;
+$$;

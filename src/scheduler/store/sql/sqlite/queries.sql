@@ -1,0 +1,156 @@
+-- SQLite statements (one connection, one thread; a batch is a loop inside one
+-- transaction). Guards are expanded from scheduler.states like the PostgreSQL ones.
+
+-- name: insert_task
+INSERT INTO tasks (id, tenant_id, type, scheduled_at, due_at, status, idempotency_key,
+    max_retries, payload, unresolved_dependencies, shard_id, pool, strict_timing,
+    jitter_mode, timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+
+-- name: task_by_idempotency
+SELECT * FROM tasks WHERE tenant_id = ? AND idempotency_key = ?
+
+-- name: get_task
+SELECT * FROM tasks WHERE id = ?
+
+-- name: claim_candidates
+SELECT id, status FROM tasks
+WHERE status IN ({{from:SCHEDULED,RETRYING|to:PRELOADED}})
+  AND due_at <= ? AND unresolved_dependencies = 0
+ORDER BY due_at
+
+-- name: load_preloaded
+SELECT * FROM tasks
+WHERE status IN ({{states:PRELOADED}}) AND due_at <= ?
+  AND (scheduled_at > ? OR (scheduled_at = ? AND id > ?))
+ORDER BY scheduled_at, id
+
+-- name: mark_dispatched
+UPDATE tasks SET status = 'DISPATCHED', fencing_token = fencing_token + 1,
+    worker_id = ?, lease_expires_at = ?, updated_at = ?
+WHERE id = ? AND scheduled_at = ? AND status IN ({{from:PRELOADED|to:DISPATCHED}})
+RETURNING *
+
+-- name: ack
+UPDATE tasks SET status = 'RUNNING', lease_expires_at = ?, updated_at = ?
+WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
+  AND status IN ({{from:DISPATCHED|to:RUNNING}})
+RETURNING fencing_token, worker_id
+
+-- name: extend_running
+UPDATE tasks SET lease_expires_at = ?, updated_at = ?
+WHERE id = ? AND scheduled_at = ? AND fencing_token = ? AND status IN ({{states:RUNNING}})
+RETURNING id
+
+-- name: heartbeat
+UPDATE tasks SET lease_expires_at = ?, updated_at = ?
+WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
+  AND status IN ({{states:DISPATCHED,RUNNING}})
+RETURNING id
+
+-- name: checkpoint
+UPDATE tasks SET checkpoint = ?, updated_at = ?
+WHERE id = ? AND scheduled_at = ? AND fencing_token = ? AND status IN ({{states:RUNNING}})
+RETURNING id
+
+-- name: exists_key
+SELECT 1 FROM tasks WHERE id = ? AND scheduled_at = ?
+
+-- name: complete
+UPDATE tasks SET status = 'COMPLETED', result_payload = ?, lease_expires_at = NULL,
+    updated_at = ?
+WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
+  AND status IN ({{from:RUNNING|to:COMPLETED}})
+RETURNING *
+
+-- name: ledger
+INSERT INTO task_completions (task_id, scheduled_at, tenant_id, type, schedule_id, job_id,
+    fencing_token, worker_id, completed_at)
+VALUES (?, ?, ?, ?, ?, (SELECT name FROM cron_schedules WHERE id = ?), ?, ?, ?)
+
+-- name: children
+SELECT child_task_id FROM task_dependencies WHERE parent_task_id = ?
+
+-- name: decrement_child
+UPDATE tasks SET unresolved_dependencies = max(unresolved_dependencies - 1, 0),
+    status = CASE WHEN unresolved_dependencies - 1 <= 0
+                   AND status IN ({{from:SCHEDULED|to:PRELOADED}})
+                  THEN 'PRELOADED' ELSE status END,
+    updated_at = ?
+WHERE id = ? AND unresolved_dependencies > 0
+RETURNING *
+
+-- name: fail
+UPDATE tasks SET
+    status = CASE WHEN ? AND retry_count < max_retries THEN 'RETRYING' ELSE 'DEAD_LETTER' END,
+    due_at = CASE WHEN ? AND retry_count < max_retries THEN ? ELSE due_at END,
+    retry_count = retry_count + 1,
+    last_error = ?, lease_expires_at = NULL, updated_at = ?
+WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
+  AND status IN ({{from:RUNNING|to:RETRYING}})
+RETURNING status, fencing_token, worker_id
+
+-- name: lock_fenced
+SELECT * FROM tasks WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
+  AND status IN (?, ?)
+
+-- name: release
+UPDATE tasks SET
+    status = CASE WHEN cancel_requested THEN 'CANCELLED' ELSE 'PRELOADED' END,
+    lease_expires_at = NULL, checkpoint = coalesce(?, checkpoint), updated_at = ?
+WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
+  AND status IN ({{from:RUNNING,DISPATCHED|to:PRELOADED}})
+RETURNING status
+
+-- name: confirm_cancel
+UPDATE tasks SET status = 'CANCELLED', lease_expires_at = NULL, updated_at = ?
+WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
+  AND status IN ({{from:RUNNING|to:CANCELLED}}) AND cancel_requested
+RETURNING fencing_token, worker_id
+
+-- name: expired
+SELECT * FROM tasks
+WHERE status IN ({{states:DISPATCHED,RUNNING}}) AND lease_expires_at < ?
+ORDER BY lease_expires_at
+
+-- name: reclaim_one
+UPDATE tasks SET
+    status = CASE
+        WHEN cancel_requested THEN 'CANCELLED'
+        WHEN status = 'DISPATCHED' THEN 'PRELOADED'
+        WHEN retry_count < max_retries THEN 'RETRYING'
+        ELSE 'DEAD_LETTER' END,
+    due_at = CASE WHEN status = 'RUNNING' AND NOT cancel_requested
+                  AND retry_count < max_retries THEN ? ELSE due_at END,
+    last_error = CASE WHEN status = 'RUNNING' AND NOT cancel_requested
+                      THEN 'lease expired' ELSE last_error END,
+    retry_count = CASE WHEN status = 'RUNNING' AND NOT cancel_requested
+                       THEN retry_count + 1 ELSE retry_count END,
+    lease_expires_at = NULL, updated_at = ?
+WHERE id = ?
+RETURNING *
+
+-- name: set_status
+UPDATE tasks SET status = ?1, updated_at = ?2,
+    cancel_requested = CASE WHEN ?1 = 'CANCELLED' THEN 0 ELSE cancel_requested END,
+    lease_expires_at = CASE WHEN ?1 IN ('DISPATCHED', 'RUNNING') THEN lease_expires_at END,
+    retry_count = CASE WHEN ?1 = 'SCHEDULED' AND status = 'DEAD_LETTER'
+                       THEN 0 ELSE retry_count END,
+    due_at = coalesce(?3, due_at)
+WHERE id = ?4 AND status IN (SELECT value FROM json_each(?5))
+RETURNING *
+
+-- name: request_cancel
+UPDATE tasks SET cancel_requested = 1, updated_at = ?
+WHERE id = ? AND status IN ({{states:DISPATCHED,RUNNING}})
+RETURNING *
+
+-- name: audit
+INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token,
+    actor, at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+
+-- name: transitions_of
+SELECT from_status, to_status, fencing_token, actor, at FROM task_transitions
+WHERE task_id = ? ORDER BY seq

@@ -1,0 +1,136 @@
+-- Tickwheel's embedded schema (SQLite, one file, WAL). Same tables as PostgreSQL minus
+-- partitions: times are integer microseconds since the Unix epoch (UTC), UUIDs are
+-- text, JSON is text. Idempotency is a plain unique index (no partition key to include).
+CREATE TABLE IF NOT EXISTS tenants (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    tier TEXT NOT NULL DEFAULT 'STANDARD',
+    rate_limit_rps INTEGER NOT NULL DEFAULT 1000,
+    max_concurrent_workers INTEGER NOT NULL DEFAULT 200,
+    home_region TEXT NOT NULL DEFAULT 'local',
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    name TEXT NOT NULL,
+    secret_hash BLOB NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    type TEXT NOT NULL,
+    scheduled_at INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'SCHEDULED' CHECK (status IN (
+        'SCHEDULED', 'PRELOADED', 'DISPATCHED', 'RUNNING', 'RETRYING',
+        'COMPLETED', 'CANCELLED', 'DEAD_LETTER')),
+    fencing_token INTEGER NOT NULL DEFAULT 1,
+    idempotency_key TEXT NOT NULL,
+    retry_count INTEGER NOT NULL DEFAULT 0,
+    max_retries INTEGER NOT NULL DEFAULT 3,
+    payload TEXT NOT NULL,
+    result_payload TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    unresolved_dependencies INTEGER NOT NULL DEFAULT 0,
+    due_at INTEGER NOT NULL,
+    shard_id INTEGER NOT NULL,
+    pool TEXT NOT NULL DEFAULT 'standard',
+    strict_timing INTEGER NOT NULL DEFAULT 0,
+    jitter_mode TEXT NOT NULL DEFAULT 'symmetric',
+    timeout_s REAL NOT NULL DEFAULT 0,
+    lease_expires_at INTEGER,
+    worker_id TEXT,
+    last_error TEXT,
+    checkpoint TEXT,
+    trace_context TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    workflow_id TEXT,
+    schedule_id TEXT,
+    UNIQUE (tenant_id, idempotency_key)
+);
+CREATE INDEX IF NOT EXISTS idx_tasks_claimable ON tasks (due_at)
+    WHERE status IN ('SCHEDULED', 'RETRYING');
+CREATE INDEX IF NOT EXISTS idx_tasks_preloaded ON tasks (scheduled_at, id)
+    WHERE status = 'PRELOADED';
+CREATE INDEX IF NOT EXISTS idx_tasks_leased ON tasks (lease_expires_at)
+    WHERE status IN ('DISPATCHED', 'RUNNING');
+CREATE INDEX IF NOT EXISTS idx_tasks_tenant ON tasks (tenant_id, scheduled_at, id);
+CREATE TABLE IF NOT EXISTS task_dependencies (
+    workflow_id TEXT NOT NULL,
+    parent_task_id TEXT NOT NULL,
+    child_task_id TEXT NOT NULL,
+    PRIMARY KEY (workflow_id, parent_task_id, child_task_id)
+);
+CREATE INDEX IF NOT EXISTS idx_task_dependencies_parent ON task_dependencies (parent_task_id);
+CREATE TABLE IF NOT EXISTS canary_executions (
+    id TEXT PRIMARY KEY,
+    scheduled_time INTEGER NOT NULL,
+    dispatched_time INTEGER,
+    completed_time INTEGER,
+    status TEXT NOT NULL DEFAULT 'PENDING'
+);
+CREATE TABLE IF NOT EXISTS cron_schedules (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    name TEXT NOT NULL,
+    cron_expr TEXT NOT NULL,
+    timezone TEXT NOT NULL DEFAULT 'UTC',
+    task_type TEXT NOT NULL,
+    payload TEXT NOT NULL DEFAULT '{}',
+    pool TEXT NOT NULL DEFAULT 'standard',
+    strict_timing INTEGER NOT NULL DEFAULT 0,
+    jitter_mode TEXT NOT NULL DEFAULT 'symmetric',
+    max_retries INTEGER NOT NULL DEFAULT 3,
+    enabled INTEGER NOT NULL DEFAULT 1,
+    next_fire_at INTEGER,
+    last_fired_at INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    UNIQUE (tenant_id, name)
+);
+CREATE TABLE IF NOT EXISTS job_expectations (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    job_id TEXT NOT NULL,
+    interval_s INTEGER NOT NULL CHECK (interval_s > 0),
+    tolerance_s INTEGER NOT NULL DEFAULT 300 CHECK (tolerance_s >= 0),
+    created_at INTEGER NOT NULL,
+    last_alerted_at INTEGER,
+    UNIQUE (tenant_id, job_id)
+);
+CREATE TABLE IF NOT EXISTS task_completions (
+    task_id TEXT NOT NULL,
+    scheduled_at INTEGER NOT NULL,
+    tenant_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    schedule_id TEXT,
+    job_id TEXT,
+    fencing_token INTEGER NOT NULL,
+    worker_id TEXT,
+    completed_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_task_completions_job ON task_completions (job_id, completed_at);
+CREATE TABLE IF NOT EXISTS shard_epochs (
+    shard_id INTEGER PRIMARY KEY,
+    epoch INTEGER NOT NULL DEFAULT 0,
+    owner TEXT,
+    updated_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS task_transitions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    scheduled_at INTEGER NOT NULL,
+    from_status TEXT NOT NULL,
+    to_status TEXT NOT NULL,
+    fencing_token INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_task_transitions_task ON task_transitions (task_id);
+CREATE TRIGGER IF NOT EXISTS task_transitions_no_update BEFORE UPDATE ON task_transitions
+BEGIN SELECT RAISE(ABORT, 'task_transitions is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS task_transitions_no_delete BEFORE DELETE ON task_transitions
+BEGIN SELECT RAISE(ABORT, 'task_transitions is append-only'); END;

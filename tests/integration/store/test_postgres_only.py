@@ -1,0 +1,205 @@
+"""PostgreSQL-only behaviour: migrations, partitions, pruning (EXPLAIN), concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+
+from scheduler.store import Completion, DispatchRequest, FencedWrite, StoreConfig, Tenant, _sql
+from scheduler.store.postgres import PostgresStore, Q, migrate
+from tests.integration.store.conftest import NOW, force_status, new_task
+from tests.support.servers import PostgresServer
+
+pytestmark = pytest.mark.postgres
+
+_CATALOG = """
+SELECT 'column' AS kind, table_name || '.' || column_name AS name,
+       data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '') AS def
+FROM information_schema.columns WHERE table_schema = 'public'
+UNION ALL
+SELECT 'index', indexname, regexp_replace(indexdef, '^CREATE (UNIQUE )?INDEX \\S+ ', '')
+FROM pg_indexes WHERE schemaname = 'public'
+UNION ALL
+SELECT 'constraint', conrelid::regclass || '.' || conname, pg_get_constraintdef(oid)
+FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+UNION ALL
+SELECT 'function', proname, md5(prosrc) FROM pg_proc
+WHERE pronamespace = 'public'::regnamespace
+UNION ALL
+SELECT 'trigger', tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal
+ORDER BY 1, 2, 3
+"""
+
+
+async def _catalog(dsn: str) -> list[tuple[str, str, str]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(_CATALOG)
+    finally:
+        await conn.close()
+    return [(r[0], r[1], r[2]) for r in rows if "tickwheel_schema_migrations" not in r[1]]
+
+
+async def test_migrations_equal_fresh_schema_and_are_idempotent(
+    pg_empty_dsn: str, postgres_server: PostgresServer
+) -> None:
+    versions = [v for v, _, _ in _sql.migrations()]
+    assert await migrate(pg_empty_dsn, use_schema_file=False) == versions
+    assert await migrate(pg_empty_dsn) == []
+    name = f"fresh_{uuid.uuid4().hex[:8]}"
+    postgres_server.psql(f"CREATE DATABASE {name}")
+    try:
+        fresh = postgres_server.dsn(name)
+        assert await migrate(fresh) == versions
+        assert await migrate(fresh) == []
+        migrated, installed = await _catalog(pg_empty_dsn), await _catalog(fresh)
+        assert len(installed) > 50
+        assert migrated == installed
+    finally:
+        postgres_server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+async def test_concurrent_migrate_runs_once(pg_empty_dsn: str) -> None:
+    results = await asyncio.gather(*(migrate(pg_empty_dsn) for _ in range(4)))
+    assert sorted(len(r) for r in results) == [0, 0, 0, len(_sql.migrations())]
+
+
+@pytest.fixture
+async def pg(pg_dsn: str) -> AsyncIterator[PostgresStore]:
+    s = await PostgresStore.open(
+        pg_dsn, StoreConfig(pool_max_size=10, retention_days=30, preload_sweep_interval_s=60)
+    )
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+async def test_partitions_ahead_on_demand_and_retention(pg: PostgresStore) -> None:
+    tenant = await pg.create_tenant(Tenant(id=uuid.uuid4(), name="p"))
+    today = datetime.now(UTC)
+    made = await pg.partitions()
+    assert f"tasks_p{today:%Y%m%d}" in made
+    assert f"tasks_p{today + timedelta(days=7):%Y%m%d}" in made
+    far = today + timedelta(days=730)
+    [r] = await pg.insert_tasks([new_task(tenant, far)], NOW)
+    assert r.created
+    assert f"tasks_p{far:%Y%m%d}" in await pg.partitions()
+    assert (await pg.get_task(None, r.task.id)).scheduled_at == far
+
+    old_done = NOW - timedelta(days=100)
+    old_live = NOW - timedelta(days=99)
+    done, _live = await pg.insert_tasks(
+        [new_task(tenant, old_done, idempotency_key="old"), new_task(tenant, old_live)], NOW
+    )
+    await force_status(pg, done.task.key, __import__("scheduler.states").states.TaskState.COMPLETED)
+    result = await pg.maintain(NOW)
+    assert f"tasks_p{old_done:%Y%m%d}" in result.detached
+    assert f"tasks_p{old_live:%Y%m%d}" not in result.detached  # a live task keeps it
+    assert f"tasks_p{old_done:%Y%m%d}" not in await pg.partitions()
+    async with pg._pool.acquire() as conn:
+        kept = await conn.fetchval(f"SELECT count(*) FROM tasks_detached_p{old_done:%Y%m%d}")
+    assert kept == 1  # detached, never deleted
+    # Its idempotency key is released; the day can be written again (re-created).
+    [again] = await pg.insert_tasks([new_task(tenant, old_done, idempotency_key="old")], NOW)
+    assert again.created
+
+
+def _relations(plan: Any) -> list[str]:
+    out: list[str] = []
+    if isinstance(plan, dict):
+        if "Relation Name" in plan:
+            out.append(plan["Relation Name"])
+        for v in plan.values():
+            out += _relations(v)
+    elif isinstance(plan, list):
+        for v in plan:
+            out += _relations(v)
+    return out
+
+
+@pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
+async def test_hot_path_statements_touch_one_partition(pg: PostgresStore, plan_mode: str) -> None:
+    tenant = await pg.create_tenant(Tenant(id=uuid.uuid4(), name="e"))
+    days = [NOW + timedelta(days=d) for d in range(-2, 4)]
+    res = await pg.insert_tasks([new_task(tenant, d) for d in days for _ in range(3)], NOW)
+    keys = [r.task.key for r in res if r.task.scheduled_at == NOW]
+    ids = [k.id for k in keys]
+    times = [k.scheduled_at for k in keys]
+    tokens = [2] * len(keys)
+    lo, hi = min(times), max(times)
+    start = NOW.replace(hour=0, minute=0)
+    statements: dict[str, tuple[Any, ...]] = {
+        "claim_preload": (NOW, None, start, start + timedelta(days=1), 10, NOW, "t"),
+        "mark_dispatched": (ids, times, ["w"] * 3, [NOW] * 3, NOW, lo, hi, "t"),
+        "ack": (ids, times, tokens, NOW, NOW, lo, hi),
+        "heartbeat": (ids, times, tokens, NOW, NOW, lo, hi, ["RUNNING"]),
+        "complete": (ids, times, tokens, [None] * 3, NOW, lo, hi),
+        "fail": (ids, times, tokens, ["e"] * 3, [True] * 3, [None] * 3, NOW, lo, hi),
+        "release": (ids, times, tokens, [None] * 3, NOW, lo, hi),
+        "existing_keys": (ids, times, lo, hi),
+    }
+    async with pg._pool.acquire() as conn:
+        tx = conn.transaction()
+        await tx.start()
+        try:
+            await conn.execute(f"SET LOCAL plan_cache_mode = {plan_mode}")
+            for name, args in statements.items():
+                # A generic plan prunes at executor start-up: ANALYZE shows what ran.
+                analyze = "ANALYZE, " if plan_mode == "force_generic_plan" else ""
+                raw = await conn.fetchval(f"EXPLAIN ({analyze}FORMAT JSON) {Q[name]}", *args)
+                parts = {r for r in _relations(json.loads(raw)) if r.startswith("tasks_p")}
+                assert parts == {f"tasks_p{NOW:%Y%m%d}"}, (name, parts)
+        finally:
+            await tx.rollback()  # EXPLAIN ANALYZE executed the writes
+
+
+async def test_hundred_concurrent_submits_one_key_make_one_task(pg: PostgresStore) -> None:
+    tenant = await pg.create_tenant(Tenant(id=uuid.uuid4(), name="c"))
+    tasks = [
+        new_task(tenant, NOW + timedelta(minutes=i), idempotency_key="same") for i in range(100)
+    ]
+    results = await asyncio.gather(*(pg.insert_tasks([t], NOW) for t in tasks))
+    created = [r[0] for r in results if r[0].created]
+    assert len(created) == 1
+    assert {r[0].task.id for r in results} == {created[0].task.id}
+    async with pg._pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM tasks") == 1
+        assert await conn.fetchval("SELECT count(*) FROM task_keys") == 1
+
+
+async def test_two_nodes_never_claim_the_same_task(pg: PostgresStore, pg_dsn: str) -> None:
+    tenant = await pg.create_tenant(Tenant(id=uuid.uuid4(), name="n"))
+    await pg.insert_tasks([new_task(tenant) for _ in range(300)], NOW)
+    other = await PostgresStore.open(pg_dsn)
+    try:
+        got = await asyncio.gather(
+            *(s.claim_preload(None, NOW, 25, NOW) for s in (pg, other) for _ in range(8))
+        )
+    finally:
+        await other.close()
+    ids = [p.key.id for batch in got for p in batch]
+    assert len(ids) == len(set(ids)) == 300
+
+
+async def test_transition_log_is_append_only(pg: PostgresStore) -> None:
+    tenant = await pg.create_tenant(Tenant(id=uuid.uuid4(), name="a"))
+    [r] = await pg.insert_tasks([new_task(tenant)], NOW)
+    await pg.claim_preload(None, NOW, 1, NOW)
+    [a] = await pg.mark_dispatched(
+        [DispatchRequest(key=r.task.key, worker_id="w", lease_expires_at=NOW)], NOW
+    )
+    assert a is not None
+    await pg.ack([FencedWrite(key=a.key, token=a.fencing_token)], NOW, NOW)
+    await pg.complete([Completion(key=a.key, token=a.fencing_token)], NOW)
+    async with pg._pool.acquire() as conn:
+        with pytest.raises(asyncpg.RaiseError, match="append-only"):
+            await conn.execute("DELETE FROM task_transitions")
+        assert await conn.fetchval("SELECT count(*) FROM task_transitions") == 4
