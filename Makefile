@@ -27,7 +27,7 @@ $(PYTHON):
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): $(PYTHON) pyproject.toml setup.py
-	$(BIN)/pip install -q setuptools wheel "cython>=3.0"
+	$(BIN)/pip install -q "setuptools>=77" wheel "cython>=3.0"
 	$(BIN)/pip install -q --no-build-isolation -e '.[dev]'
 	@touch $(STAMP)
 

@@ -25,7 +25,9 @@ async def test_postgres_query(postgres_server: PostgresServer) -> None:
         await conn.close()
 
 
-async def test_pg_dsn_is_isolated_and_migrated(pg_dsn: str, postgres_server: PostgresServer) -> None:
+async def test_pg_dsn_is_isolated_and_migrated(
+    pg_dsn: str, postgres_server: PostgresServer
+) -> None:
     conn = await asyncpg.connect(pg_dsn, timeout=10)
     try:
         db = await conn.fetchval("SELECT current_database()")

@@ -1,0 +1,28 @@
+"""The scheduling engine: pre-loader, timing-wheel dispatcher, leases, retries.
+
+It imports no gRPC: the transport layer (``scheduler.server``) drives it through
+:class:`Engine` and :class:`WorkerSession`.
+"""
+
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._engine import Engine, WorkerSession
+from scheduler.engine._types import (
+    AssignmentBatch,
+    CancelNotice,
+    FailureReport,
+    SessionEvent,
+    SubmitSpec,
+    WorkerHello,
+)
+
+__all__ = [
+    "AssignmentBatch",
+    "CancelNotice",
+    "Engine",
+    "EngineConfig",
+    "FailureReport",
+    "SessionEvent",
+    "SubmitSpec",
+    "WorkerHello",
+    "WorkerSession",
+]

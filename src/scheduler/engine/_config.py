@@ -1,0 +1,62 @@
+"""Engine configuration: one frozen dataclass, units in the field names."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class EngineConfig:
+    """How the scheduling engine behaves. Validated on construction."""
+
+    lookahead_s: float = 3600.0
+    """Pre-load tasks due within this window into the wheel (the seed's T - 60 min)."""
+    preload_interval_s: float = 1.0
+    """How often the pre-loader and the lease reaper look at the store."""
+    preload_batch: int = 5000
+    """Rows claimed per pre-load statement."""
+    lease_ttl_s: float = 30.0
+    """Lease granted at dispatch and extended by each heartbeat."""
+    heartbeat_interval_s: float = 10.0
+    """Interval suggested to workers (a third of the lease by default)."""
+    dispatch_lead_ms: int = 50
+    """Commit the dispatch this long before the due time, deliver at the due tick
+    (brief §12: commit ahead, deliver on time)."""
+    max_batch: int = 1000
+    """Most tasks per batched store write."""
+    retry_base_s: float = 1.0
+    """First retry backoff; doubles per attempt."""
+    retry_max_s: float = 300.0
+    """Backoff ceiling."""
+    shard_count: int = 256
+    """Fixed number of shards for the cluster."""
+    jitter_window_s: int = 120
+    """Half-width of the symmetric jitter window."""
+    max_submit_batch: int = 10_000
+    """Most tasks in one SubmitTasks call."""
+    tick_ms: int = 1
+    """Timing wheel tick."""
+
+    def __post_init__(self) -> None:
+        positive = {
+            "lookahead_s": self.lookahead_s,
+            "preload_interval_s": self.preload_interval_s,
+            "preload_batch": self.preload_batch,
+            "lease_ttl_s": self.lease_ttl_s,
+            "heartbeat_interval_s": self.heartbeat_interval_s,
+            "max_batch": self.max_batch,
+            "retry_base_s": self.retry_base_s,
+            "retry_max_s": self.retry_max_s,
+            "shard_count": self.shard_count,
+            "max_submit_batch": self.max_submit_batch,
+            "tick_ms": self.tick_ms,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ValueError(f"EngineConfig.{name} must be positive, got {value}")
+        if self.dispatch_lead_ms < 0:
+            raise ValueError("EngineConfig.dispatch_lead_ms must be >= 0")
+        if self.jitter_window_s < 0:
+            raise ValueError("EngineConfig.jitter_window_s must be >= 0")
+        if self.heartbeat_interval_s >= self.lease_ttl_s:
+            raise ValueError("EngineConfig.heartbeat_interval_s must be below lease_ttl_s")

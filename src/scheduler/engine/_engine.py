@@ -1,0 +1,918 @@
+"""The engine: pre-loader, timing-wheel dispatcher, lease reaper, worker sessions.
+
+Data path (brief §2): submissions are written to the store; the pre-loader claims what
+falls due within the look-ahead into PRELOADED and into the timing wheel (tasks
+submitted inside the look-ahead go straight in). The dispatcher sleeps until the
+wheel's next due time (or a nudge), takes what is due, matches it to worker sessions
+with free credit, commits the dispatch for the whole batch in one store call a short
+lead *before* the due instant, and hands each assignment to its session at the due
+tick (commit ahead, deliver on time: brief §12). Every worker write goes through a
+:class:`Batcher`, so a busy tick costs one statement per kind of write.
+
+The store alone decides state: the wheel, the ready queues and the sessions are
+in-memory indexes that a restart rebuilds from PRELOADED rows and lease expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import hashlib
+import heapq
+import itertools
+import json
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from scheduler._errors import InvalidArgument, NotFound, StaleFencingToken, Unauthenticated
+from scheduler.engine._batcher import Batcher
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._types import (
+    AssignmentBatch,
+    CancelNotice,
+    FailureReport,
+    SessionEvent,
+    SubmitSpec,
+    WorkerHello,
+)
+from scheduler.ids import uuid7
+from scheduler.jitter import JitterMode, jitter_offset_ms, shard_of, stable_hash
+from scheduler.states import TaskState
+from scheduler.store import (
+    JSON,
+    ApiKey,
+    Assignment,
+    Completion,
+    DispatchRequest,
+    Failure,
+    FencedWrite,
+    InsertResult,
+    NewTask,
+    Outcome,
+    Page,
+    Pool,
+    Preloaded,
+    Release,
+    Store,
+    TaskFilter,
+    TaskKey,
+    TaskRecord,
+    Tenant,
+)
+from scheduler.wheel import TimingWheel
+
+log = logging.getLogger("tickwheel.engine")
+
+MAX_TYPE_LEN = 64
+MAX_IDEMPOTENCY_KEY_LEN = 128
+MAX_RETRIES_LIMIT = 100
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _to_ms(ts: datetime) -> int:
+    return int(ts.timestamp() * 1000)
+
+
+def hash_secret(secret: str) -> bytes:
+    """API keys are stored as SHA-256 digests; a leaked table leaks no key."""
+    return hashlib.sha256(secret.encode()).digest()
+
+
+@dataclasses.dataclass(slots=True)
+class EngineStats:
+    """Counters and a bounded sample of dispatch lateness, for metrics and the demo."""
+
+    submitted: int = 0
+    preloaded: int = 0
+    dispatched: int = 0
+    delivered: int = 0
+    completed: int = 0
+    failed: int = 0
+    stale_writes: int = 0
+    reclaimed: int = 0
+    lateness_ms: collections.deque[float] = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=200_000)
+    )
+
+    def lateness_percentile(self, q: float) -> float | None:
+        """The q-quantile (0..1) of recorded dispatch lateness in ms."""
+        if not self.lateness_ms:
+            return None
+        ordered = sorted(self.lateness_ms)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class WorkerSession:
+    """One worker stream's view of the engine.
+
+    The transport reads :meth:`events` and forwards the worker's writes. Assignments
+    are pushed only against credit the worker granted (flow control).
+    """
+
+    def __init__(self, engine: Engine, hello: WorkerHello) -> None:
+        self._engine = engine
+        self.session_id = uuid.uuid4().hex
+        self.worker_id = hello.worker_id
+        self.tenant_id = hello.tenant_id
+        self.task_types = hello.task_types
+        self.pools = hello.pools
+        self.lease_ttl_s = engine.config.lease_ttl_s
+        self.heartbeat_interval_s = engine.config.heartbeat_interval_s
+        self.credits = hello.slots
+        self.draining = False
+        self.closed = False
+        self.held: dict[uuid.UUID, tuple[TaskKey, int]] = {}
+        self.attempts: dict[uuid.UUID, int] = {}
+        self.acked: set[uuid.UUID] = set()
+        self._queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
+
+    # -- what the transport reads -------------------------------------------------
+    async def events(self) -> AsyncIterator[SessionEvent]:
+        """Assignment batches and cancel notices; ends when the session closes."""
+        while True:
+            event = await self.next_event()
+            if event is None:
+                return
+            yield event
+
+    async def next_event(self) -> SessionEvent | None:
+        """The next event, or None once the session is closed. Cancel-safe."""
+        if self.closed and self._queue.empty():
+            return None
+        event = await self._queue.get()
+        if event is None:
+            self._queue.put_nowait(None)  # every later call sees the end too
+        return event
+
+    def _push(self, event: SessionEvent) -> None:
+        if not self.closed:
+            self._queue.put_nowait(event)
+
+    # -- flow control ------------------------------------------------------------------
+    def grant(self, slots: int) -> None:
+        """The worker has ``slots`` more free slots."""
+        if slots < 0:
+            raise InvalidArgument("credit.slots", "must not be negative")
+        self.credits += slots
+        if slots:
+            self._engine._wake_dispatcher()
+
+    def drain(self) -> None:
+        """Stop pushing new work to this session (graceful drain, phase one)."""
+        self.draining = True
+
+    def accepts(self, pool: Pool, type_: str) -> bool:
+        """Whether this session can take a task of ``type_`` from ``pool`` right now."""
+        return (
+            not self.closed
+            and not self.draining
+            and self.credits > 0
+            and type_ in self.task_types
+            and pool in self.pools
+        )
+
+    # -- the worker's writes -----------------------------------------------------------
+    async def _own(self, writes: Sequence[FencedWrite]) -> list[bool]:
+        """Which writes name tasks of this session's tenant.
+
+        Tasks this session was given are known; others (a worker that reconnected
+        mid-task gets a new session) are checked against the store, so a key of one
+        tenant can never touch another tenant's task.
+        """
+        owned: list[bool] = []
+        for w in writes:
+            if w.key.id in self.held:
+                owned.append(True)
+                continue
+            try:
+                await self._engine.store.get_task(self.tenant_id, w.key.id)
+            except NotFound:
+                owned.append(False)
+            else:
+                self.held[w.key.id] = (w.key, w.token)
+                owned.append(True)
+        return owned
+
+    async def _fenced(
+        self,
+        writes: Sequence[FencedWrite],
+        run: Callable[[list[FencedWrite]], Any],
+    ) -> list[Outcome]:
+        owned = await self._own(writes)
+        mine = [w for w, ok in zip(writes, owned, strict=True) if ok]
+        results: list[Outcome] = await run(mine) if mine else []
+        it = iter(results)
+        out = [next(it) if ok else Outcome.NOT_FOUND for ok in owned]
+        self._engine._count_stale(out)
+        return out
+
+    async def ack(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        """DISPATCHED -> RUNNING for each task (fenced)."""
+        out = await self._fenced(writes, self._engine._acks.submit_many)
+        for w, outcome in zip(writes, out, strict=True):
+            if outcome is Outcome.OK:
+                self.acked.add(w.key.id)
+        return out
+
+    async def heartbeat(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        """Extend the leases (fenced)."""
+        return await self._fenced(writes, self._engine._heartbeats.submit_many)
+
+    async def checkpoint(self, key: TaskKey, token: int, data: JSON) -> Outcome:
+        """Store progress for a resume (fenced)."""
+        if not isinstance(data, dict):
+            raise InvalidArgument("checkpoint.data", "must be a JSON object")
+
+        async def run(mine: list[FencedWrite]) -> list[Outcome]:
+            return [await self._engine.store.checkpoint(key, token, data, self._engine.now())]
+
+        return (await self._fenced([FencedWrite(key=key, token=token)], run))[0]
+
+    async def complete(self, items: Sequence[Completion]) -> list[Outcome]:
+        """RUNNING -> COMPLETED (fenced)."""
+        by_id = {c.key.id: c for c in items}
+
+        async def run(mine: list[FencedWrite]) -> list[Outcome]:
+            return await self._engine._complete_many([by_id[w.key.id] for w in mine])
+
+        out = await self._fenced([FencedWrite(key=c.key, token=c.token) for c in items], run)
+        self._forget(items, out)
+        return out
+
+    async def fail(self, items: Sequence[FailureReport]) -> list[Outcome]:
+        """A failed attempt: RETRYING with backoff, or DEAD_LETTER (fenced)."""
+        by_id = {
+            f.key.id: dataclasses.replace(
+                f,
+                attempt=f.attempt or self.attempts.get(f.key.id, 1),
+                tenant_id=self.tenant_id,
+            )
+            for f in items
+        }
+
+        async def run(mine: list[FencedWrite]) -> list[Outcome]:
+            return await self._engine._fail_many([by_id[w.key.id] for w in mine])
+
+        out = await self._fenced([FencedWrite(key=f.key, token=f.token) for f in items], run)
+        self._forget(items, out)
+        return out
+
+    async def release(self, items: Sequence[Release]) -> list[Outcome]:
+        """Give tasks back without using an attempt (fenced)."""
+        by_id = {r.key.id: r for r in items}
+
+        async def run(mine: list[FencedWrite]) -> list[Outcome]:
+            return await self._engine._release_many([by_id[w.key.id] for w in mine])
+
+        out = await self._fenced([FencedWrite(key=r.key, token=r.token) for r in items], run)
+        self._forget(items, out)
+        return out
+
+    async def confirm_cancel(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        """The worker stopped cancelled tasks: RUNNING -> CANCELLED (fenced)."""
+
+        async def run(mine: list[FencedWrite]) -> list[Outcome]:
+            return await self._engine.store.confirm_cancel(mine, self._engine.now())
+
+        out = await self._fenced(writes, run)
+        self._forget(writes, out)
+        return out
+
+    def _forget(self, items: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
+        for item, outcome in zip(items, outcomes, strict=True):
+            if outcome is not Outcome.NOT_FOUND:
+                self.held.pop(item.key.id, None)
+                self.attempts.pop(item.key.id, None)
+                self.acked.discard(item.key.id)
+
+    async def close(self) -> None:
+        """End the session; tasks dispatched to it but not acked go back to PRELOADED.
+
+        Safe to call twice. RUNNING tasks keep their lease: the worker may reconnect
+        and carry on; if it does not, lease expiry reclaims them.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        self._engine._sessions.pop(self.session_id, None)
+        self._queue.put_nowait(None)
+        unacked = [v for k, v in self.held.items() if k not in self.acked]
+        self.held.clear()
+        if unacked:
+            await self._engine._release_unacked(unacked)
+
+
+class Engine:
+    """The scheduler core for one node.
+
+    ``clock`` returns the current time (timezone-aware); tests pass a fake clock to
+    move time without sleeping and call :meth:`wake` after moving it.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        config: EngineConfig | None = None,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        node_id: str = "local",
+    ) -> None:
+        self.store = store
+        self.config = config or EngineConfig()
+        self.now = clock or _utcnow
+        self.node_id = node_id
+        self.stats = EngineStats()
+        self._wheel = TimingWheel(tick_ms=self.config.tick_ms, start_ms=self._now_ms())
+        self._ids = itertools.count(1)
+        self._entries: dict[int, Preloaded] = {}
+        self._wheel_key: dict[uuid.UUID, int] = {}
+        # Due tasks waiting for a session with credit, per (tenant, type).
+        self._ready: dict[tuple[uuid.UUID, str], collections.deque[Preloaded]] = (
+            collections.defaultdict(collections.deque)
+        )
+        self._ready_count = 0
+        # Committed dispatches waiting for their due tick: (due_ms, seq, session, assignment)
+        self._held: list[tuple[int, int, WorkerSession, Assignment]] = []
+        self._held_seq = itertools.count()
+        self._sessions: dict[str, WorkerSession] = {}
+        self._dispatch_wake = asyncio.Event()
+        self._preload_wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._stopping = False
+        mb = self.config.max_batch
+        self._acks: Batcher[FencedWrite, Outcome] = Batcher("ack", self._flush_acks, max_batch=mb)
+        self._heartbeats: Batcher[FencedWrite, Outcome] = Batcher(
+            "heartbeat", self._flush_heartbeats, max_batch=mb
+        )
+        self._completions: Batcher[Completion, Outcome] = Batcher(
+            "complete", self._flush_completions, max_batch=mb
+        )
+        self._failures: Batcher[FailureReport, Outcome] = Batcher(
+            "fail", self._flush_failures, max_batch=mb
+        )
+        self._releases: Batcher[Release, Outcome] = Batcher(
+            "release", self._flush_releases, max_batch=mb
+        )
+        self._batchers: list[Batcher[Any, Any]] = [
+            self._acks,
+            self._heartbeats,
+            self._completions,
+            self._failures,
+            self._releases,
+        ]
+
+    # ------------------------------------------------------------------ lifecycle
+    def _now_ms(self) -> int:
+        return _to_ms(self.now())
+
+    async def start(self) -> None:
+        """Recover PRELOADED tasks into the wheel, then start the background loops."""
+        if self._started:
+            return
+        self._started = True
+        self._wheel.clear()
+        self._wheel = TimingWheel(tick_ms=self.config.tick_ms, start_ms=self._now_ms())
+        for batcher in self._batchers:
+            batcher.start()
+        await self._recover()
+        self._tasks = [
+            asyncio.create_task(self._dispatch_loop(), name="tickwheel-dispatcher"),
+            asyncio.create_task(self._preload_loop(), name="tickwheel-preloader"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop the loops and close every session; safe twice or before start."""
+        if not self._started or self._stopping:
+            return
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        for session in list(self._sessions.values()):
+            await session.close()
+        for batcher in self._batchers:
+            await batcher.stop()
+        self._started = False
+        self._stopping = False
+
+    def wake(self) -> None:
+        """Re-examine the wheel and the store now (after a fake clock moved)."""
+        self._wake_dispatcher()
+        self._preload_wake.set()
+
+    def _wake_dispatcher(self) -> None:
+        self._dispatch_wake.set()
+
+    async def _recover(self) -> None:
+        """Reload PRELOADED tasks (a restart loses nothing); leases handle the rest."""
+        horizon = self.now() + timedelta(seconds=self.config.lookahead_s)
+        after: TaskKey | None = None
+        while True:
+            batch = await self.store.load_preloaded(None, horizon, self.config.preload_batch, after)
+            self._add_to_wheel(batch)
+            if len(batch) < self.config.preload_batch:
+                break
+            after = batch[-1].key
+        log.info("engine recovered %d preloaded tasks", len(self._entries))
+
+    # ------------------------------------------------------------------ submission
+    def _validate(self, spec: SubmitSpec, prefix: str) -> None:
+        if not isinstance(spec.type, str) or not spec.type:
+            raise InvalidArgument(f"{prefix}.type", "is required")
+        if len(spec.type) > MAX_TYPE_LEN:
+            raise InvalidArgument(f"{prefix}.type", f"longer than {MAX_TYPE_LEN} characters")
+        if not isinstance(spec.payload, dict):
+            raise InvalidArgument(f"{prefix}.payload", "must be a JSON object")
+        try:
+            json.dumps(spec.payload, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"{prefix}.payload", f"not JSON-serialisable: {exc}") from exc
+        if spec.scheduled_at is not None and spec.scheduled_at.tzinfo is None:
+            raise InvalidArgument(f"{prefix}.scheduled_at", "must carry a time zone")
+        if spec.idempotency_key is not None and len(spec.idempotency_key) > (
+            MAX_IDEMPOTENCY_KEY_LEN
+        ):
+            raise InvalidArgument(
+                f"{prefix}.idempotency_key", f"longer than {MAX_IDEMPOTENCY_KEY_LEN} characters"
+            )
+        if not 0 <= spec.max_retries <= MAX_RETRIES_LIMIT:
+            raise InvalidArgument(f"{prefix}.max_retries", f"must be 0..{MAX_RETRIES_LIMIT}")
+        if spec.timeout_s < 0:
+            raise InvalidArgument(f"{prefix}.timeout_s", "must not be negative")
+
+    def _new_task(self, tenant_id: uuid.UUID, spec: SubmitSpec, now: datetime) -> NewTask:
+        task_id = uuid7()
+        scheduled_at = spec.scheduled_at or now
+        mode = JitterMode.NONE if spec.strict_timing else spec.jitter_mode
+        offset = jitter_offset_ms(tenant_id, task_id, mode, window_s=self.config.jitter_window_s)
+        due_at = scheduled_at + timedelta(milliseconds=offset)
+        horizon = now + timedelta(seconds=self.config.lookahead_s)
+        return NewTask(
+            id=task_id,
+            tenant_id=tenant_id,
+            type=spec.type,
+            payload=spec.payload,
+            scheduled_at=scheduled_at,
+            due_at=due_at,
+            idempotency_key=spec.idempotency_key or str(task_id),
+            shard_id=shard_of(tenant_id, task_id, self.config.shard_count),
+            pool=spec.pool,
+            strict_timing=spec.strict_timing,
+            jitter_mode=mode,
+            max_retries=spec.max_retries,
+            timeout_s=spec.timeout_s,
+            trace_context=spec.trace_context,
+            initial_state=TaskState.PRELOADED if due_at <= horizon else TaskState.SCHEDULED,
+        )
+
+    async def submit(self, tenant_id: uuid.UUID, specs: Sequence[SubmitSpec]) -> list[InsertResult]:
+        """Validate and store tasks; those due inside the look-ahead go into the wheel.
+
+        An idempotent resubmit returns the existing task with ``created=False``.
+        """
+        if not specs:
+            raise InvalidArgument("tasks", "at least one task is required")
+        if len(specs) > self.config.max_submit_batch:
+            raise InvalidArgument("tasks", f"at most {self.config.max_submit_batch} tasks per call")
+        single = len(specs) == 1
+        for i, spec in enumerate(specs):
+            self._validate(spec, "task" if single else f"tasks[{i}]")
+        now = self.now()
+        new = [self._new_task(tenant_id, spec, now) for spec in specs]
+        results = await self.store.insert_tasks(new, now)
+        fresh = [
+            Preloaded(
+                key=r.task.key,
+                due_at=r.task.due_at,
+                tenant_id=r.task.tenant_id,
+                shard_id=r.task.shard_id,
+                pool=r.task.pool,
+                type=r.task.type,
+            )
+            for r in results
+            if r.created and r.task.status is TaskState.PRELOADED
+        ]
+        self.stats.submitted += sum(r.created for r in results)
+        self._add_to_wheel(fresh)
+        return results
+
+    # ------------------------------------------------------------------ reads and operator actions
+    async def get_task(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> TaskRecord:
+        """One task of ``tenant_id`` (NotFound for any other tenant's)."""
+        return await self.store.get_task(tenant_id, task_id)
+
+    async def list_tasks(
+        self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
+    ) -> Page:
+        """A page of ``tenant_id``'s tasks."""
+        if not 1 <= page_size <= 1000:
+            raise InvalidArgument("page_size", "must be 1..1000")
+        return await self.store.list_tasks(tenant_id, flt, page_size, page_token)
+
+    async def cancel(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> TaskRecord:
+        """Cancel in any non-terminal state; a running task's worker is told."""
+        result = await self.store.cancel(tenant_id, task_id, self.now())
+        task = result.task
+        if task.status is TaskState.CANCELLED:
+            self._drop_from_memory(task.id)
+        if result.notify_worker is not None:
+            for session in list(self._sessions.values()):
+                if task.id in session.held:
+                    key, token = session.held[task.id]
+                    session._push(CancelNotice(key=key, token=token))
+        return task
+
+    async def redrive(
+        self, tenant_id: uuid.UUID, task_id: uuid.UUID, scheduled_at: datetime | None = None
+    ) -> TaskRecord:
+        """DEAD_LETTER -> SCHEDULED (operator action); the pre-loader picks it up."""
+        if scheduled_at is not None and scheduled_at.tzinfo is None:
+            raise InvalidArgument("scheduled_at", "must carry a time zone")
+        task = await self.store.redrive(tenant_id, task_id, self.now(), scheduled_at or self.now())
+        self._preload_wake.set()
+        return task
+
+    async def complete(
+        self,
+        tenant_id: uuid.UUID,
+        task_id: uuid.UUID,
+        token: int,
+        result: JSON | None,
+        scheduled_at: datetime | None = None,
+    ) -> TaskRecord:
+        """Fenced completion from outside a stream; StaleFencingToken for a zombie."""
+        task = await self.store.get_task(tenant_id, task_id)
+        outcome = await self._completions.submit(
+            Completion(key=task.key, token=token, result=result)
+        )
+        self._count_stale([outcome])
+        if outcome is not Outcome.OK:
+            raise StaleFencingToken(str(task_id), token, f"task is {task.status.value}")
+        return await self.store.get_task(tenant_id, task_id)
+
+    async def fail(
+        self,
+        tenant_id: uuid.UUID,
+        task_id: uuid.UUID,
+        token: int,
+        error: str,
+        retryable: bool = True,
+        scheduled_at: datetime | None = None,
+    ) -> TaskRecord:
+        """Fenced failure from outside a stream; StaleFencingToken for a zombie."""
+        task = await self.store.get_task(tenant_id, task_id)
+        report = FailureReport(
+            key=task.key,
+            token=token,
+            error=error,
+            retryable=retryable,
+            attempt=task.retry_count + 1,
+            tenant_id=tenant_id,
+        )
+        outcome = await self._failures.submit(report)
+        self._count_stale([outcome])
+        if outcome is not Outcome.OK:
+            raise StaleFencingToken(str(task_id), token, f"task is {task.status.value}")
+        return await self.store.get_task(tenant_id, task_id)
+
+    # ------------------------------------------------------------------ tenants and keys
+    async def create_tenant(
+        self,
+        *,
+        name: str,
+        tier: str = "STANDARD",
+        rate_limit_rps: int = 0,
+        max_concurrent_workers: int = 0,
+        home_region: str = "",
+    ) -> Tenant:
+        """Create a tenant; zero quotas mean the defaults."""
+        if not name or len(name) > 128:
+            raise InvalidArgument("tenant.name", "must be 1..128 characters")
+        if tier not in ("STANDARD", "ENTERPRISE", "SYSTEM"):
+            raise InvalidArgument("tenant.tier", "must be STANDARD, ENTERPRISE or SYSTEM")
+        if rate_limit_rps < 0 or max_concurrent_workers < 0:
+            raise InvalidArgument("tenant", "quotas must not be negative")
+        defaults = Tenant(id=uuid.uuid4(), name=name)
+        tenant = Tenant(
+            id=defaults.id,
+            name=name,
+            tier=tier,
+            rate_limit_rps=rate_limit_rps or defaults.rate_limit_rps,
+            max_concurrent_workers=max_concurrent_workers or defaults.max_concurrent_workers,
+            home_region=home_region or defaults.home_region,
+        )
+        return await self.store.create_tenant(tenant)
+
+    async def get_tenant(self, tenant_id: uuid.UUID) -> Tenant:
+        """One tenant."""
+        return await self.store.get_tenant(tenant_id)
+
+    async def update_tenant(self, tenant_id: uuid.UUID, changes: Mapping[str, Any]) -> Tenant:
+        """Change a tenant's tier or quotas."""
+        return await self.store.update_tenant(tenant_id, changes)
+
+    async def create_api_key(self, tenant_id: uuid.UUID, name: str) -> tuple[ApiKey, str]:
+        """A new key; the secret is returned once and stored only as a hash."""
+        secret = "tw_" + secrets.token_urlsafe(32)
+        key = await self.store.create_api_key(tenant_id, name, hash_secret(secret))
+        return key, secret
+
+    async def authenticate(self, secret: str) -> uuid.UUID:
+        """The tenant of an API key secret; Unauthenticated when unknown."""
+        if not secret:
+            raise Unauthenticated("missing API key (x-api-key metadata)")
+        tenant_id = await self.store.tenant_for_key_hash(hash_secret(secret))
+        if tenant_id is None:
+            raise Unauthenticated("unknown or revoked API key")
+        return tenant_id
+
+    # ------------------------------------------------------------------ sessions
+    async def open_session(self, hello: WorkerHello) -> WorkerSession:
+        """Register a worker stream; assignments flow once it has credit."""
+        if not hello.worker_id or len(hello.worker_id) > 256:
+            raise InvalidArgument("hello.worker_id", "must be 1..256 characters")
+        if not hello.task_types:
+            raise InvalidArgument("hello.task_types", "at least one task type is required")
+        if hello.slots < 0:
+            raise InvalidArgument("hello.slots", "must not be negative")
+        session = WorkerSession(self, hello)
+        self._sessions[session.session_id] = session
+        self._wake_dispatcher()
+        return session
+
+    # ------------------------------------------------------------------ the wheel
+    def _add_to_wheel(self, items: Sequence[Preloaded]) -> None:
+        if not items:
+            return
+        earliest = None
+        for p in items:
+            if p.key.id in self._wheel_key:
+                continue
+            k = next(self._ids)
+            self._entries[k] = p
+            self._wheel_key[p.key.id] = k
+            due = _to_ms(p.due_at)
+            self._wheel.add(k, max(due, 0))
+            earliest = due if earliest is None else min(earliest, due)
+        self.stats.preloaded += len(items)
+        self._wake_dispatcher()
+
+    def _drop_from_memory(self, task_id: uuid.UUID) -> None:
+        k = self._wheel_key.pop(task_id, None)
+        if k is not None:
+            self._wheel.cancel(k)
+            self._entries.pop(k, None)
+
+    # ------------------------------------------------------------------ dispatcher
+    async def _dispatch_loop(self) -> None:
+        lead = self.config.dispatch_lead_ms
+        while True:
+            now_ms = self._now_ms()
+            self._deliver_held(now_ms)
+            fired = self._wheel.advance(now_ms + lead)
+            for k in fired:
+                p = self._entries.pop(int(k), None)
+                if p is None:
+                    continue
+                self._wheel_key.pop(p.key.id, None)
+                self._ready[(p.tenant_id, p.type)].append(p)
+                self._ready_count += 1
+            if self._ready_count:
+                await self._match_and_commit()
+                self._deliver_held(self._now_ms())
+            await self._sleep_until_next(lead)
+
+    async def _sleep_until_next(self, lead: int) -> None:
+        now_ms = self._now_ms()
+        targets = []
+        nxt = self._wheel.next_due_ms()
+        if nxt is not None:
+            targets.append(nxt - lead)
+        if self._held:
+            targets.append(self._held[0][0])
+        self._dispatch_wake.clear()
+        timeout = None
+        if targets:
+            timeout = max(0.0, (min(targets) - now_ms) / 1000.0)
+            if timeout == 0.0:
+                await asyncio.sleep(0)
+                return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._dispatch_wake.wait(), timeout)
+
+    async def _match_and_commit(self) -> None:
+        """Pair ready tasks with sessions that have credit; one store call per batch."""
+        now = self.now()
+        lease = now + timedelta(seconds=self.config.lease_ttl_s)
+        sessions = [s for s in self._sessions.values() if not s.closed and not s.draining]
+        if not sessions:
+            return
+        picks: list[tuple[WorkerSession, Preloaded]] = []
+        for (tenant_id, type_), queue in list(self._ready.items()):
+            if not queue:
+                del self._ready[(tenant_id, type_)]
+                continue
+            candidates = [s for s in sessions if s.tenant_id == tenant_id and type_ in s.task_types]
+            if not candidates:
+                continue
+            idle_rounds = 0
+            i = 0
+            while queue and idle_rounds < len(candidates) and len(picks) < self.config.max_batch:
+                s = candidates[i % len(candidates)]
+                i += 1
+                p = queue[0]
+                if s.accepts(p.pool, p.type):
+                    queue.popleft()
+                    self._ready_count -= 1
+                    s.credits -= 1
+                    picks.append((s, p))
+                    idle_rounds = 0
+                else:
+                    idle_rounds += 1
+        if not picks:
+            return
+        requests = [
+            DispatchRequest(key=p.key, worker_id=s.worker_id, lease_expires_at=lease)
+            for s, p in picks
+        ]
+        try:
+            assignments = await self.store.mark_dispatched(requests, now)
+        except Exception:
+            log.exception("dispatch commit failed; tasks stay PRELOADED and are retried")
+            for s, p in picks:
+                s.credits += 1
+                self._ready[(p.tenant_id, p.type)].appendleft(p)
+                self._ready_count += 1
+            await asyncio.sleep(0.1)
+            return
+        for (s, _p), a in zip(picks, assignments, strict=True):
+            if a is None:  # cancelled between pre-load and dispatch
+                s.credits += 1
+                continue
+            s.held[a.key.id] = (a.key, a.fencing_token)
+            s.attempts[a.key.id] = a.attempt
+            heapq.heappush(self._held, (_to_ms(a.due_at), next(self._held_seq), s, a))
+        self.stats.dispatched += sum(a is not None for a in assignments)
+        if self._ready_count:
+            self._wake_dispatcher()
+
+    def _deliver_held(self, now_ms: int) -> None:
+        """Push committed assignments whose due tick has come, grouped per session."""
+        if not self._held or self._held[0][0] > now_ms:
+            return
+        per_session: dict[str, tuple[WorkerSession, list[Assignment]]] = {}
+        while self._held and self._held[0][0] <= now_ms:
+            due_ms, _, session, a = heapq.heappop(self._held)
+            self.stats.lateness_ms.append(float(now_ms - due_ms))
+            per_session.setdefault(session.session_id, (session, []))[1].append(a)
+        for session, batch in per_session.values():
+            self.stats.delivered += len(batch)
+            session._push(AssignmentBatch(tuple(batch)))
+
+    # ------------------------------------------------------------------ pre-loader and reaper
+    async def _preload_loop(self) -> None:
+        while True:
+            try:
+                await self._preload_once()
+                await self._reclaim_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("pre-load cycle failed; retrying next interval")
+            self._preload_wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._preload_wake.wait(), self.config.preload_interval_s)
+
+    async def _preload_once(self) -> None:
+        horizon = self.now() + timedelta(seconds=self.config.lookahead_s)
+        while True:
+            batch = await self.store.claim_preload(
+                None, horizon, self.config.preload_batch, self.now()
+            )
+            self._add_to_wheel(batch)
+            if len(batch) < self.config.preload_batch:
+                return
+
+    async def _reclaim_once(self) -> None:
+        while True:
+            result = await self.store.reclaim_expired(None, self.now(), self.config.preload_batch)
+            gone = [*result.retrying, *result.dead_lettered, *result.cancelled]
+            for key in (*gone, *(p.key for p in result.requeued)):
+                for session in self._sessions.values():
+                    session.held.pop(key.id, None)
+            self._add_to_wheel(result.requeued)
+            n = len(result.requeued) + len(gone)
+            self.stats.reclaimed += n
+            if result.retrying:
+                self._preload_wake.set()
+            if n < self.config.preload_batch:
+                return
+
+    async def _release_unacked(self, held: Sequence[tuple[TaskKey, int]]) -> None:
+        """A closed session's tasks: DISPATCHED ones go back now; RUNNING keep leases."""
+        try:
+            await self._releases.submit_many([Release(key=k, token=t) for k, t in held])
+        except RuntimeError:
+            # Engine already stopped: their leases lapse and the reaper requeues them.
+            log.warning("could not release %d unacked tasks; leases will expire", len(held))
+
+    # ------------------------------------------------------------------ batched writes
+    def _count_stale(self, outcomes: Sequence[Outcome]) -> None:
+        self.stats.stale_writes += sum(o is not Outcome.OK for o in outcomes)
+
+    async def _flush_acks(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        lease = self.now() + timedelta(seconds=self.config.lease_ttl_s)
+        return await self.store.ack(writes, lease, self.now())
+
+    async def _flush_heartbeats(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        lease = self.now() + timedelta(seconds=self.config.lease_ttl_s)
+        return await self.store.heartbeat(writes, lease, self.now())
+
+    async def _complete_many(self, items: Sequence[Completion]) -> list[Outcome]:
+        return await self._completions.submit_many(items)
+
+    async def _flush_completions(self, items: Sequence[Completion]) -> list[Outcome]:
+        results = await self.store.complete(items, self.now())
+        children = [c for r in results for c in r.ready_children]
+        self._add_to_wheel(children)
+        self.stats.completed += sum(r.outcome is Outcome.OK for r in results)
+        return [r.outcome for r in results]
+
+    async def _fail_many(self, items: Sequence[FailureReport]) -> list[Outcome]:
+        return await self._failures.submit_many(items)
+
+    def retry_at(self, key: TaskKey, tenant_id: uuid.UUID, attempt: int) -> datetime:
+        """Exponential backoff with deterministic jitter (up to +25%), capped."""
+        base = min(self.config.retry_max_s, self.config.retry_base_s * (2 ** max(attempt - 1, 0)))
+        spread = (stable_hash(tenant_id, key.id) ^ attempt) % 1000 / 4000.0
+        return self.now() + timedelta(seconds=base * (1.0 + spread))
+
+    async def _flush_failures(self, items: Sequence[FailureReport]) -> list[Outcome]:
+        failures = []
+        for f in items:
+            failures.append(
+                Failure(
+                    key=f.key,
+                    token=f.token,
+                    error=f.error,
+                    retryable=f.retryable,
+                    retry_at=self.retry_at(f.key, f.tenant_id or uuid.UUID(int=0), f.attempt or 1),
+                )
+            )
+        results = await self.store.fail(failures, self.now())
+        if any(r.new_state is TaskState.RETRYING for r in results):
+            self._preload_wake.set()
+        self.stats.failed += sum(r.outcome is Outcome.OK for r in results)
+        return [r.outcome for r in results]
+
+    async def _release_many(self, items: Sequence[Release]) -> list[Outcome]:
+        return await self._releases.submit_many(items)
+
+    async def _flush_releases(self, items: Sequence[Release]) -> list[Outcome]:
+        outcomes = await self.store.release(items, self.now())
+        requeue = [r for r, o in zip(items, outcomes, strict=True) if o is Outcome.OK]
+        if requeue:
+            # Released tasks are PRELOADED again: reload them so they go out at once.
+            self._preload_wake.set()
+            await self._reload(requeue)
+        return outcomes
+
+    async def _reload(self, items: Sequence[Release]) -> None:
+        now = self.now()
+        reloaded = []
+        for r in items:
+            try:
+                task = await self.store.get_task(None, r.key.id)
+            except NotFound:
+                continue
+            if task.status is TaskState.PRELOADED:
+                reloaded.append(
+                    Preloaded(
+                        key=task.key,
+                        due_at=min(task.due_at, now),
+                        tenant_id=task.tenant_id,
+                        shard_id=task.shard_id,
+                        pool=task.pool,
+                        type=task.type,
+                    )
+                )
+        self._add_to_wheel(reloaded)
+
+
+def monotonic_ms() -> int:
+    """Milliseconds from a monotonic clock (for benchmarks and the demo)."""
+    return time.monotonic_ns() // 1_000_000

@@ -1,0 +1,71 @@
+"""Value types the engine exchanges with its callers (the transport layer, tests)."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import datetime
+
+from scheduler.jitter import JitterMode
+from scheduler.store import JSON, Assignment, Pool, TaskKey
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SubmitSpec:
+    """A client's request to run one task (validated by :meth:`Engine.submit`)."""
+
+    type: str
+    payload: JSON = dataclasses.field(default_factory=dict)
+    scheduled_at: datetime | None = None
+    """Timezone-aware; None means now."""
+    idempotency_key: str | None = None
+    """None: the task id is the key (no deduplication)."""
+    pool: Pool = Pool.STANDARD
+    strict_timing: bool = False
+    jitter_mode: JitterMode = JitterMode.SYMMETRIC
+    max_retries: int = 3
+    timeout_s: float = 0.0
+    trace_context: JSON | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerHello:
+    """What a worker announces when it opens its stream."""
+
+    worker_id: str
+    tenant_id: uuid.UUID
+    task_types: frozenset[str]
+    pools: frozenset[Pool] = frozenset(Pool)
+    slots: int = 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AssignmentBatch:
+    """Due tasks pushed to a session (never more than its free credit)."""
+
+    assignments: tuple[Assignment, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CancelNotice:
+    """A client cancelled a task this session runs: stop it and confirm."""
+
+    key: TaskKey
+    token: int
+
+
+SessionEvent = AssignmentBatch | CancelNotice
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class FailureReport:
+    """A worker's failed attempt; the engine computes the retry time."""
+
+    key: TaskKey
+    token: int
+    error: str
+    retryable: bool = True
+    attempt: int = 0
+    """The attempt that failed (1-based); 0 when unknown (the engine fills it)."""
+    tenant_id: uuid.UUID | None = None
+    """Owning tenant (the engine fills it; seeds the deterministic retry jitter)."""

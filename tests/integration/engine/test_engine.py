@@ -1,0 +1,361 @@
+"""The engine end to end over a real store (SQLite and PostgreSQL), without gRPC.
+
+Time is a FakeClock: leases lapse and backoffs elapse because the test moves the
+clock, never because it sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+
+from scheduler import InvalidArgument, InvalidTransition, StaleFencingToken
+from scheduler.engine import (
+    AssignmentBatch,
+    CancelNotice,
+    Engine,
+    EngineConfig,
+    FailureReport,
+    SubmitSpec,
+    WorkerHello,
+    WorkerSession,
+)
+from scheduler.states import TaskState
+from scheduler.store import Assignment, Completion, FencedWrite, Store, open_store
+from tests.support.clock import FakeClock
+from tests.support.waiting import eventually
+
+CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterator[Store]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/engine.db"
+    else:
+        url = request.getfixturevalue("pg_dsn")
+    s = await open_store(url)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def engine(store: Store, clock: FakeClock) -> AsyncIterator[Engine]:
+    e = Engine(store, CONFIG, clock=clock)
+    await e.start()
+    try:
+        yield e
+    finally:
+        await e.stop()
+
+
+@pytest.fixture
+async def tenant(engine: Engine) -> uuid.UUID:
+    t = await engine.create_tenant(name="acme")
+    return t.id
+
+
+async def next_batch(session: WorkerSession, timeout_s: float = 10.0) -> AssignmentBatch:
+    event = await asyncio.wait_for(session.next_event(), timeout_s)
+    assert isinstance(event, AssignmentBatch), event
+    return event
+
+
+def now_spec(**kw: object) -> SubmitSpec:
+    return SubmitSpec(type="email", payload={"to": "a@b.c"}, strict_timing=True, **kw)  # type: ignore[arg-type]
+
+
+async def run_to_running(engine: Engine, session: WorkerSession) -> Assignment:
+    batch = await next_batch(session)
+    (a,) = batch.assignments
+    assert await session.ack([FencedWrite(key=a.key, token=a.fencing_token)]) == ["ok"]
+    return a
+
+
+async def test_submit_dispatch_ack_complete(engine: Engine, tenant: uuid.UUID) -> None:
+    session = await engine.open_session(
+        WorkerHello(worker_id="w1", tenant_id=tenant, task_types=frozenset({"email"}), slots=4)
+    )
+    (res,) = await engine.submit(tenant, [now_spec()])
+    assert res.created
+    a = await run_to_running(engine, session)
+    assert a.key == res.task.key
+    assert a.attempt == 1
+    assert a.fencing_token == res.task.fencing_token + 1
+    assert a.payload == {"to": "a@b.c"}
+    (outcome,) = await session.complete(
+        [Completion(key=a.key, token=a.fencing_token, result={"sent": True})]
+    )
+    assert outcome == "ok"
+    task = await engine.get_task(tenant, a.key.id)
+    assert task.status is TaskState.COMPLETED
+    assert task.result_payload == {"sent": True}
+    assert engine.stats.delivered == 1
+    await session.close()
+
+
+async def test_credit_bounds_what_is_pushed(engine: Engine, tenant: uuid.UUID) -> None:
+    session = await engine.open_session(
+        WorkerHello(worker_id="w1", tenant_id=tenant, task_types=frozenset({"email"}), slots=2)
+    )
+    await engine.submit(tenant, [now_spec() for _ in range(5)])
+    got: list[Assignment] = []
+    while len(got) < 2:
+        ev = await asyncio.wait_for(session.next_event(), 10)
+        assert isinstance(ev, AssignmentBatch)
+        got.extend(ev.assignments)
+    assert len(got) == 2
+    assert session.credits == 0
+    # No credit: nothing more arrives until the worker grants some.
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(session.next_event(), 0.3)
+    session.grant(3)
+    while len(got) < 5:
+        ev = await asyncio.wait_for(session.next_event(), 10)
+        assert isinstance(ev, AssignmentBatch)
+        got.extend(ev.assignments)
+    assert len({a.key.id for a in got}) == 5
+    await session.close()
+
+
+async def test_zombie_write_is_rejected_after_lease_expiry(
+    engine: Engine, tenant: uuid.UUID, clock: FakeClock
+) -> None:
+    hello = WorkerHello(worker_id="A", tenant_id=tenant, task_types=frozenset({"email"}), slots=1)
+    a_session = await engine.open_session(hello)
+    await engine.submit(tenant, [now_spec()])
+    a = await run_to_running(engine, a_session)
+    # Worker A freezes; its lease lapses; the reaper counts the attempt (RETRYING).
+    clock.advance(CONFIG.lease_ttl_s + 1)
+    engine.wake()
+    await eventually(
+        lambda: engine.get_task(tenant, a.key.id),
+        until=lambda t: t.status in (TaskState.RETRYING, TaskState.PRELOADED),
+        what="lease expiry",
+    )
+    # Backoff elapses; the task goes to worker B with a higher token.
+    b_session = await engine.open_session(
+        WorkerHello(worker_id="B", tenant_id=tenant, task_types=frozenset({"email"}), slots=1)
+    )
+    clock.advance(CONFIG.retry_max_s + 1)
+    engine.wake()
+    b = await run_to_running(engine, b_session)
+    assert b.fencing_token > a.fencing_token
+    assert b.attempt == 2
+    assert await b_session.complete(
+        [Completion(key=b.key, token=b.fencing_token, result={"by": "B"})]
+    ) == ["ok"]
+    # A wakes and tries to commit: rejected, nothing changes.
+    assert await a_session.complete(
+        [Completion(key=a.key, token=a.fencing_token, result={"by": "A"})]
+    ) == ["stale"]
+    with pytest.raises(StaleFencingToken):
+        await engine.complete(tenant, a.key.id, a.fencing_token, {"by": "A"})
+    task = await engine.get_task(tenant, a.key.id)
+    assert task.status is TaskState.COMPLETED
+    assert task.result_payload == {"by": "B"}
+
+
+async def test_retry_then_dead_letter_then_redrive(
+    engine: Engine, tenant: uuid.UUID, clock: FakeClock
+) -> None:
+    session = await engine.open_session(
+        WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"email"}), slots=1)
+    )
+    (res,) = await engine.submit(tenant, [now_spec(max_retries=1)])
+    a = await run_to_running(engine, session)
+    report = FailureReport(key=a.key, token=a.fencing_token, error="boom")
+    assert await session.fail([report]) == ["ok"]
+    t = await engine.get_task(tenant, res.task.id)
+    # RETRYING, or already claimed back into the wheel for its backoff instant.
+    assert t.status in (TaskState.RETRYING, TaskState.PRELOADED)
+    assert t.retry_count == 1
+    assert t.due_at > clock()
+    transitions = await engine.store.transitions_of(res.task.id)
+    moves = [(x.from_state, x.to_state) for x in transitions]
+    i = moves.index((TaskState.DISPATCHED, TaskState.RUNNING))
+    assert moves[i + 1] == (TaskState.RUNNING, TaskState.RETRYING)
+    assert transitions[i + 1].actor == "w"
+    session.grant(1)
+    clock.advance(CONFIG.retry_max_s + 1)
+    engine.wake()
+    a2 = await run_to_running(engine, session)
+    assert a2.attempt == 2
+    assert await session.fail(
+        [FailureReport(key=a2.key, token=a2.fencing_token, error="boom")]
+    ) == ["ok"]
+    t = await engine.get_task(tenant, res.task.id)
+    assert t.status is TaskState.DEAD_LETTER
+    assert t.last_error == "boom"
+    t = await engine.redrive(tenant, res.task.id)
+    assert t.status is TaskState.SCHEDULED
+    session.grant(1)
+    engine.wake()
+    a3 = await run_to_running(engine, session)
+    assert a3.fencing_token > a2.fencing_token
+    await session.close()
+
+
+async def test_cancel_in_every_state(engine: Engine, tenant: uuid.UUID, clock: FakeClock) -> None:
+    far = SubmitSpec(type="email", scheduled_at=clock() + timedelta(days=3), strict_timing=True)
+    (scheduled,) = await engine.submit(tenant, [far])
+    assert scheduled.task.status is TaskState.SCHEDULED
+    assert (await engine.cancel(tenant, scheduled.task.id)).status is TaskState.CANCELLED
+    with pytest.raises(InvalidTransition):
+        await engine.cancel(tenant, scheduled.task.id)
+
+    soon = SubmitSpec(type="email", scheduled_at=clock() + timedelta(minutes=5), strict_timing=True)
+    (pre,) = await engine.submit(tenant, [soon])
+    assert pre.task.status is TaskState.PRELOADED
+    assert (await engine.cancel(tenant, pre.task.id)).status is TaskState.CANCELLED
+
+    session = await engine.open_session(
+        WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"email"}), slots=2)
+    )
+    (dis,) = await engine.submit(tenant, [now_spec()])
+    batch = await next_batch(session)
+    (_a,) = batch.assignments
+    t = await engine.cancel(tenant, dis.task.id)
+    assert t.cancel_requested or t.status is TaskState.CANCELLED
+
+    (run,) = await engine.submit(tenant, [now_spec()])
+    ev = await asyncio.wait_for(session.next_event(), 10)
+    while not (isinstance(ev, AssignmentBatch) and ev.assignments[0].key.id == run.task.id):
+        ev = await asyncio.wait_for(session.next_event(), 10)
+    r = ev.assignments[0]
+    assert await session.ack([FencedWrite(key=r.key, token=r.fencing_token)]) == ["ok"]
+    t = await engine.cancel(tenant, run.task.id)
+    assert t.status is TaskState.RUNNING
+    assert t.cancel_requested
+    notice = await asyncio.wait_for(session.next_event(), 10)
+    assert isinstance(notice, CancelNotice)
+    assert notice.key.id == run.task.id
+    assert await session.confirm_cancel([FencedWrite(key=r.key, token=r.fencing_token)]) == ["ok"]
+    assert (await engine.get_task(tenant, run.task.id)).status is TaskState.CANCELLED
+    await session.close()
+
+
+async def test_other_tenant_cannot_touch_tasks(engine: Engine, tenant: uuid.UUID) -> None:
+    other = (await engine.create_tenant(name="evil")).id
+    mine = await engine.open_session(
+        WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"email"}), slots=1)
+    )
+    theirs = await engine.open_session(
+        WorkerHello(worker_id="x", tenant_id=other, task_types=frozenset({"email"}), slots=1)
+    )
+    (res,) = await engine.submit(tenant, [now_spec()])
+    a = await run_to_running(engine, mine)
+    # A session of another tenant is told "not found", even with the right token.
+    out = await theirs.complete([Completion(key=a.key, token=a.fencing_token, result={})])
+    assert out == ["not_found"]
+    from scheduler import NotFound
+
+    with pytest.raises(NotFound):
+        await engine.get_task(other, res.task.id)
+    with pytest.raises(NotFound):
+        await engine.cancel(other, res.task.id)
+    assert (await engine.get_task(tenant, res.task.id)).status is TaskState.RUNNING
+    await mine.close()
+    await theirs.close()
+
+
+async def test_closed_session_returns_unacked_tasks(engine: Engine, tenant: uuid.UUID) -> None:
+    s1 = await engine.open_session(
+        WorkerHello(worker_id="w1", tenant_id=tenant, task_types=frozenset({"email"}), slots=1)
+    )
+    (res,) = await engine.submit(tenant, [now_spec()])
+    (a,) = (await next_batch(s1)).assignments
+    await s1.close()
+    t = await engine.get_task(tenant, res.task.id)
+    assert t.status is TaskState.PRELOADED
+    s2 = await engine.open_session(
+        WorkerHello(worker_id="w2", tenant_id=tenant, task_types=frozenset({"email"}), slots=1)
+    )
+    b = await run_to_running(engine, s2)
+    assert b.key.id == a.key.id
+    assert b.fencing_token == a.fencing_token + 1
+    await s2.close()
+
+
+async def test_restart_loses_nothing_and_runs_nothing_twice(store: Store, clock: FakeClock) -> None:
+    e1 = Engine(store, CONFIG, clock=clock)
+    await e1.start()
+    tenant = (await e1.create_tenant(name="r")).id
+    n = 500
+    specs = [
+        SubmitSpec(type="t", scheduled_at=clock() + timedelta(seconds=5), strict_timing=True)
+        for _ in range(n)
+    ]
+    results = await e1.submit(tenant, specs)
+    # Half of them go to a worker that acks but whose node dies before completing.
+    s = await e1.open_session(
+        WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"t"}), slots=n // 2)
+    )
+    clock.advance(6)
+    e1.wake()
+    first: list[Assignment] = []
+    while len(first) < n // 2:
+        ev = await asyncio.wait_for(s.next_event(), 10)
+        assert isinstance(ev, AssignmentBatch)
+        first.extend(ev.assignments)
+    await s.ack([FencedWrite(key=a.key, token=a.fencing_token) for a in first])
+    await e1.stop()
+
+    e2 = Engine(store, CONFIG, clock=clock)
+    await e2.start()
+    s2 = await e2.open_session(
+        WorkerHello(worker_id="w2", tenant_id=tenant, task_types=frozenset({"t"}), slots=n)
+    )
+    clock.advance(CONFIG.lease_ttl_s + CONFIG.retry_max_s + 2)
+    e2.wake()
+    seen: dict[uuid.UUID, int] = {}
+    while len(seen) < n:
+        ev = await asyncio.wait_for(s2.next_event(), 20)
+        assert isinstance(ev, AssignmentBatch)
+        await s2.ack([FencedWrite(key=a.key, token=a.fencing_token) for a in ev.assignments])
+        outs = await s2.complete(
+            [Completion(key=a.key, token=a.fencing_token, result={}) for a in ev.assignments]
+        )
+        assert set(outs) == {"ok"}
+        for a in ev.assignments:
+            seen[a.key.id] = seen.get(a.key.id, 0) + 1
+        if len(seen) < n:
+            e2.wake()
+    assert set(seen) == {r.task.id for r in results}
+    assert set(seen.values()) == {1}
+    for r in results[:20]:
+        assert (await e2.get_task(tenant, r.task.id)).status is TaskState.COMPLETED
+    await e2.stop()
+
+
+async def test_bad_input_names_the_field(engine: Engine, tenant: uuid.UUID) -> None:
+    from datetime import datetime
+
+    cases = [
+        (SubmitSpec(type=""), "task.type"),
+        (SubmitSpec(type="x" * 65), "task.type"),
+        (SubmitSpec(type="t", payload=[1, 2]), "task.payload"),  # type: ignore[arg-type]
+        (SubmitSpec(type="t", scheduled_at=datetime(2030, 1, 1)), "task.scheduled_at"),
+        (SubmitSpec(type="t", idempotency_key="k" * 129), "task.idempotency_key"),
+        (SubmitSpec(type="t", max_retries=-1), "task.max_retries"),
+    ]
+    for spec, field in cases:
+        with pytest.raises(InvalidArgument) as info:
+            await engine.submit(tenant, [spec])
+        assert info.value.field == field
+    with pytest.raises(InvalidArgument) as info:
+        await engine.submit(tenant, [SubmitSpec(type="ok"), SubmitSpec(type="")])
+    assert info.value.field == "tasks[1].type"
+    page = await engine.list_tasks(tenant, __import__("scheduler.store").store.TaskFilter(), 10, "")
+    assert page.tasks == ()
