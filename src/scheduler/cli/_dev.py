@@ -1,0 +1,225 @@
+"""``tickwheel dev``: the embedded server on a laptop, and the ``--demo`` workload."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import secrets
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from scheduler._errors import AlreadyExists
+from scheduler.cli._main import _wait_for_signal
+from scheduler.cli._output import console
+from scheduler.client import Client, JitterMode, TaskSpec
+from scheduler.engine import Engine, EngineConfig
+from scheduler.server import Server, ServerConfig
+from scheduler.store import open_store
+from scheduler.worker import TaskContext, Worker
+
+DEMO_JITTER_WINDOW_S = 15
+"""The demo shrinks the ±120 s jitter window so the whole run fits in about a minute."""
+DEMO_STRICT_SHARE = 0.3
+DEMO_SUBMIT_BATCH = 2_000
+DEMO_LEAD_S = 12.0
+DEMO_WORKERS = 4
+DEMO_SLOTS_PER_WORKER = 2_500
+
+
+async def run_dev(*, listen: str, db: str, demo: bool, demo_tasks: int) -> None:
+    """Start store, engine and server; print how to connect; serve or run the demo."""
+    path = _prepare_db(Path(db), fresh=demo)
+    admin_token = secrets.token_urlsafe(24)
+    store = await open_store("sqlite:///" + str(path))
+    config = EngineConfig(jitter_window_s=DEMO_JITTER_WINDOW_S) if demo else EngineConfig()
+    engine = Engine(store, config)
+    server = Server(engine, ServerConfig(listen=listen, admin_token=admin_token))
+    try:
+        await engine.start()
+        port = await server.start()
+        target = f"127.0.0.1:{port}"
+        try:
+            tenant = await engine.create_tenant(name="dev")
+        except AlreadyExists:
+            tenant = await engine.create_tenant(name=f"dev-{secrets.token_hex(3)}")
+        _, secret = await engine.create_api_key(tenant.id, "dev")
+        console.print(
+            Panel.fit(
+                f"[bold]Tickwheel dev server[/] on [cyan]{target}[/] (SQLite: {path})\n"
+                f"tenant      {tenant.id}\n"
+                f"API key     [green]{secret}[/]\n"
+                f"admin token {admin_token}\n\n"
+                f"export TICKWHEEL_TARGET={target} TICKWHEEL_API_KEY={secret}\n"
+                'tickwheel submit hello --payload \'{"name": "world"}\' --strict\n'
+                "tickwheel worker --type hello=mymodule:handler\n"
+                "tickwheel list",
+                title="connect",
+            )
+        )
+        if demo:
+            await run_demo(engine, target, secret, demo_tasks)
+        else:
+            await _wait_for_signal()
+    finally:
+        await server.stop(1.0)
+        await engine.stop()
+        await store.close()
+
+
+def _prepare_db(path: Path, *, fresh: bool) -> Path:
+    if fresh:
+        # The demo measures a fresh workload: keep it apart from the dev database.
+        path = path.with_name("demo.db")
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{path}{suffix}").unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class _Recorder:
+    """What the demo handler saw: lateness at receipt, per kind, and finish times."""
+
+    def __init__(self) -> None:
+        self.lateness_ms: dict[str, list[float]] = {"strict": [], "jittered": []}
+
+    @property
+    def done(self) -> int:
+        return sum(len(v) for v in self.lateness_ms.values())
+
+    async def handler(self, ctx: TaskContext) -> dict[str, float]:
+        late = (ctx.received_at - ctx.due_at).total_seconds() * 1000
+        self.lateness_ms["strict" if ctx.type == "demo.stampede" else "jittered"].append(late)
+        return {"lateness_ms": round(late, 3)}
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def run_demo(engine: Engine, target: str, api_key: str, total: int) -> None:
+    """A stampede at a round instant: some tasks strict, the rest jittered late-only."""
+    rec = _Recorder()
+    workers = [
+        Worker(
+            target,
+            api_key=api_key,
+            handlers={"demo.stampede": rec.handler, "demo.spread": rec.handler},
+            slots=DEMO_SLOTS_PER_WORKER,
+            worker_id=f"demo-worker-{i}",
+        )
+        for i in range(DEMO_WORKERS)
+    ]
+    runs = [
+        asyncio.create_task(w.run(), name=f"tickwheel-demo-worker-{i}")
+        for i, w in enumerate(workers)
+    ]
+    client = await Client.connect(target, api_key=api_key)
+    try:
+        now = datetime.now(UTC)
+        instant = now + timedelta(seconds=DEMO_LEAD_S)
+        instant = instant.replace(microsecond=0) + timedelta(seconds=5 - instant.second % 5)
+        n_strict = int(total * DEMO_STRICT_SHARE)
+        specs = [
+            TaskSpec(
+                type="demo.stampede", payload={"i": i}, scheduled_at=instant, strict_timing=True
+            )
+            if i < n_strict
+            else TaskSpec(
+                type="demo.spread",
+                payload={"i": i},
+                scheduled_at=instant,
+                jitter_mode=JitterMode.LATE_ONLY,
+            )
+            for i in range(total)
+        ]
+        console.print(
+            f"demo: {total:,} tasks at [bold]{instant:%H:%M:%S}[/] UTC — {n_strict:,} strict "
+            f"(a stampede on the instant), {total - n_strict:,} jittered late-only over "
+            f"{DEMO_JITTER_WINDOW_S} s"
+        )
+        with Progress(
+            TextColumn("{task.description:<10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=console,
+        ) as progress:
+            sub = progress.add_task("submitted", total=total, info="")
+            run = progress.add_task("completed", total=total, info="")
+            t_submit = time.monotonic()
+            for start in range(0, total, DEMO_SUBMIT_BATCH):
+                await client.submit_many(specs[start : start + DEMO_SUBMIT_BATCH])
+                progress.update(sub, completed=min(total, start + DEMO_SUBMIT_BATCH))
+                progress.update(run, completed=rec.done)
+            submit_s = time.monotonic() - t_submit
+            progress.update(sub, info=f"{total / submit_s:,.0f} tasks/s")
+            deadline = instant + timedelta(seconds=DEMO_JITTER_WINDOW_S + 60)
+            while rec.done < total and datetime.now(UTC) < deadline:
+                left = (instant - datetime.now(UTC)).total_seconds()
+                info = (
+                    f"stampede in {left:4.1f} s"
+                    if left > 0
+                    else f"p50 {_pct(rec.lateness_ms['strict'], 0.5):.1f} ms (strict)"
+                )
+                progress.update(run, completed=rec.done, info=info)
+                await asyncio.sleep(0.2)
+            progress.update(run, completed=rec.done, info="")
+    finally:
+        await client.close()
+        await asyncio.gather(*(w.shutdown(grace_s=5) for w in workers))
+        await asyncio.gather(*runs, return_exceptions=True)
+    _summary(engine, rec, total, submit_s)
+
+
+def _summary(engine: Engine, rec: _Recorder, total: int, submit_s: float) -> None:
+    table = Table(title="Tickwheel demo", show_header=True)
+    table.add_column("tasks")
+    table.add_column("count", justify="right")
+    table.add_column("lateness p50 (ms)", justify="right")
+    table.add_column("p99 (ms)", justify="right")
+    table.add_column("max (ms)", justify="right")
+    every: list[float] = []
+    for kind, values in rec.lateness_ms.items():
+        every += values
+        table.add_row(
+            kind,
+            f"{len(values):,}",
+            f"{_pct(values, 0.5):.1f}",
+            f"{_pct(values, 0.99):.1f}",
+            f"{max(values, default=math.nan):.1f}",
+        )
+    table.add_row(
+        "all",
+        f"{len(every):,}",
+        f"{_pct(every, 0.5):.1f}",
+        f"{_pct(every, 0.99):.1f}",
+        f"{max(every, default=math.nan):.1f}",
+    )
+    console.print(table)
+    stats = engine.stats
+    p50, p99 = stats.lateness_percentile(0.5), stats.lateness_percentile(0.99)
+    if p50 is not None and p99 is not None:
+        console.print(f"engine dispatch lateness: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    console.print(f"submit throughput: {total / submit_s:,.0f} tasks/s")
+    strict = rec.lateness_ms["strict"]
+    # The strict tasks are all due at one instant: how fast they reach the worker is the
+    # dispatch throughput under a stampede.
+    burst_s = (max(strict) - min(strict)) / 1000 if len(strict) > 1 else 0.0
+    if burst_s > 0:
+        console.print(
+            f"stampede throughput: {len(strict):,} strict tasks in {burst_s:.2f} s "
+            f"= {len(strict) / burst_s:,.0f} tasks/s"
+        )
+    if rec.done < total:
+        console.print(f"[yellow]only {rec.done:,} of {total:,} tasks ran before the deadline[/]")

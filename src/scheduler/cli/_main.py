@@ -1,0 +1,513 @@
+"""Command definitions. Every flag can also come from a ``TICKWHEEL_*`` env var."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from scheduler._errors import TickwheelError
+from scheduler.cli._output import err_console, print_json, print_task, print_tasks
+from scheduler.client import AdminClient, Client, JitterMode, Pool, TaskState, TLSConfig
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_TARGET = "localhost:50051"
+DEFAULT_SQLITE = "sqlite:///.tickwheel/tickwheel.db"
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        return asyncio.run(coro)
+    except TickwheelError as exc:
+        err_console.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
+        raise SystemExit(1) from None
+
+
+def _read(path: str | None) -> bytes | None:
+    return Path(path).read_bytes() if path else None
+
+
+def client_options(fn: F) -> F:
+    """--target, credentials and client TLS for commands that call a server."""
+    options = [
+        click.option(
+            "--target",
+            envvar="TICKWHEEL_TARGET",
+            default=DEFAULT_TARGET,
+            show_default=True,
+            help="Server host:port.",
+        ),
+        click.option(
+            "--tls-ca",
+            envvar="TICKWHEEL_TLS_CA",
+            type=click.Path(exists=True, dir_okay=False),
+            help="PEM CA that signed the server certificate (turns TLS on).",
+        ),
+        click.option(
+            "--tls-cert",
+            "tls_client_cert",
+            envvar="TICKWHEEL_TLS_CLIENT_CERT",
+            type=click.Path(exists=True, dir_okay=False),
+            help="PEM client certificate (mutual TLS).",
+        ),
+        click.option(
+            "--tls-key",
+            "tls_client_key",
+            envvar="TICKWHEEL_TLS_CLIENT_KEY",
+            type=click.Path(exists=True, dir_okay=False),
+            help="PEM client key (mutual TLS).",
+        ),
+        click.option(
+            "--tls",
+            "tls_system",
+            is_flag=True,
+            envvar="TICKWHEEL_TLS",
+            help="TLS with the system roots.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def api_key_option(fn: F) -> F:
+    """--api-key (TICKWHEEL_API_KEY)."""
+    return click.option(
+        "--api-key", envvar="TICKWHEEL_API_KEY", required=True, help="Tenant API key."
+    )(fn)
+
+
+def json_option(fn: F) -> F:
+    """--json output."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
+
+
+def _tls(kw: dict[str, Any]) -> TLSConfig | None:
+    ca, cert, key = kw.pop("tls_ca"), kw.pop("tls_client_cert"), kw.pop("tls_client_key")
+    system = kw.pop("tls_system")
+    if not (ca or cert or key or system):
+        return None
+    return TLSConfig(
+        server_root_ca_cert=_read(ca), client_cert=_read(cert), client_private_key=_read(key)
+    )
+
+
+async def _with_client(kw: dict[str, Any], fn: Callable[[Client], Awaitable[T]]) -> T:
+    tls = _tls(kw)
+    client = await Client.connect(kw.pop("target"), api_key=kw.pop("api_key"), tls=tls)
+    try:
+        return await fn(client)
+    finally:
+        await client.close()
+
+
+async def _with_admin(kw: dict[str, Any], fn: Callable[[AdminClient], Awaitable[T]]) -> T:
+    tls = _tls(kw)
+    admin = await AdminClient.connect(kw.pop("target"), admin_token=kw.pop("admin_token"), tls=tls)
+    try:
+        return await fn(admin)
+    finally:
+        await admin.close()
+
+
+@click.group()
+@click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
+def main(verbose: int) -> None:
+    """Tickwheel: a multi-tenant distributed task scheduler."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+# -- server side ------------------------------------------------------------------------
+
+
+def _store_url(store: str | None, postgres_dsn: str | None) -> str:
+    if store and postgres_dsn:
+        raise click.UsageError("give --store or --postgres-dsn, not both")
+    return postgres_dsn or store or DEFAULT_SQLITE
+
+
+def _ensure_sqlite_dir(url: str) -> None:
+    if url.startswith("sqlite:///") and ":memory:" not in url:
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+
+
+async def _wait_for_signal() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+@main.command()
+@click.option("--listen", envvar="TICKWHEEL_LISTEN", default="127.0.0.1:50051", show_default=True)
+@click.option("--store", envvar="TICKWHEEL_STORE", help=f"Store URL (default {DEFAULT_SQLITE}).")
+@click.option(
+    "--postgres-dsn", envvar="TICKWHEEL_POSTGRES_DSN", help="PostgreSQL DSN (production store)."
+)
+@click.option(
+    "--admin-token", envvar="TICKWHEEL_ADMIN_TOKEN", help="Enables AdminService with this token."
+)
+@click.option(
+    "--tls-cert", envvar="TICKWHEEL_TLS_CERT", type=click.Path(exists=True, dir_okay=False)
+)
+@click.option("--tls-key", envvar="TICKWHEEL_TLS_KEY", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--tls-client-ca",
+    envvar="TICKWHEEL_TLS_CLIENT_CA",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Require client certificates signed by this CA (mTLS).",
+)
+@click.option(
+    "--lookahead-s", envvar="TICKWHEEL_LOOKAHEAD_S", type=float, default=3600.0, show_default=True
+)
+@click.option(
+    "--lease-ttl-s", envvar="TICKWHEEL_LEASE_TTL_S", type=float, default=30.0, show_default=True
+)
+def serve(
+    listen: str,
+    store: str | None,
+    postgres_dsn: str | None,
+    admin_token: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_client_ca: str | None,
+    lookahead_s: float,
+    lease_ttl_s: float,
+) -> None:
+    """Run a scheduler node until SIGINT/SIGTERM."""
+    from scheduler.engine import EngineConfig
+    from scheduler.server import ServerConfig
+
+    url = _store_url(store, postgres_dsn)
+    try:
+        engine_config = EngineConfig(
+            lookahead_s=lookahead_s, lease_ttl_s=lease_ttl_s, heartbeat_interval_s=lease_ttl_s / 3
+        )
+        server_config = ServerConfig(
+            listen=listen,
+            admin_token=admin_token,
+            tls_cert_path=tls_cert,
+            tls_key_path=tls_key,
+            tls_client_ca_path=tls_client_ca,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    _run(_serve(url, engine_config, server_config))
+
+
+async def _serve(url: str, engine_config: Any, server_config: Any) -> None:
+    from scheduler.engine import Engine
+    from scheduler.server import Server
+    from scheduler.store import open_store
+
+    _ensure_sqlite_dir(url)
+    store = await open_store(url)
+    engine = Engine(store, engine_config)
+    server = Server(engine, server_config)
+    try:
+        await engine.start()
+        port = await server.start()
+        err_console.print(f"tickwheel serving on port {port} (store: {url.split('@')[-1]})")
+        await _wait_for_signal()
+        err_console.print("stopping...")
+    finally:
+        await server.stop()
+        await engine.stop()
+        await store.close()
+
+
+@main.command()
+@click.option("--listen", default="127.0.0.1:50051", show_default=True)
+@click.option("--db", default=".tickwheel/dev.db", show_default=True, help="SQLite file.")
+@click.option(
+    "--demo", is_flag=True, help="Run a demo worker and a 20,000-task workload, then exit."
+)
+@click.option("--demo-tasks", default=20_000, show_default=True, hidden=True)
+def dev(listen: str, db: str, demo: bool, demo_tasks: int) -> None:
+    """Run Tickwheel embedded (SQLite, no other service) on localhost."""
+    from scheduler.cli._dev import run_dev
+
+    _run(run_dev(listen=listen, db=db, demo=demo, demo_tasks=demo_tasks))
+
+
+@main.command()
+@click.option("--postgres-dsn", envvar="TICKWHEEL_POSTGRES_DSN", required=True)
+def migrate(postgres_dsn: str) -> None:
+    """Apply pending PostgreSQL migrations."""
+    from scheduler.store import migrate as do_migrate
+
+    applied = _run(do_migrate(postgres_dsn))
+    click.echo(f"applied migrations: {applied}" if applied else "schema is up to date")
+
+
+# -- client side ------------------------------------------------------------------------
+
+
+def _when(at: str | None, in_s: float | None) -> datetime | None:
+    if at and in_s is not None:
+        raise click.UsageError("give --at or --in, not both")
+    if in_s is not None:
+        return datetime.now(UTC) + timedelta(seconds=in_s)
+    if at:
+        when = datetime.fromisoformat(at)
+        return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return None
+
+
+@main.command()
+@click.argument("task_type")
+@click.option("--payload", default="{}", help="JSON object.")
+@click.option("--at", help="ISO time to run (UTC if no offset).")
+@click.option("--in", "in_s", type=float, help="Run in this many seconds.")
+@click.option("--idempotency-key")
+@click.option("--pool", type=click.Choice([p.value for p in Pool]), default=Pool.STANDARD.value)
+@click.option("--strict", is_flag=True, help="Strict timing (no jitter).")
+@click.option("--jitter", type=click.Choice([j.value for j in JitterMode]))
+@click.option("--max-retries", type=int)
+@click.option("--timeout-s", type=float, default=0.0)
+@client_options
+@api_key_option
+@json_option
+def submit(
+    task_type: str,
+    payload: str,
+    at: str | None,
+    in_s: float | None,
+    idempotency_key: str | None,
+    pool: str,
+    strict: bool,
+    jitter: str | None,
+    max_retries: int | None,
+    timeout_s: float,
+    as_json: bool,
+    **kw: Any,
+) -> None:
+    """Submit one task."""
+    try:
+        data = json.loads(payload)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
+    if not isinstance(data, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--payload")
+    when = _when(at, in_s)
+    task = _run(
+        _with_client(
+            kw,
+            lambda c: c.submit(
+                task_type,
+                data,
+                scheduled_at=when,
+                idempotency_key=idempotency_key,
+                pool=Pool(pool),
+                strict_timing=strict,
+                jitter_mode=JitterMode(jitter) if jitter else None,
+                max_retries=max_retries,
+                timeout_s=timeout_s,
+            ),
+        )
+    )
+    print_json(task) if as_json else print_task(task)
+
+
+@main.command()
+@click.argument("task_id")
+@client_options
+@api_key_option
+@json_option
+def get(task_id: str, as_json: bool, **kw: Any) -> None:
+    """Show one task."""
+    task = _run(_with_client(kw, lambda c: c.get(task_id)))
+    print_json(task) if as_json else print_task(task)
+
+
+@main.command()
+@click.argument("task_id")
+@client_options
+@api_key_option
+@json_option
+def cancel(task_id: str, as_json: bool, **kw: Any) -> None:
+    """Cancel a task."""
+    task = _run(_with_client(kw, lambda c: c.cancel(task_id)))
+    print_json(task) if as_json else print_task(task)
+
+
+@main.command()
+@click.argument("task_id")
+@click.option("--at", help="ISO time to run again (default now).")
+@client_options
+@api_key_option
+@json_option
+def redrive(task_id: str, at: str | None, as_json: bool, **kw: Any) -> None:
+    """Move a DEAD_LETTER task back to SCHEDULED."""
+    when = _when(at, None)
+    task = _run(_with_client(kw, lambda c: c.redrive(task_id, scheduled_at=when)))
+    print_json(task) if as_json else print_task(task)
+
+
+@main.command(name="list")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice([s.value for s in TaskState], case_sensitive=False),
+)
+@click.option("--type", "task_type")
+@click.option("--limit", type=int, default=100, show_default=True)
+@client_options
+@api_key_option
+@json_option
+def list_(
+    states: tuple[str, ...], task_type: str | None, limit: int, as_json: bool, **kw: Any
+) -> None:
+    """List tasks."""
+
+    async def fetch(c: Client) -> list[Any]:
+        out = []
+        async for t in c.list(
+            states=[TaskState(s.upper()) for s in states],
+            type=task_type,
+            page_size=min(limit, 1000),
+        ):
+            out.append(t)
+            if len(out) >= limit:
+                break
+        return out
+
+    tasks = _run(_with_client(kw, fetch))
+    print_json(tasks) if as_json else print_tasks(tasks)
+
+
+def _load_handler(spec: str) -> tuple[str, Callable[..., Any]]:
+    name, sep, target = spec.partition("=")
+    module_name, colon, attr = target.partition(":")
+    if not sep or not colon or not name or not module_name or not attr:
+        raise click.BadParameter(f"{spec!r}: expected NAME=module:function", param_hint="--type")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"{spec!r}: {exc}", param_hint="--type") from None
+    return name, fn
+
+
+@main.command()
+@click.option(
+    "--type", "types", multiple=True, required=True, help="NAME=module:function (repeatable)."
+)
+@click.option("--slots", type=int, default=10, show_default=True)
+@click.option("--worker-id")
+@click.option(
+    "--grace-s", type=float, default=30.0, show_default=True, help="Drain grace on SIGTERM."
+)
+@client_options
+@api_key_option
+def worker(
+    types: tuple[str, ...], slots: int, worker_id: str | None, grace_s: float, **kw: Any
+) -> None:
+    """Run handlers until SIGINT/SIGTERM (then drain)."""
+    from scheduler.worker import Worker
+
+    handlers = dict(_load_handler(t) for t in types)
+    tls = _tls(kw)
+
+    async def go() -> None:
+        w = Worker(
+            kw["target"],
+            api_key=kw["api_key"],
+            handlers=handlers,
+            slots=slots,
+            worker_id=worker_id,
+            tls=tls,
+        )
+        run = asyncio.create_task(w.run(), name="tickwheel-cli-worker")
+        stop = asyncio.create_task(_wait_for_signal(), name="tickwheel-cli-signals")
+        done, _ = await asyncio.wait({run, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if stop in done:
+            err_console.print("draining...")
+        await w.shutdown(grace_s=grace_s)
+        stop.cancel()
+        await asyncio.gather(stop, return_exceptions=True)
+        await run
+
+    _run(go())
+
+
+# -- admin ----------------------------------------------------------------------------
+
+
+def admin_token_option(fn: F) -> F:
+    """--admin-token (TICKWHEEL_ADMIN_TOKEN)."""
+    return click.option("--admin-token", envvar="TICKWHEEL_ADMIN_TOKEN", required=True)(fn)
+
+
+@main.group()
+def tenants() -> None:
+    """Manage tenants (admin)."""
+
+
+@tenants.command(name="create")
+@click.argument("name")
+@click.option("--tier", type=click.Choice(["STANDARD", "ENTERPRISE", "SYSTEM"]), default="STANDARD")
+@click.option("--rate-limit-rps", type=int, default=0)
+@click.option("--max-concurrent-workers", type=int, default=0)
+@client_options
+@admin_token_option
+@json_option
+def tenants_create(
+    name: str, tier: str, rate_limit_rps: int, max_concurrent_workers: int, as_json: bool, **kw: Any
+) -> None:
+    """Create a tenant."""
+    t = _run(
+        _with_admin(
+            kw,
+            lambda a: a.create_tenant(
+                name,
+                tier=tier,
+                rate_limit_rps=rate_limit_rps,
+                max_concurrent_workers=max_concurrent_workers,
+            ),
+        )
+    )
+    if as_json:
+        print_json(t)
+    else:
+        click.echo(f"tenant {t.id} ({t.name}, {t.tier})")
+
+
+@main.group()
+def keys() -> None:
+    """Manage API keys (admin)."""
+
+
+@keys.command(name="create")
+@click.argument("tenant_id")
+@click.option("--name", default="default", show_default=True)
+@client_options
+@admin_token_option
+@json_option
+def keys_create(tenant_id: str, name: str, as_json: bool, **kw: Any) -> None:
+    """Create an API key; the secret is printed only once."""
+    k = _run(_with_admin(kw, lambda a: a.create_api_key(tenant_id, name)))
+    if as_json:
+        print_json(k)
+    else:
+        click.echo(f"key {k.key_id}\nsecret (shown once): {k.secret}")

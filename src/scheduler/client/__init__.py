@@ -1,0 +1,51 @@
+"""The Tickwheel client: submit and manage tasks (:class:`Client`), administer tenants
+(:class:`AdminClient`). Errors come back as the server's typed
+:class:`~scheduler._errors.TickwheelError` subclasses, or :class:`RPCError`.
+"""
+
+from scheduler._errors import (
+    AlreadyExists,
+    InvalidArgument,
+    InvalidTransition,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    StaleFencingToken,
+    StoreError,
+    TickwheelError,
+    Unauthenticated,
+    Unavailable,
+)
+from scheduler.client._client import AdminClient, Client
+from scheduler.client._errors import RPCError
+from scheduler.client._tls import TLSConfig
+from scheduler.client._types import ApiKeySecret, Task, TaskPage, TaskSpec, TenantInfo
+from scheduler.jitter import JitterMode
+from scheduler.states import TaskState
+from scheduler.store import Pool
+
+__all__ = [
+    "AdminClient",
+    "AlreadyExists",
+    "ApiKeySecret",
+    "Client",
+    "InvalidArgument",
+    "InvalidTransition",
+    "JitterMode",
+    "NotFound",
+    "PermissionDenied",
+    "Pool",
+    "RPCError",
+    "ResourceExhausted",
+    "StaleFencingToken",
+    "StoreError",
+    "TLSConfig",
+    "Task",
+    "TaskPage",
+    "TaskSpec",
+    "TaskState",
+    "TenantInfo",
+    "TickwheelError",
+    "Unauthenticated",
+    "Unavailable",
+]

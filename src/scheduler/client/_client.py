@@ -1,0 +1,385 @@
+"""The async client: submit and manage tasks of one tenant, and administer tenants."""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
+from datetime import datetime
+from typing import TypeVar
+
+import grpc
+
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
+from scheduler.client import _convert as conv
+from scheduler.client._channel import check_reachable, open_channel
+from scheduler.client._errors import from_rpc_error
+from scheduler.client._tls import TLSConfig
+from scheduler.client._types import (
+    JSON,
+    ApiKeySecret,
+    Task,
+    TaskPage,
+    TaskSpec,
+    TenantInfo,
+)
+from scheduler.jitter import JitterMode
+from scheduler.states import TaskState
+from scheduler.store import Pool
+
+API_KEY_HEADER = "x-api-key"
+ADMIN_TOKEN_HEADER = "x-admin-token"
+MAX_SUBMIT_BATCH = 10_000
+
+_T = TypeVar("_T")
+
+
+class _Base:
+    def __init__(
+        self, channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...], rpc_timeout_s: float
+    ) -> None:
+        self._channel = channel
+        self._metadata = metadata
+        self._timeout_s = rpc_timeout_s
+        self._closed = False
+
+    async def _call(self, call: Awaitable[_T]) -> _T:
+        try:
+            return await call
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc) from None
+
+    async def close(self) -> None:
+        """Close the channel; safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            await self._channel.close(None)
+
+    async def __aenter__(self: _Self) -> _Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+_Self = TypeVar("_Self", bound=_Base)
+
+
+class Client(_Base):
+    """A tenant's connection to Tickwheel. Create with :meth:`connect`.
+
+    Every call has a deadline (``rpc_timeout_s``) and raises the same
+    :class:`~scheduler._errors.TickwheelError` subclass the server raised
+    (:class:`RPCError` for transport failures).
+    """
+
+    def __init__(
+        self, channel: grpc.aio.Channel, *, api_key: str, rpc_timeout_s: float = 30.0
+    ) -> None:
+        super().__init__(channel, ((API_KEY_HEADER, api_key),), rpc_timeout_s)
+        self._sched = pbg.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
+        self._worker = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
+
+    @classmethod
+    async def connect(
+        cls,
+        target: str,
+        *,
+        api_key: str,
+        tls: TLSConfig | None = None,
+        rpc_timeout_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+    ) -> Client:
+        """Open a channel to ``target`` (host:port) and check the server answers."""
+        if not api_key:
+            raise ValueError("api_key is required")
+        channel = open_channel(target, tls)
+        try:
+            await check_reachable(channel, target, connect_timeout_s)
+        except BaseException:
+            await channel.close(None)
+            raise
+        return cls(channel, api_key=api_key, rpc_timeout_s=rpc_timeout_s)
+
+    async def submit(
+        self,
+        type: str,
+        payload: JSON | None = None,
+        *,
+        scheduled_at: datetime | None = None,
+        idempotency_key: str | None = None,
+        pool: Pool = Pool.STANDARD,
+        strict_timing: bool = False,
+        jitter_mode: JitterMode | None = None,
+        max_retries: int | None = None,
+        timeout_s: float = 0.0,
+        trace_context: dict[str, str] | None = None,
+    ) -> Task:
+        """Submit one task.
+
+        ``scheduled_at`` (aware) defaults to now; ``strict_timing`` disables jitter;
+        ``jitter_mode`` None means symmetric; ``max_retries`` None means the server
+        default (3) and 0 means no retry; ``timeout_s`` 0 means no run-time limit.
+        An idempotent resubmit returns the existing task with ``created=False``.
+        """
+        spec = TaskSpec(
+            type=type,
+            payload=payload or {},
+            scheduled_at=scheduled_at,
+            idempotency_key=idempotency_key,
+            pool=pool,
+            strict_timing=strict_timing,
+            jitter_mode=jitter_mode,
+            max_retries=max_retries,
+            timeout_s=timeout_s,
+            trace_context=trace_context,
+        )
+        resp = await self._call(
+            self._sched.SubmitTask(
+                pb.SubmitTaskRequest(task=conv.spec_to_proto(spec)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return conv.task_from_proto(resp.task, created=resp.created)
+
+    async def submit_many(self, specs: Iterable[TaskSpec]) -> builtins.list[Task]:
+        """Submit many tasks, in batched calls of up to 10,000; results in order."""
+        items = builtins.list(specs)
+        out: builtins.list[Task] = []
+        for start in range(0, len(items), MAX_SUBMIT_BATCH):
+            chunk = items[start : start + MAX_SUBMIT_BATCH]
+            resp = await self._call(
+                self._sched.SubmitTasks(
+                    pb.SubmitTasksRequest(tasks=[conv.spec_to_proto(s) for s in chunk]),
+                    metadata=self._metadata,
+                    timeout=self._timeout_s,
+                )
+            )
+            out.extend(conv.task_from_proto(r.task, created=r.created) for r in resp.results)
+        return out
+
+    async def get(self, task_id: uuid.UUID | str) -> Task:
+        """Read one task."""
+        resp = await self._call(
+            self._sched.GetTask(
+                pb.GetTaskRequest(task_id=str(task_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return conv.task_from_proto(resp.task)
+
+    async def cancel(self, task_id: uuid.UUID | str) -> Task:
+        """Cancel a task (CANCELLED, or ``cancel_requested`` while its worker stops)."""
+        resp = await self._call(
+            self._sched.CancelTask(
+                pb.CancelTaskRequest(task_id=str(task_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return conv.task_from_proto(resp.task)
+
+    async def redrive(
+        self, task_id: uuid.UUID | str, *, scheduled_at: datetime | None = None
+    ) -> Task:
+        """Move a DEAD_LETTER task back to SCHEDULED (now, or at ``scheduled_at``)."""
+        req = pb.RedriveTaskRequest(task_id=str(task_id))
+        if scheduled_at is not None:
+            req.scheduled_at.CopyFrom(conv.to_timestamp(scheduled_at))
+        resp = await self._call(
+            self._sched.RedriveTask(req, metadata=self._metadata, timeout=self._timeout_s)
+        )
+        return conv.task_from_proto(resp.task)
+
+    async def list_page(
+        self,
+        *,
+        states: Sequence[TaskState] = (),
+        type: str | None = None,
+        scheduled_from: datetime | None = None,
+        scheduled_to: datetime | None = None,
+        page_size: int = 100,
+        page_token: str = "",
+    ) -> TaskPage:
+        """One page of tasks, filtered; pass ``next_page_token`` back for the next."""
+        req = pb.ListTasksRequest(
+            states=[conv.state_to_proto(s) for s in states],
+            type=type or "",
+            page_size=page_size,
+            page_token=page_token,
+        )
+        if scheduled_from is not None:
+            req.scheduled_from.CopyFrom(conv.to_timestamp(scheduled_from))
+        if scheduled_to is not None:
+            req.scheduled_to.CopyFrom(conv.to_timestamp(scheduled_to))
+        resp = await self._call(
+            self._sched.ListTasks(req, metadata=self._metadata, timeout=self._timeout_s)
+        )
+        return TaskPage(tuple(conv.task_from_proto(t) for t in resp.tasks), resp.next_page_token)
+
+    async def list(
+        self,
+        *,
+        states: Sequence[TaskState] = (),
+        type: str | None = None,
+        scheduled_from: datetime | None = None,
+        scheduled_to: datetime | None = None,
+        page_size: int = 100,
+    ) -> AsyncIterator[Task]:
+        """Every matching task, fetching pages as the iteration goes."""
+        token = ""
+        while True:
+            page = await self.list_page(
+                states=states,
+                type=type,
+                scheduled_from=scheduled_from,
+                scheduled_to=scheduled_to,
+                page_size=page_size,
+                page_token=token,
+            )
+            for task in page.tasks:
+                yield task
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def complete(
+        self,
+        task_id: uuid.UUID | str,
+        fencing_token: int,
+        result: JSON | None = None,
+        *,
+        scheduled_at: datetime | None = None,
+    ) -> Task:
+        """Fenced completion outside a worker stream (StaleFencingToken for a zombie)."""
+        req = pb.CompleteTaskRequest(
+            task=self._ref(task_id, fencing_token, scheduled_at),
+            result=conv.dict_to_struct(result),
+        )
+        resp = await self._call(
+            self._worker.CompleteTask(req, metadata=self._metadata, timeout=self._timeout_s)
+        )
+        return conv.task_from_proto(resp.task)
+
+    async def fail(
+        self,
+        task_id: uuid.UUID | str,
+        fencing_token: int,
+        error: str,
+        *,
+        retryable: bool = True,
+        scheduled_at: datetime | None = None,
+    ) -> Task:
+        """Fenced failure outside a worker stream."""
+        req = pb.FailTaskRequest(
+            task=self._ref(task_id, fencing_token, scheduled_at), error=error, retryable=retryable
+        )
+        resp = await self._call(
+            self._worker.FailTask(req, metadata=self._metadata, timeout=self._timeout_s)
+        )
+        return conv.task_from_proto(resp.task)
+
+    @staticmethod
+    def _ref(task_id: uuid.UUID | str, token: int, scheduled_at: datetime | None) -> pb.TaskRef:
+        ref = pb.TaskRef(task_id=str(task_id), fencing_token=token)
+        if scheduled_at is not None:
+            ref.scheduled_at.CopyFrom(conv.to_timestamp(scheduled_at))
+        return ref
+
+
+class AdminClient(_Base):
+    """An operator's connection for tenants and API keys. Create with :meth:`connect`."""
+
+    def __init__(
+        self, channel: grpc.aio.Channel, *, admin_token: str, rpc_timeout_s: float = 30.0
+    ) -> None:
+        super().__init__(channel, ((ADMIN_TOKEN_HEADER, admin_token),), rpc_timeout_s)
+        self._admin = pbg.AdminServiceStub(channel)  # type: ignore[no-untyped-call]
+
+    @classmethod
+    async def connect(
+        cls,
+        target: str,
+        *,
+        admin_token: str,
+        tls: TLSConfig | None = None,
+        rpc_timeout_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+    ) -> AdminClient:
+        """Open a channel to ``target`` and check the server answers."""
+        channel = open_channel(target, tls)
+        try:
+            await check_reachable(channel, target, connect_timeout_s)
+        except BaseException:
+            await channel.close(None)
+            raise
+        return cls(channel, admin_token=admin_token, rpc_timeout_s=rpc_timeout_s)
+
+    async def create_tenant(
+        self,
+        name: str,
+        *,
+        tier: str = "STANDARD",
+        rate_limit_rps: int = 0,
+        max_concurrent_workers: int = 0,
+        home_region: str = "",
+    ) -> TenantInfo:
+        """Create a tenant (zero quotas mean the server defaults)."""
+        req = pb.CreateTenantRequest(
+            tenant=pb.Tenant(
+                name=name,
+                tier=tier,
+                rate_limit_rps=rate_limit_rps,
+                max_concurrent_workers=max_concurrent_workers,
+                home_region=home_region,
+            )
+        )
+        resp = await self._call(
+            self._admin.CreateTenant(req, metadata=self._metadata, timeout=self._timeout_s)
+        )
+        return conv.tenant_from_proto(resp.tenant)
+
+    async def get_tenant(self, tenant_id: uuid.UUID | str) -> TenantInfo:
+        """Read a tenant."""
+        resp = await self._call(
+            self._admin.GetTenant(
+                pb.GetTenantRequest(tenant_id=str(tenant_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return conv.tenant_from_proto(resp.tenant)
+
+    async def update_tenant(
+        self,
+        tenant_id: uuid.UUID | str,
+        *,
+        tier: str | None = None,
+        rate_limit_rps: int | None = None,
+        max_concurrent_workers: int | None = None,
+    ) -> TenantInfo:
+        """Change a tenant's tier or quotas (None: unchanged)."""
+        req = pb.UpdateTenantRequest(
+            tenant_id=str(tenant_id),
+            tier=tier or "",
+            rate_limit_rps=rate_limit_rps or 0,
+            max_concurrent_workers=max_concurrent_workers or 0,
+        )
+        resp = await self._call(
+            self._admin.UpdateTenant(req, metadata=self._metadata, timeout=self._timeout_s)
+        )
+        return conv.tenant_from_proto(resp.tenant)
+
+    async def create_api_key(self, tenant_id: uuid.UUID | str, name: str) -> ApiKeySecret:
+        """Create an API key for a tenant; the secret is returned only now."""
+        resp = await self._call(
+            self._admin.CreateApiKey(
+                pb.CreateApiKeyRequest(tenant_id=str(tenant_id), name=name),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return ApiKeySecret(key_id=uuid.UUID(resp.key_id), secret=resp.secret)

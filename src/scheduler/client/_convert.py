@@ -1,0 +1,157 @@
+"""Proto <-> client types (the client and the worker SDK share these)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.client._types import JSON, Task, TaskSpec, TenantInfo
+from scheduler.jitter import JitterMode
+from scheduler.states import TaskState
+from scheduler.store import Pool
+
+_POOL_TO_PROTO: Mapping[Pool, pb.Pool] = {
+    Pool.CRITICAL: pb.POOL_CRITICAL,
+    Pool.STANDARD: pb.POOL_STANDARD,
+    Pool.BULK: pb.POOL_BULK,
+}
+_POOL_FROM_PROTO: Mapping[int, Pool] = {v: k for k, v in _POOL_TO_PROTO.items()}
+_JITTER_TO_PROTO: Mapping[JitterMode, pb.JitterMode] = {
+    JitterMode.SYMMETRIC: pb.JITTER_MODE_SYMMETRIC,
+    JitterMode.LATE_ONLY: pb.JITTER_MODE_LATE_ONLY,
+    JitterMode.NONE: pb.JITTER_MODE_NONE,
+}
+
+
+def state_to_proto(state: TaskState) -> pb.TaskState:
+    """The proto enum of a task state."""
+    return cast(pb.TaskState, pb.TaskState.Value(f"TASK_STATE_{state.value}"))
+
+
+def state_from_proto(value: int) -> TaskState:
+    """A task state from the proto enum."""
+    return TaskState(pb.TaskState.Name(cast(pb.TaskState, value)).removeprefix("TASK_STATE_"))
+
+
+def pool_to_proto(pool: Pool) -> pb.Pool:
+    """The proto enum of a pool."""
+    return _POOL_TO_PROTO[pool]
+
+
+def pool_from_proto(value: int) -> Pool:
+    """A pool from the proto enum (unspecified: standard)."""
+    return _POOL_FROM_PROTO.get(value, Pool.STANDARD)
+
+
+def to_timestamp(dt: datetime) -> timestamp_pb2.Timestamp:
+    """A Timestamp from an aware datetime."""
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(dt)
+    return ts
+
+
+def from_timestamp(ts: timestamp_pb2.Timestamp) -> datetime:
+    """An aware UTC datetime from a Timestamp."""
+    return ts.ToDatetime(tzinfo=UTC)
+
+
+def _normalise(value: Any) -> Any:
+    # Struct numbers are doubles: hand integral ones back as int (JSON users expect it).
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalise(v) for v in value]
+    return value
+
+
+def struct_to_dict(s: struct_pb2.Struct) -> JSON:
+    """A JSON object from a Struct."""
+    result: JSON = _normalise(json_format.MessageToDict(s))
+    return result
+
+
+def dict_to_struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
+    """A Struct from a JSON object; TypeError/ValueError for values JSON cannot hold."""
+    s = struct_pb2.Struct()
+    if data:
+        s.update(dict(data))
+    return s
+
+
+def spec_to_proto(spec: TaskSpec) -> pb.TaskSpec:
+    """The wire form of a task spec."""
+    msg = pb.TaskSpec(
+        type=spec.type,
+        payload=dict_to_struct(spec.payload),
+        idempotency_key=spec.idempotency_key or "",
+        pool=pool_to_proto(spec.pool),
+        strict_timing=spec.strict_timing,
+        timeout_s=spec.timeout_s,
+    )
+    if spec.jitter_mode is not None:
+        msg.jitter_mode = _JITTER_TO_PROTO[spec.jitter_mode]
+    if spec.max_retries == 0:
+        msg.no_retries = True
+    elif spec.max_retries is not None:
+        msg.max_retries = spec.max_retries
+    if spec.scheduled_at is not None:
+        msg.scheduled_at.CopyFrom(to_timestamp(spec.scheduled_at))
+    if spec.trace_context:
+        msg.trace_context.traceparent = spec.trace_context.get("traceparent", "")
+        msg.trace_context.tracestate = spec.trace_context.get("tracestate", "")
+    return msg
+
+
+def trace_from_proto(tc: pb.TraceContext) -> dict[str, str] | None:
+    """A trace context dict, or None when empty."""
+    if not tc.traceparent:
+        return None
+    return {"traceparent": tc.traceparent, "tracestate": tc.tracestate}
+
+
+def task_from_proto(msg: pb.Task, *, created: bool = True) -> Task:
+    """A :class:`Task` from its wire form."""
+    return Task(
+        id=uuid.UUID(msg.id),
+        tenant_id=uuid.UUID(msg.tenant_id),
+        type=msg.type,
+        state=state_from_proto(msg.state),
+        scheduled_at=from_timestamp(msg.scheduled_at),
+        due_at=from_timestamp(msg.due_at),
+        idempotency_key=msg.idempotency_key,
+        pool=pool_from_proto(msg.pool),
+        fencing_token=msg.fencing_token,
+        retry_count=msg.retry_count,
+        max_retries=msg.max_retries,
+        payload=struct_to_dict(msg.payload),
+        result=struct_to_dict(msg.result) if msg.HasField("result") else None,
+        last_error=msg.last_error or None,
+        checkpoint=struct_to_dict(msg.checkpoint) if msg.HasField("checkpoint") else None,
+        worker_id=msg.worker_id or None,
+        cancel_requested=msg.cancel_requested,
+        shard_id=msg.shard_id,
+        strict_timing=msg.strict_timing,
+        trace_context=trace_from_proto(msg.trace_context),
+        created_at=from_timestamp(msg.created_at),
+        updated_at=from_timestamp(msg.updated_at),
+        created=created,
+    )
+
+
+def tenant_from_proto(msg: pb.Tenant) -> TenantInfo:
+    """A :class:`TenantInfo` from its wire form."""
+    return TenantInfo(
+        id=uuid.UUID(msg.id),
+        name=msg.name,
+        tier=msg.tier,
+        rate_limit_rps=msg.rate_limit_rps,
+        max_concurrent_workers=msg.max_concurrent_workers,
+        home_region=msg.home_region,
+    )

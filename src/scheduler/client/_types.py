@@ -1,0 +1,95 @@
+"""Plain result types of the client (never protobuf messages)."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import datetime
+from typing import Any
+
+from scheduler.jitter import JitterMode
+from scheduler.states import TaskState
+from scheduler.store import Pool
+
+JSON = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TaskSpec:
+    """One task to submit (see :meth:`Client.submit` for the meaning of each field)."""
+
+    type: str
+    payload: JSON = dataclasses.field(default_factory=dict)
+    scheduled_at: datetime | None = None
+    idempotency_key: str | None = None
+    pool: Pool = Pool.STANDARD
+    strict_timing: bool = False
+    jitter_mode: JitterMode | None = None
+    max_retries: int | None = None
+    timeout_s: float = 0.0
+    trace_context: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:
+            raise ValueError("TaskSpec.scheduled_at must be timezone-aware")
+        if self.max_retries is not None and self.max_retries < 0:
+            raise ValueError("TaskSpec.max_retries must be >= 0")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    """A task as the scheduler holds it."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    type: str
+    state: TaskState
+    scheduled_at: datetime
+    due_at: datetime
+    """Effective due time after jitter and retry backoff."""
+    idempotency_key: str
+    pool: Pool
+    fencing_token: int
+    retry_count: int
+    max_retries: int
+    payload: JSON
+    result: JSON | None
+    last_error: str | None
+    checkpoint: JSON | None
+    worker_id: str | None
+    cancel_requested: bool
+    shard_id: int
+    strict_timing: bool
+    trace_context: dict[str, str] | None
+    created_at: datetime
+    updated_at: datetime
+    created: bool = True
+    """From a submit: False when the idempotency key already named this task."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskPage:
+    """One page of :meth:`Client.list_page`; ``next_page_token`` is '' at the end."""
+
+    tasks: tuple[Task, ...]
+    next_page_token: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TenantInfo:
+    """A tenant and its quotas."""
+
+    id: uuid.UUID
+    name: str
+    tier: str
+    rate_limit_rps: int
+    max_concurrent_workers: int
+    home_region: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ApiKeySecret:
+    """A new API key; ``secret`` is shown only this once."""
+
+    key_id: uuid.UUID
+    secret: str

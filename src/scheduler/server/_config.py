@@ -1,0 +1,49 @@
+"""Server configuration: one frozen dataclass, units in the field names."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ServerConfig:
+    """How the gRPC server listens and authenticates. Validated on construction."""
+
+    listen: str = "127.0.0.1:50051"
+    """host:port to bind (port 0 picks a free one; see :attr:`Server.port`)."""
+    admin_token: str | None = None
+    """Token AdminService calls must present in ``x-admin-token``; None disables admin."""
+    tls_cert_path: str | None = None
+    """PEM server certificate chain; with ``tls_key_path`` turns TLS on."""
+    tls_key_path: str | None = None
+    """PEM private key of the server certificate."""
+    tls_client_ca_path: str | None = None
+    """PEM CA bundle; when set clients must present a certificate it signed (mTLS)."""
+    max_payload_bytes: int = 1 << 20
+    """Largest serialised task payload accepted."""
+    max_message_bytes: int = 64 << 20
+    """Largest gRPC message (a SubmitTasks batch of 10,000 tasks fits)."""
+    hello_timeout_s: float = 10.0
+    """How long a new worker stream may take to send its hello."""
+    stop_grace_s: float = 5.0
+    """How long :meth:`Server.stop` lets in-flight calls finish."""
+
+    def __post_init__(self) -> None:
+        if not self.listen:
+            raise ValueError("ServerConfig.listen is required")
+        if (self.tls_cert_path is None) != (self.tls_key_path is None):
+            raise ValueError("ServerConfig.tls_cert_path and tls_key_path go together")
+        if self.tls_client_ca_path is not None and self.tls_cert_path is None:
+            raise ValueError("ServerConfig.tls_client_ca_path needs tls_cert_path/tls_key_path")
+        if self.admin_token is not None and len(self.admin_token) < 16:
+            raise ValueError("ServerConfig.admin_token must be at least 16 characters")
+        for name in ("max_payload_bytes", "max_message_bytes", "hello_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"ServerConfig.{name} must be positive")
+        if self.stop_grace_s < 0:
+            raise ValueError("ServerConfig.stop_grace_s must be >= 0")
+
+    @property
+    def tls(self) -> bool:
+        """Whether the server listens with TLS."""
+        return self.tls_cert_path is not None

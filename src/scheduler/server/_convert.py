@@ -1,0 +1,448 @@
+"""Proto <-> engine types, and validation of every request field.
+
+Each ``*_from_proto`` function raises :class:`~scheduler._errors.InvalidArgument`
+naming the offending field with its full path (``task.type``, ``tasks[3].payload``),
+so bad input always answers INVALID_ARGUMENT and never reaches the engine malformed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from scheduler._errors import InvalidArgument
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.engine import FailureReport, SubmitSpec
+from scheduler.jitter import JitterMode
+from scheduler.states import TaskState
+from scheduler.store import (
+    JSON,
+    Assignment,
+    Completion,
+    FencedWrite,
+    Pool,
+    Release,
+    TaskFilter,
+    TaskKey,
+    TaskRecord,
+    Tenant,
+)
+
+MAX_TYPE_CHARS = 64
+MAX_IDEMPOTENCY_KEY_CHARS = 128
+MAX_RETRIES = 1000
+MAX_PAGE_SIZE = 1000
+DEFAULT_PAGE_SIZE = 100
+DEFAULT_MAX_RETRIES = 3
+MAX_ERROR_CHARS = 4096
+MAX_NAME_CHARS = 128
+TIERS = frozenset({"STANDARD", "ENTERPRISE", "SYSTEM"})
+
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+_TYPE_CHARS = re.compile(r"^[\x21-\x7e]+$")
+
+_POOL_TO_PROTO: Mapping[Pool, pb.Pool] = {
+    Pool.CRITICAL: pb.POOL_CRITICAL,
+    Pool.STANDARD: pb.POOL_STANDARD,
+    Pool.BULK: pb.POOL_BULK,
+}
+_POOL_FROM_PROTO: Mapping[int, Pool] = {
+    **{v: k for k, v in _POOL_TO_PROTO.items()},
+    pb.POOL_UNSPECIFIED: Pool.STANDARD,
+}
+_JITTER_TO_PROTO: Mapping[JitterMode, pb.JitterMode] = {
+    JitterMode.SYMMETRIC: pb.JITTER_MODE_SYMMETRIC,
+    JitterMode.LATE_ONLY: pb.JITTER_MODE_LATE_ONLY,
+    JitterMode.NONE: pb.JITTER_MODE_NONE,
+}
+_JITTER_FROM_PROTO: Mapping[int, JitterMode] = {v: k for k, v in _JITTER_TO_PROTO.items()}
+_STATE_TO_PROTO: Mapping[TaskState, pb.TaskState] = {
+    s: cast(pb.TaskState, pb.TaskState.Value(f"TASK_STATE_{s.value}")) for s in TaskState
+}
+_STATE_FROM_PROTO: Mapping[int, TaskState] = {v: k for k, v in _STATE_TO_PROTO.items()}
+
+
+# -- scalars -------------------------------------------------------------------------
+
+
+def parse_uuid(value: str, field: str) -> uuid.UUID:
+    """A UUID from its text form; InvalidArgument naming ``field`` otherwise."""
+    if not value:
+        raise InvalidArgument(field, "required")
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InvalidArgument(field, f"not a UUID: {value[:64]!r}") from None
+
+
+def to_datetime(ts: timestamp_pb2.Timestamp, field: str) -> datetime:
+    """A timezone-aware UTC datetime from a Timestamp."""
+    if not 0 <= ts.nanos < 1_000_000_000:
+        raise InvalidArgument(field, "nanos out of range")
+    try:
+        return ts.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError):
+        raise InvalidArgument(field, "timestamp out of range (years 1-9999)") from None
+
+
+def from_datetime(dt: datetime) -> timestamp_pb2.Timestamp:
+    """A Timestamp from a timezone-aware datetime."""
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(dt)
+    return ts
+
+
+def _normalise(value: Any) -> Any:
+    # Struct keeps every number as a double; give integral ones back as int so
+    # `payload["n"]` round-trips the way a JSON user expects.
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalise(v) for v in value]
+    return value
+
+
+def struct_to_dict(s: struct_pb2.Struct) -> JSON:
+    """A JSON object from a Struct (integral numbers as ints)."""
+    result: JSON = _normalise(json_format.MessageToDict(s))
+    return result
+
+
+def dict_to_struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
+    """A Struct from a JSON object (None -> empty)."""
+    s = struct_pb2.Struct()
+    if data:
+        s.update(dict(data))
+    return s
+
+
+# -- enums ---------------------------------------------------------------------------
+
+
+def pool_from_proto(value: int, field: str) -> Pool:
+    """Pool enum; unspecified means standard."""
+    try:
+        return _POOL_FROM_PROTO[value]
+    except KeyError:
+        raise InvalidArgument(field, f"unknown pool {value}") from None
+
+
+def pool_to_proto(pool: Pool) -> pb.Pool:
+    """The proto pool."""
+    return _POOL_TO_PROTO[pool]
+
+
+def state_to_proto(state: TaskState) -> pb.TaskState:
+    """The proto state."""
+    return _STATE_TO_PROTO[state]
+
+
+def state_from_proto(value: int, field: str) -> TaskState:
+    """A task state; unspecified and unknown values are rejected."""
+    try:
+        return _STATE_FROM_PROTO[value]
+    except KeyError:
+        raise InvalidArgument(field, f"unknown task state {value}") from None
+
+
+# -- trace context -------------------------------------------------------------------
+
+
+def trace_from_proto(tc: pb.TraceContext, field: str) -> JSON | None:
+    """A validated W3C trace context, or None when traceparent is empty."""
+    if not tc.traceparent:
+        if tc.tracestate:
+            raise InvalidArgument(f"{field}.traceparent", "required when tracestate is set")
+        return None
+    if not _TRACEPARENT.match(tc.traceparent):
+        raise InvalidArgument(f"{field}.traceparent", "not a W3C traceparent")
+    if len(tc.tracestate) > 512:
+        raise InvalidArgument(f"{field}.tracestate", "longer than 512 characters")
+    return {"traceparent": tc.traceparent, "tracestate": tc.tracestate}
+
+
+def trace_from_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> JSON | None:
+    """W3C trace context from call metadata; an invalid header is ignored (W3C §3.2)."""
+    traceparent = tracestate = ""
+    for key, value in metadata or ():
+        if isinstance(value, bytes):
+            continue
+        if key == "traceparent":
+            traceparent = value.strip()
+        elif key == "tracestate":
+            tracestate = value.strip()
+    if not _TRACEPARENT.match(traceparent):
+        return None
+    return {"traceparent": traceparent, "tracestate": tracestate[:512]}
+
+
+def trace_to_proto(trace: JSON | None) -> pb.TraceContext:
+    """Proto trace context (empty when none)."""
+    if not trace:
+        return pb.TraceContext()
+    return pb.TraceContext(
+        traceparent=str(trace.get("traceparent", "")),
+        tracestate=str(trace.get("tracestate", "")),
+    )
+
+
+# -- tasks ---------------------------------------------------------------------------
+
+
+def spec_from_proto(
+    spec: pb.TaskSpec,
+    field: str,
+    *,
+    max_payload_bytes: int,
+    default_trace: JSON | None = None,
+) -> SubmitSpec:
+    """A validated :class:`SubmitSpec`; ``field`` prefixes every error (``task``)."""
+    if not spec.type:
+        raise InvalidArgument(f"{field}.type", "required")
+    if len(spec.type) > MAX_TYPE_CHARS:
+        raise InvalidArgument(f"{field}.type", f"longer than {MAX_TYPE_CHARS} characters")
+    if not _TYPE_CHARS.match(spec.type):
+        raise InvalidArgument(f"{field}.type", "must be printable ASCII without spaces")
+    if spec.payload.ByteSize() > max_payload_bytes:
+        raise InvalidArgument(f"{field}.payload", f"larger than {max_payload_bytes} bytes")
+    if len(spec.idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
+        raise InvalidArgument(
+            f"{field}.idempotency_key", f"longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters"
+        )
+    pool = pool_from_proto(spec.pool, f"{field}.pool")
+    if spec.jitter_mode == pb.JITTER_MODE_UNSPECIFIED:
+        jitter = JitterMode.NONE if spec.strict_timing else JitterMode.SYMMETRIC
+    else:
+        try:
+            jitter = _JITTER_FROM_PROTO[spec.jitter_mode]
+        except KeyError:
+            raise InvalidArgument(
+                f"{field}.jitter_mode", f"unknown jitter mode {spec.jitter_mode}"
+            ) from None
+    if spec.strict_timing:
+        jitter = JitterMode.NONE
+    if spec.no_retries:
+        if spec.max_retries:
+            raise InvalidArgument(f"{field}.max_retries", "must be 0 when no_retries is set")
+        max_retries = 0
+    else:
+        max_retries = spec.max_retries or DEFAULT_MAX_RETRIES
+    if max_retries > MAX_RETRIES:
+        raise InvalidArgument(f"{field}.max_retries", f"at most {MAX_RETRIES}")
+    if not math.isfinite(spec.timeout_s) or spec.timeout_s < 0:
+        raise InvalidArgument(f"{field}.timeout_s", "must be a finite number >= 0")
+    scheduled_at = (
+        to_datetime(spec.scheduled_at, f"{field}.scheduled_at")
+        if spec.HasField("scheduled_at")
+        else None
+    )
+    trace = (
+        trace_from_proto(spec.trace_context, f"{field}.trace_context")
+        if spec.HasField("trace_context")
+        else None
+    )
+    return SubmitSpec(
+        type=spec.type,
+        payload=struct_to_dict(spec.payload),
+        scheduled_at=scheduled_at,
+        idempotency_key=spec.idempotency_key or None,
+        pool=pool,
+        strict_timing=spec.strict_timing,
+        jitter_mode=jitter,
+        max_retries=max_retries,
+        timeout_s=spec.timeout_s,
+        trace_context=trace if trace is not None else default_trace,
+    )
+
+
+def task_to_proto(rec: TaskRecord) -> pb.Task:
+    """The proto view of a task row."""
+    task = pb.Task(
+        id=str(rec.id),
+        tenant_id=str(rec.tenant_id),
+        type=rec.type,
+        state=state_to_proto(rec.status),
+        scheduled_at=from_datetime(rec.scheduled_at),
+        due_at=from_datetime(rec.due_at),
+        idempotency_key=rec.idempotency_key,
+        pool=pool_to_proto(rec.pool),
+        fencing_token=rec.fencing_token,
+        retry_count=rec.retry_count,
+        max_retries=rec.max_retries,
+        payload=dict_to_struct(rec.payload),
+        last_error=rec.last_error or "",
+        worker_id=rec.worker_id or "",
+        cancel_requested=rec.cancel_requested,
+        shard_id=rec.shard_id,
+        created_at=from_datetime(rec.created_at),
+        updated_at=from_datetime(rec.updated_at),
+        strict_timing=rec.strict_timing,
+    )
+    if rec.result_payload is not None:
+        task.result.CopyFrom(dict_to_struct(rec.result_payload))
+    if rec.checkpoint is not None:
+        task.checkpoint.CopyFrom(dict_to_struct(rec.checkpoint))
+    if rec.trace_context:
+        task.trace_context.CopyFrom(trace_to_proto(rec.trace_context))
+    return task
+
+
+def assignment_to_proto(a: Assignment) -> pb.Assignment:
+    """The proto view of an assignment pushed to a worker."""
+    msg = pb.Assignment(
+        task_id=str(a.key.id),
+        tenant_id=str(a.tenant_id),
+        type=a.type,
+        payload=dict_to_struct(a.payload),
+        fencing_token=a.fencing_token,
+        attempt=a.attempt,
+        max_retries=a.max_retries,
+        scheduled_at=from_datetime(a.key.scheduled_at),
+        due_at=from_datetime(a.due_at),
+        lease_expires_at=from_datetime(a.lease_expires_at),
+        pool=pool_to_proto(a.pool),
+        timeout_s=a.timeout_s,
+    )
+    if a.checkpoint is not None:
+        msg.checkpoint.CopyFrom(dict_to_struct(a.checkpoint))
+    if a.trace_context:
+        msg.trace_context.CopyFrom(trace_to_proto(a.trace_context))
+    return msg
+
+
+def ref_to_proto(key: TaskKey, token: int) -> pb.TaskRef:
+    """A TaskRef naming ``key`` under ``token``."""
+    return pb.TaskRef(
+        task_id=str(key.id), fencing_token=token, scheduled_at=from_datetime(key.scheduled_at)
+    )
+
+
+def token_from_proto(ref: pb.TaskRef, field: str) -> int:
+    """The fencing token of a ref (dispatch starts tokens at 1)."""
+    if ref.fencing_token <= 0:
+        raise InvalidArgument(f"{field}.fencing_token", "must be positive")
+    return ref.fencing_token
+
+
+def key_from_proto(ref: pb.TaskRef, field: str) -> TaskKey:
+    """The full task key of a ref; ``scheduled_at`` is required on the stream."""
+    task_id = parse_uuid(ref.task_id, f"{field}.task_id")
+    if not ref.HasField("scheduled_at"):
+        raise InvalidArgument(f"{field}.scheduled_at", "required (copy it from the assignment)")
+    return TaskKey(task_id, to_datetime(ref.scheduled_at, f"{field}.scheduled_at"))
+
+
+def write_from_proto(ref: pb.TaskRef, field: str) -> FencedWrite:
+    """A fenced write from a ref."""
+    return FencedWrite(key=key_from_proto(ref, field), token=token_from_proto(ref, field))
+
+
+def writes_from_proto(refs: Iterable[pb.TaskRef], field: str) -> list[FencedWrite]:
+    """Fenced writes from repeated refs (``ack.tasks[2].task_id``)."""
+    return [write_from_proto(ref, f"{field}[{i}]") for i, ref in enumerate(refs)]
+
+
+def _require_ref(parent: Any, field: str) -> pb.TaskRef:
+    if not parent.HasField("task"):
+        raise InvalidArgument(f"{field}.task", "required")
+    ref: pb.TaskRef = parent.task
+    return ref
+
+
+def completion_from_proto(msg: pb.Completion, field: str) -> Completion:
+    """A fenced completion from a stream message."""
+    ref = _require_ref(msg, field)
+    return Completion(
+        key=key_from_proto(ref, f"{field}.task"),
+        token=token_from_proto(ref, f"{field}.task"),
+        result=struct_to_dict(msg.result),
+    )
+
+
+def error_text(value: str, field: str) -> str:
+    """A failure message, bounded."""
+    if len(value) > MAX_ERROR_CHARS:
+        raise InvalidArgument(field, f"longer than {MAX_ERROR_CHARS} characters")
+    return value
+
+
+def failure_from_proto(msg: pb.Failure, field: str) -> FailureReport:
+    """A fenced failure from a stream message."""
+    ref = _require_ref(msg, field)
+    return FailureReport(
+        key=key_from_proto(ref, f"{field}.task"),
+        token=token_from_proto(ref, f"{field}.task"),
+        error=error_text(msg.error, f"{field}.error"),
+        retryable=msg.retryable,
+    )
+
+
+def release_from_proto(msg: pb.Release, field: str) -> Release:
+    """A fenced release from a stream message."""
+    ref = _require_ref(msg, field)
+    return Release(
+        key=key_from_proto(ref, f"{field}.task"),
+        token=token_from_proto(ref, f"{field}.task"),
+        checkpoint=struct_to_dict(msg.checkpoint) if msg.HasField("checkpoint") else None,
+    )
+
+
+def filter_from_proto(req: pb.ListTasksRequest) -> tuple[TaskFilter, int]:
+    """The filter and page size of a ListTasks request."""
+    states = tuple(state_from_proto(s, f"states[{i}]") for i, s in enumerate(req.states))
+    if req.type and len(req.type) > MAX_TYPE_CHARS:
+        raise InvalidArgument("type", f"longer than {MAX_TYPE_CHARS} characters")
+    start = (
+        to_datetime(req.scheduled_from, "scheduled_from")
+        if req.HasField("scheduled_from")
+        else None
+    )
+    end = to_datetime(req.scheduled_to, "scheduled_to") if req.HasField("scheduled_to") else None
+    if start is not None and end is not None and end < start:
+        raise InvalidArgument("scheduled_to", "before scheduled_from")
+    if req.page_size > MAX_PAGE_SIZE:
+        raise InvalidArgument("page_size", f"at most {MAX_PAGE_SIZE}")
+    if len(req.page_token) > 1024:
+        raise InvalidArgument("page_token", "malformed")
+    flt = TaskFilter(statuses=states, type=req.type or None, scheduled_from=start, scheduled_to=end)
+    return flt, req.page_size or DEFAULT_PAGE_SIZE
+
+
+# -- tenants -------------------------------------------------------------------------
+
+
+def tenant_to_proto(t: Tenant) -> pb.Tenant:
+    """The proto view of a tenant."""
+    return pb.Tenant(
+        id=str(t.id),
+        name=t.name,
+        tier=t.tier,
+        rate_limit_rps=t.rate_limit_rps,
+        max_concurrent_workers=t.max_concurrent_workers,
+        home_region=t.home_region,
+    )
+
+
+def tier_from_proto(value: str, field: str) -> str:
+    """A tenant tier (STANDARD, ENTERPRISE, SYSTEM)."""
+    tier = value.upper()
+    if tier not in TIERS:
+        raise InvalidArgument(field, f"must be one of {', '.join(sorted(TIERS))}")
+    return tier
+
+
+def name_from_proto(value: str, field: str) -> str:
+    """A display name: 1-128 characters."""
+    if not value.strip():
+        raise InvalidArgument(field, "required")
+    if len(value) > MAX_NAME_CHARS:
+        raise InvalidArgument(field, f"longer than {MAX_NAME_CHARS} characters")
+    return value

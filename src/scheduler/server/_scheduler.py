@@ -1,0 +1,119 @@
+"""SchedulerService: clients submit and manage the tasks of their own tenant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from scheduler._errors import InvalidArgument, ResourceExhausted
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
+from scheduler.engine import Engine
+from scheduler.server import _convert as conv
+from scheduler.server._auth import tenant_of
+from scheduler.server._config import ServerConfig
+from scheduler.server._status import unary
+from scheduler.store import InsertResult
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+MAX_SUBMIT_BATCH = 10_000
+
+
+def _submit_response(result: InsertResult) -> pb.SubmitTaskResponse:
+    return pb.SubmitTaskResponse(task=conv.task_to_proto(result.task), created=result.created)
+
+
+class SchedulerService(pbg.SchedulerServiceServicer):
+    """gRPC adapter over :class:`Engine` for task submission and management."""
+
+    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+        self._engine = engine
+        self._config = config
+
+    @unary
+    async def SubmitTask(
+        self, request: pb.SubmitTaskRequest, context: Context
+    ) -> pb.SubmitTaskResponse:
+        """Submit one task."""
+        tenant = await tenant_of(self._engine, context)
+        if not request.HasField("task"):
+            raise InvalidArgument("task", "required")
+        spec = conv.spec_from_proto(
+            request.task,
+            "task",
+            max_payload_bytes=self._config.max_payload_bytes,
+            default_trace=conv.trace_from_metadata(context.invocation_metadata()),
+        )
+        (result,) = await self._engine.submit(tenant, [spec])
+        return _submit_response(result)
+
+    @unary
+    async def SubmitTasks(
+        self, request: pb.SubmitTasksRequest, context: Context
+    ) -> pb.SubmitTasksResponse:
+        """Submit many tasks in one batched write."""
+        tenant = await tenant_of(self._engine, context)
+        if not request.tasks:
+            raise InvalidArgument("tasks", "at least one task is required")
+        if len(request.tasks) > MAX_SUBMIT_BATCH:
+            raise ResourceExhausted("tasks", f"at most {MAX_SUBMIT_BATCH} tasks per call")
+        trace = conv.trace_from_metadata(context.invocation_metadata())
+        specs = [
+            conv.spec_from_proto(
+                spec,
+                f"tasks[{i}]",
+                max_payload_bytes=self._config.max_payload_bytes,
+                default_trace=trace,
+            )
+            for i, spec in enumerate(request.tasks)
+        ]
+        results = await self._engine.submit(tenant, specs)
+        return pb.SubmitTasksResponse(results=[_submit_response(r) for r in results])
+
+    @unary
+    async def GetTask(self, request: pb.GetTaskRequest, context: Context) -> pb.GetTaskResponse:
+        """Read one task of the caller's tenant."""
+        tenant = await tenant_of(self._engine, context)
+        task_id = conv.parse_uuid(request.task_id, "task_id")
+        rec = await self._engine.get_task(tenant, task_id)
+        return pb.GetTaskResponse(task=conv.task_to_proto(rec))
+
+    @unary
+    async def CancelTask(
+        self, request: pb.CancelTaskRequest, context: Context
+    ) -> pb.CancelTaskResponse:
+        """Cancel a task in any non-terminal state."""
+        tenant = await tenant_of(self._engine, context)
+        task_id = conv.parse_uuid(request.task_id, "task_id")
+        rec = await self._engine.cancel(tenant, task_id)
+        return pb.CancelTaskResponse(task=conv.task_to_proto(rec))
+
+    @unary
+    async def ListTasks(
+        self, request: pb.ListTasksRequest, context: Context
+    ) -> pb.ListTasksResponse:
+        """One page of the caller's tasks."""
+        tenant = await tenant_of(self._engine, context)
+        flt, page_size = conv.filter_from_proto(request)
+        page = await self._engine.list_tasks(tenant, flt, page_size, request.page_token)
+        return pb.ListTasksResponse(
+            tasks=[conv.task_to_proto(t) for t in page.tasks],
+            next_page_token=page.next_page_token,
+        )
+
+    @unary
+    async def RedriveTask(
+        self, request: pb.RedriveTaskRequest, context: Context
+    ) -> pb.RedriveTaskResponse:
+        """Move a DEAD_LETTER task back to SCHEDULED."""
+        tenant = await tenant_of(self._engine, context)
+        task_id = conv.parse_uuid(request.task_id, "task_id")
+        when = (
+            conv.to_datetime(request.scheduled_at, "scheduled_at")
+            if request.HasField("scheduled_at")
+            else None
+        )
+        rec = await self._engine.redrive(tenant, task_id, when)
+        return pb.RedriveTaskResponse(task=conv.task_to_proto(rec))

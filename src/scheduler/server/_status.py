@@ -1,0 +1,136 @@
+"""The one table from Tickwheel errors to gRPC status codes.
+
+Every RPC handler funnels its exceptions through :func:`status_of`; nothing else in the
+transport decides a status code. Besides the code, the error's class name and
+constructor fields travel in trailing metadata so the Python client can raise the very
+same :class:`~scheduler._errors.TickwheelError` subclass (other languages read the code
+and message only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+
+from scheduler._errors import (
+    AlreadyExists,
+    InvalidArgument,
+    InvalidTransition,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    StaleFencingToken,
+    StoreError,
+    TickwheelError,
+    Unauthenticated,
+    Unavailable,
+)
+
+STATUS_CODES: Mapping[type[TickwheelError], grpc.StatusCode] = {
+    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
+    InvalidTransition: grpc.StatusCode.FAILED_PRECONDITION,
+    StaleFencingToken: grpc.StatusCode.FAILED_PRECONDITION,
+    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    StoreError: grpc.StatusCode.UNAVAILABLE,
+    Unavailable: grpc.StatusCode.UNAVAILABLE,
+}
+"""Error class -> status code. A subclass not listed inherits its nearest listed base."""
+
+ERROR_TYPE_KEY = "tickwheel-error-type"
+"""Trailing metadata key: the error's class name."""
+ERROR_FIELDS_KEY = "tickwheel-error-fields"
+"""Trailing metadata key: the error's constructor arguments as a JSON object."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RpcStatus:
+    """What a handler answers for an exception."""
+
+    code: grpc.StatusCode
+    details: str
+    trailing_metadata: tuple[tuple[str, str], ...] = ()
+
+
+def code_of(exc: BaseException) -> grpc.StatusCode:
+    """The status code for ``exc``: from the table, INTERNAL for anything else."""
+    for cls in type(exc).__mro__:
+        code = STATUS_CODES.get(cls)
+        if code is not None:
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def error_fields(exc: TickwheelError) -> dict[str, object]:
+    """The constructor arguments that rebuild ``exc`` (read back from its attributes)."""
+    params = list(inspect.signature(type(exc).__init__).parameters.values())[1:]
+    fields: dict[str, object] = {}
+    for param in params:
+        if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            continue
+        if hasattr(exc, param.name):
+            value = getattr(exc, param.name)
+            if isinstance(value, str | int | float | bool) or value is None:
+                fields[param.name] = value
+    return fields
+
+
+def status_of(exc: BaseException) -> RpcStatus:
+    """The status, message and trailers for ``exc``.
+
+    Unknown exceptions become INTERNAL with a generic message: internals (driver
+    errors, file paths) never leak to callers; the handler logs the traceback.
+    """
+    code = code_of(exc)
+    if not isinstance(exc, TickwheelError) or code is grpc.StatusCode.INTERNAL:
+        return RpcStatus(grpc.StatusCode.INTERNAL, "internal error")
+    trailers = (
+        (ERROR_TYPE_KEY, type(exc).__name__),
+        (ERROR_FIELDS_KEY, json.dumps(error_fields(exc), separators=(",", ":"))),
+    )
+    return RpcStatus(code, exc.message, trailers)
+
+
+_log = logging.getLogger("tickwheel.server")
+
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+_Self = TypeVar("_Self")
+
+
+async def abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException) -> NoReturn:
+    """End the call with the status of ``exc`` (logging a traceback for INTERNAL)."""
+    status = status_of(exc)
+    if status.code is grpc.StatusCode.INTERNAL:
+        _log.error("internal error in RPC handler", exc_info=exc)
+    await context.abort(status.code, status.details, trailing_metadata=status.trailing_metadata)
+    raise AssertionError("unreachable: context.abort raises")  # pragma: no cover
+
+
+def unary(
+    fn: Callable[[_Self, _Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[_Resp]],
+) -> Callable[[_Self, _Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[_Resp]]:
+    """Wrap a unary handler so every exception answers through the one table."""
+
+    @functools.wraps(fn)
+    async def wrapper(
+        self: _Self, request: _Req, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> _Resp:
+        try:
+            return await fn(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:  # mapped, never swallowed
+            await abort(context, exc)
+
+    return wrapper

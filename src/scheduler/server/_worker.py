@@ -1,0 +1,376 @@
+"""WorkerService: the worker stream (Connect) and the unary fenced writes.
+
+One Connect call is one :class:`~scheduler.engine.WorkerSession`. Two tasks serve it:
+a *pump* moving session events (assignments, cancel notices) into an outbound queue,
+and a *reader* handling the worker's messages strictly in order. The handler itself is
+the only writer to the response stream: it drains the outbound queue, so gRPC never
+sees concurrent writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import grpc
+
+from scheduler._errors import InvalidArgument
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
+from scheduler.engine import AssignmentBatch, CancelNotice, Engine, WorkerHello, WorkerSession
+from scheduler.server import _convert as conv
+from scheduler.server._auth import tenant_of
+from scheduler.server._config import ServerConfig
+from scheduler.server._status import abort, unary
+from scheduler.store import Outcome, Pool
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+_log = logging.getLogger("tickwheel.server")
+
+MAX_SLOTS = 100_000
+MAX_TASK_TYPES = 256
+MAX_WORKER_ID_CHARS = 256
+
+REASONS = {
+    Outcome.OK: "",
+    Outcome.STALE: "stale_fencing_token",
+    Outcome.NOT_FOUND: "not_found",
+}
+"""Per-task rejection reasons on the stream (the proto documents these strings)."""
+
+
+class _End:
+    """Outbound sentinel: the stream is over (``error`` set when it failed)."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
+
+
+_Out = pb.ServerMessage | _End
+
+
+def hello_from_proto(hello: pb.Hello, tenant_id: uuid.UUID) -> WorkerHello:
+    """A validated :class:`WorkerHello`."""
+    if not hello.worker_id:
+        raise InvalidArgument("hello.worker_id", "required")
+    if len(hello.worker_id) > MAX_WORKER_ID_CHARS:
+        raise InvalidArgument("hello.worker_id", f"longer than {MAX_WORKER_ID_CHARS} characters")
+    if not hello.task_types:
+        raise InvalidArgument("hello.task_types", "at least one task type is required")
+    if len(hello.task_types) > MAX_TASK_TYPES:
+        raise InvalidArgument("hello.task_types", f"at most {MAX_TASK_TYPES}")
+    for i, t in enumerate(hello.task_types):
+        if not t or len(t) > conv.MAX_TYPE_CHARS:
+            raise InvalidArgument(f"hello.task_types[{i}]", "must be 1-64 characters")
+    pools = frozenset(
+        conv.pool_from_proto(p, f"hello.pools[{i}]") for i, p in enumerate(hello.pools)
+    )
+    if hello.slots > MAX_SLOTS:
+        raise InvalidArgument("hello.slots", f"at most {MAX_SLOTS}")
+    return WorkerHello(
+        worker_id=hello.worker_id,
+        tenant_id=tenant_id,
+        task_types=frozenset(hello.task_types),
+        pools=pools or frozenset(Pool),
+        slots=hello.slots,
+    )
+
+
+def _result(
+    request_id: int, ids: Sequence[uuid.UUID], outcomes: Sequence[Outcome]
+) -> pb.ServerMessage:
+    return pb.ServerMessage(
+        result=pb.Result(
+            request_id=request_id,
+            results=[
+                pb.TaskResult(task_id=str(i), ok=o is Outcome.OK, reason=REASONS[o])
+                for i, o in zip(ids, outcomes, strict=True)
+            ],
+        )
+    )
+
+
+def event_to_proto(event: AssignmentBatch | CancelNotice) -> pb.ServerMessage:
+    """A session event as the message pushed to the worker."""
+    if isinstance(event, AssignmentBatch):
+        return pb.ServerMessage(
+            assignments=pb.Assignments(
+                tasks=[conv.assignment_to_proto(a) for a in event.assignments]
+            )
+        )
+    return pb.ServerMessage(cancel=pb.CancelRequest(task=conv.ref_to_proto(event.key, event.token)))
+
+
+_BATCHABLE = frozenset({"ack", "heartbeat", "completion", "failure", "release", "cancel_confirmed"})
+MAX_COALESCE = 1000
+"""Most consecutive same-kind messages applied as one engine call."""
+
+
+def _parse(msg: pb.WorkerMessage, kind: str) -> list[Any]:
+    """The engine items of one batchable message (validated)."""
+    if kind in ("ack", "heartbeat"):
+        refs = msg.ack.tasks if kind == "ack" else msg.heartbeat.tasks
+        return conv.writes_from_proto(refs, f"{kind}.tasks")
+    if kind == "cancel_confirmed":
+        if not msg.cancel_confirmed.HasField("task"):
+            raise InvalidArgument("cancel_confirmed.task", "required")
+        return [conv.write_from_proto(msg.cancel_confirmed.task, "cancel_confirmed.task")]
+    if kind == "completion":
+        return [conv.completion_from_proto(msg.completion, "completion")]
+    if kind == "failure":
+        return [conv.failure_from_proto(msg.failure, "failure")]
+    return [conv.release_from_proto(msg.release, "release")]
+
+
+async def _apply(session: WorkerSession, kind: str, items: list[Any]) -> list[Outcome]:
+    if not items:
+        return []
+    if kind == "ack":
+        return await session.ack(items)
+    if kind == "heartbeat":
+        return await session.heartbeat(items)
+    if kind == "cancel_confirmed":
+        return await session.confirm_cancel(items)
+    if kind == "completion":
+        return await session.complete(items)
+    if kind == "failure":
+        return await session.fail(items)
+    return await session.release(items)
+
+
+async def handle_messages(
+    session: WorkerSession, msgs: Sequence[pb.WorkerMessage]
+) -> list[pb.ServerMessage]:
+    """Apply consecutive worker messages of one kind to the session, in order.
+
+    Batchable kinds (fenced writes) become ONE engine call for the whole group, so a
+    busy worker's completions share a store statement; the Results go back per message.
+    """
+    kind = msgs[0].WhichOneof("kind")
+    if kind is None:
+        raise InvalidArgument("kind", "empty worker message")
+    if kind in _BATCHABLE:
+        parsed = [_parse(m, kind) for m in msgs]
+        outcomes = await _apply(session, kind, [item for items in parsed for item in items])
+        replies: list[pb.ServerMessage] = []
+        at = 0
+        for m, items in zip(msgs, parsed, strict=True):
+            mine = outcomes[at : at + len(items)]
+            at += len(items)
+            if m.request_id:
+                replies.append(_result(m.request_id, [i.key.id for i in items], mine))
+        return replies
+    replies = []
+    for m in msgs:
+        reply = await handle_message(session, m)
+        if reply is not None:
+            replies.append(reply)
+    return replies
+
+
+async def handle_message(session: WorkerSession, msg: pb.WorkerMessage) -> pb.ServerMessage | None:
+    """Apply one worker message to the session; the Result to send back, if any."""
+    kind = msg.WhichOneof("kind")
+    if kind == "credit":
+        if msg.credit.slots == 0 or msg.credit.slots > MAX_SLOTS:
+            raise InvalidArgument("credit.slots", f"must be 1-{MAX_SLOTS}")
+        session.grant(msg.credit.slots)
+        return None
+    if kind == "drain":
+        session.drain()
+        return None
+    if kind == "hello":
+        raise InvalidArgument("hello", "sent twice on one stream")
+    if kind is None:
+        raise InvalidArgument("kind", "empty worker message")
+    if kind == "checkpoint":
+        if not msg.checkpoint.HasField("task"):
+            raise InvalidArgument("checkpoint.task", "required")
+        write = conv.write_from_proto(msg.checkpoint.task, "checkpoint.task")
+        data = conv.struct_to_dict(msg.checkpoint.data)
+        outcome = await session.checkpoint(write.key, write.token, data)
+        return _result(msg.request_id, [write.key.id], [outcome]) if msg.request_id else None
+    replies = await handle_messages(session, [msg])
+    return replies[0] if replies else None
+
+
+async def _aclose(iterator: AsyncIterator[Any]) -> None:
+    aclose = getattr(iterator, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()
+
+
+class WorkerService(pbg.WorkerServiceServicer):
+    """gRPC adapter over :class:`Engine` worker sessions."""
+
+    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+        self._engine = engine
+        self._config = config
+
+    async def Connect(
+        self, request_iterator: AsyncIterator[pb.WorkerMessage], context: Context
+    ) -> AsyncIterator[pb.ServerMessage]:
+        """One worker's stream: hello first, then credit-based pushes and fenced writes."""
+        # The request generator is made only after auth, and always closed explicitly:
+        # gRPC's receiver must not be finalised by the garbage collector.
+        tenant_id = await self._authenticate(context)
+        requests = aiter(request_iterator)
+        try:
+            try:
+                first = await asyncio.wait_for(anext(requests), self._config.hello_timeout_s)
+            except StopAsyncIteration:
+                raise InvalidArgument("hello", "stream ended before hello") from None
+            except TimeoutError:
+                raise InvalidArgument("hello", "not received in time") from None
+            if first.WhichOneof("kind") != "hello":
+                raise InvalidArgument("hello", "the first message on the stream must be hello")
+            hello = hello_from_proto(first.hello, tenant_id)
+            session = await self._engine.open_session(hello)
+        except Exception as exc:  # mapped through the one table
+            await _aclose(requests)
+            await abort(context, exc)
+        error: BaseException | None = None
+        try:
+            yield pb.ServerMessage(
+                welcome=pb.Welcome(
+                    session_id=session.session_id,
+                    lease_ttl_s=session.lease_ttl_s,
+                    heartbeat_interval_s=session.heartbeat_interval_s,
+                )
+            )
+            out: asyncio.Queue[_Out] = asyncio.Queue()
+            name = f"tickwheel-session-{session.session_id}"
+            pump = asyncio.create_task(self._pump(session, out), name=f"{name}-pump")
+            reader = asyncio.create_task(self._read(requests, session, out), name=f"{name}-read")
+            try:
+                while True:
+                    item = await out.get()
+                    if isinstance(item, _End):
+                        error = item.error
+                        break
+                    yield item
+            finally:
+                for task in (pump, reader):
+                    task.cancel()
+                for task in (pump, reader):
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+        finally:
+            # Tasks dispatched but never acked go back to PRELOADED at once.
+            await session.close()
+            await _aclose(requests)
+        if error is not None:
+            await abort(context, error)
+
+    async def _authenticate(self, context: Context) -> uuid.UUID:
+        try:
+            return await tenant_of(self._engine, context)
+        except Exception as exc:  # mapped through the one table
+            await abort(context, exc)
+
+    async def _pump(self, session: WorkerSession, out: asyncio.Queue[_Out]) -> None:
+        try:
+            async for event in session.events():
+                out.put_nowait(event_to_proto(event))
+        except Exception as exc:  # handed to the stream handler
+            out.put_nowait(_End(exc))
+            return
+        out.put_nowait(_End())
+
+    async def _read(
+        self,
+        requests: AsyncIterator[pb.WorkerMessage],
+        session: WorkerSession,
+        out: asyncio.Queue[_Out],
+    ) -> None:
+        inbox: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue(maxsize=MAX_COALESCE * 4)
+        receiver = asyncio.create_task(
+            self._receive(requests, inbox), name=f"tickwheel-session-{session.session_id}-recv"
+        )
+        try:
+            carry: list[pb.WorkerMessage | None] = []  # at most one message read ahead
+            while True:
+                msg = carry.pop() if carry else await inbox.get()
+                if msg is None:
+                    break
+                group = [msg]
+                kind = msg.WhichOneof("kind")
+                # Coalesce what is already waiting, without reordering anything.
+                while kind in _BATCHABLE and len(group) < MAX_COALESCE and not inbox.empty():
+                    nxt = inbox.get_nowait()
+                    if nxt is not None and nxt.WhichOneof("kind") == kind:
+                        group.append(nxt)
+                    else:
+                        carry.append(nxt)
+                        break
+                for reply in await handle_messages(session, group):
+                    out.put_nowait(reply)
+            await receiver  # it has ended; re-raise its receive error, if any
+        except Exception as exc:  # handed to the stream handler
+            out.put_nowait(_End(exc))
+            return
+        finally:
+            if not receiver.done():
+                receiver.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await receiver
+            elif not receiver.cancelled():
+                receiver.exception()  # retrieved: the stream already failed or ended
+        out.put_nowait(_End())
+
+    async def _receive(
+        self,
+        requests: AsyncIterator[pb.WorkerMessage],
+        inbox: asyncio.Queue[pb.WorkerMessage | None],
+    ) -> None:
+        try:
+            async for msg in requests:
+                await inbox.put(msg)
+        except Exception:
+            await inbox.put(None)  # the handler loop ends, then sees this error
+            raise
+        await inbox.put(None)
+
+    @unary
+    async def CompleteTask(
+        self, request: pb.CompleteTaskRequest, context: Context
+    ) -> pb.CompleteTaskResponse:
+        """Fenced completion outside a stream."""
+        tenant = await tenant_of(self._engine, context)
+        if not request.HasField("task"):
+            raise InvalidArgument("task", "required")
+        task_id = conv.parse_uuid(request.task.task_id, "task.task_id")
+        token = conv.token_from_proto(request.task, "task")
+        when = (
+            conv.to_datetime(request.task.scheduled_at, "task.scheduled_at")
+            if request.task.HasField("scheduled_at")
+            else None
+        )
+        result = conv.struct_to_dict(request.result)
+        rec = await self._engine.complete(tenant, task_id, token, result, when)
+        return pb.CompleteTaskResponse(task=conv.task_to_proto(rec))
+
+    @unary
+    async def FailTask(self, request: pb.FailTaskRequest, context: Context) -> pb.FailTaskResponse:
+        """Fenced failure outside a stream."""
+        tenant = await tenant_of(self._engine, context)
+        if not request.HasField("task"):
+            raise InvalidArgument("task", "required")
+        task_id = conv.parse_uuid(request.task.task_id, "task.task_id")
+        token = conv.token_from_proto(request.task, "task")
+        when = (
+            conv.to_datetime(request.task.scheduled_at, "task.scheduled_at")
+            if request.task.HasField("scheduled_at")
+            else None
+        )
+        error = conv.error_text(request.error, "error")
+        rec = await self._engine.fail(
+            tenant, task_id, token, error, retryable=request.retryable, scheduled_at=when
+        )
+        return pb.FailTaskResponse(task=conv.task_to_proto(rec))

@@ -1,0 +1,97 @@
+"""What a task handler receives."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from scheduler._errors import TickwheelError
+
+JSON = dict[str, Any]
+
+
+class ApplicationError(TickwheelError):
+    """Raise from a handler to fail the attempt with a message; ``non_retryable=True``
+    dead-letters the task at once instead of retrying it."""
+
+    def __init__(self, message: str, *, non_retryable: bool = False) -> None:
+        super().__init__(message)
+        self.non_retryable = non_retryable
+
+
+class TaskContext:
+    """One attempt of one task, as the handler sees it.
+
+    ``fencing_token`` identifies this attempt: pass it to downstream systems so they
+    can reject a write from a zombie attempt, exactly as the scheduler does.
+    ``cancelled`` is set when a client cancels the task, when the lease is lost, or
+    when the worker shuts down past its grace period (``cancel_reason`` says which).
+    """
+
+    def __init__(
+        self,
+        *,
+        task_id: uuid.UUID,
+        type: str,
+        attempt: int,
+        max_retries: int,
+        payload: JSON,
+        fencing_token: int,
+        checkpoint_data: JSON | None,
+        trace_context: dict[str, str] | None,
+        scheduled_at: datetime,
+        due_at: datetime,
+        timeout_s: float,
+        received_at: datetime,
+        loop: asyncio.AbstractEventLoop,
+        checkpointer: Callable[[TaskContext, JSON], Awaitable[None]],
+    ) -> None:
+        self.task_id = task_id
+        self.type = type
+        self.attempt = attempt
+        self.max_retries = max_retries
+        self.payload = payload
+        self.fencing_token = fencing_token
+        self.checkpoint_data = checkpoint_data
+        """The last checkpoint (from an earlier attempt or from this one)."""
+        self.trace_context = trace_context
+        self.scheduled_at = scheduled_at
+        self.due_at = due_at
+        self.timeout_s = timeout_s
+        self.received_at = received_at
+        """When the assignment reached this worker (``received_at - due_at`` is the
+        dispatch lateness the worker saw)."""
+        self.cancelled = asyncio.Event()
+        self.cancel_reason: str | None = None
+        self._loop = loop
+        self._checkpointer = checkpointer
+
+    @property
+    def is_cancelled(self) -> bool:
+        """Whether the handler should stop (safe to read from a sync handler's thread)."""
+        return self.cancelled.is_set()
+
+    async def checkpoint(self, data: JSON) -> None:
+        """Store progress so a later attempt resumes from it (fenced; raises
+        :class:`~scheduler._errors.StaleFencingToken` when this attempt lost the task)."""
+        await self._checkpointer(self, dict(data))
+        self.checkpoint_data = dict(data)
+
+    def checkpoint_sync(self, data: JSON, timeout_s: float = 30.0) -> None:
+        """:meth:`checkpoint` for sync handlers running in the worker's thread pool."""
+        future = asyncio.run_coroutine_threadsafe(self.checkpoint(data), self._loop)
+        future.result(timeout_s)
+
+    def _cancel(self, reason: str) -> None:
+        if not self.cancelled.is_set():
+            self.cancel_reason = reason
+            self.cancelled.set()
+
+    def __repr__(self) -> str:
+        return (
+            f"TaskContext(task_id={self.task_id}, type={self.type!r}, attempt={self.attempt}, "
+            f"fencing_token={self.fencing_token})"
+        )

@@ -1,0 +1,568 @@
+"""The worker SDK: one bidirectional stream, credit-based pushes, fenced commits.
+
+Layout of a running worker:
+
+- ``run()`` owns the channel and reconnects with exponential backoff (full jitter)
+  whenever the stream breaks; tasks already running keep going across reconnects
+  (their leases and tokens do not belong to the stream).
+- per stream: a writer task (the only caller of ``call.write``), a heartbeat task, and
+  the reader loop inside ``_stream``;
+- per assignment: one task that waits for its ack, runs the handler and commits the
+  outcome with the assignment's fencing token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import dataclasses
+import functools
+import inspect
+import itertools
+import logging
+import os
+import random
+import socket
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+
+from scheduler._errors import (
+    InvalidArgument,
+    PermissionDenied,
+    StaleFencingToken,
+    TickwheelError,
+    Unauthenticated,
+    Unavailable,
+)
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
+from scheduler.client import _convert as conv
+from scheduler.client._channel import open_channel
+from scheduler.client._errors import from_rpc_error
+from scheduler.client._tls import TLSConfig
+from scheduler.store import Pool
+from scheduler.worker._context import JSON, ApplicationError, TaskContext
+
+_log = logging.getLogger("tickwheel.worker")
+
+Handler = Callable[[TaskContext], Any]
+"""``fn(ctx)``, sync or async, returning a JSON object (or None, or a value stored
+under ``{"result": value}``)."""
+
+_FATAL = (Unauthenticated, PermissionDenied, InvalidArgument)
+_EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ReconnectConfig:
+    """Exponential backoff between stream attempts."""
+
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.initial_backoff_s <= self.max_backoff_s:
+            raise ValueError("ReconnectConfig needs 0 < initial_backoff_s <= max_backoff_s")
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _Held:
+    ref: pb.TaskRef
+    ctx: TaskContext
+    acked: bool = False
+    released: bool = False
+    task: asyncio.Task[None] | None = None
+
+
+class _Conn:
+    """One stream attempt: its outbound queue and the requests awaiting a Result."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
+        self.pending: dict[int, asyncio.Future[list[pb.TaskResult]]] = {}
+
+    def fail_pending(self) -> None:
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(Unavailable("worker stream closed"))
+        self.pending.clear()
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    """Runs task handlers for one tenant.
+
+    >>> worker = Worker("localhost:50051", api_key=key, handlers={"email": send_email})
+    >>> await worker.run()          # until shutdown() is called
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        api_key: str,
+        handlers: Mapping[str, Handler],
+        slots: int = 10,
+        worker_id: str | None = None,
+        tls: TLSConfig | None = None,
+        pools: Iterable[Pool] = (),
+        heartbeat_interval_s: float | None = None,
+        request_timeout_s: float = 30.0,
+        reconnect: ReconnectConfig | None = None,
+    ) -> None:
+        if not handlers:
+            raise ValueError("Worker needs at least one handler")
+        if slots < 1:
+            raise ValueError("Worker slots must be >= 1")
+        if heartbeat_interval_s is not None and heartbeat_interval_s <= 0:
+            raise ValueError("heartbeat_interval_s must be positive")
+        self._target = target
+        self._metadata = (("x-api-key", api_key),)
+        self._handlers = dict(handlers)
+        self._slots = slots
+        self.worker_id = worker_id or _default_worker_id()
+        self._tls = tls
+        self._pools = tuple(pools)
+        self._heartbeat_override = heartbeat_interval_s
+        self._heartbeat_s = heartbeat_interval_s or 10.0
+        self._request_timeout_s = request_timeout_s
+        self._reconnect = reconnect or ReconnectConfig()
+        self._held: dict[uuid.UUID, _Held] = {}
+        self._conn: _Conn | None = None
+        self._connected = asyncio.Event()
+        self._ids = itertools.count(1)
+        self._stopping = False
+        self._started = False
+        self._stop_stream = asyncio.Event()
+        self._done = asyncio.Event()
+        self._shutdown_task: asyncio.Task[None] | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=slots, thread_name_prefix="tickwheel-handler"
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def running_tasks(self) -> int:
+        """Tasks held right now."""
+        return len(self._held)
+
+    async def run(self) -> None:
+        """Connect and run handlers until :meth:`shutdown`; raises on fatal errors
+        (bad API key, rejected hello). Transient failures reconnect with backoff."""
+        if self._started:
+            raise RuntimeError("Worker.run() may be called only once")
+        self._started = True
+        if self._stopping:
+            self._done.set()
+            return
+        self._loop = asyncio.get_running_loop()
+        channel = open_channel(self._target, self._tls)
+        stub = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
+        backoff = self._reconnect.initial_backoff_s
+        try:
+            while not self._stop_stream.is_set():
+                welcomed = False
+                try:
+                    welcomed = await self._stream(stub)
+                except _FATAL:
+                    raise
+                except (TickwheelError, grpc.aio.AioRpcError, OSError) as exc:
+                    _log.warning("worker %s: stream broke: %s", self.worker_id, exc)
+                if self._stop_stream.is_set():
+                    break
+                if welcomed:
+                    backoff = self._reconnect.initial_backoff_s
+                delay = random.uniform(0, backoff)
+                backoff = min(backoff * 2, self._reconnect.max_backoff_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop_stream.wait(), delay)
+        finally:
+            self._stopping = True
+            for held in list(self._held.values()):
+                if held.task is not None:
+                    held.task.cancel()
+            await asyncio.gather(
+                *(h.task for h in list(self._held.values()) if h.task), return_exceptions=True
+            )
+            await channel.close(None)
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._done.set()
+
+    async def shutdown(self, grace_s: float = 30.0) -> None:
+        """Stop taking work, let running tasks finish for ``grace_s``, then release the
+        rest (their checkpoints are kept) and close the stream. Safe to call twice, and
+        before :meth:`run`."""
+        if self._shutdown_task is None:
+            self._shutdown_task = asyncio.get_running_loop().create_task(
+                self._shutdown(grace_s), name=f"tickwheel-worker-{self.worker_id}-shutdown"
+            )
+        await asyncio.shield(self._shutdown_task)
+
+    async def _shutdown(self, grace_s: float) -> None:
+        self._stopping = True
+        if not self._started:
+            self._stop_stream.set()
+            self._executor.shutdown(wait=False)
+            return
+        self._send(pb.WorkerMessage(drain=pb.Drain()))
+        tasks = [h.task for h in self._held.values() if h.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace_s)
+        leftovers = [h for h in self._held.values() if h.task is not None and not h.task.done()]
+        for held in leftovers:
+            held.released = True
+            held.ctx._cancel("shutdown")
+        if leftovers:
+            await self._release(leftovers)
+        self._stop_stream.set()
+        conn = self._conn
+        if conn is not None:
+            conn.queue.put_nowait(None)  # half-close: the server ends the stream
+        try:
+            await asyncio.wait_for(self._done.wait(), 10.0)
+        except TimeoutError:
+            _log.warning("worker %s: stream did not close in time", self.worker_id)
+
+    async def _release(self, leftovers: list[_Held]) -> None:
+        msgs = [
+            pb.WorkerMessage(
+                release=pb.Release(
+                    task=h.ref,
+                    checkpoint=conv.dict_to_struct(h.ctx.checkpoint_data)
+                    if h.ctx.checkpoint_data is not None
+                    else None,
+                )
+            )
+            for h in leftovers
+        ]
+        results = await asyncio.gather(
+            *(self._request(m, timeout_s=5.0) for m in msgs), return_exceptions=True
+        )
+        for held, res in zip(leftovers, results, strict=True):
+            if isinstance(res, BaseException):
+                _log.warning("task %s: release failed: %s", held.ctx.task_id, res)
+        for held in leftovers:
+            if held.task is not None:
+                held.task.cancel()
+
+    # -- the stream ------------------------------------------------------------------
+
+    async def _stream(self, stub: Any) -> bool:
+        """One stream attempt; returns whether the server welcomed it."""
+        call = stub.Connect(metadata=self._metadata)
+        conn = _Conn()
+        announced = self._free_slots()
+        hello = pb.Hello(
+            worker_id=self.worker_id,
+            task_types=sorted(self._handlers),
+            pools=[conv.pool_to_proto(p) for p in self._pools],
+            slots=announced,
+        )
+        writer: asyncio.Task[None] | None = None
+        heart: asyncio.Task[None] | None = None
+        try:
+            try:
+                await asyncio.wait_for(
+                    call.write(pb.WorkerMessage(hello=hello)), self._request_timeout_s
+                )
+                first = await asyncio.wait_for(call.read(), self._request_timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                raise from_rpc_error(exc) from None
+            if first is _EOF or first.WhichOneof("kind") != "welcome":
+                raise Unavailable("server did not welcome the worker")
+            welcome = first.welcome
+            if self._heartbeat_override is None and welcome.heartbeat_interval_s > 0:
+                self._heartbeat_s = welcome.heartbeat_interval_s
+            _log.info(
+                "worker %s connected (session %s, %d slots)",
+                self.worker_id,
+                welcome.session_id,
+                announced,
+            )
+            name = f"tickwheel-worker-{self.worker_id}"
+            writer = asyncio.create_task(self._write_loop(call, conn), name=f"{name}-write")
+            heart = asyncio.create_task(self._heartbeat_loop(), name=f"{name}-heartbeat")
+            self._conn = conn
+            self._connected.set()
+            if self._stopping:
+                self._send(pb.WorkerMessage(drain=pb.Drain()))
+            else:
+                extra = self._free_slots() - announced
+                if extra > 0:
+                    self._send(pb.WorkerMessage(credit=pb.Credit(slots=extra)))
+            # Tasks still held from a previous stream: keep their leases alive now.
+            if self._held:
+                heart_now = self._heartbeat_message()
+                if heart_now is not None:
+                    self._send(heart_now)
+            while True:
+                try:
+                    msg = await call.read()
+                except grpc.aio.AioRpcError as exc:
+                    if exc.code() is grpc.StatusCode.CANCELLED and self._stop_stream.is_set():
+                        break
+                    raise from_rpc_error(exc) from None
+                if msg is _EOF:
+                    break
+                self._on_message(msg, conn)
+            return True
+        finally:
+            self._connected.clear()
+            if self._conn is conn:
+                self._conn = None
+            conn.fail_pending()
+            for task in (writer, heart):
+                if task is not None:
+                    task.cancel()
+            for task in (writer, heart):
+                if task is not None:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            call.cancel()
+
+    async def _write_loop(self, call: Any, conn: _Conn) -> None:
+        while True:
+            msg = await conn.queue.get()
+            try:
+                if msg is None:
+                    await asyncio.wait_for(call.done_writing(), self._request_timeout_s)
+                    return
+                await asyncio.wait_for(call.write(msg), self._request_timeout_s)
+            except (grpc.aio.AioRpcError, grpc.aio.UsageError, TimeoutError) as exc:
+                _log.debug("worker %s: write failed: %s", self.worker_id, exc)
+                call.cancel()
+                return
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_s)
+            msg = self._heartbeat_message()
+            if msg is None:
+                continue
+            try:
+                results = await self._request(msg)
+            except TickwheelError as exc:
+                _log.debug("heartbeat failed: %s", exc)
+                continue
+            for res in results:
+                if res.ok:
+                    continue
+                held = self._held.get(uuid.UUID(res.task_id))
+                if held is not None and not held.released:
+                    _log.warning(
+                        "zombie: task %s lost its lease (%s); its result will be rejected",
+                        res.task_id,
+                        res.reason,
+                    )
+                    held.ctx._cancel("lease_lost")
+
+    def _heartbeat_message(self) -> pb.WorkerMessage | None:
+        refs = [h.ref for h in self._held.values() if h.acked and not h.released]
+        if not refs:
+            return None
+        return pb.WorkerMessage(heartbeat=pb.Heartbeat(tasks=refs))
+
+    def _free_slots(self) -> int:
+        return max(0, self._slots - len(self._held))
+
+    # -- requests --------------------------------------------------------------------
+
+    def _send(self, msg: pb.WorkerMessage) -> None:
+        """Fire and forget on the current stream (dropped when disconnected)."""
+        conn = self._conn
+        if conn is not None:
+            conn.queue.put_nowait(msg)
+
+    def _start_request(self, msg: pb.WorkerMessage) -> asyncio.Future[list[pb.TaskResult]]:
+        conn = self._conn
+        fut: asyncio.Future[list[pb.TaskResult]] = asyncio.get_running_loop().create_future()
+        if conn is None:
+            fut.set_exception(Unavailable("worker stream not connected"))
+            return fut
+        msg.request_id = next(self._ids)
+        conn.pending[msg.request_id] = fut
+        conn.queue.put_nowait(msg)
+        return fut
+
+    async def _request(
+        self, msg: pb.WorkerMessage, timeout_s: float | None = None
+    ) -> list[pb.TaskResult]:
+        timeout = self._request_timeout_s if timeout_s is None else timeout_s
+        try:
+            await asyncio.wait_for(self._connected.wait(), timeout)
+            return await asyncio.wait_for(self._start_request(msg), timeout)
+        except TimeoutError:
+            raise Unavailable("no answer from the server in time") from None
+
+    async def _commit(self, msg: pb.WorkerMessage, task_id: uuid.UUID) -> pb.TaskResult | None:
+        """Send a fenced write, retrying across reconnects; None if it never got through."""
+        for attempt in range(5):
+            try:
+                results = await self._request(msg)
+                return results[0] if results else None
+            except Unavailable as exc:
+                if self._stop_stream.is_set():
+                    break
+                _log.info("task %s: commit retry %d: %s", task_id, attempt + 1, exc)
+        _log.warning("task %s: could not commit its outcome; its lease will expire", task_id)
+        return None
+
+    async def _checkpoint(self, ctx: TaskContext, data: JSON) -> None:
+        held = self._held.get(ctx.task_id)
+        if held is None:
+            raise StaleFencingToken(str(ctx.task_id), ctx.fencing_token, "task no longer held")
+        msg = pb.WorkerMessage(
+            checkpoint=pb.Checkpoint(task=held.ref, data=conv.dict_to_struct(data))
+        )
+        results = await self._request(msg)
+        if results and not results[0].ok:
+            raise StaleFencingToken(str(ctx.task_id), ctx.fencing_token, results[0].reason)
+
+    # -- assignments -----------------------------------------------------------------
+
+    def _on_message(self, msg: pb.ServerMessage, conn: _Conn) -> None:
+        kind = msg.WhichOneof("kind")
+        if kind == "result":
+            fut = conn.pending.pop(msg.result.request_id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(list(msg.result.results))
+        elif kind == "assignments":
+            self._on_assignments(msg.assignments.tasks)
+        elif kind == "cancel":
+            held = self._held.get(uuid.UUID(msg.cancel.task.task_id))
+            if held is not None and held.ref.fencing_token == msg.cancel.task.fencing_token:
+                held.ctx._cancel("cancelled")
+        else:
+            _log.debug("ignoring server message %s", kind)
+
+    def _on_assignments(self, tasks: Iterable[pb.Assignment]) -> None:
+        assert self._loop is not None
+        received_at = datetime.now(UTC)
+        fresh: list[_Held] = []
+        give_back: list[pb.TaskRef] = []
+        for a in tasks:
+            ref = pb.TaskRef(
+                task_id=a.task_id, fencing_token=a.fencing_token, scheduled_at=a.scheduled_at
+            )
+            task_id = uuid.UUID(a.task_id)
+            if self._stopping or a.type not in self._handlers or task_id in self._held:
+                give_back.append(ref)
+                continue
+            ctx = TaskContext(
+                task_id=task_id,
+                type=a.type,
+                attempt=a.attempt,
+                max_retries=a.max_retries,
+                payload=conv.struct_to_dict(a.payload),
+                fencing_token=a.fencing_token,
+                checkpoint_data=conv.struct_to_dict(a.checkpoint)
+                if a.HasField("checkpoint")
+                else None,
+                trace_context=conv.trace_from_proto(a.trace_context),
+                scheduled_at=conv.from_timestamp(a.scheduled_at),
+                due_at=conv.from_timestamp(a.due_at),
+                timeout_s=a.timeout_s,
+                received_at=received_at,
+                loop=self._loop,
+                checkpointer=self._checkpoint,
+            )
+            held = _Held(ref=ref, ctx=ctx)
+            self._held[task_id] = held
+            fresh.append(held)
+        for ref in give_back:
+            self._send(pb.WorkerMessage(release=pb.Release(task=ref)))
+        if not fresh:
+            return
+        ack = self._start_request(pb.WorkerMessage(ack=pb.Ack(tasks=[h.ref for h in fresh])))
+        for held in fresh:
+            held.task = asyncio.create_task(
+                self._run(held, ack), name=f"tickwheel-task-{held.ctx.task_id}"
+            )
+
+    async def _run(self, held: _Held, ack: asyncio.Future[list[pb.TaskResult]]) -> None:
+        ctx = held.ctx
+        try:
+            try:
+                results = await asyncio.wait_for(asyncio.shield(ack), self._request_timeout_s)
+            except (TickwheelError, TimeoutError) as exc:
+                # Not acked: the server put the task back (session closed) or its lease
+                # lapses; either way another attempt will run it.
+                _log.info("task %s: not acknowledged (%s); dropped", ctx.task_id, exc)
+                return
+            mine = next((r for r in results if r.task_id == held.ref.task_id), None)
+            if mine is None or not mine.ok:
+                _log.info(
+                    "task %s: ack rejected (%s)", ctx.task_id, mine.reason if mine else "missing"
+                )
+                return
+            held.acked = True
+            outcome = await self._invoke(held)
+            if held.released:
+                return
+            if ctx.cancel_reason == "cancelled":
+                msg = pb.WorkerMessage(cancel_confirmed=pb.CancelConfirmed(task=held.ref))
+            elif isinstance(outcome, BaseException):
+                retryable = not (isinstance(outcome, ApplicationError) and outcome.non_retryable)
+                text = str(outcome) or type(outcome).__name__
+                msg = pb.WorkerMessage(
+                    failure=pb.Failure(task=held.ref, error=text[:4000], retryable=retryable)
+                )
+            else:
+                msg = pb.WorkerMessage(
+                    completion=pb.Completion(task=held.ref, result=conv.dict_to_struct(outcome))
+                )
+            res = await self._commit(msg, ctx.task_id)
+            if res is not None and not res.ok:
+                _log.warning(
+                    "zombie: %s of task %s with fencing token %d was rejected (%s); "
+                    "another attempt owns the task, this outcome is discarded",
+                    msg.WhichOneof("kind"),
+                    ctx.task_id,
+                    ctx.fencing_token,
+                    res.reason,
+                )
+        finally:
+            self._held.pop(ctx.task_id, None)
+            if not self._stopping:
+                self._send(pb.WorkerMessage(credit=pb.Credit(slots=1)))
+
+    async def _invoke(self, held: _Held) -> JSON | BaseException:
+        """Run the handler; its result as a JSON object, or the exception it raised."""
+        ctx = held.ctx
+        handler = self._handlers[ctx.type]
+        try:
+            async with asyncio.timeout(ctx.timeout_s if ctx.timeout_s > 0 else None):
+                if inspect.iscoroutinefunction(handler):
+                    value = await handler(ctx)
+                else:
+                    loop = asyncio.get_running_loop()
+                    call = functools.partial(contextvars.copy_context().run, handler, ctx)
+                    value = await loop.run_in_executor(self._executor, call)
+                    if inspect.isawaitable(value):
+                        value = await value
+        except TimeoutError:
+            return TimeoutError(f"handler exceeded its timeout of {ctx.timeout_s} s")
+        except Exception as exc:
+            if ctx.cancel_reason is None:
+                _log.info("task %s: handler raised %r", ctx.task_id, exc)
+            return exc
+        return _as_result(value)
+
+
+def _as_result(value: Any) -> JSON:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {"result": value}

@@ -1,0 +1,96 @@
+"""An in-process Tickwheel server over the real engine and a SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from scheduler.client import AdminClient, Client
+from scheduler.engine import Engine, EngineConfig
+from scheduler.server import Server, ServerConfig
+from scheduler.store import open_store
+
+ADMIN_TOKEN = "test-admin-token-0123456789"
+
+T = TypeVar("T")
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    until: Callable[[T], bool],
+    *,
+    timeout_s: float = 15.0,
+    interval_s: float = 0.05,
+) -> T:
+    """Poll ``probe`` until ``until(value)`` holds; fail with the last value otherwise."""
+    deadline = time.monotonic() + timeout_s
+    value = await probe()
+    while not until(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s} s; last value: {value!r}")
+        await asyncio.sleep(interval_s)
+        value = await probe()
+    return value
+
+
+@dataclasses.dataclass
+class Stack:
+    """A running server and two tenants with a key each."""
+
+    engine: Engine
+    server: Server
+    target: str
+    admin: AdminClient
+    key_a: str
+    key_b: str
+    tenant_a: str
+    tenant_b: str
+
+    async def client(self, key: str | None = None) -> Client:
+        return await Client.connect(self.target, api_key=key or self.key_a)
+
+
+def engine_config() -> EngineConfig:
+    """Short leases so lease-related behaviour shows within a test."""
+    return EngineConfig(
+        lease_ttl_s=6.0, heartbeat_interval_s=1.0, preload_interval_s=0.2, retry_base_s=0.2
+    )
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
+    store = await open_store("sqlite:///" + str(tmp_path / "t.db"))
+    engine = Engine(store, engine_config())
+    await engine.start()
+    server = Server(engine, ServerConfig(listen="127.0.0.1:0", admin_token=ADMIN_TOKEN))
+    try:
+        port = await server.start()
+        target = f"127.0.0.1:{port}"
+        admin = await AdminClient.connect(target, admin_token=ADMIN_TOKEN)
+        try:
+            a = await admin.create_tenant("tenant-a")
+            b = await admin.create_tenant("tenant-b")
+            key_a = (await admin.create_api_key(a.id, "a")).secret
+            key_b = (await admin.create_api_key(b.id, "b")).secret
+            yield Stack(engine, server, target, admin, key_a, key_b, str(a.id), str(b.id))
+        finally:
+            await admin.close()
+    finally:
+        await server.stop(0)
+        await engine.stop()
+        await store.close()
+
+
+@pytest.fixture
+async def client(stack: Stack) -> AsyncIterator[Client]:
+    c = await stack.client()
+    try:
+        yield c
+    finally:
+        await c.close()

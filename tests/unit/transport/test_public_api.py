@@ -1,0 +1,51 @@
+"""The exported names of the transport packages are pinned."""
+
+from __future__ import annotations
+
+import scheduler.client
+import scheduler.server
+import scheduler.worker
+
+
+def test_server_exports() -> None:
+    assert sorted(scheduler.server.__all__) == [
+        "SERVICE_NAMES",
+        "STATUS_CODES",
+        "Server",
+        "ServerConfig",
+        "build_server",
+        "code_of",
+    ]
+
+
+def test_client_exports() -> None:
+    assert {"Client", "AdminClient", "TLSConfig", "Task", "TaskSpec", "RPCError"} <= set(
+        scheduler.client.__all__
+    )
+    for name in scheduler.client.__all__:
+        assert getattr(scheduler.client, name) is not None
+
+
+def test_worker_exports() -> None:
+    assert sorted(scheduler.worker.__all__) == [
+        "ApplicationError",
+        "Handler",
+        "ReconnectConfig",
+        "TLSConfig",
+        "TaskContext",
+        "Worker",
+    ]
+
+
+def test_config_validation() -> None:
+    import pytest
+
+    from scheduler.client import TLSConfig
+    from scheduler.server import ServerConfig
+
+    with pytest.raises(ValueError, match="go together"):
+        ServerConfig(tls_cert_path="c.pem")
+    with pytest.raises(ValueError, match="admin_token"):
+        ServerConfig(admin_token="short")
+    with pytest.raises(ValueError, match="go together"):
+        TLSConfig(client_cert=b"x")
