@@ -9,6 +9,7 @@ next one, so the batch size grows with load and a quiet system still answers at 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
@@ -32,7 +33,9 @@ class Batcher(Generic[T, R]):
         self._name = name
         self._flush = flush
         self._max_batch = max_batch
-        self._pending: list[tuple[T, asyncio.Future[R]]] = []
+        self._pending: collections.deque[tuple[Sequence[T], asyncio.Future[list[R]]]] = (
+            collections.deque()
+        )
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -56,36 +59,50 @@ class Batcher(Generic[T, R]):
         return (await self.submit_many([item]))[0]
 
     async def submit_many(self, items: Sequence[T]) -> list[R]:
-        """Queue several items (they may be split across flushes) and wait for all."""
+        """Queue several items and wait for their results, in order.
+
+        One future per call, not per item: a call's items ride in one flush (a call
+        larger than ``max_batch`` is flushed alone).
+        """
         if self._closed or self._task is None:
             raise RuntimeError(f"batcher {self._name} is not running")
-        loop = asyncio.get_running_loop()
-        futures = [loop.create_future() for _ in items]
-        self._pending.extend(zip(items, futures, strict=True))
+        if not items:
+            return []
+        fut: asyncio.Future[list[R]] = asyncio.get_running_loop().create_future()
+        self._pending.append((items, fut))
         self._wakeup.set()
-        return list(await asyncio.gather(*futures))
+        return await fut
 
     async def _run(self) -> None:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._pending:
-                batch = self._pending[: self._max_batch]
-                del self._pending[: self._max_batch]
+                groups: list[tuple[Sequence[T], asyncio.Future[list[R]]]] = []
+                size = 0
+                while self._pending and (
+                    not groups or size + len(self._pending[0][0]) <= self._max_batch
+                ):
+                    group = self._pending.popleft()
+                    groups.append(group)
+                    size += len(group[0])
+                batch = [item for items, _ in groups for item in items]
                 try:
-                    results = await self._flush([item for item, _ in batch])
+                    results = await self._flush(batch)
                 except asyncio.CancelledError:
-                    for _, fut in batch:
-                        if not fut.done():
-                            fut.cancel()
+                    for _, fut in groups:
+                        fut.cancel()
                     raise
                 except Exception as exc:
-                    for _, fut in batch:
+                    for _, fut in groups:
                         if not fut.done():
                             fut.set_exception(exc)
                     continue
-                for (_, fut), result in zip(batch, results, strict=True):
+                offset = 0
+                for items, fut in groups:
+                    n = len(items)
                     if not fut.done():
-                        fut.set_result(result)
+                        fut.set_result(list(results[offset : offset + n]))
+                    offset += n
             if self._closed:
                 return

@@ -22,6 +22,8 @@ class EngineConfig:
     dispatch_lead_ms: int = 50
     """Commit the dispatch this long before the due time, deliver at the due tick
     (brief §12: commit ahead, deliver on time)."""
+    dispatch_lead_max_ms: int = 1000
+    """Upper bound of the adaptive lead (it follows recent commit times)."""
     max_batch: int = 1000
     """Most tasks per batched store write."""
     retry_base_s: float = 1.0
@@ -54,8 +56,8 @@ class EngineConfig:
         for name, value in positive.items():
             if value <= 0:
                 raise ValueError(f"EngineConfig.{name} must be positive, got {value}")
-        if self.dispatch_lead_ms < 0:
-            raise ValueError("EngineConfig.dispatch_lead_ms must be >= 0")
+        if not 0 <= self.dispatch_lead_ms <= self.dispatch_lead_max_ms:
+            raise ValueError("EngineConfig: need 0 <= dispatch_lead_ms <= dispatch_lead_max_ms")
         if self.jitter_window_s < 0:
             raise ValueError("EngineConfig.jitter_window_s must be >= 0")
         if self.heartbeat_interval_s >= self.lease_ttl_s:

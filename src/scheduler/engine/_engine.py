@@ -101,7 +101,7 @@ class EngineStats:
     stale_writes: int = 0
     reclaimed: int = 0
     lateness_ms: collections.deque[float] = dataclasses.field(
-        default_factory=lambda: collections.deque(maxlen=200_000)
+        default_factory=lambda: collections.deque(maxlen=200_000), repr=False
     )
 
     def lateness_percentile(self, q: float) -> float | None:
@@ -346,6 +346,8 @@ class Engine:
         self._held_seq = itertools.count()
         self._sessions: dict[str, WorkerSession] = {}
         self._dispatch_wake = asyncio.Event()
+        self._deliver_wake = asyncio.Event()
+        self._commit_ms: collections.deque[float] = collections.deque(maxlen=32)
         self._preload_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -388,6 +390,7 @@ class Engine:
         await self._recover()
         self._tasks = [
             asyncio.create_task(self._dispatch_loop(), name="tickwheel-dispatcher"),
+            asyncio.create_task(self._deliver_loop(), name="tickwheel-deliverer"),
             asyncio.create_task(self._preload_loop(), name="tickwheel-preloader"),
         ]
 
@@ -678,12 +681,24 @@ class Engine:
             self._entries.pop(k, None)
 
     # ------------------------------------------------------------------ dispatcher
+    def _lead_ms(self) -> int:
+        """How far ahead of the due tick to commit: covers the recent commit times.
+
+        A durable commit usually takes well under a millisecond but sometimes stalls
+        for hundreds (brief §12); the lead follows 1.5x the slowest of the last
+        commits, between ``dispatch_lead_ms`` and ``dispatch_lead_max_ms``.
+        """
+        recent = max(self._commit_ms, default=0.0)
+        lead = int(recent * 1.5) + 1
+        return max(self.config.dispatch_lead_ms, min(self.config.dispatch_lead_max_ms, lead))
+
     async def _dispatch_loop(self) -> None:
-        lead = self.config.dispatch_lead_ms
+        """Wheel -> ready queues -> one batched dispatch commit per round."""
         while True:
-            now_ms = self._now_ms()
-            self._deliver_held(now_ms)
-            fired = self._wheel.advance(now_ms + lead)
+            # Cleared before the work, so a nudge that arrives during it is not lost.
+            self._dispatch_wake.clear()
+            lead = self._lead_ms()
+            fired = self._wheel.advance(self._now_ms() + lead)
             for k in fired:
                 p = self._entries.pop(int(k), None)
                 if p is None:
@@ -691,36 +706,49 @@ class Engine:
                 self._wheel_key.pop(p.key.id, None)
                 self._ready[(p.tenant_id, p.type)].append(p)
                 self._ready_count += 1
-            if self._ready_count:
-                await self._match_and_commit()
-                self._deliver_held(self._now_ms())
+            while self._ready_count and await self._match_and_commit():
+                pass
             await self._sleep_until_next(lead)
 
     async def _sleep_until_next(self, lead: int) -> None:
-        now_ms = self._now_ms()
-        targets = []
         nxt = self._wheel.next_due_ms()
-        if nxt is not None:
-            targets.append(nxt - lead)
-        if self._held:
-            targets.append(self._held[0][0])
-        self._dispatch_wake.clear()
         timeout = None
-        if targets:
-            timeout = max(0.0, (min(targets) - now_ms) / 1000.0)
+        if nxt is not None:
+            timeout = max(0.0, (nxt - lead - self._now_ms()) / 1000.0)
             if timeout == 0.0:
                 await asyncio.sleep(0)
                 return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._dispatch_wake.wait(), timeout)
 
-    async def _match_and_commit(self) -> None:
-        """Pair ready tasks with sessions that have credit; one store call per batch."""
+    async def _deliver_loop(self) -> None:
+        """Hand committed assignments to their sessions at the due tick.
+
+        Separate from the dispatch loop so a slow commit never delays a delivery that
+        was already committed.
+        """
+        while True:
+            self._deliver_wake.clear()
+            self._deliver_held(self._now_ms())
+            timeout = None
+            if self._held:
+                timeout = max(0.0, (self._held[0][0] - self._now_ms()) / 1000.0)
+                if timeout == 0.0:
+                    await asyncio.sleep(0)
+                    continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._deliver_wake.wait(), timeout)
+
+    async def _match_and_commit(self) -> int:
+        """Pair ready tasks with sessions that have credit; one store call per batch.
+
+        Returns how many tasks it committed (0: nothing could be matched).
+        """
         now = self.now()
         lease = now + timedelta(seconds=self.config.lease_ttl_s)
         sessions = [s for s in self._sessions.values() if not s.closed and not s.draining]
         if not sessions:
-            return
+            return 0
         picks: list[tuple[WorkerSession, Preloaded]] = []
         for (tenant_id, type_), queue in list(self._ready.items()):
             if not queue:
@@ -744,11 +772,12 @@ class Engine:
                 else:
                     idle_rounds += 1
         if not picks:
-            return
+            return 0
         requests = [
             DispatchRequest(key=p.key, worker_id=s.worker_id, lease_expires_at=lease)
             for s, p in picks
         ]
+        started = time.monotonic()
         try:
             assignments = await self.store.mark_dispatched(requests, now)
         except Exception:
@@ -758,7 +787,8 @@ class Engine:
                 self._ready[(p.tenant_id, p.type)].appendleft(p)
                 self._ready_count += 1
             await asyncio.sleep(0.1)
-            return
+            return 0
+        self._commit_ms.append((time.monotonic() - started) * 1000.0)
         for (s, _p), a in zip(picks, assignments, strict=True):
             if a is None:  # cancelled between pre-load and dispatch
                 s.credits += 1
@@ -767,8 +797,8 @@ class Engine:
             s.attempts[a.key.id] = a.attempt
             heapq.heappush(self._held, (_to_ms(a.due_at), next(self._held_seq), s, a))
         self.stats.dispatched += sum(a is not None for a in assignments)
-        if self._ready_count:
-            self._wake_dispatcher()
+        self._deliver_wake.set()
+        return len(picks)
 
     def _deliver_held(self, now_ms: int) -> None:
         """Push committed assignments whose due tick has come, grouped per session."""
