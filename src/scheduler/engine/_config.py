@@ -38,6 +38,16 @@ class EngineConfig:
     """Most tasks in one SubmitTasks call."""
     tick_ms: int = 1
     """Timing wheel tick."""
+    critical_reserved_slots: int = 500
+    """Worker slots kept for critical tasks while any waits (the seed's 500)."""
+    bulk_max_slots: int = 150
+    """Most bulk tasks on workers at once (the seed's 150)."""
+    tier_weights: tuple[tuple[str, int], ...] = (("STANDARD", 1), ("ENTERPRISE", 4), ("SYSTEM", 8))
+    """Fair-share weight of a tenant by tier inside a pool."""
+
+    def tier_weight(self, tier: str) -> int:
+        """The fair-share weight of ``tier`` (1 for an unknown tier)."""
+        return dict(self.tier_weights).get(tier, 1)
 
     def __post_init__(self) -> None:
         positive = {
@@ -58,6 +68,10 @@ class EngineConfig:
                 raise ValueError(f"EngineConfig.{name} must be positive, got {value}")
         if not 0 <= self.dispatch_lead_ms <= self.dispatch_lead_max_ms:
             raise ValueError("EngineConfig: need 0 <= dispatch_lead_ms <= dispatch_lead_max_ms")
+        if self.critical_reserved_slots < 0 or self.bulk_max_slots < 0:
+            raise ValueError("EngineConfig: slot reservations must not be negative")
+        if any(w <= 0 for _, w in self.tier_weights):
+            raise ValueError("EngineConfig.tier_weights must be positive")
         if self.jitter_window_s < 0:
             raise ValueError("EngineConfig.jitter_window_s must be >= 0")
         if self.heartbeat_interval_s >= self.lease_ttl_s:

@@ -34,6 +34,7 @@ from typing import Any
 from scheduler._errors import InvalidArgument, NotFound, StaleFencingToken, Unauthenticated
 from scheduler.engine._batcher import Batcher
 from scheduler.engine._config import EngineConfig
+from scheduler.engine._ready import POOL_ORDER, ReadyQueues
 from scheduler.engine._types import (
     AssignmentBatch,
     CancelNotice,
@@ -103,6 +104,11 @@ class EngineStats:
     lateness_ms: collections.deque[float] = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=200_000), repr=False
     )
+    pool_wait_ms: dict[Pool, collections.deque[float]] = dataclasses.field(
+        default_factory=lambda: {p: collections.deque(maxlen=100_000) for p in POOL_ORDER},
+        repr=False,
+    )
+    """Per pool: time from due to dispatch commit (waiting for a slot)."""
 
     def lateness_percentile(self, q: float) -> float | None:
         """The q-quantile (0..1) of recorded dispatch lateness in ms."""
@@ -112,6 +118,20 @@ class EngineStats:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PoolMetrics:
+    """A pool's state for metrics (brief §8)."""
+
+    depth: int
+    """Due tasks waiting for a slot."""
+    wait_p50_ms: float | None
+    wait_p99_ms: float | None
+    slots_used: int
+    """Tasks of this pool on workers now (this node)."""
+    slots_reserved: int
+    slots_max: int | None
+
+
 class WorkerSession:
     """One worker stream's view of the engine.
 
@@ -119,8 +139,11 @@ class WorkerSession:
     are pushed only against credit the worker granted (flow control).
     """
 
-    def __init__(self, engine: Engine, hello: WorkerHello) -> None:
+    def __init__(self, engine: Engine, hello: WorkerHello, *, shared: bool = False) -> None:
         self._engine = engine
+        self.scope: uuid.UUID | None = None if shared else hello.tenant_id
+        """The tenant whose tasks this session runs; None for a shared (SYSTEM-tier)
+        worker that runs every tenant's tasks, shared fairly by weight."""
         self.session_id = uuid.uuid4().hex
         self.worker_id = hello.worker_id
         self.tenant_id = hello.tenant_id
@@ -171,16 +194,6 @@ class WorkerSession:
         """Stop pushing new work to this session (graceful drain, phase one)."""
         self.draining = True
 
-    def accepts(self, pool: Pool, type_: str) -> bool:
-        """Whether this session can take a task of ``type_`` from ``pool`` right now."""
-        return (
-            not self.closed
-            and not self.draining
-            and self.credits > 0
-            and type_ in self.task_types
-            and pool in self.pools
-        )
-
     # -- the worker's writes -----------------------------------------------------------
     async def _own(self, writes: Sequence[FencedWrite]) -> list[bool]:
         """Which writes name tasks of this session's tenant.
@@ -195,7 +208,7 @@ class WorkerSession:
                 owned.append(True)
                 continue
             try:
-                await self._engine.store.get_task(self.tenant_id, w.key.id)
+                await self._engine.store.get_task(self.scope, w.key.id)
             except NotFound:
                 owned.append(False)
             else:
@@ -282,7 +295,9 @@ class WorkerSession:
         """The worker stopped cancelled tasks: RUNNING -> CANCELLED (fenced)."""
 
         async def run(mine: list[FencedWrite]) -> list[Outcome]:
-            return await self._engine.store.confirm_cancel(mine, self._engine.now())
+            outcomes = await self._engine.store.confirm_cancel(mine, self._engine.now())
+            self._engine._free_ok(mine, outcomes)
+            return outcomes
 
         out = await self._fenced(writes, run)
         self._forget(writes, out)
@@ -337,10 +352,11 @@ class Engine:
         self._entries: dict[int, Preloaded] = {}
         self._wheel_key: dict[uuid.UUID, int] = {}
         # Due tasks waiting for a session with credit, per (tenant, type).
-        self._ready: dict[tuple[uuid.UUID, str], collections.deque[Preloaded]] = (
-            collections.defaultdict(collections.deque)
-        )
-        self._ready_count = 0
+        self._weights: dict[uuid.UUID, int] = {}
+        self._ready = ReadyQueues(self._weight)
+        # Tasks handed to workers and not yet back, and how many per pool (brief §8).
+        self._inflight: dict[uuid.UUID, Pool] = {}
+        self._inflight_by_pool: dict[Pool, int] = dict.fromkeys(POOL_ORDER, 0)
         # Committed dispatches waiting for their due tick: (due_ms, seq, session, assignment)
         self._held: list[tuple[int, int, WorkerSession, Assignment]] = []
         self._held_seq = itertools.count()
@@ -532,6 +548,7 @@ class Engine:
         task = result.task
         if task.status is TaskState.CANCELLED:
             self._drop_from_memory(task.id)
+            self._ready.remove(task.id)
         if result.notify_worker is not None:
             for session in list(self._sessions.values()):
                 if task.id in session.held:
@@ -652,7 +669,8 @@ class Engine:
             raise InvalidArgument("hello.task_types", "at least one task type is required")
         if hello.slots < 0:
             raise InvalidArgument("hello.slots", "must not be negative")
-        session = WorkerSession(self, hello)
+        tenant = await self.store.get_tenant(hello.tenant_id)
+        session = WorkerSession(self, hello, shared=tenant.tier == "SYSTEM")
         self._sessions[session.session_id] = session
         self._wake_dispatcher()
         return session
@@ -704,9 +722,8 @@ class Engine:
                 if p is None:
                     continue
                 self._wheel_key.pop(p.key.id, None)
-                self._ready[(p.tenant_id, p.type)].append(p)
-                self._ready_count += 1
-            while self._ready_count and await self._match_and_commit():
+                self._ready.push(p)
+            while len(self._ready) and await self._match_and_commit():
                 pass
             await self._sleep_until_next(lead)
 
@@ -739,38 +756,55 @@ class Engine:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._deliver_wake.wait(), timeout)
 
+    def _pool_open(self, pool: Pool, capacity: int) -> bool:
+        """Whether a free slot may take work from ``pool`` now (brief §8).
+
+        Bulk never holds more than ``bulk_max_slots``. While a critical task waits,
+        standard and bulk may not grow into the ``critical_reserved_slots`` part of the
+        capacity; while none waits, they may (work stealing). Running tasks are never
+        taken back: critical simply gets every slot that frees up first.
+        """
+        if pool is Pool.CRITICAL:
+            return True
+        if pool is Pool.BULK and self._inflight_by_pool[Pool.BULK] >= self.config.bulk_max_slots:
+            return False
+        if self._ready.depth(Pool.CRITICAL) == 0:
+            return True
+        noncritical = self._inflight_by_pool[Pool.STANDARD] + self._inflight_by_pool[Pool.BULK]
+        return noncritical < capacity - self.config.critical_reserved_slots
+
     async def _match_and_commit(self) -> int:
         """Pair ready tasks with sessions that have credit; one store call per batch.
 
-        Returns how many tasks it committed (0: nothing could be matched).
+        Sessions are served round robin, one slot at a time; each free slot takes the
+        first pool that is open and has work the session can run (critical, standard,
+        bulk), and inside a pool the tenant whose turn it is by weight. Returns how
+        many tasks it committed (0: nothing could be matched).
         """
         now = self.now()
         lease = now + timedelta(seconds=self.config.lease_ttl_s)
-        sessions = [s for s in self._sessions.values() if not s.closed and not s.draining]
+        sessions = [s for s in self._sessions.values() if s.credits > 0 and not s.draining]
         if not sessions:
             return 0
+        await self._learn_weights()
+        capacity = sum(s.credits for s in sessions) + len(self._inflight)
         picks: list[tuple[WorkerSession, Preloaded]] = []
-        for (tenant_id, type_), queue in list(self._ready.items()):
-            if not queue:
-                del self._ready[(tenant_id, type_)]
-                continue
-            candidates = [s for s in sessions if s.tenant_id == tenant_id and type_ in s.task_types]
-            if not candidates:
-                continue
-            idle_rounds = 0
-            i = 0
-            while queue and idle_rounds < len(candidates) and len(picks) < self.config.max_batch:
-                s = candidates[i % len(candidates)]
-                i += 1
-                p = queue[0]
-                if s.accepts(p.pool, p.type):
-                    queue.popleft()
-                    self._ready_count -= 1
-                    s.credits -= 1
-                    picks.append((s, p))
-                    idle_rounds = 0
-                else:
-                    idle_rounds += 1
+        active = collections.deque(sessions)
+        while active and len(picks) < self.config.max_batch and len(self._ready):
+            s = active.popleft()
+            task = None
+            for pool in POOL_ORDER:
+                if pool in s.pools and self._pool_open(pool, capacity):
+                    task = self._ready.pop(pool, s.task_types, s.scope)
+                    if task is not None:
+                        break
+            if task is None:
+                continue  # nothing this session can run right now
+            s.credits -= 1
+            self._take_slot(task)
+            picks.append((s, task))
+            if s.credits > 0:
+                active.append(s)
         if not picks:
             return 0
         requests = [
@@ -782,23 +816,63 @@ class Engine:
             assignments = await self.store.mark_dispatched(requests, now)
         except Exception:
             log.exception("dispatch commit failed; tasks stay PRELOADED and are retried")
-            for s, p in picks:
+            for s, p in reversed(picks):
                 s.credits += 1
-                self._ready[(p.tenant_id, p.type)].appendleft(p)
-                self._ready_count += 1
+                self._free_slot(p.key.id)
+                self._ready.push(p, front=True)
             await asyncio.sleep(0.1)
             return 0
         self._commit_ms.append((time.monotonic() - started) * 1000.0)
-        for (s, _p), a in zip(picks, assignments, strict=True):
+        now_ms = _to_ms(now)
+        for (s, p), a in zip(picks, assignments, strict=True):
             if a is None:  # cancelled between pre-load and dispatch
                 s.credits += 1
+                self._free_slot(p.key.id)
                 continue
+            self.stats.pool_wait_ms[p.pool].append(float(max(0, now_ms - _to_ms(p.due_at))))
             s.held[a.key.id] = (a.key, a.fencing_token)
             s.attempts[a.key.id] = a.attempt
             heapq.heappush(self._held, (_to_ms(a.due_at), next(self._held_seq), s, a))
         self.stats.dispatched += sum(a is not None for a in assignments)
         self._deliver_wake.set()
         return len(picks)
+
+    def _take_slot(self, task: Preloaded) -> None:
+        self._inflight[task.key.id] = task.pool
+        self._inflight_by_pool[task.pool] += 1
+
+    def _free_slot(self, task_id: uuid.UUID) -> None:
+        """The task left its worker (or never reached it); idempotent."""
+        pool = self._inflight.pop(task_id, None)
+        if pool is not None:
+            self._inflight_by_pool[pool] -= 1
+
+    def _weight(self, tenant_id: uuid.UUID) -> int:
+        return self._weights.get(tenant_id, 1)
+
+    async def _learn_weights(self) -> None:
+        """Fair-share weights come from the tenant tier; looked up once per tenant."""
+        for tenant_id in self._ready.tenants() - self._weights.keys():
+            try:
+                tier = (await self.store.get_tenant(tenant_id)).tier
+            except NotFound:
+                tier = "STANDARD"
+            self._weights[tenant_id] = self.config.tier_weight(tier)
+
+    def pool_metrics(self) -> dict[Pool, PoolMetrics]:
+        """Depth, wait time, slots used and reserved, per pool."""
+        out = {}
+        for pool in POOL_ORDER:
+            waits = sorted(self.stats.pool_wait_ms[pool])
+            out[pool] = PoolMetrics(
+                depth=self._ready.depth(pool),
+                wait_p50_ms=waits[len(waits) // 2] if waits else None,
+                wait_p99_ms=waits[min(len(waits) - 1, int(0.99 * len(waits)))] if waits else None,
+                slots_used=self._inflight_by_pool[pool],
+                slots_reserved=self.config.critical_reserved_slots if pool is Pool.CRITICAL else 0,
+                slots_max=self.config.bulk_max_slots if pool is Pool.BULK else None,
+            )
+        return out
 
     def _deliver_held(self, now_ms: int) -> None:
         """Push committed assignments whose due tick has come, grouped per session."""
@@ -842,6 +916,7 @@ class Engine:
             result = await self.store.reclaim_expired(None, self.now(), self.config.preload_batch)
             gone = [*result.retrying, *result.dead_lettered, *result.cancelled]
             for key in (*gone, *(p.key for p in result.requeued)):
+                self._free_slot(key.id)
                 for session in self._sessions.values():
                     session.held.pop(key.id, None)
             self._add_to_wheel(result.requeued)
@@ -861,6 +936,16 @@ class Engine:
             log.warning("could not release %d unacked tasks; leases will expire", len(held))
 
     # ------------------------------------------------------------------ batched writes
+    def _free_ok(self, items: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
+        """Accepted completions, failures and releases free their worker slot.
+
+        Only OK: a zombie's rejected write must not free the slot of the worker that
+        holds the task now (the reaper freed the zombie's slot when its lease lapsed).
+        """
+        for item, outcome in zip(items, outcomes, strict=True):
+            if outcome is Outcome.OK:
+                self._free_slot(item.key.id)
+
     def _count_stale(self, outcomes: Sequence[Outcome]) -> None:
         self.stats.stale_writes += sum(o is not Outcome.OK for o in outcomes)
 
@@ -877,6 +962,7 @@ class Engine:
 
     async def _flush_completions(self, items: Sequence[Completion]) -> list[Outcome]:
         results = await self.store.complete(items, self.now())
+        self._free_ok(items, [r.outcome for r in results])
         children = [c for r in results for c in r.ready_children]
         self._add_to_wheel(children)
         self.stats.completed += sum(r.outcome is Outcome.OK for r in results)
@@ -904,6 +990,7 @@ class Engine:
                 )
             )
         results = await self.store.fail(failures, self.now())
+        self._free_ok(items, [r.outcome for r in results])
         if any(r.new_state is TaskState.RETRYING for r in results):
             self._preload_wake.set()
         self.stats.failed += sum(r.outcome is Outcome.OK for r in results)
@@ -914,6 +1001,7 @@ class Engine:
 
     async def _flush_releases(self, items: Sequence[Release]) -> list[Outcome]:
         outcomes = await self.store.release(items, self.now())
+        self._free_ok(items, outcomes)
         requeue = [r for r, o in zip(items, outcomes, strict=True) if o is Outcome.OK]
         if requeue:
             # Released tasks are PRELOADED again: reload them so they go out at once.

@@ -1,0 +1,147 @@
+"""Priority pools over a real store: reservation, bulk cap, work stealing, fair share."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from scheduler.engine import (
+    AssignmentBatch,
+    Engine,
+    EngineConfig,
+    SubmitSpec,
+    WorkerHello,
+    WorkerSession,
+)
+from scheduler.store import Assignment, Completion, FencedWrite, Pool, Store, open_store
+
+CONFIG = EngineConfig(
+    preload_interval_s=0.05, critical_reserved_slots=4, bulk_max_slots=3, lease_ttl_s=60
+)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    s = await open_store(f"sqlite:///{tmp_path}/pools.db")
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+async def engine(store: Store) -> AsyncIterator[Engine]:
+    e = Engine(store, CONFIG)
+    await e.start()
+    try:
+        yield e
+    finally:
+        await e.stop()
+
+
+def spec(pool: Pool, type_: str = "std") -> SubmitSpec:
+    return SubmitSpec(type=type_, pool=pool, strict_timing=True)
+
+
+async def drain(session: WorkerSession, quiet_s: float = 0.3) -> list[Assignment]:
+    """Every assignment pushed until the stream has been quiet for ``quiet_s``."""
+    got: list[Assignment] = []
+    while True:
+        try:
+            ev = await asyncio.wait_for(session.next_event(), quiet_s)
+        except TimeoutError:
+            return got
+        assert isinstance(ev, AssignmentBatch)
+        got.extend(ev.assignments)
+
+
+async def finish(session: WorkerSession, tasks: list[Assignment], *, regrant: bool = True) -> None:
+    writes = [FencedWrite(key=a.key, token=a.fencing_token) for a in tasks]
+    assert set(await session.ack(writes)) <= {"ok"}
+    done = [Completion(key=a.key, token=a.fencing_token, result={}) for a in tasks]
+    assert set(await session.complete(done)) <= {"ok"}
+    if regrant:
+        session.grant(len(tasks))
+
+
+async def test_bulk_cap_and_work_stealing_then_critical_first(engine: Engine) -> None:
+    tenant = (await engine.create_tenant(name="t")).id
+    s = await engine.open_session(
+        WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"std"}), slots=10)
+    )
+    await engine.submit(tenant, [spec(Pool.BULK) for _ in range(50)])
+    first = await drain(s)
+    # Bulk never holds more than bulk_max_slots, however many slots are free.
+    assert [a.pool for a in first] == [Pool.BULK] * CONFIG.bulk_max_slots
+    # No critical work waits: standard may use the reserved slots too (stealing).
+    await engine.submit(tenant, [spec(Pool.STANDARD) for _ in range(20)])
+    second = await drain(s)
+    assert [a.pool for a in second] == [Pool.STANDARD] * 7
+    assert engine.pool_metrics()[Pool.BULK].slots_used == 3
+    # Critical arrives while every slot is busy: it takes the next freed slot, ahead
+    # of 13 standard and 47 bulk tasks that were waiting longer.
+    await engine.submit(tenant, [spec(Pool.CRITICAL)])
+    await finish(s, second[:1])
+    third = await drain(s)
+    assert [a.pool for a in third] == [Pool.CRITICAL]
+    metrics = engine.pool_metrics()
+    assert metrics[Pool.CRITICAL].slots_used == 1
+    assert metrics[Pool.STANDARD].depth == 13
+    assert metrics[Pool.BULK].depth == 47
+    await s.close()
+
+
+async def test_reserved_slots_stay_free_while_critical_waits(engine: Engine) -> None:
+    tenant = (await engine.create_tenant(name="t")).id
+    s = await engine.open_session(
+        WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"std"}), slots=10)
+    )
+    await engine.submit(tenant, [spec(Pool.STANDARD) for _ in range(30)])
+    running = await drain(s)
+    assert len(running) == 10
+    # A critical task waits (no worker runs its type yet): freed slots must not go
+    # to standard work beyond capacity - reserved = 10 - 4 = 6.
+    await engine.submit(tenant, [spec(Pool.CRITICAL, type_="urgent")])
+    await finish(s, running[:6])
+    refill = await drain(s)
+    assert len(refill) == 2  # 4 still running + 2 = 6 non-critical in flight
+    assert engine.pool_metrics()[Pool.STANDARD].slots_used == 6
+    # A worker for the critical type connects: the critical task goes at once.
+    crit = await engine.open_session(
+        WorkerHello(worker_id="c", tenant_id=tenant, task_types=frozenset({"urgent"}), slots=1)
+    )
+    (c,) = await drain(crit)
+    assert c.pool is Pool.CRITICAL
+    # Nothing critical waits any more: standard may fill the reserve again.
+    await finish(s, refill)
+    assert len(await drain(s)) == 6
+    await s.close()
+    await crit.close()
+
+
+async def test_shared_worker_shares_tenants_by_weight(engine: Engine) -> None:
+    ops = await engine.create_tenant(name="platform", tier="SYSTEM")
+    big = (await engine.create_tenant(name="big", tier="ENTERPRISE")).id
+    small = (await engine.create_tenant(name="small", tier="STANDARD")).id
+    await engine.submit(big, [spec(Pool.STANDARD) for _ in range(2000)])
+    await engine.submit(small, [spec(Pool.STANDARD) for _ in range(2000)])
+    s = await engine.open_session(
+        WorkerHello(worker_id="shared", tenant_id=ops.id, task_types=frozenset({"std"}), slots=0)
+    )
+    served: collections.Counter[uuid.UUID] = collections.Counter()
+    window = 1000
+    while sum(served.values()) < window:
+        s.grant(50)
+        batch = await drain(s, quiet_s=0.2)
+        served.update(a.tenant_id for a in batch)
+        await finish(s, batch, regrant=False)
+    # ENTERPRISE weighs 4, STANDARD 1: 80% / 20% of the window, within 10%.
+    total = sum(served.values())
+    assert abs(served[big] / total - 0.8) <= 0.08
+    assert abs(served[small] / total - 0.2) <= 0.02
+    await s.close()
