@@ -38,6 +38,8 @@ class EngineConfig:
     """Most tasks in one SubmitTasks call."""
     tick_ms: int = 1
     """Timing wheel tick."""
+    auth_cache_s: float = 5.0
+    """How long a node trusts a verified API key before asking the store again."""
     critical_reserved_slots: int = 500
     """Worker slots kept for critical tasks while any waits (the seed's 500)."""
     bulk_max_slots: int = 150

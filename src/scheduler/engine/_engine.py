@@ -15,6 +15,7 @@ in-memory indexes that a restart rebuilds from PRELOADED rows and lease expiry.
 
 from __future__ import annotations
 
+import array
 import asyncio
 import collections
 import contextlib
@@ -353,6 +354,7 @@ class Engine:
         self._wheel_key: dict[uuid.UUID, int] = {}
         # Due tasks waiting for a session with credit, per (tenant, type).
         self._weights: dict[uuid.UUID, int] = {}
+        self._auth_cache: dict[bytes, tuple[uuid.UUID, float]] = {}
         self._ready = ReadyQueues(self._weight)
         # Tasks handed to workers and not yet back, and how many per pool (brief §8).
         self._inflight: dict[uuid.UUID, Pool] = {}
@@ -655,9 +657,18 @@ class Engine:
         """The tenant of an API key secret; Unauthenticated when unknown."""
         if not secret:
             raise Unauthenticated("missing API key (x-api-key metadata)")
-        tenant_id = await self.store.tenant_for_key_hash(hash_secret(secret))
+        digest = hash_secret(secret)
+        cached = self._auth_cache.get(digest)
+        now = time.monotonic()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        tenant_id = await self.store.tenant_for_key_hash(digest)
         if tenant_id is None:
             raise Unauthenticated("unknown or revoked API key")
+        if len(self._auth_cache) > 10_000:
+            self._auth_cache.clear()
+        # A revoked key keeps working for at most auth_cache_s on this node.
+        self._auth_cache[digest] = (tenant_id, now + self.config.auth_cache_s)
         return tenant_id
 
     # ------------------------------------------------------------------ sessions
@@ -677,20 +688,21 @@ class Engine:
 
     # ------------------------------------------------------------------ the wheel
     def _add_to_wheel(self, items: Sequence[Preloaded]) -> None:
-        if not items:
-            return
-        earliest = None
+        """Index PRELOADED tasks in the wheel by due time (one ``add_many`` per batch)."""
+        keys = array.array("q")
+        dues = array.array("q")
         for p in items:
             if p.key.id in self._wheel_key:
-                continue
+                continue  # already indexed (a reload after a release, say)
             k = next(self._ids)
             self._entries[k] = p
             self._wheel_key[p.key.id] = k
-            due = _to_ms(p.due_at)
-            self._wheel.add(k, max(due, 0))
-            earliest = due if earliest is None else min(earliest, due)
-        self.stats.preloaded += len(items)
-        self._wake_dispatcher()
+            keys.append(k)
+            dues.append(max(_to_ms(p.due_at), 0))
+        if keys:
+            self._wheel.add_many(keys, dues)
+            self.stats.preloaded += len(keys)
+            self._wake_dispatcher()
 
     def _drop_from_memory(self, task_id: uuid.UUID) -> None:
         k = self._wheel_key.pop(task_id, None)
