@@ -38,6 +38,10 @@ class EngineConfig:
     """Most tasks in one SubmitTasks call."""
     tick_ms: int = 1
     """Timing wheel tick."""
+    throttle_retry_s: float = 0.02
+    """How soon work held back by a tenant quota is offered again."""
+    tenant_refresh_s: float = 10.0
+    """How long a node trusts a tenant's cached tier and quotas."""
     auth_cache_s: float = 5.0
     """How long a node trusts a verified API key before asking the store again."""
     critical_reserved_slots: int = 500

@@ -46,6 +46,7 @@ from scheduler.engine._types import (
 )
 from scheduler.ids import uuid7
 from scheduler.jitter import JitterMode, jitter_offset_ms, shard_of, stable_hash
+from scheduler.quota import LocalQuota, QuotaGate, TenantLimits
 from scheduler.states import TaskState
 from scheduler.store import (
     JSON,
@@ -342,8 +343,10 @@ class Engine:
         *,
         clock: Callable[[], datetime] | None = None,
         node_id: str = "local",
+        quota: QuotaGate | None = None,
     ) -> None:
         self.store = store
+        self.quota: QuotaGate = quota or LocalQuota()
         self.config = config or EngineConfig()
         self.now = clock or _utcnow
         self.node_id = node_id
@@ -354,10 +357,14 @@ class Engine:
         self._wheel_key: dict[uuid.UUID, int] = {}
         # Due tasks waiting for a session with credit, per (tenant, type).
         self._weights: dict[uuid.UUID, int] = {}
+        self._limits: dict[uuid.UUID, TenantLimits] = {}
+        self._finished: collections.Counter[uuid.UUID] = collections.Counter()
+        self._throttled_until = 0.0
+        self._tenants_fresh_until = 0.0
         self._auth_cache: dict[bytes, tuple[uuid.UUID, float]] = {}
         self._ready = ReadyQueues(self._weight)
         # Tasks handed to workers and not yet back, and how many per pool (brief §8).
-        self._inflight: dict[uuid.UUID, Pool] = {}
+        self._inflight: dict[uuid.UUID, tuple[Pool, uuid.UUID]] = {}
         self._inflight_by_pool: dict[Pool, int] = dict.fromkeys(POOL_ORDER, 0)
         # Committed dispatches waiting for their due tick: (due_ms, seq, session, assignment)
         self._held: list[tuple[int, int, WorkerSession, Assignment]] = []
@@ -735,6 +742,7 @@ class Engine:
                     continue
                 self._wheel_key.pop(p.key.id, None)
                 self._ready.push(p)
+            await self._report_finished()
             while len(self._ready) and await self._match_and_commit():
                 pass
             await self._sleep_until_next(lead)
@@ -747,6 +755,9 @@ class Engine:
             if timeout == 0.0:
                 await asyncio.sleep(0)
                 return
+        throttled = self._throttled_until - time.monotonic()
+        if len(self._ready) and throttled > 0:
+            timeout = throttled if timeout is None else min(timeout, throttled)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._dispatch_wake.wait(), timeout)
 
@@ -798,8 +809,22 @@ class Engine:
         sessions = [s for s in self._sessions.values() if s.credits > 0 and not s.draining]
         if not sessions:
             return 0
-        await self._learn_weights()
-        capacity = sum(s.credits for s in sessions) + len(self._inflight)
+        await self._learn_tenants()
+        credits = sum(s.credits for s in sessions)
+        capacity = credits + len(self._inflight)
+        # Quotas (rate and in-flight cap per tenant, shared by every node): one reserve
+        # call per round for every tenant with waiting work; unused grants go back.
+        wanted = {
+            t: min(n, credits, self.config.max_batch)
+            for t, n in self._ready.tenant_counts().items()
+        }
+        grants = await self.quota.reserve(
+            wanted, {t: self._limits[t] for t in wanted}, now.timestamp()
+        )
+
+        def allow(tenant_id: uuid.UUID) -> bool:
+            return grants.get(tenant_id, 0) > 0
+
         picks: list[tuple[WorkerSession, Preloaded]] = []
         active = collections.deque(sessions)
         while active and len(picks) < self.config.max_batch and len(self._ready):
@@ -807,17 +832,24 @@ class Engine:
             task = None
             for pool in POOL_ORDER:
                 if pool in s.pools and self._pool_open(pool, capacity):
-                    task = self._ready.pop(pool, s.task_types, s.scope)
+                    task = self._ready.pop(pool, s.task_types, s.scope, allow)
                     if task is not None:
                         break
             if task is None:
                 continue  # nothing this session can run right now
+            grants[task.tenant_id] -= 1
             s.credits -= 1
             self._take_slot(task)
             picks.append((s, task))
             if s.credits > 0:
                 active.append(s)
+        unused = {t: n for t, n in grants.items() if n > 0}
+        if len(self._ready) and any(grants.get(t, 0) < n for t, n in wanted.items()):
+            # Throttled work stays PRELOADED in the ready queue; look again shortly.
+            self._throttled_until = time.monotonic() + self.config.throttle_retry_s
         if not picks:
+            if unused:
+                await self.quota.refund(unused, now.timestamp())
             return 0
         requests = [
             DispatchRequest(key=p.key, worker_id=s.worker_id, lease_expires_at=lease)
@@ -828,48 +860,78 @@ class Engine:
             assignments = await self.store.mark_dispatched(requests, now)
         except Exception:
             log.exception("dispatch commit failed; tasks stay PRELOADED and are retried")
+            back: collections.Counter[uuid.UUID] = collections.Counter(unused)
             for s, p in reversed(picks):
                 s.credits += 1
-                self._free_slot(p.key.id)
+                self._inflight.pop(p.key.id, None)
+                self._inflight_by_pool[p.pool] -= 1
+                back[p.tenant_id] += 1
                 self._ready.push(p, front=True)
+            await self.quota.refund(back, now.timestamp())
             await asyncio.sleep(0.1)
             return 0
         self._commit_ms.append((time.monotonic() - started) * 1000.0)
         now_ms = _to_ms(now)
+        refund: collections.Counter[uuid.UUID] = collections.Counter(unused)
         for (s, p), a in zip(picks, assignments, strict=True):
             if a is None:  # cancelled between pre-load and dispatch
                 s.credits += 1
-                self._free_slot(p.key.id)
+                self._inflight.pop(p.key.id, None)
+                self._inflight_by_pool[p.pool] -= 1
+                refund[p.tenant_id] += 1
                 continue
             self.stats.pool_wait_ms[p.pool].append(float(max(0, now_ms - _to_ms(p.due_at))))
             s.held[a.key.id] = (a.key, a.fencing_token)
             s.attempts[a.key.id] = a.attempt
             heapq.heappush(self._held, (_to_ms(a.due_at), next(self._held_seq), s, a))
+        if refund:
+            await self.quota.refund(refund, now.timestamp())
         self.stats.dispatched += sum(a is not None for a in assignments)
         self._deliver_wake.set()
         return len(picks)
 
     def _take_slot(self, task: Preloaded) -> None:
-        self._inflight[task.key.id] = task.pool
+        self._inflight[task.key.id] = (task.pool, task.tenant_id)
         self._inflight_by_pool[task.pool] += 1
 
     def _free_slot(self, task_id: uuid.UUID) -> None:
-        """The task left its worker (or never reached it); idempotent."""
-        pool = self._inflight.pop(task_id, None)
-        if pool is not None:
+        """The task left its worker: its pool slot and its tenant's in-flight quota
+        unit come back (the quota is told in one batch per round). Idempotent."""
+        held = self._inflight.pop(task_id, None)
+        if held is not None:
+            pool, tenant_id = held
             self._inflight_by_pool[pool] -= 1
+            self._finished[tenant_id] += 1
+            self._wake_dispatcher()
 
     def _weight(self, tenant_id: uuid.UUID) -> int:
         return self._weights.get(tenant_id, 1)
 
-    async def _learn_weights(self) -> None:
-        """Fair-share weights come from the tenant tier; looked up once per tenant."""
-        for tenant_id in self._ready.tenants() - self._weights.keys():
+    async def _learn_tenants(self) -> None:
+        """Weights (from the tier) and quotas of tenants with waiting work.
+
+        Looked up once per tenant and refreshed every ``tenant_refresh_s`` so quota
+        changes made through the admin API reach every node.
+        """
+        if time.monotonic() > self._tenants_fresh_until:
+            self._weights.clear()
+            self._limits.clear()
+            self._tenants_fresh_until = time.monotonic() + self.config.tenant_refresh_s
+        for tenant_id in self._ready.tenants() - self._limits.keys():
             try:
-                tier = (await self.store.get_tenant(tenant_id)).tier
+                tenant = await self.store.get_tenant(tenant_id)
             except NotFound:
-                tier = "STANDARD"
-            self._weights[tenant_id] = self.config.tier_weight(tier)
+                tenant = Tenant(id=tenant_id, name="?")
+            self._weights[tenant_id] = self.config.tier_weight(tenant.tier)
+            self._limits[tenant_id] = TenantLimits(
+                rate_limit_rps=tenant.rate_limit_rps,
+                max_concurrent=tenant.max_concurrent_workers,
+            )
+
+    async def _report_finished(self) -> None:
+        if self._finished:
+            done, self._finished = self._finished, collections.Counter()
+            await self.quota.finished(done)
 
     def pool_metrics(self) -> dict[Pool, PoolMetrics]:
         """Depth, wait time, slots used and reserved, per pool."""

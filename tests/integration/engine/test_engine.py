@@ -291,7 +291,9 @@ async def test_closed_session_returns_unacked_tasks(engine: Engine, tenant: uuid
 async def test_restart_loses_nothing_and_runs_nothing_twice(store: Store, clock: FakeClock) -> None:
     e1 = Engine(store, CONFIG, clock=clock)
     await e1.start()
-    tenant = (await e1.create_tenant(name="r")).id
+    tenant = (
+        await e1.create_tenant(name="r", rate_limit_rps=100_000, max_concurrent_workers=10_000)
+    ).id
     n = 500
     specs = [
         SubmitSpec(type="t", scheduled_at=clock() + timedelta(seconds=5), strict_timing=True)

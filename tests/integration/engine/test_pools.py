@@ -145,3 +145,41 @@ async def test_shared_worker_shares_tenants_by_weight(engine: Engine) -> None:
     assert abs(served[big] / total - 0.8) <= 0.08
     assert abs(served[small] / total - 0.2) <= 0.02
     await s.close()
+
+
+async def test_quota_throttles_without_dropping(store: Store) -> None:
+    from tests.support.clock import FakeClock
+
+    clock = FakeClock()
+    engine = Engine(store, CONFIG, clock=clock)
+    await engine.start()
+    try:
+        tenant = (
+            await engine.create_tenant(name="q", rate_limit_rps=5, max_concurrent_workers=3)
+        ).id
+        s = await engine.open_session(
+            WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"std"}), slots=100)
+        )
+        results = await engine.submit(tenant, [spec(Pool.STANDARD) for _ in range(10)])
+        first = await drain(s)
+        assert len(first) == 3  # the in-flight cap
+        assert engine.quota.throttled()[tenant] > 0
+        await finish(s, first)
+        second = await drain(s)
+        assert len(second) == 2  # the burst of 5 tokens is spent: 3 + 2
+        await finish(s, second)
+        assert await drain(s) == []  # no token left until the clock moves
+        clock.advance(1.0)  # +5 tokens, cap 3
+        engine.wake()
+        third = await drain(s)
+        assert len(third) == 3
+        await finish(s, third)
+        clock.advance(1.0)
+        engine.wake()
+        fourth = await drain(s)
+        await finish(s, fourth)
+        seen = {a.key.id for a in first + second + third + fourth}
+        assert seen == {r.task.id for r in results}  # nothing dropped, nothing doubled
+        await s.close()
+    finally:
+        await engine.stop()
