@@ -46,11 +46,15 @@ async def run_dev(*, listen: str, db: str, demo: bool, demo_tasks: int) -> None:
         target = f"127.0.0.1:{port}"
         # The dev tenant gets quotas far above the seed's defaults (1,000/s, 200 in
         # flight) so the demo's stampede measures the scheduler, not the throttle.
-        quotas = {"rate_limit_rps": 1_000_000, "max_concurrent_workers": 1_000_000}
+        big = 1_000_000
         try:
-            tenant = await engine.create_tenant(name="dev", **quotas)
+            tenant = await engine.create_tenant(
+                name="dev", rate_limit_rps=big, max_concurrent_workers=big
+            )
         except AlreadyExists:
-            tenant = await engine.create_tenant(name=f"dev-{secrets.token_hex(3)}", **quotas)
+            tenant = await engine.create_tenant(
+                name=f"dev-{secrets.token_hex(3)}", rate_limit_rps=big, max_concurrent_workers=big
+            )
         _, secret = await engine.create_api_key(tenant.id, "dev")
         console.print(
             Panel.fit(

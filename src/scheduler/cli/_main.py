@@ -181,6 +181,28 @@ async def _wait_for_signal() -> None:
 @click.option(
     "--lease-ttl-s", envvar="TICKWHEEL_LEASE_TTL_S", type=float, default=30.0, show_default=True
 )
+@click.option(
+    "--heartbeat-interval-s",
+    envvar="TICKWHEEL_HEARTBEAT_INTERVAL_S",
+    type=float,
+    help="Heartbeat interval suggested to workers (default: a third of the lease).",
+)
+@click.option(
+    "--preload-interval-s",
+    envvar="TICKWHEEL_PRELOAD_INTERVAL_S",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="How often the pre-loader and the lease reaper run.",
+)
+@click.option(
+    "--retry-base-s",
+    envvar="TICKWHEEL_RETRY_BASE_S",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="First retry backoff (doubles per attempt).",
+)
 def serve(
     listen: str,
     store: str | None,
@@ -191,6 +213,9 @@ def serve(
     tls_client_ca: str | None,
     lookahead_s: float,
     lease_ttl_s: float,
+    heartbeat_interval_s: float | None,
+    preload_interval_s: float,
+    retry_base_s: float,
 ) -> None:
     """Run a scheduler node until SIGINT/SIGTERM."""
     from scheduler.engine import EngineConfig
@@ -199,7 +224,11 @@ def serve(
     url = _store_url(store, postgres_dsn)
     try:
         engine_config = EngineConfig(
-            lookahead_s=lookahead_s, lease_ttl_s=lease_ttl_s, heartbeat_interval_s=lease_ttl_s / 3
+            lookahead_s=lookahead_s,
+            lease_ttl_s=lease_ttl_s,
+            heartbeat_interval_s=heartbeat_interval_s or lease_ttl_s / 3,
+            preload_interval_s=preload_interval_s,
+            retry_base_s=retry_base_s,
         )
         server_config = ServerConfig(
             listen=listen,
@@ -423,32 +452,31 @@ def _load_handler(spec: str) -> tuple[str, Callable[..., Any]]:
 def worker(
     types: tuple[str, ...], slots: int, worker_id: str | None, grace_s: float, **kw: Any
 ) -> None:
-    """Run handlers until SIGINT/SIGTERM (then drain)."""
+    """Run handlers until SIGINT/SIGTERM, then drain: stop taking work, let running
+    tasks finish or checkpoint within --grace-s, release the rest (a second signal
+    releases them at once). Exit code 0 when nothing was left to lease expiry."""
+    from scheduler.cli._worker import run_until_drained, summary
     from scheduler.worker import Worker
 
     handlers = dict(_load_handler(t) for t in types)
     tls = _tls(kw)
-
-    async def go() -> None:
-        w = Worker(
-            kw["target"],
-            api_key=kw["api_key"],
-            handlers=handlers,
-            slots=slots,
-            worker_id=worker_id,
-            tls=tls,
-        )
-        run = asyncio.create_task(w.run(), name="tickwheel-cli-worker")
-        stop = asyncio.create_task(_wait_for_signal(), name="tickwheel-cli-signals")
-        done, _ = await asyncio.wait({run, stop}, return_when=asyncio.FIRST_COMPLETED)
-        if stop in done:
-            err_console.print("draining...")
-        await w.shutdown(grace_s=grace_s)
-        stop.cancel()
-        await asyncio.gather(stop, return_exceptions=True)
-        await run
-
-    _run(go())
+    w = Worker(
+        kw["target"],
+        api_key=kw["api_key"],
+        handlers=handlers,
+        slots=slots,
+        worker_id=worker_id,
+        tls=tls,
+    )
+    report = _run(run_until_drained(w, grace_s))
+    err_console.print(summary(report))
+    code = 0 if report.clean else 1
+    if w.busy_handler_threads:
+        # Released sync handlers still run in threads the interpreter would join.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise SystemExit(code)
 
 
 # -- admin ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TypeVar
 
 import grpc
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
@@ -33,6 +34,16 @@ ADMIN_TOKEN_HEADER = "x-admin-token"
 MAX_SUBMIT_BATCH = 10_000
 
 _T = TypeVar("_T")
+_W3C = TraceContextTextMapPropagator()
+
+
+def _with_trace(metadata: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The call metadata plus the caller's active W3C trace context, if any, so a task
+    submitted inside a span joins that span's trace (opentelemetry-api: no-op without
+    an SDK)."""
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier)
+    return metadata + tuple(carrier.items()) if carrier else metadata
 
 
 class _Base:
@@ -121,6 +132,8 @@ class Client(_Base):
         ``scheduled_at`` (aware) defaults to now; ``strict_timing`` disables jitter;
         ``jitter_mode`` None means symmetric; ``max_retries`` None means the server
         default (3) and 0 means no retry; ``timeout_s`` 0 means no run-time limit.
+        ``trace_context`` (``traceparent``/``tracestate``) defaults to the active
+        OpenTelemetry span, sent as call metadata; workers' spans join that trace.
         An idempotent resubmit returns the existing task with ``created=False``.
         """
         spec = TaskSpec(
@@ -138,7 +151,7 @@ class Client(_Base):
         resp = await self._call(
             self._sched.SubmitTask(
                 pb.SubmitTaskRequest(task=conv.spec_to_proto(spec)),
-                metadata=self._metadata,
+                metadata=_with_trace(self._metadata),
                 timeout=self._timeout_s,
             )
         )
@@ -153,7 +166,7 @@ class Client(_Base):
             resp = await self._call(
                 self._sched.SubmitTasks(
                     pb.SubmitTasksRequest(tasks=[conv.spec_to_proto(s) for s in chunk]),
-                    metadata=self._metadata,
+                    metadata=_with_trace(self._metadata),
                     timeout=self._timeout_s,
                 )
             )

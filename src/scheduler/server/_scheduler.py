@@ -1,10 +1,22 @@
-"""SchedulerService: clients submit and manage the tasks of their own tenant."""
+"""SchedulerService: clients submit and manage the tasks of their own tenant.
+
+Tracing: SubmitTask(s) runs in a SERVER span ``tickwheel.submit``, a child of the
+caller's W3C context (the request's ``trace_context`` field, else the ``traceparent``
+and ``tracestate`` metadata). The task keeps the caller's context; every dispatch and
+worker span of the task joins that trace (see ``_worker.py``). opentelemetry-api only:
+a no-op unless the process configured an SDK ``TracerProvider``.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from scheduler._errors import InvalidArgument, ResourceExhausted
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
@@ -14,11 +26,27 @@ from scheduler.server import _convert as conv
 from scheduler.server._auth import tenant_of
 from scheduler.server._config import ServerConfig
 from scheduler.server._status import unary
-from scheduler.store import InsertResult
+from scheduler.store import JSON, InsertResult
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 MAX_SUBMIT_BATCH = 10_000
+
+_tracer = trace.get_tracer("tickwheel.server")
+_W3C = TraceContextTextMapPropagator()
+
+
+@contextlib.contextmanager
+def _submit_span(name: str, caller: JSON | None, tenant: Any) -> Iterator[Span]:
+    """The SERVER span of a submission, parented on the caller's trace context."""
+    parent = _W3C.extract({k: v for k, v in (caller or {}).items() if v}) if caller else None
+    with _tracer.start_as_current_span(
+        name,
+        context=parent,
+        kind=SpanKind.SERVER,
+        attributes={"rpc.system": "grpc", "tickwheel.tenant_id": str(tenant)},
+    ) as span:
+        yield span
 
 
 def _submit_response(result: InsertResult) -> pb.SubmitTaskResponse:
@@ -46,7 +74,10 @@ class SchedulerService(pbg.SchedulerServiceServicer):
             max_payload_bytes=self._config.max_payload_bytes,
             default_trace=conv.trace_from_metadata(context.invocation_metadata()),
         )
-        (result,) = await self._engine.submit(tenant, [spec])
+        with _submit_span(f"tickwheel.submit {spec.type}", spec.trace_context, tenant) as span:
+            (result,) = await self._engine.submit(tenant, [spec])
+            span.set_attribute("tickwheel.task_id", str(result.task.id))
+            span.set_attribute("tickwheel.created", result.created)
         return _submit_response(result)
 
     @unary
@@ -69,7 +100,9 @@ class SchedulerService(pbg.SchedulerServiceServicer):
             )
             for i, spec in enumerate(request.tasks)
         ]
-        results = await self._engine.submit(tenant, specs)
+        with _submit_span("tickwheel.submit_many", trace, tenant) as span:
+            results = await self._engine.submit(tenant, specs)
+            span.set_attribute("tickwheel.tasks", len(results))
         return pb.SubmitTasksResponse(results=[_submit_response(r) for r in results])
 
     @unary

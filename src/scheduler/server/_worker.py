@@ -5,6 +5,12 @@ a *pump* moving session events (assignments, cancel notices) into an outbound qu
 and a *reader* handling the worker's messages strictly in order. The handler itself is
 the only writer to the response stream: it drains the outbound queue, so gRPC never
 sees concurrent writes.
+
+Tracing: each assignment delivered gets a PRODUCER span ``tickwheel.dispatch``, a child
+of the trace context captured at submission; its context travels in
+``Assignment.dispatch_trace_context`` so the worker's CONSUMER span joins the same
+trace however long the task waited. opentelemetry-api only: a no-op unless the process
+configured an SDK ``TracerProvider``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import grpc
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
@@ -31,6 +40,8 @@ from scheduler.store import Outcome, Pool
 Context = grpc.aio.ServicerContext[Any, Any]
 
 _log = logging.getLogger("tickwheel.server")
+_tracer = trace.get_tracer("tickwheel.server")
+_W3C = TraceContextTextMapPropagator()
 
 MAX_SLOTS = 100_000
 MAX_TASK_TYPES = 256
@@ -95,15 +106,50 @@ def _result(
     )
 
 
-def event_to_proto(event: AssignmentBatch | CancelNotice) -> pb.ServerMessage:
+def event_to_proto(event: AssignmentBatch | CancelNotice, worker_id: str = "") -> pb.ServerMessage:
     """A session event as the message pushed to the worker."""
     if isinstance(event, AssignmentBatch):
-        return pb.ServerMessage(
-            assignments=pb.Assignments(
-                tasks=[conv.assignment_to_proto(a) for a in event.assignments]
-            )
-        )
+        tasks = []
+        for a in event.assignments:
+            msg = conv.assignment_to_proto(a)
+            _trace_dispatch(msg, worker_id)
+            tasks.append(msg)
+        return pb.ServerMessage(assignments=pb.Assignments(tasks=tasks))
     return pb.ServerMessage(cancel=pb.CancelRequest(task=conv.ref_to_proto(event.key, event.token)))
+
+
+def _trace_dispatch(msg: pb.Assignment, worker_id: str) -> None:
+    """Record the dispatch span of a traced assignment and hand its context on."""
+    if not msg.trace_context.traceparent:
+        return
+    carrier = {"traceparent": msg.trace_context.traceparent}
+    if msg.trace_context.tracestate:
+        carrier["tracestate"] = msg.trace_context.tracestate
+    parent = _W3C.extract(carrier)
+    if not trace.get_current_span(parent).get_span_context().is_valid:
+        return
+    span = _tracer.start_span(
+        f"tickwheel.dispatch {msg.type}",
+        context=parent,
+        kind=SpanKind.PRODUCER,
+        attributes={
+            "messaging.system": "tickwheel",
+            "messaging.operation.type": "send",
+            "tickwheel.task_id": msg.task_id,
+            "tickwheel.task_type": msg.type,
+            "tickwheel.attempt": msg.attempt,
+            "tickwheel.fencing_token": msg.fencing_token,
+            "tickwheel.worker_id": worker_id,
+        },
+    )
+    try:
+        if span.is_recording():
+            out: dict[str, str] = {}
+            _W3C.inject(out, context=trace.set_span_in_context(span))
+            msg.dispatch_trace_context.traceparent = out.get("traceparent", "")
+            msg.dispatch_trace_context.tracestate = out.get("tracestate", "")
+    finally:
+        span.end()
 
 
 _BATCHABLE = frozenset({"ack", "heartbeat", "completion", "failure", "release", "cancel_confirmed"})
@@ -277,7 +323,7 @@ class WorkerService(pbg.WorkerServiceServicer):
     async def _pump(self, session: WorkerSession, out: asyncio.Queue[_Out]) -> None:
         try:
             async for event in session.events():
-                out.put_nowait(event_to_proto(event))
+                out.put_nowait(event_to_proto(event, session.worker_id))
         except Exception as exc:  # handed to the stream handler
             out.put_nowait(_End(exc))
             return

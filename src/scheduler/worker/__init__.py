@@ -1,10 +1,21 @@
 """The worker SDK: register handlers per task type and :meth:`Worker.run`.
 
 Handlers take a :class:`TaskContext` and may be sync (run in a thread pool) or async.
+:meth:`Worker.shutdown` drains in two phases (see ``docs/worker.md``): stop taking work,
+then let handlers finish or checkpoint and raise :class:`Interrupted` within the grace.
 """
 
 from scheduler.client._tls import TLSConfig
-from scheduler.worker._context import ApplicationError, TaskContext
-from scheduler.worker._worker import Handler, ReconnectConfig, Worker
+from scheduler.worker._context import ApplicationError, Interrupted, TaskContext
+from scheduler.worker._worker import DrainReport, Handler, ReconnectConfig, Worker
 
-__all__ = ["ApplicationError", "Handler", "ReconnectConfig", "TLSConfig", "TaskContext", "Worker"]
+__all__ = [
+    "ApplicationError",
+    "DrainReport",
+    "Handler",
+    "Interrupted",
+    "ReconnectConfig",
+    "TLSConfig",
+    "TaskContext",
+    "Worker",
+]

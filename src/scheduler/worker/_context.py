@@ -22,13 +22,41 @@ class ApplicationError(TickwheelError):
         self.non_retryable = non_retryable
 
 
+CANCELLED = "cancelled"
+"""``cancel_reason`` when a client cancelled the task (it ends CANCELLED)."""
+DRAIN = "drain"
+"""``cancel_reason`` when the worker is draining: finish within the grace period, or
+checkpoint and raise :class:`Interrupted` (the task goes back without using an attempt
+and another worker resumes from the checkpoint)."""
+LEASE_LOST = "lease_lost"
+"""``cancel_reason`` when this attempt lost its lease: its writes will be rejected."""
+
+
+class Interrupted(TickwheelError):
+    """Raise from a handler that stopped because ``ctx.cancelled`` was set.
+
+    What happens next depends on ``ctx.cancel_reason``: ``"drain"`` releases the lease
+    with the last checkpoint (RUNNING -> PRELOADED, no attempt used); ``"cancelled"``
+    confirms the cancel (RUNNING -> CANCELLED); ``"lease_lost"`` writes nothing. Raised
+    without a cancellation it fails the attempt like any other error.
+    """
+
+    def __init__(self, reason: str | None = None) -> None:
+        super().__init__(f"handler interrupted ({reason or 'no cancellation'})")
+        self.reason = reason
+
+
 class TaskContext:
     """One attempt of one task, as the handler sees it.
 
     ``fencing_token`` identifies this attempt: pass it to downstream systems so they
     can reject a write from a zombie attempt, exactly as the scheduler does.
-    ``cancelled`` is set when a client cancels the task, when the lease is lost, or
-    when the worker shuts down past its grace period (``cancel_reason`` says which).
+    ``cancelled`` is set when a client cancels the task, when the worker starts to
+    drain (SIGTERM), or when the lease is lost; ``cancel_reason`` says which
+    (:data:`CANCELLED`, :data:`DRAIN`, :data:`LEASE_LOST`). A long handler checks
+    :attr:`is_cancelled` (or calls :meth:`raise_if_cancelled`) between units of work,
+    writes a checkpoint and raises :class:`Interrupted`; a short one may ignore it and
+    finish within the grace period.
     """
 
     def __init__(
@@ -66,6 +94,8 @@ class TaskContext:
         dispatch lateness the worker saw)."""
         self.cancelled = asyncio.Event()
         self.cancel_reason: str | None = None
+        self.drain_deadline: datetime | None = None
+        """While draining: when the worker releases whatever is still running."""
         self._loop = loop
         self._checkpointer = checkpointer
 
@@ -73,6 +103,12 @@ class TaskContext:
     def is_cancelled(self) -> bool:
         """Whether the handler should stop (safe to read from a sync handler's thread)."""
         return self.cancelled.is_set()
+
+    def raise_if_cancelled(self) -> None:
+        """Raise :class:`Interrupted` when the handler should stop (after saving a
+        checkpoint, if it has progress to keep)."""
+        if self.cancelled.is_set():
+            raise Interrupted(self.cancel_reason)
 
     async def checkpoint(self, data: JSON) -> None:
         """Store progress so a later attempt resumes from it (fenced; raises
@@ -86,6 +122,8 @@ class TaskContext:
         future.result(timeout_s)
 
     def _cancel(self, reason: str) -> None:
+        # The first reason wins: a client cancel during a drain still ends CANCELLED
+        # (the store turns a release with a pending cancel into CANCELLED).
         if not self.cancelled.is_set():
             self.cancel_reason = reason
             self.cancelled.set()

@@ -7,13 +7,26 @@ Layout of a running worker:
   (their leases and tokens do not belong to the stream).
 - per stream: a writer task (the only caller of ``call.write``), a heartbeat task, and
   the reader loop inside ``_stream``;
-- per assignment: one task that waits for its ack, runs the handler and commits the
-  outcome with the assignment's fencing token.
+- per assignment: one task that waits for its ack, runs the handler inside a CONSUMER
+  span and commits the outcome with the assignment's fencing token.
+
+Graceful drain (``shutdown``; ``tickwheel worker`` calls it on SIGTERM), two phases:
+
+1. *Ingress stop*: a ``Drain`` message tells the server to push nothing more; an
+   assignment already in flight is given back at once (released, no attempt used).
+2. *Grace window*: every running handler sees ``ctx.cancelled`` with
+   ``cancel_reason == "drain"`` and ``ctx.drain_deadline``. Heartbeats go on, so a
+   handler that finishes in time completes normally on its first attempt; a long one
+   checkpoints and raises :class:`Interrupted`, and the SDK releases its lease with the
+   checkpoint (RUNNING -> PRELOADED, no attempt used; the next worker resumes). At the
+   deadline, or when ``shutdown`` is called again with a shorter grace (a second
+   SIGTERM), whatever is still running is released at once with its last checkpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import contextvars
@@ -25,12 +38,15 @@ import logging
 import os
 import random
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
 from scheduler._errors import (
     InvalidArgument,
@@ -47,7 +63,16 @@ from scheduler.client._channel import open_channel
 from scheduler.client._errors import from_rpc_error
 from scheduler.client._tls import TLSConfig
 from scheduler.store import Pool
-from scheduler.worker._context import JSON, ApplicationError, TaskContext
+from scheduler.worker._context import (
+    CANCELLED,
+    DRAIN,
+    JSON,
+    LEASE_LOST,
+    ApplicationError,
+    Interrupted,
+    TaskContext,
+)
+from scheduler.worker._tracing import start_attempt_span, worker_tracer
 
 _log = logging.getLogger("tickwheel.worker")
 
@@ -71,13 +96,49 @@ class ReconnectConfig:
             raise ValueError("ReconnectConfig needs 0 < initial_backoff_s <= max_backoff_s")
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DrainReport:
+    """How the tasks held when :meth:`Worker.shutdown` began (or that finished during
+    it) ended. ``clean`` means none was left to lease expiry."""
+
+    completed: int = 0
+    """Finished normally inside the grace period."""
+    failed: int = 0
+    """Failed attempts (committed: RETRYING or DEAD_LETTER)."""
+    cancelled: int = 0
+    """Cancel confirmed (a client cancelled them)."""
+    released: int = 0
+    """The handler checkpointed and raised :class:`Interrupted`; lease released."""
+    released_at_deadline: int = 0
+    """Still running at the deadline (or a second signal); released at once."""
+    rejected: int = 0
+    """Another attempt owned the task already (stale fencing token)."""
+    uncommitted: int = 0
+    """The outcome or release never reached the server: the lease will expire."""
+
+    @property
+    def clean(self) -> bool:
+        """Every task was completed, failed, cancelled or handed back explicitly."""
+        return self.uncommitted == 0
+
+
+_OUTCOME_OF_KIND = {
+    "completion": "completed",
+    "failure": "failed",
+    "cancel_confirmed": "cancelled",
+    "release": "released",
+}
+
+
 @dataclasses.dataclass(slots=True, eq=False)
 class _Held:
     ref: pb.TaskRef
     ctx: TaskContext
+    dispatch_trace: dict[str, str] | None = None
     acked: bool = False
     released: bool = False
     task: asyncio.Task[None] | None = None
+    span: Span | None = None
 
 
 class _Conn:
@@ -103,6 +164,9 @@ class Worker:
 
     >>> worker = Worker("localhost:50051", api_key=key, handlers={"email": send_email})
     >>> await worker.run()          # until shutdown() is called
+
+    Each attempt runs in a CONSUMER span of ``tracer_provider`` (default: the global
+    OpenTelemetry provider; a no-op without the SDK), linked to the submission.
     """
 
     def __init__(
@@ -118,6 +182,7 @@ class Worker:
         heartbeat_interval_s: float | None = None,
         request_timeout_s: float = 30.0,
         reconnect: ReconnectConfig | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         if not handlers:
             raise ValueError("Worker needs at least one handler")
@@ -144,7 +209,13 @@ class Worker:
         self._started = False
         self._stop_stream = asyncio.Event()
         self._done = asyncio.Event()
-        self._shutdown_task: asyncio.Task[None] | None = None
+        self._shutdown_task: asyncio.Task[DrainReport] | None = None
+        self._deadline: float | None = None  # loop time when leftovers are released
+        self._deadline_moved = asyncio.Event()
+        self._tally: collections.Counter[str] | None = None
+        self._tracer = worker_tracer(tracer_provider)
+        self._threads_busy = 0
+        self._threads_lock = threading.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=slots, thread_name_prefix="tickwheel-handler"
         )
@@ -199,32 +270,91 @@ class Worker:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._done.set()
 
-    async def shutdown(self, grace_s: float = 30.0) -> None:
-        """Stop taking work, let running tasks finish for ``grace_s``, then release the
-        rest (their checkpoints are kept) and close the stream. Safe to call twice, and
-        before :meth:`run`."""
-        if self._shutdown_task is None:
-            self._shutdown_task = asyncio.get_running_loop().create_task(
-                self._shutdown(grace_s), name=f"tickwheel-worker-{self.worker_id}-shutdown"
-            )
-        await asyncio.shield(self._shutdown_task)
+    @property
+    def busy_handler_threads(self) -> int:
+        """Sync handlers still executing in threads (after a forced release they run
+        on unseen until they return; a process may exit without waiting for them)."""
+        return self._threads_busy
 
-    async def _shutdown(self, grace_s: float) -> None:
+    @property
+    def draining(self) -> bool:
+        """Whether :meth:`shutdown` has begun."""
+        return self._stopping
+
+    async def shutdown(self, grace_s: float = 30.0) -> DrainReport:
+        """Drain: stop taking work at once, give running handlers ``grace_s`` to finish
+        or to checkpoint and raise :class:`Interrupted`, then release whatever is left
+        (with its last checkpoint) and close the stream.
+
+        Safe to call twice and before :meth:`run`; a later call with a shorter grace
+        moves the deadline forward (``tickwheel worker`` does this on a second SIGTERM).
+        Every call returns the same :class:`DrainReport`.
+        """
+        if grace_s < 0:
+            raise ValueError("grace_s must be >= 0")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        if self._deadline is None or deadline < self._deadline:
+            self._deadline = deadline
+            self._deadline_moved.set()
+            wall = datetime.now(UTC) + timedelta(seconds=grace_s)
+            for held in self._held.values():
+                held.ctx.drain_deadline = wall
+        if self._shutdown_task is None:
+            self._shutdown_task = loop.create_task(
+                self._shutdown(), name=f"tickwheel-worker-{self.worker_id}-shutdown"
+            )
+        return await asyncio.shield(self._shutdown_task)
+
+    async def _shutdown(self) -> DrainReport:
         self._stopping = True
         if not self._started:
             self._stop_stream.set()
             self._executor.shutdown(wait=False)
-            return
+            return DrainReport()
+        self._tally = collections.Counter()
+        loop = asyncio.get_running_loop()
+        assert self._deadline is not None
+        # Phase 1: no more assignments on this stream (or on any reconnect).
         self._send(pb.WorkerMessage(drain=pb.Drain()))
-        tasks = [h.task for h in self._held.values() if h.task is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=grace_s)
+        # Phase 2: tell every handler; heartbeats keep their leases meanwhile.
+        wall = datetime.now(UTC) + timedelta(seconds=max(0.0, self._deadline - loop.time()))
+        for held in list(self._held.values()):
+            held.ctx.drain_deadline = held.ctx.drain_deadline or wall
+            held.ctx._cancel(DRAIN)
+        _log.info(
+            "worker %s draining: %d task(s) running, %.1f s grace",
+            self.worker_id,
+            len(self._held),
+            max(0.0, self._deadline - loop.time()),
+        )
+        while True:
+            running = [h.task for h in self._held.values() if h.task and not h.task.done()]
+            remaining = self._deadline - loop.time()
+            if not running or remaining <= 0:
+                break
+            self._deadline_moved.clear()
+            moved = loop.create_task(
+                self._deadline_moved.wait(), name=f"tickwheel-worker-{self.worker_id}-deadline"
+            )
+            try:
+                await asyncio.wait(
+                    [*running, moved], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                moved.cancel()
         leftovers = [h for h in self._held.values() if h.task is not None and not h.task.done()]
-        for held in leftovers:
-            held.released = True
-            held.ctx._cancel("shutdown")
         if leftovers:
+            _log.warning(
+                "worker %s: grace over, releasing %d task(s) still running",
+                self.worker_id,
+                len(leftovers),
+            )
             await self._release(leftovers)
+        # Outcome commits that are still in flight get their (short) chance.
+        pending = [h.task for h in self._held.values() if h.task is not None]
+        if pending:
+            await asyncio.wait(pending, timeout=self._request_timeout_s)
         self._stop_stream.set()
         conn = self._conn
         if conn is not None:
@@ -233,28 +363,48 @@ class Worker:
             await asyncio.wait_for(self._done.wait(), 10.0)
         except TimeoutError:
             _log.warning("worker %s: stream did not close in time", self.worker_id)
+        tally = self._tally
+        report = DrainReport(**{k: tally[k] for k in DrainReport.__dataclass_fields__})
+        _log.info("worker %s drained: %s", self.worker_id, report)
+        return report
+
+    def _count(self, what: str) -> None:
+        if self._tally is not None:
+            self._tally[what] += 1
 
     async def _release(self, leftovers: list[_Held]) -> None:
-        msgs = [
-            pb.WorkerMessage(
-                release=pb.Release(
-                    task=h.ref,
-                    checkpoint=conv.dict_to_struct(h.ctx.checkpoint_data)
-                    if h.ctx.checkpoint_data is not None
-                    else None,
-                )
-            )
-            for h in leftovers
-        ]
+        """Release tasks whose handlers are still running, at once, with their last
+        checkpoint; then stop the handlers (a sync handler's thread runs on unseen)."""
+        for held in leftovers:
+            held.released = True
+            held.ctx._cancel(DRAIN)
+            if held.span is not None:
+                held.span.set_attribute("tickwheel.outcome", "released_at_deadline")
+        msgs = [self._release_message(h) for h in leftovers]
         results = await asyncio.gather(
             *(self._request(m, timeout_s=5.0) for m in msgs), return_exceptions=True
         )
         for held, res in zip(leftovers, results, strict=True):
             if isinstance(res, BaseException):
                 _log.warning("task %s: release failed: %s", held.ctx.task_id, res)
+                self._count("uncommitted")
+            elif res and not res[0].ok:
+                self._count("rejected")
+            else:
+                self._count("released_at_deadline")
         for held in leftovers:
             if held.task is not None:
                 held.task.cancel()
+        await asyncio.gather(*(h.task for h in leftovers if h.task), return_exceptions=True)
+
+    @staticmethod
+    def _release_message(held: _Held) -> pb.WorkerMessage:
+        data = held.ctx.checkpoint_data
+        return pb.WorkerMessage(
+            release=pb.Release(
+                task=held.ref, checkpoint=conv.dict_to_struct(data) if data is not None else None
+            )
+        )
 
     # -- the stream ------------------------------------------------------------------
 
@@ -365,7 +515,7 @@ class Worker:
                         res.task_id,
                         res.reason,
                     )
-                    held.ctx._cancel("lease_lost")
+                    held.ctx._cancel(LEASE_LOST)
 
     def _heartbeat_message(self) -> pb.WorkerMessage | None:
         refs = [h.ref for h in self._held.values() if h.acked and not h.released]
@@ -442,7 +592,8 @@ class Worker:
         elif kind == "cancel":
             held = self._held.get(uuid.UUID(msg.cancel.task.task_id))
             if held is not None and held.ref.fencing_token == msg.cancel.task.fencing_token:
-                held.ctx._cancel("cancelled")
+                _log.info("task %s: cancel requested by a client", held.ctx.task_id)
+                held.ctx._cancel(CANCELLED)
         else:
             _log.debug("ignoring server message %s", kind)
 
@@ -477,7 +628,11 @@ class Worker:
                 loop=self._loop,
                 checkpointer=self._checkpoint,
             )
-            held = _Held(ref=ref, ctx=ctx)
+            held = _Held(
+                ref=ref,
+                ctx=ctx,
+                dispatch_trace=conv.trace_from_proto(a.dispatch_trace_context),
+            )
             self._held[task_id] = held
             fresh.append(held)
         for ref in give_back:
@@ -507,35 +662,65 @@ class Worker:
                 )
                 return
             held.acked = True
-            outcome = await self._invoke(held)
-            if held.released:
-                return
-            if ctx.cancel_reason == "cancelled":
-                msg = pb.WorkerMessage(cancel_confirmed=pb.CancelConfirmed(task=held.ref))
-            elif isinstance(outcome, BaseException):
-                retryable = not (isinstance(outcome, ApplicationError) and outcome.non_retryable)
-                text = str(outcome) or type(outcome).__name__
-                msg = pb.WorkerMessage(
-                    failure=pb.Failure(task=held.ref, error=text[:4000], retryable=retryable)
-                )
-            else:
-                msg = pb.WorkerMessage(
-                    completion=pb.Completion(task=held.ref, result=conv.dict_to_struct(outcome))
-                )
-            res = await self._commit(msg, ctx.task_id)
-            if res is not None and not res.ok:
-                _log.warning(
-                    "zombie: %s of task %s with fencing token %d was rejected (%s); "
-                    "another attempt owns the task, this outcome is discarded",
-                    msg.WhichOneof("kind"),
-                    ctx.task_id,
-                    ctx.fencing_token,
-                    res.reason,
-                )
+            held.span = span = start_attempt_span(self._tracer, ctx, held.dispatch_trace)
+            with trace.use_span(
+                span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+            ):
+                await self._attempt(held, span)
         finally:
             self._held.pop(ctx.task_id, None)
             if not self._stopping:
                 self._send(pb.WorkerMessage(credit=pb.Credit(slots=1)))
+
+    async def _attempt(self, held: _Held, span: Span) -> None:
+        """Run the handler and commit what it came to, under the attempt's token."""
+        ctx = held.ctx
+        outcome = await self._invoke(held)
+        if held.released:  # released at the drain deadline while it ran
+            return
+        reason = ctx.cancel_reason
+        msg: pb.WorkerMessage | None
+        if reason == CANCELLED:
+            msg = pb.WorkerMessage(cancel_confirmed=pb.CancelConfirmed(task=held.ref))
+        elif isinstance(outcome, Interrupted) and reason == DRAIN:
+            msg = self._release_message(held)
+        elif isinstance(outcome, Interrupted) and reason == LEASE_LOST:
+            msg = None  # any write would be rejected: another attempt owns the task
+        elif isinstance(outcome, BaseException):
+            retryable = not (isinstance(outcome, ApplicationError) and outcome.non_retryable)
+            text = str(outcome) or type(outcome).__name__
+            msg = pb.WorkerMessage(
+                failure=pb.Failure(task=held.ref, error=text[:4000], retryable=retryable)
+            )
+            span.record_exception(outcome)
+            span.set_status(Status(StatusCode.ERROR, text[:200]))
+        else:
+            msg = pb.WorkerMessage(
+                completion=pb.Completion(task=held.ref, result=conv.dict_to_struct(outcome))
+            )
+        if msg is None:
+            span.set_attribute("tickwheel.outcome", "lease_lost")
+            self._count("rejected")
+            return
+        kind = str(msg.WhichOneof("kind"))
+        span.set_attribute("tickwheel.outcome", _OUTCOME_OF_KIND[kind])
+        res = await self._commit(msg, ctx.task_id)
+        if res is None:
+            self._count("uncommitted")
+        elif not res.ok:
+            self._count("rejected")
+            _log.warning(
+                "zombie: %s of task %s with fencing token %d was rejected (%s); "
+                "another attempt owns the task, this outcome is discarded",
+                kind,
+                ctx.task_id,
+                ctx.fencing_token,
+                res.reason,
+            )
+        else:
+            self._count(_OUTCOME_OF_KIND[kind])
+            if kind == "release":
+                _log.info("task %s: released with checkpoint %s", ctx.task_id, ctx.checkpoint_data)
 
     async def _invoke(self, held: _Held) -> JSON | BaseException:
         """Run the handler; its result as a JSON object, or the exception it raised."""
@@ -547,7 +732,9 @@ class Worker:
                     value = await handler(ctx)
                 else:
                     loop = asyncio.get_running_loop()
-                    call = functools.partial(contextvars.copy_context().run, handler, ctx)
+                    call = functools.partial(
+                        contextvars.copy_context().run, self._in_thread, handler, ctx
+                    )
                     value = await loop.run_in_executor(self._executor, call)
                     if inspect.isawaitable(value):
                         value = await value
@@ -558,6 +745,15 @@ class Worker:
                 _log.info("task %s: handler raised %r", ctx.task_id, exc)
             return exc
         return _as_result(value)
+
+    def _in_thread(self, handler: Handler, ctx: TaskContext) -> Any:
+        with self._threads_lock:
+            self._threads_busy += 1
+        try:
+            return handler(ctx)
+        finally:
+            with self._threads_lock:
+                self._threads_busy -= 1
 
 
 def _as_result(value: Any) -> JSON:

@@ -29,7 +29,9 @@ def test_client_exports() -> None:
 def test_worker_exports() -> None:
     assert sorted(scheduler.worker.__all__) == [
         "ApplicationError",
+        "DrainReport",
         "Handler",
+        "Interrupted",
         "ReconnectConfig",
         "TLSConfig",
         "TaskContext",
