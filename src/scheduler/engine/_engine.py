@@ -210,12 +210,15 @@ class WorkerSession:
                 owned.append(True)
                 continue
             try:
-                await self._engine.store.get_task(self.scope, w.key.id)
+                task = await self._engine.store.get_task(self.scope, w.key.id)
             except NotFound:
                 owned.append(False)
             else:
                 self.held[w.key.id] = (w.key, w.token)
                 owned.append(True)
+                if task.cancel_requested and task.fencing_token == w.token:
+                    # Cancelled while the worker was between streams: tell it now.
+                    self._push(CancelNotice(key=w.key, token=w.token))
         return owned
 
     async def _fenced(

@@ -7,6 +7,7 @@ clock, never because it sleeps.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -361,3 +362,23 @@ async def test_bad_input_names_the_field(engine: Engine, tenant: uuid.UUID) -> N
     assert info.value.field == "tasks[1].type"
     page = await engine.list_tasks(tenant, __import__("scheduler.store").store.TaskFilter(), 10, "")
     assert page.tasks == ()
+
+
+async def test_cancel_reaches_a_worker_that_reconnected(engine: Engine, tenant: uuid.UUID) -> None:
+    hello = WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"email"}), slots=1)
+    first = await engine.open_session(hello)
+    (res,) = await engine.submit(tenant, [now_spec()])
+    a = await run_to_running(engine, first)
+    # The stream breaks; the task keeps its lease. A client cancels meanwhile.
+    await first.close()
+    t = await engine.cancel(tenant, res.task.id)
+    assert t.cancel_requested
+    # The worker reconnects and heartbeats the task it still runs: it is told.
+    second = await engine.open_session(dataclasses.replace(hello, slots=0))
+    assert await second.heartbeat([FencedWrite(key=a.key, token=a.fencing_token)]) == ["ok"]
+    notice = await asyncio.wait_for(second.next_event(), 10)
+    assert isinstance(notice, CancelNotice)
+    assert notice.key.id == res.task.id
+    assert await second.confirm_cancel([FencedWrite(key=a.key, token=a.fencing_token)]) == ["ok"]
+    assert (await engine.get_task(tenant, res.task.id)).status is TaskState.CANCELLED
+    await second.close()
