@@ -152,7 +152,9 @@ def _trace_dispatch(msg: pb.Assignment, worker_id: str) -> None:
         span.end()
 
 
-_BATCHABLE = frozenset({"ack", "heartbeat", "completion", "failure", "release", "cancel_confirmed"})
+_BATCHABLE = frozenset(
+    {"ack", "heartbeat", "completion", "completions", "failure", "release", "cancel_confirmed"}
+)
 MAX_COALESCE = 1000
 """Most consecutive same-kind messages applied as one engine call."""
 
@@ -168,6 +170,11 @@ def _parse(msg: pb.WorkerMessage, kind: str) -> list[Any]:
         return [conv.write_from_proto(msg.cancel_confirmed.task, "cancel_confirmed.task")]
     if kind == "completion":
         return [conv.completion_from_proto(msg.completion, "completion")]
+    if kind == "completions":
+        return [
+            conv.completion_from_proto(c, f"completions.items[{i}]")
+            for i, c in enumerate(msg.completions.items)
+        ]
     if kind == "failure":
         return [conv.failure_from_proto(msg.failure, "failure")]
     return [conv.release_from_proto(msg.release, "release")]
@@ -182,7 +189,7 @@ async def _apply(session: WorkerSession, kind: str, items: list[Any]) -> list[Ou
         return await session.heartbeat(items)
     if kind == "cancel_confirmed":
         return await session.confirm_cancel(items)
-    if kind == "completion":
+    if kind in ("completion", "completions"):
         return await session.complete(items)
     if kind == "failure":
         return await session.fail(items)

@@ -155,6 +155,24 @@ class _Conn:
         self.pending.clear()
 
 
+def _indexed(
+    fut: asyncio.Future[list[pb.TaskResult]],
+) -> asyncio.Future[dict[str, pb.TaskResult]]:
+    """The per-task results of a batched request, indexed once by task id."""
+    out: asyncio.Future[dict[str, pb.TaskResult]] = fut.get_loop().create_future()
+
+    def done(f: asyncio.Future[list[pb.TaskResult]]) -> None:
+        if f.cancelled():
+            out.cancel()
+        elif (exc := f.exception()) is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result({r.task_id: r for r in f.result()})
+
+    fut.add_done_callback(done)
+    return out
+
+
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -205,6 +223,11 @@ class Worker:
         self._conn: _Conn | None = None
         self._connected = asyncio.Event()
         self._ids = itertools.count(1)
+        self._credit_due = 0
+        self._credit_flush_scheduled = False
+        self._completion_batch: (
+            tuple[list[pb.Completion], asyncio.Future[dict[str, pb.TaskResult]]] | None
+        ) = None
         self._stopping = False
         self._started = False
         self._stop_stream = asyncio.Event()
@@ -488,7 +511,8 @@ class Worker:
                 if msg is None:
                     await asyncio.wait_for(call.done_writing(), self._request_timeout_s)
                     return
-                await asyncio.wait_for(call.write(msg), self._request_timeout_s)
+                async with asyncio.timeout(self._request_timeout_s):
+                    await call.write(msg)
             except (grpc.aio.AioRpcError, grpc.aio.UsageError, TimeoutError) as exc:
                 _log.debug("worker %s: write failed: %s", self.worker_id, exc)
                 call.cancel()
@@ -523,6 +547,19 @@ class Worker:
             return None
         return pb.WorkerMessage(heartbeat=pb.Heartbeat(tasks=refs))
 
+    def _give_credit(self, slots: int) -> None:
+        """Return slots to the server; all returned in one loop turn ride in one message."""
+        self._credit_due += slots
+        if not self._credit_flush_scheduled:
+            self._credit_flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_credit)
+
+    def _flush_credit(self) -> None:
+        self._credit_flush_scheduled = False
+        slots, self._credit_due = self._credit_due, 0
+        if slots and not self._stopping:
+            self._send(pb.WorkerMessage(credit=pb.Credit(slots=slots)))
+
     def _free_slots(self) -> int:
         return max(0, self._slots - len(self._held))
 
@@ -550,15 +587,23 @@ class Worker:
     ) -> list[pb.TaskResult]:
         timeout = self._request_timeout_s if timeout_s is None else timeout_s
         try:
-            await asyncio.wait_for(self._connected.wait(), timeout)
-            return await asyncio.wait_for(self._start_request(msg), timeout)
+            async with asyncio.timeout(timeout):
+                if not self._connected.is_set():
+                    await self._connected.wait()
+                return await self._start_request(msg)
         except TimeoutError:
             raise Unavailable("no answer from the server in time") from None
 
     async def _commit(self, msg: pb.WorkerMessage, task_id: uuid.UUID) -> pb.TaskResult | None:
-        """Send a fenced write, retrying across reconnects; None if it never got through."""
+        """Send a fenced write, retrying across reconnects; None if it never got through.
+
+        Completions finished in the same loop turn travel together in one
+        ``Completions`` message (one write and one Result for many tasks).
+        """
         for attempt in range(5):
             try:
+                if msg.WhichOneof("kind") == "completion":
+                    return await self._complete_batched(msg.completion)
                 results = await self._request(msg)
                 return results[0] if results else None
             except Unavailable as exc:
@@ -567,6 +612,43 @@ class Worker:
                 _log.info("task %s: commit retry %d: %s", task_id, attempt + 1, exc)
         _log.warning("task %s: could not commit its outcome; its lease will expire", task_id)
         return None
+
+    async def _complete_batched(self, completion: pb.Completion) -> pb.TaskResult | None:
+        try:
+            async with asyncio.timeout(self._request_timeout_s):
+                if not self._connected.is_set():
+                    await self._connected.wait()
+                if self._completion_batch is None:
+                    batch: asyncio.Future[dict[str, pb.TaskResult]] = (
+                        asyncio.get_running_loop().create_future()
+                    )
+                    self._completion_batch = ([], batch)
+                    asyncio.get_running_loop().call_soon(self._flush_completions)
+                items, fut = self._completion_batch
+                items.append(completion)
+                results = await asyncio.shield(fut)
+        except TimeoutError:
+            raise Unavailable("no answer from the server in time") from None
+        return results.get(completion.task.task_id)
+
+    def _flush_completions(self) -> None:
+        assert self._completion_batch is not None
+        items, fut = self._completion_batch
+        self._completion_batch = None
+        msg = pb.WorkerMessage(completions=pb.Completions(items=items))
+        indexed = _indexed(self._start_request(msg))
+
+        def done(f: asyncio.Future[dict[str, pb.TaskResult]]) -> None:
+            if fut.done():
+                return
+            if f.cancelled():
+                fut.cancel()
+            elif (exc := f.exception()) is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(f.result())
+
+        indexed.add_done_callback(done)
 
     async def _checkpoint(self, ctx: TaskContext, data: JSON) -> None:
         held = self._held.get(ctx.task_id)
@@ -639,23 +721,26 @@ class Worker:
             self._send(pb.WorkerMessage(release=pb.Release(task=ref)))
         if not fresh:
             return
-        ack = self._start_request(pb.WorkerMessage(ack=pb.Ack(tasks=[h.ref for h in fresh])))
+        ack = _indexed(
+            self._start_request(pb.WorkerMessage(ack=pb.Ack(tasks=[h.ref for h in fresh])))
+        )
         for held in fresh:
             held.task = asyncio.create_task(
                 self._run(held, ack), name=f"tickwheel-task-{held.ctx.task_id}"
             )
 
-    async def _run(self, held: _Held, ack: asyncio.Future[list[pb.TaskResult]]) -> None:
+    async def _run(self, held: _Held, ack: asyncio.Future[dict[str, pb.TaskResult]]) -> None:
         ctx = held.ctx
         try:
             try:
-                results = await asyncio.wait_for(asyncio.shield(ack), self._request_timeout_s)
+                async with asyncio.timeout(self._request_timeout_s):
+                    results = await asyncio.shield(ack)
             except (TickwheelError, TimeoutError) as exc:
                 # Not acked: the server put the task back (session closed) or its lease
                 # lapses; either way another attempt will run it.
                 _log.info("task %s: not acknowledged (%s); dropped", ctx.task_id, exc)
                 return
-            mine = next((r for r in results if r.task_id == held.ref.task_id), None)
+            mine = results.get(held.ref.task_id)
             if mine is None or not mine.ok:
                 _log.info(
                     "task %s: ack rejected (%s)", ctx.task_id, mine.reason if mine else "missing"
@@ -670,7 +755,7 @@ class Worker:
         finally:
             self._held.pop(ctx.task_id, None)
             if not self._stopping:
-                self._send(pb.WorkerMessage(credit=pb.Credit(slots=1)))
+                self._give_credit(1)
 
     async def _attempt(self, held: _Held, span: Span) -> None:
         """Run the handler and commit what it came to, under the attempt's token."""

@@ -281,6 +281,12 @@ class Completion(_message.Message):
     result: _struct_pb2.Struct
     def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
+class Completions(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[Completion]
+    def __init__(self, items: _Optional[_Iterable[_Union[Completion, _Mapping]]] = ...) -> None: ...
+
 class Failure(_message.Message):
     __slots__ = ("task", "error", "retryable")
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -310,7 +316,7 @@ class Drain(_message.Message):
     def __init__(self) -> None: ...
 
 class WorkerMessage(_message.Message):
-    __slots__ = ("request_id", "hello", "credit", "ack", "heartbeat", "checkpoint", "completion", "failure", "release", "cancel_confirmed", "drain")
+    __slots__ = ("request_id", "hello", "credit", "ack", "heartbeat", "checkpoint", "completion", "failure", "release", "cancel_confirmed", "drain", "completions")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
     CREDIT_FIELD_NUMBER: _ClassVar[int]
@@ -322,6 +328,7 @@ class WorkerMessage(_message.Message):
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     CANCEL_CONFIRMED_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
+    COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     hello: Hello
     credit: Credit
@@ -333,7 +340,8 @@ class WorkerMessage(_message.Message):
     release: Release
     cancel_confirmed: CancelConfirmed
     drain: Drain
-    def __init__(self, request_id: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., credit: _Optional[_Union[Credit, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., completion: _Optional[_Union[Completion, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., cancel_confirmed: _Optional[_Union[CancelConfirmed, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ...) -> None: ...
+    completions: Completions
+    def __init__(self, request_id: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., credit: _Optional[_Union[Credit, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., completion: _Optional[_Union[Completion, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., cancel_confirmed: _Optional[_Union[CancelConfirmed, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., completions: _Optional[_Union[Completions, _Mapping]] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("task_id", "tenant_id", "type", "payload", "fencing_token", "attempt", "max_retries", "scheduled_at", "due_at", "lease_expires_at", "checkpoint", "trace_context", "pool", "timeout_s", "dispatch_trace_context")
