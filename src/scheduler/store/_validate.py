@@ -42,6 +42,10 @@ def text(field: str, value: object, max_chars: int, *, allow_empty: bool = False
     return value
 
 
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+"""One encoder for every call (``json.dumps`` with options builds a new one each time)."""
+
+
 def json_object(
     field: str, value: object, limit_bytes: int, *, optional: bool = False
 ) -> str | None:
@@ -51,11 +55,13 @@ def json_object(
     if not isinstance(value, dict):
         raise InvalidArgument(field, "must be a JSON object")
     try:
-        encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        encoded = _encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(field, f"is not serialisable as JSON: {exc}") from exc
     if "\x00" in encoded or "\\u0000" in encoded:
         raise InvalidArgument(field, "must not contain NUL characters")
+    if len(encoded) * 4 <= limit_bytes:  # UTF-8 takes at most 4 bytes a character
+        return encoded
     size = len(encoded.encode("utf-8"))
     if size > limit_bytes:
         raise InvalidArgument(field, f"is {size} bytes, over the {limit_bytes}-byte limit")
@@ -69,6 +75,74 @@ def non_negative_int(field: str, value: object, maximum: int = 2**31 - 1) -> int
     if not 0 <= value <= maximum:
         raise InvalidArgument(field, f"must be between 0 and {maximum}")
     return value
+
+
+def _new_task_ok(task: object) -> bool:
+    """The checks of :func:`new_task` but JSON, without building field names (fast path)."""
+    if type(task) is not NewTask:
+        return False
+    t = task
+    timeout: Any = t.timeout_s
+    return (
+        type(t.id) is uuid.UUID
+        and type(t.tenant_id) is uuid.UUID
+        and (t.workflow_id is None or type(t.workflow_id) is uuid.UUID)
+        and (t.schedule_id is None or type(t.schedule_id) is uuid.UUID)
+        and type(t.type) is str
+        and 0 < len(t.type) <= TYPE_MAX_CHARS
+        and "\x00" not in t.type
+        and type(t.idempotency_key) is str
+        and 0 < len(t.idempotency_key) <= IDEMPOTENCY_KEY_MAX_CHARS
+        and "\x00" not in t.idempotency_key
+        and _is_aware(t.scheduled_at)
+        and _is_aware(t.due_at)
+        and type(t.shard_id) is int
+        and 0 <= t.shard_id <= 2**31 - 1
+        and type(t.max_retries) is int
+        and 0 <= t.max_retries <= 10_000
+        and type(t.unresolved_dependencies) is int
+        and 0 <= t.unresolved_dependencies <= 2**31 - 1
+        and type(t.pool) is Pool
+        and type(t.jitter_mode) is JitterMode
+        and type(t.strict_timing) is bool
+        and (type(timeout) is float or type(timeout) is int)
+        and math.isfinite(timeout)
+        and timeout >= 0
+        and (
+            t.initial_state is TaskState.SCHEDULED
+            or (t.initial_state is TaskState.PRELOADED and not t.unresolved_dependencies)
+        )
+    )
+
+
+def _is_aware(value: object) -> bool:
+    return (
+        isinstance(value, datetime) and value.tzinfo is not None and value.utcoffset() is not None
+    )
+
+
+def new_tasks(tasks: Sequence[object], limit_bytes: int) -> list[tuple[str, str | None]]:
+    """:func:`new_task` over a batch; field names are built only to report an error."""
+    out: list[tuple[str, str | None]] = []
+    append = out.append
+    for i, task in enumerate(tasks):
+        if not _new_task_ok(task):
+            append(new_task(i, task, limit_bytes))  # raises with the field's name
+            continue
+        assert isinstance(task, NewTask)
+        payload, trace = task.payload, task.trace_context
+        if type(payload) is not dict or (trace is not None and type(trace) is not dict):
+            append(new_task(i, task, limit_bytes))
+            continue
+        try:
+            p = json_object("", payload, limit_bytes)
+            tr = None if trace is None else json_object("", trace, limit_bytes)
+        except InvalidArgument:
+            append(new_task(i, task, limit_bytes))  # the same error, with the field's name
+            continue
+        assert p is not None
+        append((p, tr))
+    return out
 
 
 def new_task(i: int, task: object, limit_bytes: int) -> tuple[str, str | None]:
@@ -116,6 +190,18 @@ def new_task(i: int, task: object, limit_bytes: int) -> tuple[str, str | None]:
 
 def keys(field: str, items: Sequence[Any]) -> None:
     """Every item's ``key`` is a TaskKey with an aware scheduled_at."""
+    for item in items:  # fast path: no field names unless something is wrong
+        key = item.key
+        token = getattr(item, "token", 0)
+        if (
+            type(key) is not TaskKey
+            or type(key.id) is not uuid.UUID
+            or not _is_aware(key.scheduled_at)
+            or type(token) is not int
+        ):
+            break
+    else:
+        return
     for i, item in enumerate(items):
         key = item.key
         if not isinstance(key, TaskKey) or not isinstance(key.id, uuid.UUID):
@@ -124,3 +210,43 @@ def keys(field: str, items: Sequence[Any]) -> None:
         token = getattr(item, "token", 0)
         if isinstance(token, bool) or not isinstance(token, int):
             raise InvalidArgument(f"{field}[{i}].token", "must be an integer")
+
+
+def dispatch_requests(requests: Sequence[Any]) -> None:
+    """Worker ids and leases of a dispatch batch (names built only for an error)."""
+    for r in requests:
+        w = r.worker_id
+        if (
+            type(w) is not str
+            or not 0 < len(w) <= WORKER_ID_MAX_CHARS
+            or "\x00" in w
+            or not _is_aware(r.lease_expires_at)
+        ):
+            break
+    else:
+        return
+    for i, r in enumerate(requests):
+        text(f"requests[{i}].worker_id", r.worker_id, WORKER_ID_MAX_CHARS)
+        aware(f"requests[{i}].lease_expires_at", r.lease_expires_at)
+
+
+ERROR_MAX_CHARS = 64 * 1024
+
+
+def failures(items: Sequence[Any]) -> None:
+    """Errors and retry times of a fail batch (names built only for an error)."""
+    for f in items:
+        e = f.error
+        if (
+            type(e) is not str
+            or len(e) > ERROR_MAX_CHARS
+            or "\x00" in e
+            or (f.retry_at is not None and not _is_aware(f.retry_at))
+        ):
+            break
+    else:
+        return
+    for i, f in enumerate(items):
+        text(f"items[{i}].error", f.error, ERROR_MAX_CHARS, allow_empty=True)
+        if f.retry_at is not None:
+            aware(f"items[{i}].retry_at", f.retry_at)

@@ -438,3 +438,41 @@ def test_record_fields_cover_new_task() -> None:
     new = {f.name for f in dataclasses.fields(NewTask)} - {"initial_state", "depends_on"}
     assert new <= {f.name for f in dataclasses.fields(TaskRecord)}
     assert UTC
+
+
+async def test_assignment_matches_the_row_and_a_repeated_request_gets_none(
+    store: Store, tenant: Tenant
+) -> None:
+    [res] = await store.insert_tasks(
+        [new_task(tenant, payload={"n": 1, "s": "é"}, trace_context={"traceparent": "00-a"})], NOW
+    )
+    key = res.task.key
+    await force_status(store, key, S.PRELOADED)
+    other_lease = LEASE + timedelta(minutes=1)
+    a, again = await store.mark_dispatched(
+        [
+            DispatchRequest(key=key, worker_id="w1", lease_expires_at=LEASE),
+            DispatchRequest(key=key, worker_id="w2", lease_expires_at=other_lease),
+        ],
+        NOW,
+    )
+    assert again is None
+    assert a is not None
+    row = await store.get_task(tenant.id, key.id)
+    assert a.key == row.key
+    assert (a.worker_id, a.lease_expires_at) == (row.worker_id, row.lease_expires_at)
+    assert (a.worker_id, a.lease_expires_at) == ("w1", LEASE)
+    assert a.fencing_token == row.fencing_token == 2
+    assert a.attempt == row.retry_count + 1
+    assert (a.tenant_id, a.type, a.pool, a.due_at) == (
+        row.tenant_id,
+        row.type,
+        row.pool,
+        row.due_at,
+    )
+    assert (a.max_retries, a.timeout_s) == (row.max_retries, row.timeout_s)
+    assert a.payload == row.payload == {"n": 1, "s": "é"}
+    assert a.trace_context == row.trace_context == {"traceparent": "00-a"}
+    assert a.checkpoint is None
+    trail = await store.transitions_of(key.id)
+    assert [(t.from_state, t.to_state) for t in trail][-1] == (S.PRELOADED, S.DISPATCHED)

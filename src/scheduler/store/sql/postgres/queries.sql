@@ -123,7 +123,8 @@ ORDER BY scheduled_at, id
 LIMIT $5
 
 -- name: mark_dispatched
--- $1 ids, $2 scheduled_at, $3 worker ids, $4 leases, $5 now, $6/$7 bounds, $8 actor
+-- $1 ids, $2 scheduled_at, $3 worker ids, $4 leases, $5 now, $6/$7 bounds, $8 actor.
+-- The caller sends each key once (a repeated request gets no row).
 WITH d AS (
     UPDATE tasks t SET status = 'DISPATCHED', fencing_token = t.fencing_token + 1,
         worker_id = u.worker_id, lease_expires_at = u.lease, updated_at = $5
@@ -133,13 +134,17 @@ WITH d AS (
       AND t.status IN ({{from:PRELOADED|to:DISPATCHED}})
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
     RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.payload, t.fencing_token,
-        t.retry_count, t.max_retries, t.due_at, t.lease_expires_at, t.checkpoint,
-        t.trace_context, t.pool, t.worker_id, t.timeout_s
+        t.retry_count, t.max_retries, t.due_at, t.checkpoint, t.trace_context, t.pool,
+        t.timeout_s
 ), audit AS (
     INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
     SELECT id, scheduled_at, 'PRELOADED', 'DISPATCHED', fencing_token, $8, $5 FROM d
 )
-SELECT * FROM d
+-- Only what the Assignment needs beyond the request (key, worker and lease are the
+-- caller's); the store reads these columns by position.
+SELECT id, tenant_id, type, payload, fencing_token, retry_count, max_retries, due_at,
+    checkpoint, trace_context, pool, timeout_s
+FROM d
 
 -- name: ack
 -- $1 ids, $2 scheduled_at, $3 tokens, $4 lease, $5 now, $6/$7 bounds
