@@ -51,6 +51,23 @@ class EngineConfig:
     tier_weights: tuple[tuple[str, int], ...] = (("STANDARD", 1), ("ENTERPRISE", 4), ("SYSTEM", 8))
     """Fair-share weight of a tenant by tier inside a pool."""
 
+    max_workflow_nodes: int = 20_000
+    """Most nodes in one SubmitWorkflow (fan-out/fan-in of 10,000 fit)."""
+    max_workflow_edges: int = 100_000
+    """Most edges in one SubmitWorkflow."""
+    schedule_interval_s: float = 1.0
+    """How often the schedule loop looks for due occurrences."""
+    schedule_lead_s: float = 2.0
+    """Occurrences are inserted this long ahead so they wait in the wheel; the overlap
+    policy is judged at that moment."""
+    schedule_batch: int = 200
+    """Schedules handled per pass."""
+    max_occurrences_per_pass: int = 1000
+    """Catch-up bound: most occurrences one schedule turns into tasks in one pass."""
+    canary_interval_s: float = 0.0
+    """Schedule a canary task this often (0: off; ``tickwheel serve`` turns it on at
+    60 s). It runs on a built-in in-process worker of the SYSTEM tenant."""
+
     def tier_weight(self, tier: str) -> int:
         """The fair-share weight of ``tier`` (1 for an unknown tier)."""
         return dict(self.tier_weights).get(tier, 1)
@@ -68,6 +85,11 @@ class EngineConfig:
             "shard_count": self.shard_count,
             "max_submit_batch": self.max_submit_batch,
             "tick_ms": self.tick_ms,
+            "max_workflow_nodes": self.max_workflow_nodes,
+            "max_workflow_edges": self.max_workflow_edges,
+            "schedule_interval_s": self.schedule_interval_s,
+            "schedule_batch": self.schedule_batch,
+            "max_occurrences_per_pass": self.max_occurrences_per_pass,
         }
         for name, value in positive.items():
             if value <= 0:
@@ -78,6 +100,8 @@ class EngineConfig:
             raise ValueError("EngineConfig: slot reservations must not be negative")
         if any(w <= 0 for _, w in self.tier_weights):
             raise ValueError("EngineConfig.tier_weights must be positive")
+        if self.canary_interval_s < 0:
+            raise ValueError("EngineConfig.canary_interval_s must be >= 0")
         if self.jitter_window_s < 0:
             raise ValueError("EngineConfig.jitter_window_s must be >= 0")
         if self.heartbeat_interval_s >= self.lease_ttl_s:

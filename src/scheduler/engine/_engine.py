@@ -34,16 +34,20 @@ from typing import Any
 
 from scheduler._errors import InvalidArgument, NotFound, StaleFencingToken, Unauthenticated
 from scheduler.engine._batcher import Batcher
+from scheduler.engine._canary import Canary
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._ready import POOL_ORDER, ReadyQueues
+from scheduler.engine._schedules import Schedules
 from scheduler.engine._types import (
     AssignmentBatch,
     CancelNotice,
     FailureReport,
+    Outlet,
     SessionEvent,
     SubmitSpec,
     WorkerHello,
 )
+from scheduler.engine._workflows import Workflows
 from scheduler.ids import uuid7
 from scheduler.jitter import JitterMode, jitter_offset_ms, shard_of, stable_hash
 from scheduler.quota import LocalQuota, QuotaGate, TenantLimits
@@ -103,6 +107,14 @@ class EngineStats:
     failed: int = 0
     stale_writes: int = 0
     reclaimed: int = 0
+    upstream_cancelled: int = 0
+    """Workflow tasks cancelled because a parent dead-lettered or was cancelled."""
+    schedule_fired: int = 0
+    """Schedule occurrences turned into tasks."""
+    canary_lag_ms: collections.deque[float] = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=1000), repr=False
+    )
+    """Canary dispatch lag (dispatched - scheduled), most recent last."""
     lateness_ms: collections.deque[float] = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=200_000), repr=False
     )
@@ -149,8 +161,10 @@ class WorkerSession:
         self.session_id = uuid.uuid4().hex
         self.worker_id = hello.worker_id
         self.tenant_id = hello.tenant_id
-        self.task_types = hello.task_types
+        self.task_types: frozenset[str] | None = hello.task_types
+        """Types this session runs (None: any, for a broker outlet)."""
         self.pools = hello.pools
+        self.outlet: Outlet | None = None
         self.lease_ttl_s = engine.config.lease_ttl_s
         self.heartbeat_interval_s = engine.config.heartbeat_interval_s
         self.credits = hello.slots
@@ -180,8 +194,13 @@ class WorkerSession:
         return event
 
     def _push(self, event: SessionEvent) -> None:
-        if not self.closed:
+        if self.closed:
+            return
+        if self.outlet is None:
             self._queue.put_nowait(event)
+        elif isinstance(event, AssignmentBatch):
+            self._engine._publish(self.outlet, event.assignments)
+        # A broker worker learns of a cancel when it next writes (see _own).
 
     # -- flow control ------------------------------------------------------------------
     def grant(self, slots: int) -> None:
@@ -302,6 +321,8 @@ class WorkerSession:
         async def run(mine: list[FencedWrite]) -> list[Outcome]:
             outcomes = await self._engine.store.confirm_cancel(mine, self._engine.now())
             self._engine._free_ok(mine, outcomes)
+            done = [w.key for w, o in zip(mine, outcomes, strict=True) if o is Outcome.OK]
+            await self._engine.workflows.on_failed(done)
             return outcomes
 
         out = await self._fenced(writes, run)
@@ -328,7 +349,7 @@ class WorkerSession:
         self._queue.put_nowait(None)
         unacked = [v for k, v in self.held.items() if k not in self.acked]
         self.held.clear()
-        if unacked:
+        if unacked and self.outlet is None:  # broker tasks belong to their consumers
             await self._engine._release_unacked(unacked)
 
 
@@ -347,9 +368,16 @@ class Engine:
         clock: Callable[[], datetime] | None = None,
         node_id: str = "local",
         quota: QuotaGate | None = None,
+        outlets: Sequence[Outlet] = (),
     ) -> None:
         self.store = store
         self.quota: QuotaGate = quota or LocalQuota()
+        self._outlets = tuple(outlets)
+        self._outlet_pools = frozenset(o.pool for o in self._outlets)
+        if len(self._outlet_pools) != len(self._outlets):
+            raise ValueError("at most one outlet per pool")
+        self._outlet_sessions: list[WorkerSession] = []
+        self._publishing: set[asyncio.Task[None]] = set()
         self.config = config or EngineConfig()
         self.now = clock or _utcnow
         self.node_id = node_id
@@ -401,6 +429,9 @@ class Engine:
             self._failures,
             self._releases,
         ]
+        self.workflows = Workflows(self)
+        self.schedules = Schedules(self)
+        self.canary = Canary(self)
 
     # ------------------------------------------------------------------ lifecycle
     def _now_ms(self) -> int:
@@ -416,25 +447,48 @@ class Engine:
         for batcher in self._batchers:
             batcher.start()
         await self._recover()
+        for outlet in self._outlets:
+            session = WorkerSession(
+                self,
+                WorkerHello(
+                    worker_id=f"outlet:{outlet.name}",
+                    tenant_id=uuid.UUID(int=0),
+                    task_types=frozenset(),
+                    pools=frozenset({outlet.pool}),
+                    slots=outlet.capacity,
+                ),
+                shared=True,
+            )
+            session.task_types = None
+            session.outlet = outlet
+            self._sessions[session.session_id] = session
+            self._outlet_sessions.append(session)
         self._tasks = [
             asyncio.create_task(self._dispatch_loop(), name="tickwheel-dispatcher"),
             asyncio.create_task(self._deliver_loop(), name="tickwheel-deliverer"),
             asyncio.create_task(self._preload_loop(), name="tickwheel-preloader"),
+            asyncio.create_task(self.schedules.run(), name="tickwheel-schedules"),
         ]
+        if self.config.canary_interval_s > 0:
+            await self.canary.start()
 
     async def stop(self) -> None:
         """Stop the loops and close every session; safe twice or before start."""
         if not self._started or self._stopping:
             return
         self._stopping = True
+        await self.canary.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        if self._publishing:
+            await asyncio.gather(*self._publishing, return_exceptions=True)
         for session in list(self._sessions.values()):
             await session.close()
+        self._outlet_sessions.clear()
         for batcher in self._batchers:
             await batcher.stop()
         self._started = False
@@ -525,6 +579,11 @@ class Engine:
         now = self.now()
         new = [self._new_task(tenant_id, spec, now) for spec in specs]
         results = await self.store.insert_tasks(new, now)
+        self._admit(results)
+        return results
+
+    def _admit(self, results: Sequence[InsertResult]) -> None:
+        """Put freshly inserted PRELOADED tasks into this node's wheel."""
         fresh = [
             Preloaded(
                 key=r.task.key,
@@ -539,7 +598,6 @@ class Engine:
         ]
         self.stats.submitted += sum(r.created for r in results)
         self._add_to_wheel(fresh)
-        return results
 
     # ------------------------------------------------------------------ reads and operator actions
     async def get_task(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> TaskRecord:
@@ -561,6 +619,7 @@ class Engine:
         if task.status is TaskState.CANCELLED:
             self._drop_from_memory(task.id)
             self._ready.remove(task.id)
+            await self.workflows.on_failed([task.key])
         if result.notify_worker is not None:
             for session in list(self._sessions.values()):
                 if task.id in session.held:
@@ -834,7 +893,11 @@ class Engine:
             s = active.popleft()
             task = None
             for pool in POOL_ORDER:
-                if pool in s.pools and self._pool_open(pool, capacity):
+                if (
+                    pool in s.pools
+                    and (s.outlet is not None or pool not in self._outlet_pools)
+                    and self._pool_open(pool, capacity)
+                ):
                     task = self._ready.pop(pool, s.task_types, s.scope, allow)
                     if task is not None:
                         break
@@ -893,6 +956,21 @@ class Engine:
         self._deliver_wake.set()
         return len(picks)
 
+    def _publish(self, outlet: Outlet, assignments: Sequence[Assignment]) -> None:
+        async def run() -> None:
+            try:
+                await outlet.publish(assignments)
+            except Exception:
+                # Committed but not delivered: the leases lapse and the reaper puts the
+                # tasks back (token + 1 at the next dispatch). Nothing is lost.
+                log.exception(
+                    "outlet %s: publish of %d assignments failed", outlet.name, len(assignments)
+                )
+
+        task = asyncio.create_task(run(), name=f"tickwheel-publish-{outlet.name}")
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
+
     def _take_slot(self, task: Preloaded) -> None:
         self._inflight[task.key.id] = (task.pool, task.tenant_id)
         self._inflight_by_pool[task.pool] += 1
@@ -905,6 +983,9 @@ class Engine:
             pool, tenant_id = held
             self._inflight_by_pool[pool] -= 1
             self._finished[tenant_id] += 1
+            for outlet_session in self._outlet_sessions:
+                if outlet_session.held.pop(task_id, None) is not None:
+                    outlet_session.credits += 1
             self._wake_dispatcher()
 
     def _weight(self, tenant_id: uuid.UUID) -> int:
@@ -997,6 +1078,7 @@ class Engine:
                 for session in self._sessions.values():
                     session.held.pop(key.id, None)
             self._add_to_wheel(result.requeued)
+            await self.workflows.on_failed([*result.dead_lettered, *result.cancelled])
             n = len(result.requeued) + len(gone)
             self.stats.reclaimed += n
             if result.retrying:
@@ -1070,6 +1152,12 @@ class Engine:
         self._free_ok(items, [r.outcome for r in results])
         if any(r.new_state is TaskState.RETRYING for r in results):
             self._preload_wake.set()
+        dead = [
+            f.key
+            for f, r in zip(items, results, strict=True)
+            if r.new_state is TaskState.DEAD_LETTER
+        ]
+        await self.workflows.on_failed(dead)
         self.stats.failed += sum(r.outcome is Outcome.OK for r in results)
         return [r.outcome for r in results]
 

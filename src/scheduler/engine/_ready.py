@@ -44,10 +44,13 @@ class _PoolQueue:
             queue.append(p)
         self.count += 1
 
-    def _pop_type(self, tenant: uuid.UUID, types: frozenset[str]) -> Preloaded | None:
+    def _pop_type(self, tenant: uuid.UUID, types: frozenset[str] | None) -> Preloaded | None:
         by_type = self.tenants[tenant]
         best: collections.deque[Preloaded] | None = None
-        if len(types) <= len(by_type):
+        candidates: list[collections.deque[Preloaded] | None]
+        if types is None:  # any type (a broker outlet)
+            candidates = list(by_type.values())
+        elif len(types) <= len(by_type):
             candidates = [by_type.get(t) for t in types]
         else:
             candidates = [q for t, q in by_type.items() if t in types]
@@ -73,7 +76,7 @@ class _PoolQueue:
     def pop(
         self,
         weight: Callable[[uuid.UUID], int],
-        types: frozenset[str],
+        types: frozenset[str] | None,
         tenant: uuid.UUID | None,
         allow: Callable[[uuid.UUID], bool],
     ) -> Preloaded | None:
@@ -132,11 +135,12 @@ class ReadyQueues:
     def pop(
         self,
         pool: Pool,
-        types: frozenset[str],
+        types: frozenset[str] | None,
         tenant: uuid.UUID | None,
         allow: Callable[[uuid.UUID], bool] = lambda _t: True,
     ) -> Preloaded | None:
-        """The next task of ``pool`` with a type in ``types``; ``tenant`` None means any
+        """The next task of ``pool`` with a type in ``types`` (None: any type);
+        ``tenant`` None means any
         tenant (a shared worker), chosen by weighted deficit round robin. ``allow``
         vetoes tenants that are out of quota."""
         return self._pools[pool].pop(self._weight, types, tenant, allow)

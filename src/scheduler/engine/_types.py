@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 from scheduler.jitter import JitterMode
 from scheduler.store import JSON, Assignment, Pool, TaskKey
@@ -69,3 +71,32 @@ class FailureReport:
     """The attempt that failed (1-based); 0 when unknown (the engine fills it)."""
     tenant_id: uuid.UUID | None = None
     """Owning tenant (the engine fills it; seeds the deterministic retry jitter)."""
+
+
+class Outlet(Protocol):
+    """Broker delivery for one pool (Kafka mode): the engine commits dispatches as
+    usual and hands the assignments here at their due tick instead of to a stream.
+
+    Workers consume from the broker and ack, heartbeat and complete over gRPC with the
+    fencing token, so the store still decides: at-least-once delivery, exactly-once
+    commit. A publish that fails costs a lease expiry (the task is dispatched again).
+    """
+
+    @property
+    def name(self) -> str:
+        """Label used in leases and logs (e.g. the topic)."""
+        ...
+
+    @property
+    def pool(self) -> Pool:
+        """The pool this outlet carries."""
+        ...
+
+    @property
+    def capacity(self) -> int:
+        """Most tasks outstanding through this outlet (dispatched, not yet back)."""
+        ...
+
+    async def publish(self, assignments: Sequence[Assignment]) -> None:
+        """Hand due assignments to the broker (durably, before returning)."""
+        ...

@@ -11,6 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.store._config import StoreConfig
+from scheduler.store._orchestration import (
+    UPSTREAM_FAILED,
+    Expectation,
+    OverlapPolicy,
+    Schedule,
+    UpstreamPolicy,
+    UpstreamResult,
+    Workflow,
+    WorkflowView,
+)
 from scheduler.store._protocol import (
     JSON,
     ApiKey,
@@ -42,12 +52,14 @@ from scheduler.store._protocol import (
 
 __all__ = [
     "JSON",
+    "UPSTREAM_FAILED",
     "ApiKey",
     "Assignment",
     "CancelResult",
     "CompleteResult",
     "Completion",
     "DispatchRequest",
+    "Expectation",
     "FailResult",
     "Failure",
     "FencedWrite",
@@ -55,11 +67,13 @@ __all__ = [
     "MaintenanceResult",
     "NewTask",
     "Outcome",
+    "OverlapPolicy",
     "Page",
     "Pool",
     "Preloaded",
     "ReclaimResult",
     "Release",
+    "Schedule",
     "Store",
     "StoreConfig",
     "TaskFilter",
@@ -67,6 +81,10 @@ __all__ = [
     "TaskRecord",
     "Tenant",
     "Transition",
+    "UpstreamPolicy",
+    "UpstreamResult",
+    "Workflow",
+    "WorkflowView",
     "migrate",
     "open_store",
     "raise_for_outcome",

@@ -323,8 +323,16 @@ class MaintenanceResult:
     detached: tuple[str, ...] = ()
 
 
-class Store(Protocol):
-    """The durable record. Every method is a coroutine and safe to call concurrently."""
+# Imported here, not at the top: the orchestration types build on the ones above.
+from scheduler.store._orchestration import OrchestrationStore  # noqa: E402
+
+
+class Store(OrchestrationStore, Protocol):
+    """The durable record. Every method is a coroutine and safe to call concurrently.
+
+    Workflow, schedule, expectation and canary methods come from
+    :class:`~scheduler.store._orchestration.OrchestrationStore`.
+    """
 
     # -- lifecycle ---------------------------------------------------------
     async def close(self) -> None:

@@ -7,6 +7,7 @@ at the adapter boundary. See ``docs/store.md`` for the schema, fencing and parti
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import re
@@ -28,6 +29,7 @@ from scheduler.jitter import JITTER_WINDOW_S, JitterMode
 from scheduler.states import TaskState, check_transition, sources
 from scheduler.store import _common, _sql, _validate
 from scheduler.store._config import StoreConfig
+from scheduler.store._pg_orchestration import PostgresOrchestration
 from scheduler.store._protocol import (
     ApiKey,
     Assignment,
@@ -61,6 +63,7 @@ log = logging.getLogger(__name__)
 _MIGRATIONS_TABLE = "tickwheel_schema_migrations"
 _MIGRATE_LOCK = 7429000
 _PARTITION_NAME = re.compile(r"^tasks_p(\d{8})$")
+_POOLS = {p.value: p for p in Pool}
 
 Q = _sql.queries("postgres")
 
@@ -74,6 +77,21 @@ async def _driver_errors() -> AsyncIterator[None]:
         raise
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
         raise StoreError(f"PostgreSQL: {type(exc).__name__}: {exc}") from exc
+
+
+async def _no_session_state(conn: asyncpg.Connection) -> None:
+    """Pool release hook: nothing to reset.
+
+    asyncpg's default reset sends ``SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
+    RESET ALL`` on every release, one more round trip per store call. The store leaves no
+    session state behind (no SET, LISTEN, cursors or session advisory locks; ``migrate``
+    uses a connection of its own), and asyncpg still rolls back an open transaction before
+    calling this hook.
+    """
+
+
+_POOL_TAKES_RESET = "reset" in inspect.signature(asyncpg.create_pool).parameters
+"""asyncpg >= 0.30 lets the pool's reset be replaced."""
 
 
 # ---------------------------------------------------------------------------- migrations
@@ -229,7 +247,7 @@ def _utc_day(t: datetime) -> date:
 # ---------------------------------------------------------------------------- the store
 
 
-class PostgresStore:
+class PostgresStore(PostgresOrchestration):
     """The :class:`~scheduler.store.Store` on PostgreSQL through an asyncpg pool."""
 
     def __init__(self, pool: asyncpg.Pool, config: StoreConfig) -> None:
@@ -244,6 +262,9 @@ class PostgresStore:
     async def open(cls, dsn: str, config: StoreConfig | None = None) -> PostgresStore:
         """Connect (the schema must be migrated) and create the partitions ahead."""
         config = config or StoreConfig()
+        extra: dict[str, Any] = {}
+        if _POOL_TAKES_RESET:
+            extra["reset"] = _no_session_state
         async with _driver_errors():
             pool = await asyncpg.create_pool(
                 dsn,
@@ -251,6 +272,7 @@ class PostgresStore:
                 max_size=config.pool_max_size,
                 command_timeout=config.command_timeout_s,
                 server_settings={"jit": "off", "timezone": "UTC"},
+                **extra,
             )
         store = cls(pool, config)
         try:
@@ -426,9 +448,7 @@ class PostgresStore:
         _validate.aware("now", now)
         if not tasks:
             return []
-        encoded = [
-            _validate.new_task(i, t, self.config.payload_limit_bytes) for i, t in enumerate(tasks)
-        ]
+        encoded = _validate.new_tasks(tasks, self.config.payload_limit_bytes)
         await self._check_tenants({t.tenant_id for t in tasks})
         await self._ensure_days({_utc_day(t.scheduled_at) for t in tasks})
         try:
@@ -601,27 +621,56 @@ class PostgresStore:
         if not requests:
             return []
         _validate.keys("requests", requests)
-        for i, r in enumerate(requests):
-            _validate.text(f"requests[{i}].worker_id", r.worker_id, _validate.WORKER_ID_MAX_CHARS)
-            _validate.aware(f"requests[{i}].lease_expires_at", r.lease_expires_at)
-        lo, hi = _common.bounds([r.key for r in requests])
+        _validate.dispatch_requests(requests)
+        # One row per task: the first request for a key wins, a repeat gets None.
+        first: dict[uuid.UUID, DispatchRequest] = {}
+        for r in requests:
+            first.setdefault(r.key.id, r)
+        todo = list(first.values())
+        lo, hi = _common.bounds([r.key for r in todo])
         async with self._conn() as conn:
             rows = await conn.fetch(
                 Q["mark_dispatched"],
-                [r.key.id for r in requests],
-                [r.key.scheduled_at for r in requests],
-                [r.worker_id for r in requests],
-                [r.lease_expires_at for r in requests],
+                [r.key.id for r in todo],
+                [r.key.scheduled_at for r in todo],
+                [r.worker_id for r in todo],
+                [r.lease_expires_at for r in todo],
                 now,
                 lo,
                 hi,
                 self.config.actor,
             )
-        by_id = {r["id"]: r for r in rows}
+        # The key, worker and lease are the request's (written as given); the rest is
+        # the row's. Columns by position, in mark_dispatched's SELECT order.
+        by_id = {r[0]: r for r in rows}
+        pools = _POOLS
+        loads = json.loads
         out: list[Assignment | None] = []
+        append = out.append
         for req in requests:
             row = by_id.pop(req.key.id, None)
-            out.append(None if row is None else _assignment(row))
+            if row is None:
+                append(None)
+                continue
+            _id, tenant, typ, payload, token, retries, max_retries, due, cp, trace, pool, tmo = row
+            append(
+                Assignment(
+                    key=req.key,
+                    tenant_id=tenant,
+                    type=typ,
+                    payload=loads(payload),
+                    fencing_token=token,
+                    attempt=retries + 1,
+                    max_retries=max_retries,
+                    due_at=due,
+                    lease_expires_at=req.lease_expires_at,
+                    checkpoint=None if cp is None else loads(cp),
+                    trace_context=None if trace is None else loads(trace),
+                    pool=pools[pool],
+                    worker_id=req.worker_id,
+                    timeout_s=tmo,
+                )
+            )
         return out
 
     async def _outcomes(
@@ -718,10 +767,11 @@ class PostgresStore:
         if not items:
             return []
         _validate.keys("items", items)
+        limit = self.config.payload_limit_bytes
         results = [
-            _validate.json_object(
-                f"items[{i}].result", c.result, self.config.payload_limit_bytes, optional=True
-            )
+            None
+            if c.result is None
+            else _validate.json_object(f"items[{i}].result", c.result, limit)
             for i, c in enumerate(items)
         ]
         keys = [c.key for c in items]
@@ -755,10 +805,7 @@ class PostgresStore:
         if not items:
             return []
         _validate.keys("items", items)
-        for i, f in enumerate(items):
-            _validate.text(f"items[{i}].error", f.error, 64 * 1024, allow_empty=True)
-            if f.retry_at is not None:
-                _validate.aware(f"items[{i}].retry_at", f.retry_at)
+        _validate.failures(items)
         keys = [f.key for f in items]
         lo, hi = _common.bounds(keys)
         async with self._conn() as conn:
@@ -788,13 +835,11 @@ class PostgresStore:
         if not items:
             return []
         _validate.keys("items", items)
+        limit = self.config.payload_limit_bytes
         cps = [
-            _validate.json_object(
-                f"items[{i}].checkpoint",
-                r.checkpoint,
-                self.config.payload_limit_bytes,
-                optional=True,
-            )
+            None
+            if r.checkpoint is None
+            else _validate.json_object(f"items[{i}].checkpoint", r.checkpoint, limit)
             for i, r in enumerate(items)
         ]
         keys = [r.key for r in items]
@@ -990,22 +1035,3 @@ class PostgresStore:
         async with self._conn() as conn:
             rows = await conn.fetch(Q["transitions_of"], task_id)
         return [Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], r[4]) for r in rows]
-
-
-def _assignment(row: asyncpg.Record) -> Assignment:
-    return Assignment(
-        key=TaskKey(row["id"], row["scheduled_at"]),
-        tenant_id=row["tenant_id"],
-        type=row["type"],
-        payload=json.loads(row["payload"]),
-        fencing_token=row["fencing_token"],
-        attempt=row["retry_count"] + 1,
-        max_retries=row["max_retries"],
-        due_at=row["due_at"],
-        lease_expires_at=row["lease_expires_at"],
-        checkpoint=_common.loads(row["checkpoint"]),
-        trace_context=_common.loads(row["trace_context"]),
-        pool=Pool(row["pool"]),
-        worker_id=row["worker_id"],
-        timeout_s=row["timeout_s"],
-    )

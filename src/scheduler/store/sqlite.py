@@ -54,6 +54,7 @@ from scheduler.store._protocol import (
     Tenant,
     Transition,
 )
+from scheduler.store._sqlite_orchestration import SqliteOrchestration
 
 __all__ = ["SqliteStore"]
 
@@ -160,7 +161,7 @@ def _audit(
     )
 
 
-class SqliteStore:
+class SqliteStore(SqliteOrchestration):
     """The :class:`~scheduler.store.Store` on SQLite."""
 
     def __init__(

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler._errors import InvalidTransition
+from scheduler._errors import InvalidArgument, InvalidTransition
 from scheduler.states import TRANSITIONS, TaskState
 from scheduler.store import StoreConfig, _sql, open_store
 from scheduler.store._common import day_windows
@@ -38,7 +38,7 @@ def test_status_check_constraint_lists_every_state() -> None:
 
 
 def test_migrations_are_numbered() -> None:
-    assert [v for v, _, _ in _sql.migrations()] == [1, 2]
+    assert [v for v, _, _ in _sql.migrations()] == [1, 2, 3]
 
 
 def test_day_windows_split_at_midnight() -> None:
@@ -67,3 +67,57 @@ async def test_open_store_urls() -> None:
             await s.get_tenant(uuid.uuid4())
     finally:
         await s.close()
+
+
+def test_batch_validation_fast_path_reports_the_failing_item() -> None:
+    from scheduler.store import DispatchRequest, Failure, NewTask, TaskKey
+    from scheduler.store import _validate as v
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def task(**kw: object) -> NewTask:
+        fields: dict[str, object] = {
+            "id": uuid.uuid4(),
+            "tenant_id": uuid.uuid4(),
+            "type": "t",
+            "payload": {"a": 1},
+            "scheduled_at": now,
+            "due_at": now,
+            "idempotency_key": "k",
+            "shard_id": 0,
+        }
+        fields.update(kw)
+        return NewTask(**fields)  # type: ignore[arg-type]
+
+    good = [task() for _ in range(3)]
+    assert v.new_tasks(good, 1000) == [v.new_task(i, t, 1000) for i, t in enumerate(good)]
+    assert v.new_tasks([task(trace_context={"x": "y"})], 1000) == [('{"a":1}', '{"x":"y"}')]
+    cases: list[tuple[NewTask, str]] = [
+        (task(type=""), "tasks[1].type"),
+        (task(scheduled_at=datetime(2026, 1, 1)), "tasks[1].scheduled_at"),
+        (task(payload={"a": float("nan")}), "tasks[1].payload"),
+        (task(payload={"a": "x" * 2000}), "tasks[1].payload"),
+        (task(trace_context={"a": "\x00"}), "tasks[1].trace_context"),
+        (task(timeout_s=float("inf")), "tasks[1].timeout_s"),
+        (task(shard_id=True), "tasks[1].shard_id"),
+    ]
+    for bad, field in cases:
+        with pytest.raises(InvalidArgument) as err:
+            v.new_tasks([good[0], bad, good[1]], 1000)
+        assert err.value.field == field
+    k = TaskKey(uuid.uuid4(), now)
+    naive = TaskKey(uuid.uuid4(), datetime(2026, 1, 1))
+    with pytest.raises(InvalidArgument) as err:
+        v.keys("writes", [Failure(key=k, token=1, error=""), Failure(key=naive, token=1, error="")])
+    assert err.value.field == "writes[1].key.scheduled_at"
+    with pytest.raises(InvalidArgument) as err:
+        v.dispatch_requests(
+            [
+                DispatchRequest(key=k, worker_id="w", lease_expires_at=now),
+                DispatchRequest(key=k, worker_id="", lease_expires_at=now),
+            ]
+        )
+    assert err.value.field == "requests[1].worker_id"
+    with pytest.raises(InvalidArgument) as err:
+        v.failures([Failure(key=k, token=1, error="ok"), Failure(key=k, token=1, error="a\x00")])
+    assert err.value.field == "items[1].error"

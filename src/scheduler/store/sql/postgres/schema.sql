@@ -1,6 +1,7 @@
 -- Tickwheel's PostgreSQL schema for a fresh install. It must equal the result of
 -- applying every file in migrations/ in order (tests/integration/store/test_migrations.py).
--- Start: the seed's DDL (migrations/0001_seed.sql); additions: 0002_tickwheel.sql.
+-- Start: the seed's DDL (migrations/0001_seed.sql); additions: 0002_tickwheel.sql,
+-- 0003_workflows_schedules.sql.
 
 CREATE TABLE tenants (
     id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -59,6 +60,20 @@ CREATE INDEX idx_tasks_claimable ON tasks (due_at)
 CREATE INDEX idx_tasks_leased ON tasks (lease_expires_at)
     WHERE status IN ('DISPATCHED', 'RUNNING');
 CREATE INDEX idx_tasks_tenant ON tasks (tenant_id, scheduled_at, id);
+CREATE INDEX idx_tasks_workflow ON tasks (workflow_id) WHERE workflow_id IS NOT NULL;
+CREATE INDEX idx_tasks_schedule ON tasks (schedule_id) WHERE schedule_id IS NOT NULL;
+
+CREATE TABLE workflows (
+    id UUID PRIMARY KEY,
+    tenant_id UUID NOT NULL REFERENCES tenants(id),
+    name VARCHAR(128) NOT NULL DEFAULT '',
+    idempotency_key VARCHAR(128) NOT NULL,
+    on_upstream_failure VARCHAR(16) NOT NULL DEFAULT 'cancel'
+        CHECK (on_upstream_failure IN ('cancel', 'continue')),
+    node_count INTEGER NOT NULL,
+    created_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    UNIQUE (tenant_id, idempotency_key)
+);
 
 CREATE TABLE task_keys (
     tenant_id UUID NOT NULL,
@@ -76,6 +91,7 @@ CREATE TABLE canary_executions (
     completed_time TIMESTAMP WITH TIME ZONE,
     status VARCHAR(32) NOT NULL DEFAULT 'PENDING'
 );
+CREATE INDEX idx_canary_executions_scheduled ON canary_executions (scheduled_time);
 
 CREATE TABLE task_dependencies (
     workflow_id UUID NOT NULL,
@@ -112,6 +128,13 @@ CREATE TABLE cron_schedules (
     last_fired_at TIMESTAMP WITH TIME ZONE,
     created_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT NOW(),
     updated_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT NOW(),
+    interval_s DOUBLE PRECISION NOT NULL DEFAULT 0,
+    overlap_policy VARCHAR(16) NOT NULL DEFAULT 'skip'
+        CHECK (overlap_policy IN ('skip', 'allow', 'buffer_one')),
+    catchup_window_s DOUBLE PRECISION NOT NULL DEFAULT 60,
+    jitter_s DOUBLE PRECISION NOT NULL DEFAULT 0,
+    timeout_s DOUBLE PRECISION NOT NULL DEFAULT 0,
+    buffered_at TIMESTAMP WITH TIME ZONE,
     UNIQUE (tenant_id, name)
 );
 CREATE INDEX idx_cron_schedules_next ON cron_schedules (next_fire_at) WHERE enabled;
@@ -124,6 +147,8 @@ CREATE TABLE job_expectations (
     tolerance_s INTEGER NOT NULL DEFAULT 300 CHECK (tolerance_s >= 0),
     created_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT NOW(),
     last_alerted_at TIMESTAMP WITH TIME ZONE,
+    schedule_id UUID,
+    max_runtime_s INTEGER,
     UNIQUE (tenant_id, job_id)
 );
 
@@ -141,6 +166,9 @@ CREATE TABLE task_completions (
 CREATE INDEX idx_task_completions_job ON task_completions (job_id, completed_at)
     WHERE job_id IS NOT NULL;
 CREATE INDEX idx_task_completions_at ON task_completions (completed_at);
+CREATE INDEX idx_task_completions_schedule ON task_completions (schedule_id, completed_at)
+    WHERE schedule_id IS NOT NULL;
+CREATE INDEX idx_task_completions_type ON task_completions (tenant_id, type, completed_at);
 
 CREATE TABLE shard_epochs (
     shard_id INTEGER PRIMARY KEY,

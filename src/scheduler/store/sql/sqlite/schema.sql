@@ -58,6 +58,19 @@ CREATE INDEX IF NOT EXISTS idx_tasks_preloaded ON tasks (scheduled_at, id)
 CREATE INDEX IF NOT EXISTS idx_tasks_leased ON tasks (lease_expires_at)
     WHERE status IN ('DISPATCHED', 'RUNNING');
 CREATE INDEX IF NOT EXISTS idx_tasks_tenant ON tasks (tenant_id, scheduled_at, id);
+CREATE INDEX IF NOT EXISTS idx_tasks_workflow ON tasks (workflow_id) WHERE workflow_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS idx_tasks_schedule ON tasks (schedule_id) WHERE schedule_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS workflows (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    name TEXT NOT NULL DEFAULT '',
+    idempotency_key TEXT NOT NULL,
+    on_upstream_failure TEXT NOT NULL DEFAULT 'cancel'
+        CHECK (on_upstream_failure IN ('cancel', 'continue')),
+    node_count INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    UNIQUE (tenant_id, idempotency_key)
+);
 CREATE TABLE IF NOT EXISTS task_dependencies (
     workflow_id TEXT NOT NULL,
     parent_task_id TEXT NOT NULL,
@@ -89,6 +102,13 @@ CREATE TABLE IF NOT EXISTS cron_schedules (
     last_fired_at INTEGER,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
+    interval_s REAL NOT NULL DEFAULT 0,
+    overlap_policy TEXT NOT NULL DEFAULT 'skip'
+        CHECK (overlap_policy IN ('skip', 'allow', 'buffer_one')),
+    catchup_window_s REAL NOT NULL DEFAULT 60,
+    jitter_s REAL NOT NULL DEFAULT 0,
+    timeout_s REAL NOT NULL DEFAULT 0,
+    buffered_at INTEGER,
     UNIQUE (tenant_id, name)
 );
 CREATE TABLE IF NOT EXISTS job_expectations (
@@ -99,6 +119,8 @@ CREATE TABLE IF NOT EXISTS job_expectations (
     tolerance_s INTEGER NOT NULL DEFAULT 300 CHECK (tolerance_s >= 0),
     created_at INTEGER NOT NULL,
     last_alerted_at INTEGER,
+    schedule_id TEXT,
+    max_runtime_s INTEGER,
     UNIQUE (tenant_id, job_id)
 );
 CREATE TABLE IF NOT EXISTS task_completions (
@@ -113,6 +135,11 @@ CREATE TABLE IF NOT EXISTS task_completions (
     completed_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS idx_task_completions_job ON task_completions (job_id, completed_at);
+CREATE INDEX IF NOT EXISTS idx_task_completions_schedule
+    ON task_completions (schedule_id, completed_at);
+CREATE INDEX IF NOT EXISTS idx_task_completions_type
+    ON task_completions (tenant_id, type, completed_at);
+CREATE INDEX IF NOT EXISTS idx_canary_executions_scheduled ON canary_executions (scheduled_time);
 CREATE TABLE IF NOT EXISTS shard_epochs (
     shard_id INTEGER PRIMARY KEY,
     epoch INTEGER NOT NULL DEFAULT 0,

@@ -1,0 +1,336 @@
+"""Cron and fixed-interval schedules: every occurrence becomes one task.
+
+Expressions are parsed by croniter: 5 fields, or 6 with seconds first
+(``*/10 * * * * *``), evaluated in the schedule's IANA time zone. Daylight saving:
+a time that does not exist (02:30 on a spring-forward night) runs once at the first
+instant after the gap (03:00); a repeated hour (fall back) runs a job that pins its
+hour once, and a job with a wildcard hour (``*/30 * * * *``) by elapsed time, in
+both passes (the classic cron rule).
+
+The loop (one per node, every ``schedule_interval_s``) asks the store for schedules
+whose ``next_fire_at`` is within ``schedule_lead_s`` of now, inserts their
+occurrences as tasks, then advances ``next_fire_at`` with a compare-and-set. A task's
+idempotency key is ``sched:<schedule id>:<occurrence time>``, so two nodes, or a node
+that crashed between insert and advance, can never create an occurrence twice.
+Occurrences are inserted a little ahead (the lead) so they sit in the wheel and go out
+on time.
+
+Catch-up: after downtime, occurrences older than ``catchup_window_s`` are skipped.
+Overlap (a previous task of the schedule still live): ``skip`` drops the occurrence,
+``buffer_one`` holds one and starts it as soon as the live task ends, ``allow`` starts
+it anyway. Jitter: late-only, deterministic per occurrence, in [0, ``jitter_s``].
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+
+from scheduler._errors import InvalidArgument
+from scheduler.engine._types import SubmitSpec
+from scheduler.ids import uuid7
+from scheduler.jitter import JitterMode, shard_of, stable_hash
+from scheduler.states import TaskState
+from scheduler.store import JSON, NewTask, Pool
+from scheduler.store._orchestration import OverlapPolicy, Schedule
+
+if TYPE_CHECKING:
+    from scheduler.engine._engine import Engine
+
+log = logging.getLogger("tickwheel.engine.schedules")
+
+MAX_JITTER_S = 3600.0
+MIN_INTERVAL_S = 1.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleSpec:
+    """A client's schedule: exactly one of ``cron`` and ``interval_s``."""
+
+    name: str
+    task_type: str
+    payload: JSON = dataclasses.field(default_factory=dict)
+    cron: str = ""
+    interval_s: float = 0.0
+    timezone: str = "UTC"
+    pool: Pool = Pool.STANDARD
+    max_retries: int = 3
+    timeout_s: float = 0.0
+    overlap_policy: OverlapPolicy = OverlapPolicy.SKIP
+    catchup_window_s: float = 60.0
+    jitter_s: float = 0.0
+    paused: bool = False
+
+
+def _pins_hour(expr: str) -> bool:
+    fields = expr.split()
+    hour = fields[2] if len(fields) == 6 else fields[1]
+    return not any(ch in hour for ch in "*/")
+
+
+def occurrences_after(
+    schedule: Schedule, after: datetime, until: datetime, limit: int
+) -> list[datetime]:
+    """Occurrences ``t`` with ``after < t <= until`` (at most ``limit``), in UTC."""
+    out: list[datetime] = []
+    if schedule.interval_s > 0:
+        step = timedelta(seconds=schedule.interval_s)
+        t = after + step
+        while t <= until and len(out) < limit:
+            out.append(t)
+            t += step
+        return out
+    tz = ZoneInfo(schedule.timezone)
+    expr = schedule.cron_expr
+    it = croniter(expr, after.astimezone(tz), second_at_beginning=len(expr.split()) == 6)
+    pins = _pins_hour(expr)
+    last_wall: datetime | None = None
+    while len(out) < limit:
+        local: datetime = it.get_next(datetime)
+        if local.astimezone(UTC) > until:
+            break
+        wall = local.replace(tzinfo=None)
+        if pins and wall == last_wall:
+            continue  # the repeated hour of a fall-back night: once is enough
+        last_wall = wall
+        out.append(local.astimezone(UTC))
+    return out
+
+
+def next_after(schedule: Schedule, after: datetime) -> datetime:
+    """The first occurrence strictly after ``after``."""
+    (t,) = occurrences_after(schedule, after, after + timedelta(days=3660), 1) or (None,)
+    if t is None:
+        raise InvalidArgument("cron", "the expression never fires")
+    return t
+
+
+def occurrence_key(schedule_id: uuid.UUID, at: datetime) -> str:
+    """The idempotency key of an occurrence's task."""
+    return f"sched:{schedule_id}:{at.astimezone(UTC).isoformat()}"
+
+
+def jitter_of(schedule: Schedule, at: datetime) -> timedelta:
+    """Late-only deterministic jitter of one occurrence."""
+    if schedule.jitter_s <= 0:
+        return timedelta(0)
+    span_ms = int(schedule.jitter_s * 1000) + 1
+    h = stable_hash(schedule.id, uuid.UUID(int=int(at.timestamp() * 1_000_000)))
+    return timedelta(milliseconds=h % span_ms)
+
+
+class Schedules:
+    """The engine's schedule front (create, pause, resume, delete) and its loop."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Look at the schedules now (after a fake clock moved)."""
+        self._wake.set()
+
+    # -- client actions ------------------------------------------------------------------
+    def _validate(self, spec: ScheduleSpec) -> Schedule:
+        engine = self._engine
+        if not spec.name or len(spec.name) > 128:
+            raise InvalidArgument("schedule.name", "must be 1..128 characters")
+        engine._validate(
+            SubmitSpec(
+                type=spec.task_type,
+                payload=spec.payload,
+                max_retries=spec.max_retries,
+                timeout_s=spec.timeout_s,
+            ),
+            "schedule",
+        )
+        if bool(spec.cron) == (spec.interval_s > 0):
+            raise InvalidArgument("schedule.cron", "set exactly one of cron and interval_s")
+        if spec.interval_s and spec.interval_s < MIN_INTERVAL_S:
+            raise InvalidArgument("schedule.interval_s", f"must be at least {MIN_INTERVAL_S} s")
+        if spec.cron:
+            fields = spec.cron.split()
+            if len(fields) not in (5, 6) or len(spec.cron) > 128:
+                raise InvalidArgument("schedule.cron", "needs 5 fields, or 6 with seconds first")
+            if not croniter.is_valid(spec.cron, second_at_beginning=len(fields) == 6):
+                raise InvalidArgument(
+                    "schedule.cron", f"not a valid cron expression: {spec.cron!r}"
+                )
+        try:
+            ZoneInfo(spec.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise InvalidArgument(
+                "schedule.timezone", f"unknown time zone {spec.timezone!r}"
+            ) from exc
+        if spec.catchup_window_s < 0:
+            raise InvalidArgument("schedule.catchup_window_s", "must not be negative")
+        if not 0 <= spec.jitter_s <= MAX_JITTER_S:
+            raise InvalidArgument("schedule.jitter_s", f"must be 0..{MAX_JITTER_S:g}")
+        now = engine.now()
+        draft = Schedule(
+            id=uuid7(),
+            tenant_id=uuid.UUID(int=0),
+            name=spec.name,
+            cron_expr=spec.cron,
+            interval_s=spec.interval_s,
+            timezone=spec.timezone,
+            task_type=spec.task_type,
+            payload=spec.payload,
+            pool=spec.pool,
+            max_retries=spec.max_retries,
+            timeout_s=spec.timeout_s,
+            overlap_policy=spec.overlap_policy,
+            catchup_window_s=spec.catchup_window_s,
+            jitter_s=spec.jitter_s,
+            enabled=not spec.paused,
+            created_at=now,
+            updated_at=now,
+        )
+        return dataclasses.replace(draft, next_fire_at=next_after(draft, now))
+
+    async def create(self, tenant_id: uuid.UUID, spec: ScheduleSpec) -> Schedule:
+        """Validate and store; the first occurrence is the first one after now."""
+        draft = dataclasses.replace(self._validate(spec), tenant_id=tenant_id)
+        created = await self._engine.store.create_schedule(draft)
+        self._wake.set()
+        return created
+
+    async def get(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> Schedule:
+        """One of the tenant's schedules."""
+        return await self._engine.store.get_schedule(tenant_id, schedule_id)
+
+    async def list(self, tenant_id: uuid.UUID) -> list[Schedule]:
+        """The tenant's schedules."""
+        return await self._engine.store.list_schedules(tenant_id)
+
+    async def pause(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> Schedule:
+        """Stop creating occurrences (a buffered one is dropped)."""
+        current = await self.get(tenant_id, schedule_id)
+        return await self._engine.store.set_schedule_enabled(
+            tenant_id, schedule_id, False, current.next_fire_at, self._engine.now()
+        )
+
+    async def resume(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> Schedule:
+        """Start again from the first occurrence after now (no catch-up of the pause)."""
+        current = await self.get(tenant_id, schedule_id)
+        now = self._engine.now()
+        out = await self._engine.store.set_schedule_enabled(
+            tenant_id, schedule_id, True, next_after(current, now), now
+        )
+        self._wake.set()
+        return out
+
+    async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> None:
+        """Delete; tasks already created stay."""
+        await self._engine.store.delete_schedule(tenant_id, schedule_id)
+
+    # -- the loop ------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Fire due occurrences every ``schedule_interval_s`` until cancelled."""
+        while True:
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("schedule pass failed; retrying next interval")
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._engine.config.schedule_interval_s)
+
+    async def run_once(self) -> int:
+        """One pass; returns how many tasks it created."""
+        engine = self._engine
+        now = engine.now()
+        lead = timedelta(seconds=engine.config.schedule_lead_s)
+        due = await engine.store.due_schedules(now + lead, engine.config.schedule_batch)
+        if not due:
+            return 0
+        guarded = [s.id for s in due if s.overlap_policy is not OverlapPolicy.ALLOW]
+        active = await engine.store.active_schedule_tasks(guarded)
+        created = 0
+        for s in due:
+            try:
+                created += await self._fire(s, now, now + lead, active.get(s.id, 0))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("schedule %s (%s) failed to fire", s.id, s.name)
+        return created
+
+    def _task(self, s: Schedule, at: datetime, due_at: datetime) -> NewTask:
+        task_id = uuid7()
+        return NewTask(
+            id=task_id,
+            tenant_id=s.tenant_id,
+            type=s.task_type,
+            payload=s.payload,
+            scheduled_at=at,
+            due_at=due_at,
+            idempotency_key=occurrence_key(s.id, at),
+            shard_id=shard_of(s.tenant_id, task_id, self._engine.config.shard_count),
+            pool=s.pool,
+            strict_timing=True,
+            jitter_mode=JitterMode.NONE,
+            max_retries=s.max_retries,
+            timeout_s=s.timeout_s,
+            schedule_id=s.id,
+            initial_state=TaskState.PRELOADED,
+        )
+
+    async def _fire(self, s: Schedule, now: datetime, until: datetime, live: int) -> int:
+        engine = self._engine
+        limit = engine.config.max_occurrences_per_pass
+        times: list[datetime] = []
+        new_next = s.next_fire_at
+        if s.next_fire_at is not None and s.next_fire_at <= until:
+            times = [s.next_fire_at]
+            times += occurrences_after(s, s.next_fire_at, until, limit - 1)
+            new_next = next_after(s, times[-1])
+        cutoff = now - timedelta(seconds=s.catchup_window_s)
+        missed = [t for t in times if t < cutoff]
+        fresh = [t for t in times if t >= cutoff]
+        if missed:
+            log.warning(
+                "schedule %s skipped %d occurrences outside the catch-up window",
+                s.id,
+                len(missed),
+            )
+        buffered = s.buffered_at
+        to_run: list[tuple[datetime, datetime]] = []  # (occurrence, due_at)
+        policy = s.overlap_policy
+        if policy is OverlapPolicy.ALLOW:
+            to_run = [(t, t + jitter_of(s, t)) for t in fresh]
+        elif live:
+            if policy is OverlapPolicy.BUFFER_ONE and buffered is None and fresh:
+                buffered = fresh[0]
+        elif buffered is not None:
+            # Nothing live any more: the held occurrence starts now. Newer ones of this
+            # pass are held in turn (buffer_one keeps at most one).
+            to_run.append((buffered, max(now, buffered)))
+            buffered = fresh[-1] if fresh else None
+        elif fresh:
+            # Several occurrences inside the catch-up window start once, not in a pile.
+            last = fresh[-1]
+            to_run.append((last, last + jitter_of(s, last)))
+        if to_run:
+            results = await engine.store.insert_tasks(
+                [self._task(s, at, due) for at, due in to_run], now
+            )
+            engine._admit(results)
+            engine.stats.schedule_fired += sum(r.created for r in results)
+        last_fired = max((at for at, _ in to_run), default=None)
+        ok = await engine.store.advance_schedule(
+            s.id, s.next_fire_at, new_next, last_fired, buffered, now
+        )
+        if not ok:
+            log.debug("schedule %s advanced by another node", s.id)
+        return len(to_run)

@@ -1,0 +1,117 @@
+"""Fixtures for workflow tests: an engine over each store, and a worker that completes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from scheduler.engine import AssignmentBatch, Engine, EngineConfig, WorkerHello, WorkerSession
+from scheduler.store import Completion, FencedWrite, Store, open_store
+from tests.support.clock import FakeClock
+
+CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/wf.db"
+    else:
+        url = request.getfixturevalue("pg_dsn")
+    s = await open_store(url)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def engine(store: Store, clock: FakeClock) -> AsyncIterator[Engine]:
+    e = Engine(store, CONFIG, clock=clock)
+    await e.start()
+    try:
+        yield e
+    finally:
+        await e.stop()
+
+
+@pytest.fixture
+async def tenant(engine: Engine) -> uuid.UUID:
+    # FakeClock never refills the rate bucket: give the tenant room for 10,000+ tasks.
+    t = await engine.create_tenant(
+        name="acme", rate_limit_rps=1_000_000, max_concurrent_workers=100_000
+    )
+    return t.id
+
+
+class Completer:
+    """A worker on an engine session that acks and completes whatever it receives,
+    recording the order; ``fail_types`` fail instead (not retryable)."""
+
+    def __init__(self, session: WorkerSession, fail_types: frozenset[str] = frozenset()) -> None:
+        self.session = session
+        self.fail_types = fail_types
+        self.done: list[uuid.UUID] = []
+        self.payloads: dict[uuid.UUID, dict[str, object]] = {}
+        self._task = asyncio.create_task(self._run(), name="test-completer")
+
+    async def _run(self) -> None:
+        from scheduler.engine import FailureReport
+
+        while True:
+            event = await self.session.next_event()
+            if event is None:
+                return
+            if not isinstance(event, AssignmentBatch):
+                continue
+            batch = event.assignments
+            await self.session.ack([FencedWrite(key=a.key, token=a.fencing_token) for a in batch])
+            ok = [a for a in batch if a.type not in self.fail_types]
+            bad = [a for a in batch if a.type in self.fail_types]
+            if bad:
+                await self.session.fail(
+                    [
+                        FailureReport(
+                            key=a.key, token=a.fencing_token, error="boom", retryable=False
+                        )
+                        for a in bad
+                    ]
+                )
+            if ok:
+                await self.session.complete(
+                    [Completion(key=a.key, token=a.fencing_token) for a in ok]
+                )
+            for a in batch:
+                self.payloads[a.key.id] = a.payload
+            self.done.extend(a.key.id for a in ok)
+            self.session.grant(len(batch))
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        await self.session.close()
+
+
+@pytest.fixture
+async def completer(engine: Engine, tenant: uuid.UUID) -> AsyncIterator[Completer]:
+    session = await engine.open_session(
+        WorkerHello(
+            worker_id="w1", tenant_id=tenant, task_types=frozenset({"step", "bad"}), slots=20_000
+        )
+    )
+    c = Completer(session, frozenset({"bad"}))
+    try:
+        yield c
+    finally:
+        await c.close()
