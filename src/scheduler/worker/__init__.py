@@ -7,6 +7,7 @@ then let handlers finish or checkpoint and raise :class:`Interrupted` within the
 
 from scheduler.client._tls import TLSConfig
 from scheduler.worker._context import ApplicationError, Interrupted, TaskContext
+from scheduler.worker._kafka import KafkaSource
 from scheduler.worker._worker import DrainReport, Handler, ReconnectConfig, Worker
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "DrainReport",
     "Handler",
     "Interrupted",
+    "KafkaSource",
     "ReconnectConfig",
     "TLSConfig",
     "TaskContext",

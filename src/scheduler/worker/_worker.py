@@ -40,11 +40,12 @@ import random
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
@@ -56,6 +57,7 @@ from scheduler._errors import (
     Unauthenticated,
     Unavailable,
 )
+from scheduler._kafka_wire import trace_headers
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import _convert as conv
@@ -72,6 +74,7 @@ from scheduler.worker._context import (
     Interrupted,
     TaskContext,
 )
+from scheduler.worker._kafka import KafkaFeed, KafkaSource
 from scheduler.worker._tracing import start_attempt_span, worker_tracer
 
 _log = logging.getLogger("tickwheel.worker")
@@ -185,6 +188,10 @@ class Worker:
 
     Each attempt runs in a CONSUMER span of ``tracer_provider`` (default: the global
     OpenTelemetry provider; a no-op without the SDK), linked to the submission.
+
+    With ``kafka=KafkaSource(...)`` the worker takes its tasks from the pools' Kafka
+    topics through a consumer group instead of the stream (``docs/kafka.md``); it
+    must then use a SYSTEM-tier tenant's API key.
     """
 
     def __init__(
@@ -201,6 +208,7 @@ class Worker:
         request_timeout_s: float = 30.0,
         reconnect: ReconnectConfig | None = None,
         tracer_provider: TracerProvider | None = None,
+        kafka: KafkaSource | None = None,
     ) -> None:
         if not handlers:
             raise ValueError("Worker needs at least one handler")
@@ -243,8 +251,25 @@ class Worker:
             max_workers=slots, thread_name_prefix="tickwheel-handler"
         )
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._kafka: KafkaFeed | None = None
+        if kafka is not None:
+            # Kafka mode: records come from the consumer group; the stream (slots=0)
+            # carries only the fenced writes. The API key must be a SYSTEM tenant's.
+            self._pools = self._pools or tuple(sorted(kafka.pools, key=lambda p: p.value))
+            self._kafka = KafkaFeed(
+                kafka,
+                worker_id=self.worker_id,
+                free_slots=self._free_slots,
+                ready=self._connected.wait,
+                deliver=self._on_records,
+            )
 
     # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def kafka_joined(self) -> asyncio.Event | None:
+        """Kafka mode: set once the consumer holds partitions; None otherwise."""
+        return self._kafka.joined if self._kafka is not None else None
 
     @property
     def running_tasks(self) -> int:
@@ -264,6 +289,8 @@ class Worker:
         channel = open_channel(self._target, self._tls)
         stub = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
         backoff = self._reconnect.initial_backoff_s
+        if self._kafka is not None:
+            self._kafka.start()
         try:
             while not self._stop_stream.is_set():
                 welcomed = False
@@ -283,6 +310,8 @@ class Worker:
                     await asyncio.wait_for(self._stop_stream.wait(), delay)
         finally:
             self._stopping = True
+            if self._kafka is not None:
+                await self._kafka.stop()
             for held in list(self._held.values()):
                 if held.task is not None:
                     held.task.cancel()
@@ -338,8 +367,11 @@ class Worker:
         self._tally = collections.Counter()
         loop = asyncio.get_running_loop()
         assert self._deadline is not None
-        # Phase 1: no more assignments on this stream (or on any reconnect).
+        # Phase 1: no more assignments on this stream (or on any reconnect); a Kafka
+        # consumer stops fetching and leaves its group now, before the grace period.
         self._send(pb.WorkerMessage(drain=pb.Drain()))
+        if self._kafka is not None:
+            await self._kafka.stop()
         # Phase 2: tell every handler; heartbeats keep their leases meanwhile.
         wall = datetime.now(UTC) + timedelta(seconds=max(0.0, self._deadline - loop.time()))
         for held in list(self._held.values()):
@@ -435,7 +467,7 @@ class Worker:
         """One stream attempt; returns whether the server welcomed it."""
         call = stub.Connect(metadata=self._metadata)
         conn = _Conn()
-        announced = self._free_slots()
+        announced = 0 if self._kafka is not None else self._free_slots()
         hello = pb.Hello(
             worker_id=self.worker_id,
             task_types=sorted(self._handlers),
@@ -470,7 +502,7 @@ class Worker:
             self._connected.set()
             if self._stopping:
                 self._send(pb.WorkerMessage(drain=pb.Drain()))
-            else:
+            elif self._kafka is None:
                 extra = self._free_slots() - announced
                 if extra > 0:
                     self._send(pb.WorkerMessage(credit=pb.Credit(slots=extra)))
@@ -549,6 +581,9 @@ class Worker:
 
     def _give_credit(self, slots: int) -> None:
         """Return slots to the server; all returned in one loop turn ride in one message."""
+        if self._kafka is not None:
+            self._kafka.slot_freed.set()  # the consumer fetches again
+            return
         self._credit_due += slots
         if not self._credit_flush_scheduled:
             self._credit_flush_scheduled = True
@@ -652,7 +687,7 @@ class Worker:
 
     async def _checkpoint(self, ctx: TaskContext, data: JSON) -> None:
         held = self._held.get(ctx.task_id)
-        if held is None:
+        if held is None or held.ctx is not ctx:  # superseded by a later attempt
             raise StaleFencingToken(str(ctx.task_id), ctx.fencing_token, "task no longer held")
         msg = pb.WorkerMessage(
             checkpoint=pb.Checkpoint(task=held.ref, data=conv.dict_to_struct(data))
@@ -680,47 +715,108 @@ class Worker:
             _log.debug("ignoring server message %s", kind)
 
     def _on_assignments(self, tasks: Iterable[pb.Assignment]) -> None:
-        assert self._loop is not None
         received_at = datetime.now(UTC)
         fresh: list[_Held] = []
         give_back: list[pb.TaskRef] = []
         for a in tasks:
-            ref = pb.TaskRef(
-                task_id=a.task_id, fencing_token=a.fencing_token, scheduled_at=a.scheduled_at
-            )
             task_id = uuid.UUID(a.task_id)
             if self._stopping or a.type not in self._handlers or task_id in self._held:
-                give_back.append(ref)
+                give_back.append(_ref(a))
                 continue
-            ctx = TaskContext(
-                task_id=task_id,
-                type=a.type,
-                attempt=a.attempt,
-                max_retries=a.max_retries,
-                payload=conv.struct_to_dict(a.payload),
-                fencing_token=a.fencing_token,
-                checkpoint_data=conv.struct_to_dict(a.checkpoint)
-                if a.HasField("checkpoint")
-                else None,
-                trace_context=conv.trace_from_proto(a.trace_context),
-                scheduled_at=conv.from_timestamp(a.scheduled_at),
-                due_at=conv.from_timestamp(a.due_at),
-                timeout_s=a.timeout_s,
-                received_at=received_at,
-                loop=self._loop,
-                checkpointer=self._checkpoint,
-            )
-            held = _Held(
-                ref=ref,
-                ctx=ctx,
-                dispatch_trace=conv.trace_from_proto(a.dispatch_trace_context),
-            )
+            held = self._held_from(a, received_at, conv.trace_from_proto(a.trace_context))
             self._held[task_id] = held
             fresh.append(held)
         for ref in give_back:
             self._send(pb.WorkerMessage(release=pb.Release(task=ref)))
+        self._launch(fresh)
+
+    async def _on_records(self, records: Sequence[Any]) -> None:
+        """Kafka mode: start the handlers of fetched records; returns once every one
+        was acked (or rejected) or skipped, so the caller may commit their offsets."""
+        received_at = datetime.now(UTC)
+        fresh: list[_Held] = []
+        give_back: list[pb.TaskRef] = []
+        for record in records:
+            a = pb.Assignment()
+            try:
+                a.ParseFromString(record.value or b"")
+                task_id = uuid.UUID(a.task_id)
+            except (DecodeError, ValueError):
+                _log.warning("kafka record %s/%s is not an Assignment; skipped", *_where(record))
+                continue
+            if self._stopping:
+                give_back.append(_ref(a))
+                continue
+            if a.type not in self._handlers:
+                _log.warning(
+                    "task %s: no handler for type %r in this worker; skipped (its lease "
+                    "lapses and it is produced again; give every group member the same types)",
+                    task_id,
+                    a.type,
+                )
+                continue
+            current = self._held.get(task_id)
+            if current is not None:
+                if a.fencing_token <= current.ref.fencing_token:
+                    _log.info(
+                        "task %s: duplicate record (token %d) skipped", task_id, a.fencing_token
+                    )
+                    continue
+                # A later attempt of a task still running here: this attempt lost its
+                # lease; its writes will be rejected. The new attempt takes over.
+                _log.warning(
+                    "zombie: task %s token %d superseded by token %d",
+                    task_id,
+                    current.ref.fencing_token,
+                    a.fencing_token,
+                )
+                current.ctx._cancel(LEASE_LOST)
+                del self._held[task_id]
+            submit = trace_headers(record.headers or ()) or conv.trace_from_proto(a.trace_context)
+            held = self._held_from(a, received_at, submit)
+            self._held[task_id] = held
+            fresh.append(held)
+        if give_back:
+            await asyncio.gather(
+                *(
+                    self._commit(pb.WorkerMessage(release=pb.Release(task=r)), uuid.UUID(r.task_id))
+                    for r in give_back
+                )
+            )
+        ack = self._launch(fresh)
+        if ack is not None:
+            with contextlib.suppress(TickwheelError, TimeoutError):
+                async with asyncio.timeout(self._request_timeout_s):
+                    await asyncio.shield(ack)
+
+    def _held_from(
+        self, a: pb.Assignment, received_at: datetime, submit_trace: dict[str, str] | None
+    ) -> _Held:
+        assert self._loop is not None
+        ctx = TaskContext(
+            task_id=uuid.UUID(a.task_id),
+            type=a.type,
+            attempt=a.attempt,
+            max_retries=a.max_retries,
+            payload=conv.struct_to_dict(a.payload),
+            fencing_token=a.fencing_token,
+            checkpoint_data=conv.struct_to_dict(a.checkpoint) if a.HasField("checkpoint") else None,
+            trace_context=submit_trace,
+            scheduled_at=conv.from_timestamp(a.scheduled_at),
+            due_at=conv.from_timestamp(a.due_at),
+            timeout_s=a.timeout_s,
+            received_at=received_at,
+            loop=self._loop,
+            checkpointer=self._checkpoint,
+        )
+        return _Held(
+            ref=_ref(a), ctx=ctx, dispatch_trace=conv.trace_from_proto(a.dispatch_trace_context)
+        )
+
+    def _launch(self, fresh: list[_Held]) -> asyncio.Future[dict[str, pb.TaskResult]] | None:
+        """Ack the new tasks in one message and start their handlers."""
         if not fresh:
-            return
+            return None
         ack = _indexed(
             self._start_request(pb.WorkerMessage(ack=pb.Ack(tasks=[h.ref for h in fresh])))
         )
@@ -728,6 +824,7 @@ class Worker:
             held.task = asyncio.create_task(
                 self._run(held, ack), name=f"tickwheel-task-{held.ctx.task_id}"
             )
+        return ack
 
     async def _run(self, held: _Held, ack: asyncio.Future[dict[str, pb.TaskResult]]) -> None:
         ctx = held.ctx
@@ -753,7 +850,8 @@ class Worker:
             ):
                 await self._attempt(held, span)
         finally:
-            self._held.pop(ctx.task_id, None)
+            if self._held.get(ctx.task_id) is held:
+                del self._held[ctx.task_id]
             if not self._stopping:
                 self._give_credit(1)
 
@@ -839,6 +937,14 @@ class Worker:
         finally:
             with self._threads_lock:
                 self._threads_busy -= 1
+
+
+def _ref(a: pb.Assignment) -> pb.TaskRef:
+    return pb.TaskRef(task_id=a.task_id, fencing_token=a.fencing_token, scheduled_at=a.scheduled_at)
+
+
+def _where(record: Any) -> tuple[str, str]:
+    return f"{record.topic}[{record.partition}]", str(record.offset)
 
 
 def _as_result(value: Any) -> JSON:

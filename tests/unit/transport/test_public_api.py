@@ -32,6 +32,7 @@ def test_worker_exports() -> None:
         "DrainReport",
         "Handler",
         "Interrupted",
+        "KafkaSource",
         "ReconnectConfig",
         "TLSConfig",
         "TaskContext",
