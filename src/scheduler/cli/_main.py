@@ -156,6 +156,39 @@ async def _wait_for_signal() -> None:
             loop.remove_signal_handler(sig)
 
 
+def _kafka_pools(value: str | None) -> frozenset[Pool]:
+    if not value:
+        return frozenset()
+    try:
+        return frozenset(Pool(p.strip().lower()) for p in value.split(",") if p.strip())
+    except ValueError:
+        names = ", ".join(p.value for p in Pool)
+        raise click.BadParameter(
+            f"{value!r}: pools are {names}", param_hint="--kafka-pools"
+        ) from None
+
+
+def kafka_options(fn: F) -> F:
+    """``--kafka-bootstrap``, ``--kafka-pools``, ``--kafka-topic-prefix``."""
+    fn = click.option(
+        "--kafka-topic-prefix",
+        envvar="TICKWHEEL_KAFKA_TOPIC_PREFIX",
+        default="tickwheel.tasks",
+        show_default=True,
+    )(fn)
+    fn = click.option(
+        "--kafka-pools",
+        envvar="TICKWHEEL_KAFKA_POOLS",
+        help="Pools dispatched through Kafka, e.g. critical,bulk (docs/kafka.md).",
+    )(fn)
+    fn = click.option(
+        "--kafka-bootstrap",
+        envvar="TICKWHEEL_KAFKA_BOOTSTRAP",
+        help="Kafka bootstrap servers HOST:PORT[,...]; enables Kafka dispatch mode.",
+    )(fn)
+    return fn
+
+
 @main.command()
 @click.option("--listen", envvar="TICKWHEEL_LISTEN", default="127.0.0.1:50051", show_default=True)
 @click.option("--store", envvar="TICKWHEEL_STORE", help=f"Store URL (default {DEFAULT_SQLITE}).")
@@ -203,6 +236,15 @@ async def _wait_for_signal() -> None:
     show_default=True,
     help="First retry backoff (doubles per attempt).",
 )
+@click.option(
+    "--canary-interval-s",
+    envvar="TICKWHEEL_CANARY_INTERVAL_S",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Schedule a canary task this often (0: off); see docs/watchdog.md.",
+)
+@kafka_options
 def serve(
     listen: str,
     store: str | None,
@@ -216,6 +258,10 @@ def serve(
     heartbeat_interval_s: float | None,
     preload_interval_s: float,
     retry_base_s: float,
+    canary_interval_s: float,
+    kafka_bootstrap: str | None,
+    kafka_pools: str | None,
+    kafka_topic_prefix: str,
 ) -> None:
     """Run a scheduler node until SIGINT/SIGTERM."""
     from scheduler.engine import EngineConfig
@@ -229,6 +275,7 @@ def serve(
             heartbeat_interval_s=heartbeat_interval_s or lease_ttl_s / 3,
             preload_interval_s=preload_interval_s,
             retry_base_s=retry_base_s,
+            canary_interval_s=canary_interval_s,
         )
         server_config = ServerConfig(
             listen=listen,
@@ -237,19 +284,36 @@ def serve(
             tls_key_path=tls_key,
             tls_client_ca_path=tls_client_ca,
         )
+        kafka_config = None
+        if kafka_bootstrap:
+            from scheduler.kafka import KafkaConfig
+
+            kafka_config = KafkaConfig(
+                bootstrap_servers=kafka_bootstrap,
+                pools=_kafka_pools(kafka_pools) or frozenset(Pool),
+                topic_prefix=kafka_topic_prefix,
+            )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    _run(_serve(url, engine_config, server_config))
+    _run(_serve(url, engine_config, server_config, kafka_config))
 
 
-async def _serve(url: str, engine_config: Any, server_config: Any) -> None:
+async def _serve(
+    url: str, engine_config: Any, server_config: Any, kafka_config: Any = None
+) -> None:
     from scheduler.engine import Engine
     from scheduler.server import Server
     from scheduler.store import open_store
 
     _ensure_sqlite_dir(url)
     store = await open_store(url)
-    engine = Engine(store, engine_config)
+    outlets: list[Any] = []
+    if kafka_config is not None:
+        from scheduler.kafka import open_outlets
+
+        outlets = await open_outlets(kafka_config)
+        err_console.print(f"kafka dispatch: {', '.join(o.name for o in outlets)}")
+    engine = Engine(store, engine_config, outlets=outlets)
     server = Server(engine, server_config)
     try:
         await engine.start()
@@ -260,6 +324,8 @@ async def _serve(url: str, engine_config: Any, server_config: Any) -> None:
     finally:
         await server.stop()
         await engine.stop()
+        for outlet in outlets:
+            await outlet.stop()
         await store.close()
 
 
@@ -447,19 +513,46 @@ def _load_handler(spec: str) -> tuple[str, Callable[..., Any]]:
 @click.option(
     "--grace-s", type=float, default=30.0, show_default=True, help="Drain grace on SIGTERM."
 )
+@kafka_options
+@click.option(
+    "--kafka-group",
+    envvar="TICKWHEEL_KAFKA_GROUP",
+    default="tickwheel-workers",
+    show_default=True,
+    help="Consumer group (Kafka mode; needs a SYSTEM tenant's API key).",
+)
 @client_options
 @api_key_option
 def worker(
-    types: tuple[str, ...], slots: int, worker_id: str | None, grace_s: float, **kw: Any
+    types: tuple[str, ...],
+    slots: int,
+    worker_id: str | None,
+    grace_s: float,
+    kafka_bootstrap: str | None,
+    kafka_pools: str | None,
+    kafka_topic_prefix: str,
+    kafka_group: str,
+    **kw: Any,
 ) -> None:
     """Run handlers until SIGINT/SIGTERM, then drain: stop taking work, let running
     tasks finish or checkpoint within --grace-s, release the rest (a second signal
     releases them at once). Exit code 0 when nothing was left to lease expiry."""
     from scheduler.cli._worker import run_until_drained, summary
-    from scheduler.worker import Worker
+    from scheduler.worker import KafkaSource, Worker
 
     handlers = dict(_load_handler(t) for t in types)
     tls = _tls(kw)
+    source = None
+    if kafka_bootstrap:
+        try:
+            source = KafkaSource(
+                bootstrap_servers=kafka_bootstrap,
+                pools=_kafka_pools(kafka_pools) or frozenset(Pool),
+                topic_prefix=kafka_topic_prefix,
+                group_id=kafka_group,
+            )
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
     w = Worker(
         kw["target"],
         api_key=kw["api_key"],
@@ -467,6 +560,7 @@ def worker(
         slots=slots,
         worker_id=worker_id,
         tls=tls,
+        kafka=source,
     )
     report = _run(run_until_drained(w, grace_s))
     err_console.print(summary(report))
@@ -539,3 +633,57 @@ def keys_create(tenant_id: str, name: str, as_json: bool, **kw: Any) -> None:
         print_json(k)
     else:
         click.echo(f"key {k.key_id}\nsecret (shown once): {k.secret}")
+
+
+@main.command()
+@click.option("--postgres-dsn", envvar="TICKWHEEL_WATCHDOG_POSTGRES_DSN", help="Read replica ok.")
+@click.option("--sqlite", "sqlite_path", help="The embedded store's SQLite file instead.")
+@click.option("--check-interval-s", type=float, default=60.0, show_default=True)
+@click.option("--webhook-url", envvar="TICKWHEEL_WATCHDOG_WEBHOOK_URL")
+@click.option("--webhook-retries", type=int, default=3, show_default=True)
+@click.option("--canary/--no-canary", default=True, show_default=True)
+@click.option("--canary-stale-s", type=float, default=180.0, show_default=True)
+@click.option("--canary-max-lag-s", type=float, default=5.0, show_default=True)
+@click.option("--once", is_flag=True, help="Check once; exit 1 when anything alerts (cron use).")
+def watchdog(
+    postgres_dsn: str | None,
+    sqlite_path: str | None,
+    check_interval_s: float,
+    webhook_url: str | None,
+    webhook_retries: int,
+    canary: bool,
+    canary_stale_s: float,
+    canary_max_lag_s: float,
+    once: bool,
+) -> None:
+    """The dead man's switch: alert when an expected job has gone silent."""
+    from scheduler.watchdog import Watchdog, WatchdogConfig
+
+    if bool(postgres_dsn) == bool(sqlite_path):
+        raise click.UsageError("give exactly one of --postgres-dsn and --sqlite")
+    url = postgres_dsn or f"sqlite:///{sqlite_path}"
+    try:
+        config = WatchdogConfig(
+            database_url=url,
+            check_interval_s=check_interval_s,
+            webhook_url=webhook_url,
+            webhook_retries=webhook_retries,
+            canary=canary,
+            canary_stale_s=canary_stale_s,
+            canary_max_lag_s=canary_max_lag_s,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    dog = Watchdog(config)
+    if not once:
+        _run(dog.run())
+        return
+
+    async def one() -> int:
+        try:
+            return len(await dog.check_once())
+        finally:
+            await dog.source.close()
+
+    firing = _run(one())
+    raise SystemExit(1 if firing else 0)
