@@ -396,6 +396,7 @@ def _dispatch_rawsql(env: Env, n: int) -> Case:
             NOW,
             *_bounds(ks),
             "scheduler",
+            [None] * len(ks),
         ),
     )
 
@@ -700,6 +701,7 @@ def _lifecycle_rawsql(env: Env, n: int) -> Case:
             lo,
             hi,
             "scheduler",
+            [None] * n,
         )
         await _fenced_sql(env, "ack", ks, LEASE, NOW, lo, hi)
         await _fenced_sql(env, "complete", ks, [None] * n, NOW, lo, hi, tx=True)

@@ -6,6 +6,7 @@ It imports no gRPC: the transport layer (``scheduler.server``) drives it through
 
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._engine import Engine, WorkerSession
+from scheduler.engine._schedules import ExpectationSpec, ScheduleSpec
 from scheduler.engine._types import (
     AssignmentBatch,
     CancelNotice,
@@ -15,16 +16,22 @@ from scheduler.engine._types import (
     SubmitSpec,
     WorkerHello,
 )
+from scheduler.engine._workflows import WorkflowNode, WorkflowResult, WorkflowSpec
 
 __all__ = [
     "AssignmentBatch",
     "CancelNotice",
     "Engine",
     "EngineConfig",
+    "ExpectationSpec",
     "FailureReport",
     "Outlet",
+    "ScheduleSpec",
     "SessionEvent",
     "SubmitSpec",
     "WorkerHello",
     "WorkerSession",
+    "WorkflowNode",
+    "WorkflowResult",
+    "WorkflowSpec",
 ]

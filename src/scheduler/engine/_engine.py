@@ -28,11 +28,12 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler._errors import InvalidArgument, NotFound, StaleFencingToken, Unauthenticated
+from scheduler.cluster import LocalMembership, ShardMembership
 from scheduler.engine._batcher import Batcher
 from scheduler.engine._canary import Canary
 from scheduler.engine._config import EngineConfig
@@ -49,6 +50,7 @@ from scheduler.engine._types import (
 )
 from scheduler.engine._workflows import Workflows
 from scheduler.ids import uuid7
+from scheduler.index import IndexUnavailable, TimeIndex
 from scheduler.jitter import JitterMode, jitter_offset_ms, shard_of, stable_hash
 from scheduler.quota import LocalQuota, QuotaGate, TenantLimits
 from scheduler.states import TaskState
@@ -369,6 +371,8 @@ class Engine:
         node_id: str = "local",
         quota: QuotaGate | None = None,
         outlets: Sequence[Outlet] = (),
+        membership: ShardMembership | None = None,
+        index: TimeIndex | None = None,
     ) -> None:
         self.store = store
         self.quota: QuotaGate = quota or LocalQuota()
@@ -379,6 +383,15 @@ class Engine:
         self._outlet_sessions: list[WorkerSession] = []
         self._publishing: set[asyncio.Task[None]] = set()
         self.config = config or EngineConfig()
+        # Shards (brief §7): which this node serves, and its epoch for each. Without a
+        # cluster membership the node owns every shard (single node, embedded).
+        self.membership: ShardMembership = membership or LocalMembership(
+            self.config.shard_count, node_id=node_id
+        )
+        self._clustered = membership is not None
+        self._epochs: dict[int, int] = {}
+        self.index = index
+        self._background: set[asyncio.Task[None]] = set()
         self.now = clock or _utcnow
         self.node_id = node_id
         self.stats = EngineStats()
@@ -446,7 +459,10 @@ class Engine:
         self._wheel = TimingWheel(tick_ms=self.config.tick_ms, start_ms=self._now_ms())
         for batcher in self._batchers:
             batcher.start()
-        await self._recover()
+        # Gains load each shard's PRELOADED tasks into the wheel (on_gain); without a
+        # cluster that is every shard, at once.
+        self.membership.set_listener(self)
+        await self.membership.start()
         for outlet in self._outlets:
             session = WorkerSession(
                 self,
@@ -491,6 +507,11 @@ class Engine:
         self._outlet_sessions.clear()
         for batcher in self._batchers:
             await batcher.stop()
+        # Gives the shards up (an etcd node revokes its lease: others take over at once).
+        await self.membership.stop()
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         self._started = False
         self._stopping = False
 
@@ -502,17 +523,128 @@ class Engine:
     def _wake_dispatcher(self) -> None:
         self._dispatch_wake.set()
 
-    async def _recover(self) -> None:
-        """Reload PRELOADED tasks (a restart loses nothing); leases handle the rest."""
+    # ------------------------------------------------------------------ shards
+    def _shard_filter(self) -> list[int] | None:
+        """The shards to pre-load and reap: None for all (no cluster)."""
+        return None if not self._clustered else sorted(self.membership.owned())
+
+    async def on_gain(self, shards: Mapping[int, int]) -> None:
+        """This node now serves ``shards``: raise their epochs, then load them.
+
+        Called by the membership before the shards count as owned. The epoch rises in
+        PostgreSQL with every change of owner; this node's dispatches carry it, so a
+        node that lost a shard can no longer dispatch from it (brief §7).
+        """
+        epochs = await self.store.claim_shards(list(shards), self.node_id, self.now())
+        self._epochs.update(epochs)
+        await self._load_shards(sorted(shards))
+        self._preload_wake.set()
+
+    async def on_loss(self, shards: frozenset[int]) -> None:
+        """This node no longer serves ``shards``: forget their due tasks.
+
+        What it already committed keeps its lease; the new owner loads the rest.
+        """
+        for shard in shards:
+            self._epochs.pop(shard, None)
+        dropped = [k for k, p in self._entries.items() if p.shard_id in shards]
+        for k in dropped:
+            p = self._entries.pop(k)
+            self._wheel_key.pop(p.key.id, None)
+            self._wheel.cancel(k)
+        self._ready.remove_where(lambda p: p.shard_id in shards)
+        log.info("lost %d shards; dropped %d due tasks", len(shards), len(dropped))
+
+    async def _load_shards(self, shards: Sequence[int]) -> None:
+        """Load the PRELOADED tasks of ``shards`` into the wheel (after a gain).
+
+        From the Redis index when there is one (fast), then always reconciled from the
+        store in the background: an old owner may have died between its commit and its
+        index write. Without an index, or when it fails, from the store at once.
+        """
         horizon = self.now() + timedelta(seconds=self.config.lookahead_s)
+        if self.index is not None:
+            try:
+                for shard in shards:
+                    items = await self.index.load(shard)
+                    self._add_to_wheel([p for p in items if p.due_at <= horizon])
+            except IndexUnavailable as exc:
+                log.warning("index unavailable (%s); loading shards from the store", exc)
+            else:
+                self._spawn(self._load_from_store(shards, rebuild_index=False), "reconcile")
+                return
+        await self._load_from_store(shards, rebuild_index=self.index is not None)
+
+    async def _load_from_store(self, shards: Sequence[int], *, rebuild_index: bool) -> None:
+        horizon = self.now() + timedelta(seconds=self.config.lookahead_s)
+        scope = None if not self._clustered else list(shards)
+        per_shard: dict[int, list[Preloaded]] = {s: [] for s in shards}
         after: TaskKey | None = None
         while True:
-            batch = await self.store.load_preloaded(None, horizon, self.config.preload_batch, after)
-            self._add_to_wheel(batch)
+            batch = await self.store.load_preloaded(
+                scope, horizon, self.config.preload_batch, after
+            )
+            self._add_to_wheel(batch, index=False)
+            if rebuild_index:
+                for p in batch:
+                    per_shard.setdefault(p.shard_id, []).append(p)
             if len(batch) < self.config.preload_batch:
                 break
             after = batch[-1].key
-        log.info("engine recovered %d preloaded tasks", len(self._entries))
+        if rebuild_index and self.index is not None:
+            try:
+                for shard, items in per_shard.items():
+                    await self.index.replace(shard, items)
+            except IndexUnavailable as exc:
+                log.info("index rebuild skipped: %s", exc)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
+        async def run() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("background %s failed", what)
+
+        task = asyncio.create_task(run(), name=f"tickwheel-{what}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _index_add(self, items: Sequence[Preloaded]) -> None:
+        """Mirror PRELOADED tasks into the Redis index (best effort, off the hot path)."""
+        if self.index is None or not items:
+            return
+        index = self.index
+        per_shard: dict[int, list[Preloaded]] = collections.defaultdict(list)
+        for p in items:
+            per_shard[p.shard_id].append(p)
+
+        async def run() -> None:
+            for shard, batch in per_shard.items():
+                try:
+                    await index.add(shard, batch)
+                except IndexUnavailable:
+                    return  # the next owner reconciles from the store
+
+        self._spawn(run(), "index-add")
+
+    def _index_remove(self, keys: Sequence[TaskKey], shards: Sequence[int]) -> None:
+        if self.index is None or not keys:
+            return
+        index = self.index
+        per_shard: dict[int, list[uuid.UUID]] = collections.defaultdict(list)
+        for key, shard in zip(keys, shards, strict=True):
+            per_shard[shard].append(key.id)
+
+        async def run() -> None:
+            for shard, ids in per_shard.items():
+                try:
+                    await index.remove(shard, ids)
+                except IndexUnavailable:
+                    return
+
+        self._spawn(run(), "index-remove")
 
     # ------------------------------------------------------------------ submission
     def _validate(self, spec: SubmitSpec, prefix: str) -> None:
@@ -756,7 +888,7 @@ class Engine:
         return session
 
     # ------------------------------------------------------------------ the wheel
-    def _add_to_wheel(self, items: Sequence[Preloaded]) -> None:
+    def _add_to_wheel(self, items: Sequence[Preloaded], *, index: bool = True) -> None:
         """Index PRELOADED tasks in the wheel by due time (one ``add_many`` per batch)."""
         keys = array.array("q")
         dues = array.array("q")
@@ -769,6 +901,8 @@ class Engine:
             keys.append(k)
             dues.append(max(_to_ms(p.due_at), 0))
         if keys:
+            if index:
+                self._index_add([self._entries[k] for k in keys])
             self._wheel.add_many(keys, dues)
             self.stats.preloaded += len(keys)
             self._wake_dispatcher()
@@ -917,8 +1051,28 @@ class Engine:
             if unused:
                 await self.quota.refund(unused, now.timestamp())
             return 0
+        if self._clustered:
+            # Stop dispatching from a shard as soon as its lease is no longer trusted
+            # (a margin before the TTL); the store refuses stale epochs anyway.
+            lost = [(s, p) for s, p in picks if not self.membership.owns(p.shard_id)]
+            if lost:
+                for s, p in lost:
+                    s.credits += 1
+                    self._inflight.pop(p.key.id, None)
+                    self._inflight_by_pool[p.pool] -= 1
+                    unused[p.tenant_id] = unused.get(p.tenant_id, 0) + 1
+                picks = [(s, p) for s, p in picks if self.membership.owns(p.shard_id)]
+                if not picks:
+                    await self.quota.refund(unused, now.timestamp())
+                    return 0
+        epochs = self._epochs
         requests = [
-            DispatchRequest(key=p.key, worker_id=s.worker_id, lease_expires_at=lease)
+            DispatchRequest(
+                key=p.key,
+                worker_id=s.worker_id,
+                lease_expires_at=lease,
+                epoch=epochs.get(p.shard_id),
+            )
             for s, p in picks
         ]
         started = time.monotonic()
@@ -952,6 +1106,7 @@ class Engine:
             heapq.heappush(self._held, (_to_ms(a.due_at), next(self._held_seq), s, a))
         if refund:
             await self.quota.refund(refund, now.timestamp())
+        self._index_remove([p.key for _, p in picks], [p.shard_id for _, p in picks])
         self.stats.dispatched += sum(a is not None for a in assignments)
         self._deliver_wake.set()
         return len(picks)
@@ -1061,17 +1216,23 @@ class Engine:
 
     async def _preload_once(self) -> None:
         horizon = self.now() + timedelta(seconds=self.config.lookahead_s)
+        shards = self._shard_filter()
+        if shards == []:
+            return  # owns nothing (yet)
         while True:
             batch = await self.store.claim_preload(
-                None, horizon, self.config.preload_batch, self.now()
+                shards, horizon, self.config.preload_batch, self.now()
             )
             self._add_to_wheel(batch)
             if len(batch) < self.config.preload_batch:
                 return
 
     async def _reclaim_once(self) -> None:
+        shards = self._shard_filter()
+        if shards == []:
+            return
         while True:
-            result = await self.store.reclaim_expired(None, self.now(), self.config.preload_batch)
+            result = await self.store.reclaim_expired(shards, self.now(), self.config.preload_batch)
             gone = [*result.retrying, *result.dead_lettered, *result.cancelled]
             for key in (*gone, *(p.key for p in result.requeued)):
                 self._free_slot(key.id)

@@ -160,6 +160,24 @@ class ReadyQueues:
                             return True
         return False
 
+    def remove_where(self, drop: Callable[[Preloaded], bool]) -> int:
+        """Drop every waiting task ``drop`` picks (shards this node lost); O(n)."""
+        removed = 0
+        for pq in self._pools.values():
+            for tenant in list(pq.tenants):
+                by_type = pq.tenants[tenant]
+                for type_ in list(by_type):
+                    queue = by_type[type_]
+                    keep = collections.deque(p for p in queue if not drop(p))
+                    removed += len(queue) - len(keep)
+                    pq.count -= len(queue) - len(keep)
+                    if keep:
+                        by_type[type_] = keep
+                    else:
+                        del by_type[type_]
+                pq._drop_if_empty(tenant)
+        return removed
+
     def tenants(self) -> set[uuid.UUID]:
         """Tenants with waiting tasks."""
         return {t for q in self._pools.values() for t in q.tenants}

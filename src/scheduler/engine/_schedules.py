@@ -24,6 +24,7 @@ it anyway. Jitter: late-only, deterministic per occurrence, in [0, ``jitter_s``]
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import dataclasses
 import logging
@@ -32,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from scheduler._errors import InvalidArgument
 from scheduler.engine._types import SubmitSpec
@@ -40,7 +41,7 @@ from scheduler.ids import uuid7
 from scheduler.jitter import JitterMode, shard_of, stable_hash
 from scheduler.states import TaskState
 from scheduler.store import JSON, NewTask, Pool
-from scheduler.store._orchestration import OverlapPolicy, Schedule
+from scheduler.store._orchestration import Expectation, OverlapPolicy, Schedule
 
 if TYPE_CHECKING:
     from scheduler.engine._engine import Engine
@@ -49,6 +50,9 @@ log = logging.getLogger("tickwheel.engine.schedules")
 
 MAX_JITTER_S = 3600.0
 MIN_INTERVAL_S = 1.0
+MAX_EXPECTATION_S = 366 * 86400
+"""Upper bound of an expectation's interval, tolerance and max runtime (seconds)."""
+MAX_JOB_ID_LEN = 128
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +72,20 @@ class ScheduleSpec:
     catchup_window_s: float = 60.0
     jitter_s: float = 0.0
     paused: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ExpectationSpec:
+    """A client's dead man's switch entry: the job (or schedule) must complete every
+    ``interval_s``, give or take ``tolerance_s`` (checked by ``tickwheel watchdog``)."""
+
+    interval_s: int
+    tolerance_s: int
+    job_id: str = ""
+    """A task type or schedule name; with ``schedule_id`` it defaults to the schedule's
+    name. The expectation's key per tenant: registering it again replaces it."""
+    schedule_id: uuid.UUID | None = None
+    max_runtime_s: int | None = None
 
 
 def _pins_hour(expr: str) -> bool:
@@ -94,7 +112,10 @@ def occurrences_after(
     pins = _pins_hour(expr)
     last_wall: datetime | None = None
     while len(out) < limit:
-        local: datetime = it.get_next(datetime)
+        try:
+            local: datetime = it.get_next(datetime)
+        except CroniterBadDateError:
+            break  # croniter gives up on dates that never come (Feb 30): no more
         if local.astimezone(UTC) > until:
             break
         wall = local.replace(tzinfo=None)
@@ -166,7 +187,8 @@ class Schedules:
                 )
         try:
             ZoneInfo(spec.timezone)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
+        except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+            # OSError: a directory name ("America") or a name too long for the file system.
             raise InvalidArgument(
                 "schedule.timezone", f"unknown time zone {spec.timezone!r}"
             ) from exc
@@ -194,7 +216,11 @@ class Schedules:
             created_at=now,
             updated_at=now,
         )
-        return dataclasses.replace(draft, next_fire_at=next_after(draft, now))
+        try:
+            first = next_after(draft, now)
+        except InvalidArgument as exc:
+            raise InvalidArgument("schedule.cron", exc.problem) from None
+        return dataclasses.replace(draft, next_fire_at=first)
 
     async def create(self, tenant_id: uuid.UUID, spec: ScheduleSpec) -> Schedule:
         """Validate and store; the first occurrence is the first one after now."""
@@ -231,6 +257,43 @@ class Schedules:
     async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> None:
         """Delete; tasks already created stay."""
         await self._engine.store.delete_schedule(tenant_id, schedule_id)
+
+    # -- expectations (read by the watchdog) ---------------------------------------------
+    async def register_expectation(
+        self, tenant_id: uuid.UUID, spec: ExpectationSpec
+    ) -> Expectation:
+        """Validate and upsert by ``(tenant, job_id)``; a ``schedule_id`` must name one of
+        the tenant's own schedules (NotFound otherwise)."""
+        if spec.job_id and len(spec.job_id) > MAX_JOB_ID_LEN:
+            raise InvalidArgument("job_id", f"longer than {MAX_JOB_ID_LEN} characters")
+        if not spec.job_id and spec.schedule_id is None:
+            raise InvalidArgument("job_id", "required unless schedule_id is set")
+        if not 1 <= spec.interval_s <= MAX_EXPECTATION_S:
+            raise InvalidArgument("interval_s", f"must be 1..{MAX_EXPECTATION_S}")
+        if not 0 <= spec.tolerance_s <= MAX_EXPECTATION_S:
+            raise InvalidArgument("tolerance_s", f"must be 0..{MAX_EXPECTATION_S}")
+        if spec.max_runtime_s is not None and not 1 <= spec.max_runtime_s <= MAX_EXPECTATION_S:
+            raise InvalidArgument("max_runtime_s", f"must be 1..{MAX_EXPECTATION_S}")
+        job_id = spec.job_id
+        if spec.schedule_id is not None:
+            schedule = await self.get(tenant_id, spec.schedule_id)
+            job_id = job_id or schedule.name
+        return await self._engine.store.register_expectation(
+            Expectation(
+                id=uuid7(),
+                tenant_id=tenant_id,
+                job_id=job_id,
+                interval_s=spec.interval_s,
+                tolerance_s=spec.tolerance_s,
+                schedule_id=spec.schedule_id,
+                max_runtime_s=spec.max_runtime_s,
+                created_at=self._engine.now(),
+            )
+        )
+
+    async def list_expectations(self, tenant_id: uuid.UUID) -> builtins.list[Expectation]:
+        """The tenant's expectations, by job id."""
+        return await self._engine.store.list_expectations(tenant_id)
 
     # -- the loop ------------------------------------------------------------------------
     async def run(self) -> None:

@@ -172,6 +172,9 @@ class DispatchRequest:
     key: TaskKey
     worker_id: str
     lease_expires_at: datetime
+    epoch: int | None = None
+    """The dispatching node's epoch for the task's shard: the dispatch is accepted only
+    while the shard's epoch is still this one (None: no check, a single node)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,6 +196,16 @@ class Assignment:
     pool: Pool
     worker_id: str
     timeout_s: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShardClaim:
+    """One change of a shard's owner."""
+
+    shard_id: int
+    epoch: int
+    owner: str
+    claimed_at: datetime
 
 
 class Outcome(enum.StrEnum):
@@ -422,6 +435,18 @@ class Store(OrchestrationStore, Protocol):
 
     async def confirm_cancel(self, writes: Sequence[FencedWrite], now: datetime) -> list[Outcome]:
         """RUNNING (cancel requested) -> CANCELLED, confirmed by the worker."""
+        ...
+
+    # -- shards (scale-out) -----------------------------------------------------------
+    async def claim_shards(
+        self, shards: Sequence[int], owner: str, now: datetime
+    ) -> dict[int, int]:
+        """A node took these shards: each shard's epoch rises by one (recorded with its
+        owner in the append-only ``shard_claims``). Returns shard -> new epoch."""
+        ...
+
+    async def shard_claims(self) -> list[ShardClaim]:
+        """Every (shard, epoch, owner, when) claimed, for audits and tests."""
         ...
 
     # -- operator actions ----------------------------------------------------------

@@ -49,6 +49,7 @@ from scheduler.store._protocol import (
     Preloaded,
     ReclaimResult,
     Release,
+    ShardClaim,
     TaskFilter,
     TaskKey,
     TaskRecord,
@@ -613,6 +614,26 @@ class PostgresStore(PostgresOrchestration):
         return [_preloaded(r) for r in rows]
 
     # -- dispatch and worker writes ----------------------------------------------------
+    async def claim_shards(
+        self, shards: Sequence[int], owner: str, now: datetime
+    ) -> dict[int, int]:
+        """Raise each shard's epoch by one for ``owner`` (one statement)."""
+        _validate.aware("now", now)
+        if not shards:
+            return {}
+        async with self._conn() as conn:
+            rows = await conn.fetch(Q["claim_shards"], sorted(set(shards)), owner, now)
+        return {int(r["shard_id"]): int(r["epoch"]) for r in rows}
+
+    async def shard_claims(self) -> list[ShardClaim]:
+        """The whole ownership history."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(Q["shard_claims"])
+        return [
+            ShardClaim(int(r["shard_id"]), int(r["epoch"]), r["owner"], r["claimed_at"])
+            for r in rows
+        ]
+
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime
     ) -> list[Assignment | None]:
@@ -639,6 +660,7 @@ class PostgresStore(PostgresOrchestration):
                 lo,
                 hi,
                 self.config.actor,
+                [r.epoch for r in todo],
             )
         # The key, worker and lease are the request's (written as given); the rest is
         # the row's. Columns by position, in mark_dispatched's SELECT order.

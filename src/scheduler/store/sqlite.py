@@ -48,6 +48,7 @@ from scheduler.store._protocol import (
     Preloaded,
     ReclaimResult,
     Release,
+    ShardClaim,
     TaskFilter,
     TaskKey,
     TaskRecord,
@@ -489,6 +490,33 @@ class SqliteStore(SqliteOrchestration):
         return await self._tx(fn)
 
     # -- dispatch and worker writes ----------------------------------------------------
+    async def claim_shards(
+        self, shards: Sequence[int], owner: str, now: datetime
+    ) -> dict[int, int]:
+        """Raise each shard's epoch by one for ``owner``."""
+        n = _us(_validate.aware("now", now))
+
+        def fn(c: sqlite3.Connection) -> dict[int, int]:
+            out: dict[int, int] = {}
+            for shard in sorted(set(shards)):
+                row = c.execute(Q["claim_shard"], (shard, owner, n)).fetchone()
+                out[int(row["shard_id"])] = int(row["epoch"])
+                c.execute(Q["record_claim"], (shard, row["epoch"], owner, n))
+            return out
+
+        return await self._tx(fn)
+
+    async def shard_claims(self) -> list[ShardClaim]:
+        """The whole ownership history."""
+
+        def fn(c: sqlite3.Connection) -> list[ShardClaim]:
+            return [
+                ShardClaim(int(r["shard_id"]), int(r["epoch"]), r["owner"], _dt(r["claimed_at"]))
+                for r in c.execute(Q["shard_claims"]).fetchall()
+            ]
+
+        return await self._tx(fn)
+
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime
     ) -> list[Assignment | None]:
@@ -511,6 +539,8 @@ class SqliteStore(SqliteOrchestration):
                         n,
                         str(r.key.id),
                         _us(r.key.scheduled_at),
+                        r.epoch,
+                        r.epoch,
                     ),
                 ).fetchone()
                 if row is None:

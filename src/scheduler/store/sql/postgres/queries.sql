@@ -123,16 +123,21 @@ ORDER BY scheduled_at, id
 LIMIT $5
 
 -- name: mark_dispatched
--- $1 ids, $2 scheduled_at, $3 worker ids, $4 leases, $5 now, $6/$7 bounds, $8 actor.
--- The caller sends each key once (a repeated request gets no row).
+-- $1 ids, $2 scheduled_at, $3 worker ids, $4 leases, $5 now, $6/$7 bounds, $8 actor,
+-- $9 shard epochs (NULL: no epoch check, single node).
+-- The caller sends each key once (a repeated request gets no row). A request that
+-- carries an epoch matches only while its shard's epoch is still that one: a node that
+-- lost the shard (frozen past its etcd lease, say) can no longer dispatch from it.
 WITH d AS (
     UPDATE tasks t SET status = 'DISPATCHED', fencing_token = t.fencing_token + 1,
         worker_id = u.worker_id, lease_expires_at = u.lease, updated_at = $5
-    FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[])
-        AS u(id, scheduled_at, worker_id, lease)
+    FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $9::bigint[])
+        AS u(id, scheduled_at, worker_id, lease, epoch)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
       AND t.status IN ({{from:PRELOADED|to:DISPATCHED}})
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+      AND (u.epoch IS NULL OR EXISTS (
+          SELECT 1 FROM shard_epochs se WHERE se.shard_id = t.shard_id AND se.epoch = u.epoch))
     RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.payload, t.fencing_token,
         t.retry_count, t.max_retries, t.due_at, t.checkpoint, t.trace_context, t.pool,
         t.timeout_s
@@ -375,3 +380,20 @@ ON CONFLICT DO NOTHING
 SELECT count(*) FROM tasks
 WHERE scheduled_at >= $1 AND scheduled_at < $2
   AND status NOT IN ('COMPLETED', 'CANCELLED')
+
+-- name: claim_shards
+-- $1 shard ids, $2 owner, $3 now: epoch + 1 per shard, history appended.
+WITH e AS (
+    INSERT INTO shard_epochs (shard_id, epoch, owner, updated_at)
+    SELECT s, 1, $2, $3 FROM unnest($1::int[]) AS s
+    ON CONFLICT (shard_id) DO UPDATE
+        SET epoch = shard_epochs.epoch + 1, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
+    RETURNING shard_id, epoch
+), h AS (
+    INSERT INTO shard_claims (shard_id, epoch, owner, claimed_at)
+    SELECT shard_id, epoch, $2, $3 FROM e
+)
+SELECT shard_id, epoch FROM e
+
+-- name: shard_claims
+SELECT shard_id, epoch, owner, claimed_at FROM shard_claims ORDER BY shard_id, epoch

@@ -177,6 +177,14 @@ CREATE TABLE shard_epochs (
     updated_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT NOW()
 );
 
+CREATE TABLE shard_claims (
+    shard_id INTEGER NOT NULL,
+    epoch BIGINT NOT NULL,
+    owner VARCHAR(256) NOT NULL,
+    claimed_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    PRIMARY KEY (shard_id, epoch)
+);
+
 CREATE TABLE task_transitions (
     task_id UUID NOT NULL,
     scheduled_at TIMESTAMP WITH TIME ZONE NOT NULL,

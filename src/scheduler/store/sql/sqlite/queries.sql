@@ -27,9 +27,12 @@ WHERE status IN ({{states:PRELOADED}}) AND due_at <= ?
 ORDER BY scheduled_at, id
 
 -- name: mark_dispatched
+-- The last two parameters are the shard epoch (NULL: no check), given twice.
 UPDATE tasks SET status = 'DISPATCHED', fencing_token = fencing_token + 1,
     worker_id = ?, lease_expires_at = ?, updated_at = ?
 WHERE id = ? AND scheduled_at = ? AND status IN ({{from:PRELOADED|to:DISPATCHED}})
+  AND (? IS NULL OR EXISTS (
+      SELECT 1 FROM shard_epochs se WHERE se.shard_id = tasks.shard_id AND se.epoch = ?))
 RETURNING *
 
 -- name: ack
@@ -154,3 +157,15 @@ VALUES (?, ?, ?, ?, ?, ?, ?)
 -- name: transitions_of
 SELECT from_status, to_status, fencing_token, actor, at FROM task_transitions
 WHERE task_id = ? ORDER BY seq
+
+-- name: claim_shard
+INSERT INTO shard_epochs (shard_id, epoch, owner, updated_at) VALUES (?, 1, ?, ?)
+ON CONFLICT (shard_id) DO UPDATE
+    SET epoch = shard_epochs.epoch + 1, owner = excluded.owner, updated_at = excluded.updated_at
+RETURNING shard_id, epoch
+
+-- name: record_claim
+INSERT INTO shard_claims (shard_id, epoch, owner, claimed_at) VALUES (?, ?, ?, ?)
+
+-- name: shard_claims
+SELECT shard_id, epoch, owner, claimed_at FROM shard_claims ORDER BY shard_id, epoch

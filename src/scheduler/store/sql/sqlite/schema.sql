@@ -146,6 +146,13 @@ CREATE TABLE IF NOT EXISTS shard_epochs (
     owner TEXT,
     updated_at INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS shard_claims (
+    shard_id INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    owner TEXT NOT NULL,
+    claimed_at INTEGER NOT NULL,
+    PRIMARY KEY (shard_id, epoch)
+);
 CREATE TABLE IF NOT EXISTS task_transitions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     task_id TEXT NOT NULL,

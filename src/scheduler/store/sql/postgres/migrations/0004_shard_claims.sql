@@ -1,0 +1,11 @@
+-- Issue 7: every change of a shard's owner raises its epoch (shard_epochs) and is
+-- appended here, so an auditor can check that each (shard, epoch) had one owner and
+-- that every accepted dispatch came from the owner of the epoch in force.
+
+CREATE TABLE shard_claims (
+    shard_id INTEGER NOT NULL,
+    epoch BIGINT NOT NULL,
+    owner VARCHAR(256) NOT NULL,
+    claimed_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    PRIMARY KEY (shard_id, epoch)
+);
