@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime, timedelta
@@ -189,6 +190,51 @@ def kafka_options(fn: F) -> F:
     return fn
 
 
+def cluster_options(fn: Any) -> Any:
+    """Scale-out flags of ``serve``: etcd shard ownership, Redis quotas and index."""
+    fn = click.option(
+        "--etcd-lease-ttl-s",
+        envvar="TICKWHEEL_ETCD_LEASE_TTL_S",
+        type=float,
+        default=5.0,
+        show_default=True,
+        help="etcd lease of this node; shards move this long after it dies.",
+    )(fn)
+    fn = click.option(
+        "--node-share",
+        envvar="TICKWHEEL_NODE_SHARE",
+        type=float,
+        default=1.0,
+        show_default=True,
+        help="This node's share of each tenant quota while Redis is unreachable "
+        "(1 / the number of nodes).",
+    )(fn)
+    fn = click.option(
+        "--redis-url",
+        envvar="TICKWHEEL_REDIS_URL",
+        help="Redis for cluster-wide tenant quotas and the shard time index.",
+    )(fn)
+    fn = click.option(
+        "--shard-count",
+        envvar="TICKWHEEL_SHARD_COUNT",
+        type=int,
+        default=256,
+        show_default=True,
+        help="Fixed for the life of a cluster.",
+    )(fn)
+    fn = click.option(
+        "--node-id",
+        envvar="TICKWHEEL_NODE_ID",
+        help="This node's id in the cluster (default: host-pid).",
+    )(fn)
+    fn = click.option(
+        "--etcd",
+        envvar="TICKWHEEL_ETCD",
+        help="etcd endpoints HOST:PORT[,...]: share the shards with other nodes.",
+    )(fn)
+    return fn
+
+
 @main.command()
 @click.option("--listen", envvar="TICKWHEEL_LISTEN", default="127.0.0.1:50051", show_default=True)
 @click.option("--store", envvar="TICKWHEEL_STORE", help=f"Store URL (default {DEFAULT_SQLITE}).")
@@ -245,6 +291,7 @@ def kafka_options(fn: F) -> F:
     help="Schedule a canary task this often (0: off); see docs/watchdog.md.",
 )
 @kafka_options
+@cluster_options
 def serve(
     listen: str,
     store: str | None,
@@ -262,6 +309,12 @@ def serve(
     kafka_bootstrap: str | None,
     kafka_pools: str | None,
     kafka_topic_prefix: str,
+    etcd: str | None,
+    node_id: str | None,
+    shard_count: int,
+    redis_url: str | None,
+    node_share: float,
+    etcd_lease_ttl_s: float,
 ) -> None:
     """Run a scheduler node until SIGINT/SIGTERM."""
     from scheduler.engine import EngineConfig
@@ -276,7 +329,22 @@ def serve(
             preload_interval_s=preload_interval_s,
             retry_base_s=retry_base_s,
             canary_interval_s=canary_interval_s,
+            shard_count=shard_count,
         )
+        node = node_id or f"{socket.gethostname()}-{os.getpid()}"
+        cluster_config = None
+        if etcd:
+            from scheduler.cluster import ClusterConfig
+
+            cluster_config = ClusterConfig(
+                etcd_endpoints=tuple(e.strip() for e in etcd.split(",") if e.strip()),
+                node_id=node,
+                lease_ttl_s=etcd_lease_ttl_s,
+                shard_count=shard_count,
+            )
+        from scheduler.quota import QuotaConfig
+
+        quota_config = QuotaConfig(redis_url=redis_url, node_share=node_share)
         server_config = ServerConfig(
             listen=listen,
             admin_token=admin_token,
@@ -295,25 +363,62 @@ def serve(
             )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    _run(_serve(url, engine_config, server_config, kafka_config))
+    _run(
+        _serve(
+            url,
+            engine_config,
+            server_config,
+            kafka_config,
+            node_id=node,
+            cluster_config=cluster_config,
+            quota_config=quota_config,
+        )
+    )
 
 
 async def _serve(
-    url: str, engine_config: Any, server_config: Any, kafka_config: Any = None
+    url: str,
+    engine_config: Any,
+    server_config: Any,
+    kafka_config: Any = None,
+    *,
+    node_id: str = "local",
+    cluster_config: Any = None,
+    quota_config: Any = None,
 ) -> None:
     from scheduler.engine import Engine
+    from scheduler.quota import open_quota
     from scheduler.server import Server
     from scheduler.store import open_store
 
     _ensure_sqlite_dir(url)
-    store = await open_store(url)
+    store = await open_store(url, actor=node_id)
+    quota = await open_quota(quota_config) if quota_config is not None else None
+    membership = None
+    if cluster_config is not None:
+        from scheduler.cluster import Membership
+
+        membership = Membership(cluster_config)
+    index = None
+    if quota_config is not None and quota_config.redis_url:
+        from scheduler.index import RedisTimeIndex
+
+        index = RedisTimeIndex.from_url(quota_config.redis_url)
     outlets: list[Any] = []
     if kafka_config is not None:
         from scheduler.kafka import open_outlets
 
         outlets = await open_outlets(kafka_config)
         err_console.print(f"kafka dispatch: {', '.join(o.name for o in outlets)}")
-    engine = Engine(store, engine_config, outlets=outlets)
+    engine = Engine(
+        store,
+        engine_config,
+        node_id=node_id,
+        outlets=outlets,
+        quota=quota,
+        membership=membership,
+        index=index,
+    )
     server = Server(engine, server_config)
     try:
         await engine.start()
@@ -326,6 +431,10 @@ async def _serve(
         await engine.stop()
         for outlet in outlets:
             await outlet.stop()
+        if quota is not None:
+            await quota.close()
+        if index is not None:
+            await index.close()
         await store.close()
 
 

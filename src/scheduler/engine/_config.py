@@ -42,6 +42,9 @@ class EngineConfig:
     """How soon work held back by a tenant quota is offered again."""
     tenant_refresh_s: float = 10.0
     """How long a node trusts a tenant's cached tier and quotas."""
+    reconcile_interval_s: float = 2.0
+    """In a cluster: how often a node re-reads its shards' PRELOADED rows, to pick up
+    those other nodes wrote (releases, DAG children, submissions routed elsewhere)."""
     auth_cache_s: float = 5.0
     """How long a node trusts a verified API key before asking the store again."""
     critical_reserved_slots: int = 500

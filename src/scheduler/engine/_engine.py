@@ -389,6 +389,8 @@ class Engine:
             self.config.shard_count, node_id=node_id
         )
         self._clustered = membership is not None
+        self._reconcile_at = 0.0
+        self._gaining: frozenset[int] = frozenset()
         self._epochs: dict[int, int] = {}
         self.index = index
         self._background: set[asyncio.Task[None]] = set()
@@ -537,7 +539,12 @@ class Engine:
         """
         epochs = await self.store.claim_shards(list(shards), self.node_id, self.now())
         self._epochs.update(epochs)
-        await self._load_shards(sorted(shards))
+        # Not yet in membership.owned(): let the load through for these shards.
+        self._gaining = frozenset(shards)
+        try:
+            await self._load_shards(sorted(shards))
+        finally:
+            self._gaining = frozenset()
         self._preload_wake.set()
 
     async def on_loss(self, shards: frozenset[int]) -> None:
@@ -576,6 +583,8 @@ class Engine:
         await self._load_from_store(shards, rebuild_index=self.index is not None)
 
     async def _load_from_store(self, shards: Sequence[int], *, rebuild_index: bool) -> None:
+        """Load ``shards``' PRELOADED rows into the wheel; the index is rebuilt from
+        them in the background (never on the gain path)."""
         horizon = self.now() + timedelta(seconds=self.config.lookahead_s)
         scope = None if not self._clustered else list(shards)
         per_shard: dict[int, list[Preloaded]] = {s: [] for s in shards}
@@ -592,11 +601,16 @@ class Engine:
                 break
             after = batch[-1].key
         if rebuild_index and self.index is not None:
-            try:
-                for shard, items in per_shard.items():
-                    await self.index.replace(shard, items)
-            except IndexUnavailable as exc:
-                log.info("index rebuild skipped: %s", exc)
+            index = self.index
+
+            async def rebuild() -> None:
+                try:
+                    for shard, items in per_shard.items():
+                        await index.replace(shard, items)
+                except IndexUnavailable as exc:
+                    log.info("index rebuild skipped: %s", exc)
+
+            self._spawn(rebuild(), "index-rebuild")
 
     def _spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         async def run() -> None:
@@ -673,6 +687,7 @@ class Engine:
 
     def _new_task(self, tenant_id: uuid.UUID, spec: SubmitSpec, now: datetime) -> NewTask:
         task_id = uuid7()
+        shard = shard_of(tenant_id, task_id, self.config.shard_count)
         scheduled_at = spec.scheduled_at or now
         mode = JitterMode.NONE if spec.strict_timing else spec.jitter_mode
         offset = jitter_offset_ms(tenant_id, task_id, mode, window_s=self.config.jitter_window_s)
@@ -686,14 +701,18 @@ class Engine:
             scheduled_at=scheduled_at,
             due_at=due_at,
             idempotency_key=spec.idempotency_key or str(task_id),
-            shard_id=shard_of(tenant_id, task_id, self.config.shard_count),
+            shard_id=shard,
             pool=spec.pool,
             strict_timing=spec.strict_timing,
             jitter_mode=mode,
             max_retries=spec.max_retries,
             timeout_s=spec.timeout_s,
             trace_context=spec.trace_context,
-            initial_state=TaskState.PRELOADED if due_at <= horizon else TaskState.SCHEDULED,
+            # Straight into this node's wheel when due soon and its shard is ours; in a
+            # cluster, another node's shard waits SCHEDULED for its owner's pre-loader.
+            initial_state=TaskState.PRELOADED
+            if due_at <= horizon and (not self._clustered or self.membership.owns(shard))
+            else TaskState.SCHEDULED,
         )
 
     async def submit(self, tenant_id: uuid.UUID, specs: Sequence[SubmitSpec]) -> list[InsertResult]:
@@ -890,6 +909,10 @@ class Engine:
     # ------------------------------------------------------------------ the wheel
     def _add_to_wheel(self, items: Sequence[Preloaded], *, index: bool = True) -> None:
         """Index PRELOADED tasks in the wheel by due time (one ``add_many`` per batch)."""
+        if self._clustered:
+            # Only our shards: the rest belong to other nodes, whose reconcile finds them.
+            owned = self.membership.owned() | self._gaining
+            items = [p for p in items if p.shard_id in owned]
         keys = array.array("q")
         dues = array.array("q")
         for p in items:
@@ -1053,15 +1076,17 @@ class Engine:
             return 0
         if self._clustered:
             # Stop dispatching from a shard as soon as its lease is no longer trusted
-            # (a margin before the TTL); the store refuses stale epochs anyway.
-            lost = [(s, p) for s, p in picks if not self.membership.owns(p.shard_id)]
+            # (a margin before the TTL); the store refuses stale epochs anyway. Shards
+            # being gained are claimed in etcd and their epoch is ours already.
+            owned = self.membership.owned() | self._gaining
+            lost = [(s, p) for s, p in picks if p.shard_id not in owned]
             if lost:
                 for s, p in lost:
                     s.credits += 1
                     self._inflight.pop(p.key.id, None)
                     self._inflight_by_pool[p.pool] -= 1
                     unused[p.tenant_id] = unused.get(p.tenant_id, 0) + 1
-                picks = [(s, p) for s, p in picks if self.membership.owns(p.shard_id)]
+                picks = [(s, p) for s, p in picks if p.shard_id in owned]
                 if not picks:
                     await self.quota.refund(unused, now.timestamp())
                     return 0
@@ -1206,6 +1231,13 @@ class Engine:
             try:
                 await self._preload_once()
                 await self._reclaim_once()
+                if self._clustered and time.monotonic() >= self._reconcile_at:
+                    # PRELOADED rows written by other nodes for our shards (a release,
+                    # a DAG child, a submit routed elsewhere) reach our wheel here.
+                    self._reconcile_at = time.monotonic() + self.config.reconcile_interval_s
+                    shards = sorted(self.membership.owned())
+                    if shards:
+                        await self._load_from_store(shards, rebuild_index=False)
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -140,10 +140,11 @@ WITH d AS (
           SELECT 1 FROM shard_epochs se WHERE se.shard_id = t.shard_id AND se.epoch = u.epoch))
     RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.payload, t.fencing_token,
         t.retry_count, t.max_retries, t.due_at, t.checkpoint, t.trace_context, t.pool,
-        t.timeout_s
+        t.timeout_s, u.epoch
 ), audit AS (
-    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
-    SELECT id, scheduled_at, 'PRELOADED', 'DISPATCHED', fencing_token, $8, $5 FROM d
+    INSERT INTO task_transitions
+        (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, epoch)
+    SELECT id, scheduled_at, 'PRELOADED', 'DISPATCHED', fencing_token, $8, $5, epoch FROM d
 )
 -- Only what the Assignment needs beyond the request (key, worker and lease are the
 -- caller's); the store reads these columns by position.

@@ -192,7 +192,8 @@ CREATE TABLE task_transitions (
     to_status VARCHAR(32) NOT NULL,
     fencing_token BIGINT NOT NULL,
     actor VARCHAR(256) NOT NULL,
-    at TIMESTAMP WITH TIME ZONE NOT NULL
+    at TIMESTAMP WITH TIME ZONE NOT NULL,
+    epoch BIGINT
 );
 CREATE INDEX idx_task_transitions_task ON task_transitions (task_id);
 

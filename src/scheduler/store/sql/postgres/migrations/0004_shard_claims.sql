@@ -9,3 +9,7 @@ CREATE TABLE shard_claims (
     claimed_at TIMESTAMP WITH TIME ZONE NOT NULL,
     PRIMARY KEY (shard_id, epoch)
 );
+
+-- The epoch under which a dispatch was accepted (NULL for other transitions and for
+-- single-node dispatches): lets an audit check one owner per shard per epoch.
+ALTER TABLE task_transitions ADD COLUMN epoch BIGINT;
