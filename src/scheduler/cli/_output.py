@@ -13,13 +13,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from scheduler.client import Task
+from scheduler.client import ExpectationInfo, ScheduleInfo, Task, WorkflowInfo
 
 console = Console()
 err_console = Console(stderr=True)
 
 
 def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, uuid.UUID):
@@ -72,5 +74,77 @@ def print_tasks(tasks: Iterable[Task]) -> None:
             t.due_at.isoformat(),
             str(t.retry_count),
             t.worker_id or "",
+        )
+    console.print(table)
+
+
+def print_workflow(wf: WorkflowInfo) -> None:
+    """A workflow: one header line, the state counts, then one row per node."""
+    created = "" if wf.created else " (existing: idempotency key matched)"
+    console.print(f"workflow [bold]{wf.id}[/] {wf.name}{created}")
+    counts = ", ".join(f"{s.value} {n}" for s, n in sorted(wf.state_counts().items()))
+    console.print(f"{wf.node_count} nodes: {counts}; on upstream failure: {wf.on_upstream_failure}")
+    parents: dict[str, list[str]] = {}
+    for parent, child in wf.edges:
+        parents.setdefault(child, []).append(parent)
+    table = Table("node", "task id", "type", "state", "due_at", "after", "error")
+    for node_id, t in wf.nodes.items():
+        table.add_row(
+            node_id,
+            str(t.id),
+            t.type,
+            t.state.value,
+            t.due_at.isoformat(),
+            ",".join(parents.get(node_id, ())),
+            t.last_error or "",
+        )
+    console.print(table)
+
+
+def _every(s: ScheduleInfo) -> str:
+    return f"cron {s.cron} ({s.timezone})" if s.cron else f"every {s.interval_s:g} s"
+
+
+def print_schedules(schedules: Iterable[ScheduleInfo]) -> None:
+    """Schedules as a table, one row each."""
+    table = Table("id", "name", "when", "type", "overlap", "state", "next_fire_at")
+    for s in schedules:
+        table.add_row(
+            str(s.id),
+            s.name,
+            _every(s),
+            s.task_type,
+            s.overlap_policy.value,
+            "paused" if s.paused else "active",
+            s.next_fire_at.isoformat() if s.next_fire_at else "",
+        )
+    console.print(table)
+
+
+def print_schedule(s: ScheduleInfo) -> None:
+    """One schedule as a two-column table."""
+    table = Table(show_header=False, box=None)
+    for f in dataclasses.fields(s):
+        value = getattr(s, f.name)
+        if value is None or value == "":
+            continue
+        table.add_row(
+            f"[bold]{f.name}[/]",
+            json.dumps(_plain(value)) if isinstance(value, dict) else str(_plain(value)),
+        )
+    console.print(table)
+
+
+def print_expectations(items: Iterable[ExpectationInfo]) -> None:
+    """Expectations as a table, one row each."""
+    table = Table("job_id", "schedule_id", "interval_s", "tolerance_s", "max_runtime_s", "id")
+    for e in items:
+        table.add_row(
+            e.job_id,
+            str(e.schedule_id or ""),
+            str(e.interval_s),
+            str(e.tolerance_s),
+            str(e.max_runtime_s or ""),
+            str(e.id),
         )
     console.print(table)

@@ -19,24 +19,36 @@ from scheduler._errors import (
 from scheduler.client._client import AdminClient, Client
 from scheduler.client._errors import RPCError
 from scheduler.client._tls import TLSConfig
-from scheduler.client._types import ApiKeySecret, Task, TaskPage, TaskSpec, TenantInfo
+from scheduler.client._types import (
+    ApiKeySecret,
+    ExpectationInfo,
+    ScheduleInfo,
+    Task,
+    TaskPage,
+    TaskSpec,
+    TenantInfo,
+    WorkflowInfo,
+)
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.store import Pool
+from scheduler.store import OverlapPolicy, Pool, UpstreamPolicy
 
 __all__ = [
     "AdminClient",
     "AlreadyExists",
     "ApiKeySecret",
     "Client",
+    "ExpectationInfo",
     "InvalidArgument",
     "InvalidTransition",
     "JitterMode",
     "NotFound",
+    "OverlapPolicy",
     "PermissionDenied",
     "Pool",
     "RPCError",
     "ResourceExhausted",
+    "ScheduleInfo",
     "StaleFencingToken",
     "StoreError",
     "TLSConfig",
@@ -48,4 +60,6 @@ __all__ = [
     "TickwheelError",
     "Unauthenticated",
     "Unavailable",
+    "UpstreamPolicy",
+    "WorkflowInfo",
 ]

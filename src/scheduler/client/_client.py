@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -20,14 +20,17 @@ from scheduler.client._tls import TLSConfig
 from scheduler.client._types import (
     JSON,
     ApiKeySecret,
+    ExpectationInfo,
+    ScheduleInfo,
     Task,
     TaskPage,
     TaskSpec,
     TenantInfo,
+    WorkflowInfo,
 )
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.store import Pool
+from scheduler.store import OverlapPolicy, Pool, UpstreamPolicy
 
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
@@ -294,6 +297,189 @@ class Client(_Base):
             self._worker.FailTask(req, metadata=self._metadata, timeout=self._timeout_s)
         )
         return conv.task_from_proto(resp.task)
+
+    # -- workflows ---------------------------------------------------------------------
+    async def submit_workflow(
+        self,
+        nodes: Mapping[str, TaskSpec],
+        edges: Iterable[tuple[str, str]] = (),
+        *,
+        name: str = "",
+        idempotency_key: str | None = None,
+        on_upstream_failure: UpstreamPolicy = UpstreamPolicy.CANCEL,
+    ) -> WorkflowInfo:
+        """Submit a DAG: ``nodes`` maps node id -> task, ``edges`` are (parent, child).
+
+        A child runs when every parent completed; a node without ``scheduled_at`` runs
+        as soon as it may, without jitter. The server rejects a cycle, an unknown node
+        id or too many nodes (:class:`InvalidArgument` naming the field). With an
+        ``idempotency_key`` a resubmit returns the existing workflow, ``created=False``.
+        """
+        edge_list = builtins.list(dict.fromkeys(edges))
+        req = conv.workflow_request(
+            nodes,
+            edge_list,
+            name=name,
+            idempotency_key=idempotency_key,
+            on_upstream_failure=on_upstream_failure,
+        )
+        resp = await self._call(
+            self._sched.SubmitWorkflow(
+                req, metadata=_with_trace(self._metadata), timeout=self._timeout_s
+            )
+        )
+        return conv.workflow_from_proto(resp.workflow, resp.nodes, edge_list, created=resp.created)
+
+    async def get_workflow(self, workflow_id: uuid.UUID | str) -> WorkflowInfo:
+        """A workflow with every node's task (and state) and its edges."""
+        resp = await self._call(
+            self._sched.GetWorkflow(
+                pb.GetWorkflowRequest(workflow_id=str(workflow_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return conv.workflow_from_proto(
+            resp.workflow, resp.nodes, ((e.parent, e.child) for e in resp.edges)
+        )
+
+    # -- schedules ---------------------------------------------------------------------
+    async def create_schedule(
+        self,
+        name: str,
+        task_type: str,
+        payload: JSON | None = None,
+        *,
+        cron: str | None = None,
+        interval_s: float | None = None,
+        timezone: str = "UTC",
+        pool: Pool = Pool.STANDARD,
+        max_retries: int | None = None,
+        timeout_s: float = 0.0,
+        overlap_policy: OverlapPolicy = OverlapPolicy.SKIP,
+        catchup_window_s: float | None = None,
+        jitter_s: float = 0.0,
+        paused: bool = False,
+    ) -> ScheduleInfo:
+        """Create a schedule: exactly one of ``cron`` (5 fields, or 6 with seconds
+        first, in the IANA ``timezone``) and ``interval_s``. Each occurrence becomes a
+        task of ``task_type``. ``max_retries`` None means 3; ``catchup_window_s`` None
+        means 60 s; ``jitter_s`` is late-only. AlreadyExists for a name the tenant uses.
+        """
+        spec = pb.ScheduleSpec(
+            name=name,
+            task_type=task_type,
+            payload=conv.dict_to_struct(payload),
+            cron=cron or "",
+            interval_s=interval_s or 0.0,
+            timezone=timezone,
+            pool=conv.pool_to_proto(pool),
+            timeout_s=timeout_s,
+            overlap_policy=conv.overlap_to_proto(overlap_policy),
+            jitter_s=jitter_s,
+            paused=paused,
+        )
+        if max_retries == 0:
+            spec.no_retries = True
+        elif max_retries is not None:
+            spec.max_retries = max_retries
+        if catchup_window_s is not None:
+            spec.catchup_window_s = catchup_window_s
+        resp = await self._call(
+            self._sched.CreateSchedule(
+                pb.CreateScheduleRequest(schedule=spec),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return conv.schedule_from_proto(resp.schedule)
+
+    async def get_schedule(self, schedule_id: uuid.UUID | str) -> ScheduleInfo:
+        """Read one schedule."""
+        resp = await self._call(
+            self._sched.GetSchedule(
+                pb.GetScheduleRequest(schedule_id=str(schedule_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return conv.schedule_from_proto(resp.schedule)
+
+    async def list_schedules(self) -> builtins.list[ScheduleInfo]:
+        """Every schedule of the tenant, by name."""
+        resp = await self._call(
+            self._sched.ListSchedules(
+                pb.ListSchedulesRequest(), metadata=self._metadata, timeout=self._timeout_s
+            )
+        )
+        return [conv.schedule_from_proto(s) for s in resp.schedules]
+
+    async def pause_schedule(self, schedule_id: uuid.UUID | str) -> ScheduleInfo:
+        """Stop creating occurrences."""
+        resp = await self._call(
+            self._sched.PauseSchedule(
+                pb.PauseScheduleRequest(schedule_id=str(schedule_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return conv.schedule_from_proto(resp.schedule)
+
+    async def resume_schedule(self, schedule_id: uuid.UUID | str) -> ScheduleInfo:
+        """Create occurrences again, from the first one after now."""
+        resp = await self._call(
+            self._sched.ResumeSchedule(
+                pb.ResumeScheduleRequest(schedule_id=str(schedule_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return conv.schedule_from_proto(resp.schedule)
+
+    async def delete_schedule(self, schedule_id: uuid.UUID | str) -> None:
+        """Delete a schedule; the tasks it created stay."""
+        await self._call(
+            self._sched.DeleteSchedule(
+                pb.DeleteScheduleRequest(schedule_id=str(schedule_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+
+    # -- expectations ------------------------------------------------------------------
+    async def register_expectation(
+        self,
+        job_id: str | None = None,
+        *,
+        schedule_id: uuid.UUID | str | None = None,
+        interval_s: int,
+        tolerance_s: int,
+        max_runtime_s: int | None = None,
+    ) -> ExpectationInfo:
+        """Expect ``job_id`` (a task type or schedule name) or the schedule
+        ``schedule_id`` to complete every ``interval_s``, give or take ``tolerance_s``;
+        ``tickwheel watchdog`` alerts otherwise. Registering a job id again replaces it.
+        """
+        req = pb.RegisterExpectationRequest(
+            job_id=job_id or "",
+            schedule_id=str(schedule_id) if schedule_id is not None else "",
+            interval_s=interval_s,
+            tolerance_s=tolerance_s,
+            max_runtime_s=max_runtime_s or 0,
+        )
+        resp = await self._call(
+            self._sched.RegisterExpectation(req, metadata=self._metadata, timeout=self._timeout_s)
+        )
+        return conv.expectation_from_proto(resp.expectation)
+
+    async def list_expectations(self) -> builtins.list[ExpectationInfo]:
+        """Every expectation of the tenant, by job id."""
+        resp = await self._call(
+            self._sched.ListExpectations(
+                pb.ListExpectationsRequest(), metadata=self._metadata, timeout=self._timeout_s
+            )
+        )
+        return [conv.expectation_from_proto(e) for e in resp.expectations]
 
     @staticmethod
     def _ref(task_id: uuid.UUID | str, token: int, scheduled_at: datetime | None) -> pb.TaskRef:

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler.client._types import JSON, Task, TaskSpec, TenantInfo
+from scheduler.client._types import (
+    JSON,
+    ExpectationInfo,
+    ScheduleInfo,
+    Task,
+    TaskSpec,
+    TenantInfo,
+    WorkflowInfo,
+)
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.store import Pool
+from scheduler.store import OverlapPolicy, Pool, UpstreamPolicy
 
 _POOL_TO_PROTO: Mapping[Pool, pb.Pool] = {
     Pool.CRITICAL: pb.POOL_CRITICAL,
@@ -154,4 +162,115 @@ def tenant_from_proto(msg: pb.Tenant) -> TenantInfo:
         rate_limit_rps=msg.rate_limit_rps,
         max_concurrent_workers=msg.max_concurrent_workers,
         home_region=msg.home_region,
+    )
+
+
+# -- workflows, schedules, expectations ------------------------------------------------
+
+_UPSTREAM_TO_PROTO: Mapping[UpstreamPolicy, pb.UpstreamPolicy] = {
+    UpstreamPolicy.CANCEL: pb.UPSTREAM_POLICY_CANCEL,
+    UpstreamPolicy.CONTINUE: pb.UPSTREAM_POLICY_CONTINUE,
+}
+_UPSTREAM_FROM_PROTO: Mapping[int, UpstreamPolicy] = {v: k for k, v in _UPSTREAM_TO_PROTO.items()}
+_OVERLAP_TO_PROTO: Mapping[OverlapPolicy, pb.OverlapPolicy] = {
+    OverlapPolicy.SKIP: pb.OVERLAP_POLICY_SKIP,
+    OverlapPolicy.ALLOW: pb.OVERLAP_POLICY_ALLOW,
+    OverlapPolicy.BUFFER_ONE: pb.OVERLAP_POLICY_BUFFER_ONE,
+}
+_OVERLAP_FROM_PROTO: Mapping[int, OverlapPolicy] = {v: k for k, v in _OVERLAP_TO_PROTO.items()}
+
+
+def upstream_to_proto(policy: UpstreamPolicy) -> pb.UpstreamPolicy:
+    """The proto enum of an upstream policy."""
+    return _UPSTREAM_TO_PROTO[policy]
+
+
+def overlap_to_proto(policy: OverlapPolicy) -> pb.OverlapPolicy:
+    """The proto enum of an overlap policy."""
+    return _OVERLAP_TO_PROTO[policy]
+
+
+def _opt_time(msg: Any, name: str) -> datetime | None:
+    return from_timestamp(getattr(msg, name)) if msg.HasField(name) else None
+
+
+def workflow_request(
+    nodes: Mapping[str, TaskSpec],
+    edges: Iterable[tuple[str, str]],
+    *,
+    name: str,
+    idempotency_key: str | None,
+    on_upstream_failure: UpstreamPolicy,
+) -> pb.SubmitWorkflowRequest:
+    """The wire form of a workflow submission."""
+    return pb.SubmitWorkflowRequest(
+        name=name,
+        nodes=[pb.WorkflowNodeSpec(id=n, task=spec_to_proto(s)) for n, s in nodes.items()],
+        edges=[pb.WorkflowEdge(parent=p, child=c) for p, c in edges],
+        idempotency_key=idempotency_key or "",
+        on_upstream_failure=upstream_to_proto(on_upstream_failure),
+    )
+
+
+def workflow_from_proto(
+    header: pb.Workflow,
+    nodes: Iterable[pb.WorkflowNode],
+    edges: Iterable[tuple[str, str]],
+    *,
+    created: bool = True,
+) -> WorkflowInfo:
+    """A :class:`WorkflowInfo` from its wire form."""
+    return WorkflowInfo(
+        id=uuid.UUID(header.id),
+        tenant_id=uuid.UUID(header.tenant_id),
+        name=header.name,
+        idempotency_key=header.idempotency_key,
+        on_upstream_failure=_UPSTREAM_FROM_PROTO.get(
+            header.on_upstream_failure, UpstreamPolicy.CANCEL
+        ),
+        node_count=header.node_count,
+        created_at=from_timestamp(header.created_at),
+        nodes={n.id: task_from_proto(n.task) for n in nodes},
+        edges=tuple(edges),
+        created=created,
+    )
+
+
+def schedule_from_proto(msg: pb.Schedule) -> ScheduleInfo:
+    """A :class:`ScheduleInfo` from its wire form."""
+    return ScheduleInfo(
+        id=uuid.UUID(msg.id),
+        tenant_id=uuid.UUID(msg.tenant_id),
+        name=msg.name,
+        cron=msg.cron or None,
+        interval_s=msg.interval_s or None,
+        timezone=msg.timezone,
+        task_type=msg.task_type,
+        payload=struct_to_dict(msg.payload),
+        pool=pool_from_proto(msg.pool),
+        max_retries=msg.max_retries,
+        timeout_s=msg.timeout_s,
+        overlap_policy=_OVERLAP_FROM_PROTO.get(msg.overlap_policy, OverlapPolicy.SKIP),
+        catchup_window_s=msg.catchup_window_s,
+        jitter_s=msg.jitter_s,
+        paused=msg.paused,
+        next_fire_at=_opt_time(msg, "next_fire_at"),
+        last_fired_at=_opt_time(msg, "last_fired_at"),
+        buffered_at=_opt_time(msg, "buffered_at"),
+        created_at=_opt_time(msg, "created_at"),
+        updated_at=_opt_time(msg, "updated_at"),
+    )
+
+
+def expectation_from_proto(msg: pb.Expectation) -> ExpectationInfo:
+    """An :class:`ExpectationInfo` from its wire form."""
+    return ExpectationInfo(
+        id=uuid.UUID(msg.id),
+        tenant_id=uuid.UUID(msg.tenant_id),
+        job_id=msg.job_id,
+        schedule_id=uuid.UUID(msg.schedule_id) if msg.schedule_id else None,
+        interval_s=msg.interval_s,
+        tolerance_s=msg.tolerance_s,
+        max_runtime_s=msg.max_runtime_s or None,
+        created_at=_opt_time(msg, "created_at"),
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.store import Pool
+from scheduler.store import OverlapPolicy, Pool, UpstreamPolicy
 
 JSON = dict[str, Any]
 
@@ -93,3 +93,72 @@ class ApiKeySecret:
 
     key_id: uuid.UUID
     secret: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowInfo:
+    """A DAG workflow: its header, every node's task (and so its state), its edges."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    name: str
+    idempotency_key: str
+    on_upstream_failure: UpstreamPolicy
+    node_count: int
+    created_at: datetime
+    nodes: dict[str, Task]
+    """Node id -> its task (``task.state`` is the node's state), in submission order."""
+    edges: tuple[tuple[str, str], ...]
+    """(parent, child) node ids. From :meth:`Client.submit_workflow`: as submitted."""
+    created: bool = True
+    """From a submit: False when the idempotency key already named this workflow."""
+
+    def state_counts(self) -> dict[TaskState, int]:
+        """How many nodes are in each state."""
+        counts: dict[TaskState, int] = {}
+        for task in self.nodes.values():
+            counts[task.state] = counts.get(task.state, 0) + 1
+        return counts
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleInfo:
+    """A cron or fixed-interval schedule (see :meth:`Client.create_schedule`)."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    name: str
+    cron: str | None
+    """Cron expression; None for an interval schedule."""
+    interval_s: float | None
+    """Fixed interval; None for a cron schedule."""
+    timezone: str
+    task_type: str
+    payload: JSON
+    pool: Pool
+    max_retries: int
+    timeout_s: float
+    overlap_policy: OverlapPolicy
+    catchup_window_s: float
+    jitter_s: float
+    paused: bool
+    next_fire_at: datetime | None
+    last_fired_at: datetime | None
+    buffered_at: datetime | None
+    """An occurrence held by ``buffer_one`` until the live task ends."""
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ExpectationInfo:
+    """A dead man's switch entry checked by ``tickwheel watchdog``."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    job_id: str
+    schedule_id: uuid.UUID | None
+    interval_s: int
+    tolerance_s: int
+    max_runtime_s: int | None
+    created_at: datetime | None

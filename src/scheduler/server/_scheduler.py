@@ -1,5 +1,8 @@
 """SchedulerService: clients submit and manage the tasks of their own tenant.
 
+The workflow, schedule and expectation RPCs of the same service are in
+``_orchestration.py`` (a mixin).
+
 Tracing: SubmitTask(s) runs in a SERVER span ``tickwheel.submit``, a child of the
 caller's W3C context (the request's ``trace_context`` field, else the ``traceparent``
 and ``tracestate`` metadata). The task keeps the caller's context; every dispatch and
@@ -25,6 +28,7 @@ from scheduler.engine import Engine
 from scheduler.server import _convert as conv
 from scheduler.server._auth import tenant_of
 from scheduler.server._config import ServerConfig
+from scheduler.server._orchestration import OrchestrationRpcs
 from scheduler.server._status import unary
 from scheduler.store import JSON, InsertResult
 
@@ -53,8 +57,8 @@ def _submit_response(result: InsertResult) -> pb.SubmitTaskResponse:
     return pb.SubmitTaskResponse(task=conv.task_to_proto(result.task), created=result.created)
 
 
-class SchedulerService(pbg.SchedulerServiceServicer):
-    """gRPC adapter over :class:`Engine` for task submission and management."""
+class SchedulerService(OrchestrationRpcs, pbg.SchedulerServiceServicer):
+    """gRPC adapter over :class:`Engine` for tasks, workflows, schedules and expectations."""
 
     def __init__(self, engine: Engine, config: ServerConfig) -> None:
         self._engine = engine

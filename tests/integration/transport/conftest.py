@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -63,9 +64,10 @@ def engine_config() -> EngineConfig:
     )
 
 
-@pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
-    store = await open_store("sqlite:///" + str(tmp_path / "t.db"))
+@contextlib.asynccontextmanager
+async def running_stack(url: str) -> AsyncIterator[Stack]:
+    """A server over the real engine and the store at ``url``, with two tenants."""
+    store = await open_store(url)
     engine = Engine(store, engine_config())
     await engine.start()
     server = Server(engine, ServerConfig(listen="127.0.0.1:0", admin_token=ADMIN_TOKEN))
@@ -85,6 +87,19 @@ async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
         await server.stop(0)
         await engine.stop()
         await store.close()
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
+    async with running_stack("sqlite:///" + str(tmp_path / "t.db")) as s:
+        yield s
+
+
+@pytest.fixture
+async def pg_stack(pg_dsn: str) -> AsyncIterator[Stack]:
+    """The same stack over a PostgreSQL database of this test's own."""
+    async with running_stack(pg_dsn) as s:
+        yield s
 
 
 @pytest.fixture

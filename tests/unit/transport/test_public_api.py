@@ -22,6 +22,13 @@ def test_client_exports() -> None:
     assert {"Client", "AdminClient", "TLSConfig", "Task", "TaskSpec", "RPCError"} <= set(
         scheduler.client.__all__
     )
+    assert {
+        "WorkflowInfo",
+        "ScheduleInfo",
+        "ExpectationInfo",
+        "OverlapPolicy",
+        "UpstreamPolicy",
+    } <= set(scheduler.client.__all__)
     for name in scheduler.client.__all__:
         assert getattr(scheduler.client, name) is not None
 

@@ -37,6 +37,19 @@ class JitterMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JITTER_MODE_SYMMETRIC: _ClassVar[JitterMode]
     JITTER_MODE_LATE_ONLY: _ClassVar[JitterMode]
     JITTER_MODE_NONE: _ClassVar[JitterMode]
+
+class UpstreamPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    UPSTREAM_POLICY_UNSPECIFIED: _ClassVar[UpstreamPolicy]
+    UPSTREAM_POLICY_CANCEL: _ClassVar[UpstreamPolicy]
+    UPSTREAM_POLICY_CONTINUE: _ClassVar[UpstreamPolicy]
+
+class OverlapPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OVERLAP_POLICY_UNSPECIFIED: _ClassVar[OverlapPolicy]
+    OVERLAP_POLICY_SKIP: _ClassVar[OverlapPolicy]
+    OVERLAP_POLICY_ALLOW: _ClassVar[OverlapPolicy]
+    OVERLAP_POLICY_BUFFER_ONE: _ClassVar[OverlapPolicy]
 TASK_STATE_UNSPECIFIED: TaskState
 TASK_STATE_SCHEDULED: TaskState
 TASK_STATE_PRELOADED: TaskState
@@ -54,6 +67,13 @@ JITTER_MODE_UNSPECIFIED: JitterMode
 JITTER_MODE_SYMMETRIC: JitterMode
 JITTER_MODE_LATE_ONLY: JitterMode
 JITTER_MODE_NONE: JitterMode
+UPSTREAM_POLICY_UNSPECIFIED: UpstreamPolicy
+UPSTREAM_POLICY_CANCEL: UpstreamPolicy
+UPSTREAM_POLICY_CONTINUE: UpstreamPolicy
+OVERLAP_POLICY_UNSPECIFIED: OverlapPolicy
+OVERLAP_POLICY_SKIP: OverlapPolicy
+OVERLAP_POLICY_ALLOW: OverlapPolicy
+OVERLAP_POLICY_BUFFER_ONE: OverlapPolicy
 
 class TraceContext(_message.Message):
     __slots__ = ("traceparent", "tracestate")
@@ -224,6 +244,282 @@ class RedriveTaskResponse(_message.Message):
     TASK_FIELD_NUMBER: _ClassVar[int]
     task: Task
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
+
+class WorkflowNodeSpec(_message.Message):
+    __slots__ = ("id", "task")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    task: TaskSpec
+    def __init__(self, id: _Optional[str] = ..., task: _Optional[_Union[TaskSpec, _Mapping]] = ...) -> None: ...
+
+class WorkflowEdge(_message.Message):
+    __slots__ = ("parent", "child")
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    CHILD_FIELD_NUMBER: _ClassVar[int]
+    parent: str
+    child: str
+    def __init__(self, parent: _Optional[str] = ..., child: _Optional[str] = ...) -> None: ...
+
+class Workflow(_message.Message):
+    __slots__ = ("id", "tenant_id", "name", "idempotency_key", "on_upstream_failure", "node_count", "created_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ON_UPSTREAM_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    NODE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    tenant_id: str
+    name: str
+    idempotency_key: str
+    on_upstream_failure: UpstreamPolicy
+    node_count: int
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., on_upstream_failure: _Optional[_Union[UpstreamPolicy, str]] = ..., node_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class WorkflowNode(_message.Message):
+    __slots__ = ("id", "task")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    task: Task
+    def __init__(self, id: _Optional[str] = ..., task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
+
+class SubmitWorkflowRequest(_message.Message):
+    __slots__ = ("name", "nodes", "edges", "idempotency_key", "on_upstream_failure")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ON_UPSTREAM_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    nodes: _containers.RepeatedCompositeFieldContainer[WorkflowNodeSpec]
+    edges: _containers.RepeatedCompositeFieldContainer[WorkflowEdge]
+    idempotency_key: str
+    on_upstream_failure: UpstreamPolicy
+    def __init__(self, name: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[WorkflowNodeSpec, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[WorkflowEdge, _Mapping]]] = ..., idempotency_key: _Optional[str] = ..., on_upstream_failure: _Optional[_Union[UpstreamPolicy, str]] = ...) -> None: ...
+
+class SubmitWorkflowResponse(_message.Message):
+    __slots__ = ("workflow", "created", "nodes")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    workflow: Workflow
+    created: bool
+    nodes: _containers.RepeatedCompositeFieldContainer[WorkflowNode]
+    def __init__(self, workflow: _Optional[_Union[Workflow, _Mapping]] = ..., created: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[WorkflowNode, _Mapping]]] = ...) -> None: ...
+
+class GetWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id",)
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    def __init__(self, workflow_id: _Optional[str] = ...) -> None: ...
+
+class GetWorkflowResponse(_message.Message):
+    __slots__ = ("workflow", "nodes", "edges")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    workflow: Workflow
+    nodes: _containers.RepeatedCompositeFieldContainer[WorkflowNode]
+    edges: _containers.RepeatedCompositeFieldContainer[WorkflowEdge]
+    def __init__(self, workflow: _Optional[_Union[Workflow, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[WorkflowNode, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[WorkflowEdge, _Mapping]]] = ...) -> None: ...
+
+class ScheduleSpec(_message.Message):
+    __slots__ = ("name", "task_type", "payload", "cron", "interval_s", "timezone", "pool", "max_retries", "no_retries", "timeout_s", "overlap_policy", "catchup_window_s", "jitter_s", "paused")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    NO_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_POLICY_FIELD_NUMBER: _ClassVar[int]
+    CATCHUP_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    JITTER_S_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    task_type: str
+    payload: _struct_pb2.Struct
+    cron: str
+    interval_s: float
+    timezone: str
+    pool: Pool
+    max_retries: int
+    no_retries: bool
+    timeout_s: float
+    overlap_policy: OverlapPolicy
+    catchup_window_s: float
+    jitter_s: float
+    paused: bool
+    def __init__(self, name: _Optional[str] = ..., task_type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., cron: _Optional[str] = ..., interval_s: _Optional[float] = ..., timezone: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., overlap_policy: _Optional[_Union[OverlapPolicy, str]] = ..., catchup_window_s: _Optional[float] = ..., jitter_s: _Optional[float] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class Schedule(_message.Message):
+    __slots__ = ("id", "tenant_id", "name", "cron", "interval_s", "timezone", "task_type", "payload", "pool", "max_retries", "timeout_s", "overlap_policy", "catchup_window_s", "jitter_s", "paused", "next_fire_at", "last_fired_at", "buffered_at", "created_at", "updated_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_POLICY_FIELD_NUMBER: _ClassVar[int]
+    CATCHUP_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    JITTER_S_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIRED_AT_FIELD_NUMBER: _ClassVar[int]
+    BUFFERED_AT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    tenant_id: str
+    name: str
+    cron: str
+    interval_s: float
+    timezone: str
+    task_type: str
+    payload: _struct_pb2.Struct
+    pool: Pool
+    max_retries: int
+    timeout_s: float
+    overlap_policy: OverlapPolicy
+    catchup_window_s: float
+    jitter_s: float
+    paused: bool
+    next_fire_at: _timestamp_pb2.Timestamp
+    last_fired_at: _timestamp_pb2.Timestamp
+    buffered_at: _timestamp_pb2.Timestamp
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., cron: _Optional[str] = ..., interval_s: _Optional[float] = ..., timezone: _Optional[str] = ..., task_type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., max_retries: _Optional[int] = ..., timeout_s: _Optional[float] = ..., overlap_policy: _Optional[_Union[OverlapPolicy, str]] = ..., catchup_window_s: _Optional[float] = ..., jitter_s: _Optional[float] = ..., paused: _Optional[bool] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., buffered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CreateScheduleRequest(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: ScheduleSpec
+    def __init__(self, schedule: _Optional[_Union[ScheduleSpec, _Mapping]] = ...) -> None: ...
+
+class CreateScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
+class GetScheduleRequest(_message.Message):
+    __slots__ = ("schedule_id",)
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    schedule_id: str
+    def __init__(self, schedule_id: _Optional[str] = ...) -> None: ...
+
+class GetScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
+class ListSchedulesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSchedulesResponse(_message.Message):
+    __slots__ = ("schedules",)
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    schedules: _containers.RepeatedCompositeFieldContainer[Schedule]
+    def __init__(self, schedules: _Optional[_Iterable[_Union[Schedule, _Mapping]]] = ...) -> None: ...
+
+class PauseScheduleRequest(_message.Message):
+    __slots__ = ("schedule_id",)
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    schedule_id: str
+    def __init__(self, schedule_id: _Optional[str] = ...) -> None: ...
+
+class PauseScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
+class ResumeScheduleRequest(_message.Message):
+    __slots__ = ("schedule_id",)
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    schedule_id: str
+    def __init__(self, schedule_id: _Optional[str] = ...) -> None: ...
+
+class ResumeScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ...) -> None: ...
+
+class DeleteScheduleRequest(_message.Message):
+    __slots__ = ("schedule_id",)
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    schedule_id: str
+    def __init__(self, schedule_id: _Optional[str] = ...) -> None: ...
+
+class DeleteScheduleResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Expectation(_message.Message):
+    __slots__ = ("id", "tenant_id", "job_id", "schedule_id", "interval_s", "tolerance_s", "max_runtime_s", "created_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNTIME_S_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    tenant_id: str
+    job_id: str
+    schedule_id: str
+    interval_s: int
+    tolerance_s: int
+    max_runtime_s: int
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., job_id: _Optional[str] = ..., schedule_id: _Optional[str] = ..., interval_s: _Optional[int] = ..., tolerance_s: _Optional[int] = ..., max_runtime_s: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RegisterExpectationRequest(_message.Message):
+    __slots__ = ("job_id", "schedule_id", "interval_s", "tolerance_s", "max_runtime_s")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNTIME_S_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    schedule_id: str
+    interval_s: int
+    tolerance_s: int
+    max_runtime_s: int
+    def __init__(self, job_id: _Optional[str] = ..., schedule_id: _Optional[str] = ..., interval_s: _Optional[int] = ..., tolerance_s: _Optional[int] = ..., max_runtime_s: _Optional[int] = ...) -> None: ...
+
+class RegisterExpectationResponse(_message.Message):
+    __slots__ = ("expectation",)
+    EXPECTATION_FIELD_NUMBER: _ClassVar[int]
+    expectation: Expectation
+    def __init__(self, expectation: _Optional[_Union[Expectation, _Mapping]] = ...) -> None: ...
+
+class ListExpectationsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListExpectationsResponse(_message.Message):
+    __slots__ = ("expectations",)
+    EXPECTATIONS_FIELD_NUMBER: _ClassVar[int]
+    expectations: _containers.RepeatedCompositeFieldContainer[Expectation]
+    def __init__(self, expectations: _Optional[_Iterable[_Union[Expectation, _Mapping]]] = ...) -> None: ...
 
 class TaskRef(_message.Message):
     __slots__ = ("task_id", "fencing_token", "scheduled_at")

@@ -70,6 +70,56 @@ class SchedulerServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskResponse.FromString,
                 _registered_method=True)
+        self.SubmitWorkflow = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/SubmitWorkflow',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.SubmitWorkflowRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.SubmitWorkflowResponse.FromString,
+                _registered_method=True)
+        self.GetWorkflow = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/GetWorkflow',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetWorkflowRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetWorkflowResponse.FromString,
+                _registered_method=True)
+        self.CreateSchedule = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/CreateSchedule',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.CreateScheduleRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.CreateScheduleResponse.FromString,
+                _registered_method=True)
+        self.GetSchedule = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/GetSchedule',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetScheduleRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetScheduleResponse.FromString,
+                _registered_method=True)
+        self.ListSchedules = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/ListSchedules',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListSchedulesResponse.FromString,
+                _registered_method=True)
+        self.PauseSchedule = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/PauseSchedule',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.PauseScheduleRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.PauseScheduleResponse.FromString,
+                _registered_method=True)
+        self.ResumeSchedule = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/ResumeSchedule',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ResumeScheduleRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ResumeScheduleResponse.FromString,
+                _registered_method=True)
+        self.DeleteSchedule = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/DeleteSchedule',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteScheduleRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteScheduleResponse.FromString,
+                _registered_method=True)
+        self.RegisterExpectation = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/RegisterExpectation',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RegisterExpectationRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RegisterExpectationResponse.FromString,
+                _registered_method=True)
+        self.ListExpectations = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/ListExpectations',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -122,6 +172,80 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitWorkflow(self, request, context):
+        """Submit a DAG of tasks (nodes plus parent -> child edges) in one batch. A child
+        runs when all its parents completed. Validated whole: no cycle, no unknown or
+        duplicate node id, at most 20,000 nodes and 100,000 edges (INVALID_ARGUMENT
+        naming the problem, e.g. `edges[7].child` or `edges` for a cycle).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorkflow(self, request, context):
+        """Read a workflow with every node's task (and so its state) and the edges.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateSchedule(self, request, context):
+        """Create a cron or fixed-interval schedule; each occurrence becomes one task.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSchedule(self, request, context):
+        """Read one schedule.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """The tenant's schedules, by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSchedule(self, request, context):
+        """Stop creating occurrences (a buffered occurrence is dropped).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSchedule(self, request, context):
+        """Create occurrences again, from the first one after now (the pause is not caught up).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """Delete a schedule; tasks it already created stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RegisterExpectation(self, request, context):
+        """Register (or replace) a dead man's switch expectation that `tickwheel watchdog`
+        checks: the job or schedule must complete every interval, give or take a tolerance.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListExpectations(self, request, context):
+        """The tenant's expectations, by job id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -154,6 +278,56 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.RedriveTask,
                     request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskResponse.SerializeToString,
+            ),
+            'SubmitWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitWorkflow,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.SubmitWorkflowRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.SubmitWorkflowResponse.SerializeToString,
+            ),
+            'GetWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorkflow,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetWorkflowRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetWorkflowResponse.SerializeToString,
+            ),
+            'CreateSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSchedule,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.CreateScheduleRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.CreateScheduleResponse.SerializeToString,
+            ),
+            'GetSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSchedule,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetScheduleRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetScheduleResponse.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'PauseSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSchedule,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.PauseScheduleRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.PauseScheduleResponse.SerializeToString,
+            ),
+            'ResumeSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSchedule,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ResumeScheduleRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ResumeScheduleResponse.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteScheduleRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'RegisterExpectation': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterExpectation,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RegisterExpectationRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RegisterExpectationResponse.SerializeToString,
+            ),
+            'ListExpectations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExpectations,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -323,6 +497,276 @@ class SchedulerService:
             '/tickwheel.v1.SchedulerService/RedriveTask',
             tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskRequest.SerializeToString,
             tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/SubmitWorkflow',
+            tickwheel_dot_v1_dot_tickwheel__pb2.SubmitWorkflowRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.SubmitWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/GetWorkflow',
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetWorkflowRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/CreateSchedule',
+            tickwheel_dot_v1_dot_tickwheel__pb2.CreateScheduleRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.CreateScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/GetSchedule',
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetScheduleRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/ListSchedules',
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListSchedulesRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListSchedulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/PauseSchedule',
+            tickwheel_dot_v1_dot_tickwheel__pb2.PauseScheduleRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.PauseScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/ResumeSchedule',
+            tickwheel_dot_v1_dot_tickwheel__pb2.ResumeScheduleRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.ResumeScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/DeleteSchedule',
+            tickwheel_dot_v1_dot_tickwheel__pb2.DeleteScheduleRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.DeleteScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterExpectation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/RegisterExpectation',
+            tickwheel_dot_v1_dot_tickwheel__pb2.RegisterExpectationRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.RegisterExpectationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListExpectations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/ListExpectations',
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsResponse.FromString,
             options,
             channel_credentials,
             insecure,
