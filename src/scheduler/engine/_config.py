@@ -42,6 +42,11 @@ class EngineConfig:
     """How soon work held back by a tenant quota is offered again."""
     tenant_refresh_s: float = 10.0
     """How long a node trusts a tenant's cached tier and quotas."""
+    wheel_max_timers: int = 0
+    """Most timers the wheel holds (0: no cap). Beyond it, with a Redis index, tasks
+    wait in the index's sorted sets and are popped when due (brief §2)."""
+    index_poll_ms: int = 20
+    """How often tasks waiting in the index are looked for."""
     reconcile_interval_s: float = 2.0
     """In a cluster: how often a node re-reads its shards' PRELOADED rows, to pick up
     those other nodes wrote (releases, DAG children, submissions routed elsewhere)."""

@@ -108,6 +108,8 @@ class EngineStats:
     completed: int = 0
     failed: int = 0
     stale_writes: int = 0
+    spilled: int = 0
+    """Tasks kept in the Redis index instead of the wheel (over its memory cap)."""
     reclaimed: int = 0
     upstream_cancelled: int = 0
     """Workflow tasks cancelled because a parent dead-lettered or was cancelled."""
@@ -391,6 +393,8 @@ class Engine:
         self._clustered = membership is not None
         self._reconcile_at = 0.0
         self._gaining: frozenset[int] = frozenset()
+        self._spilled: set[int] = set()
+        self._rebuilding: set[int] = set()
         self._epochs: dict[int, int] = {}
         self.index = index
         self._background: set[asyncio.Task[None]] = set()
@@ -582,7 +586,9 @@ class Engine:
                 return
         await self._load_from_store(shards, rebuild_index=self.index is not None)
 
-    async def _load_from_store(self, shards: Sequence[int], *, rebuild_index: bool) -> None:
+    async def _load_from_store(
+        self, shards: Sequence[int], *, rebuild_index: bool, spill: bool = True
+    ) -> None:
         """Load ``shards``' PRELOADED rows into the wheel; the index is rebuilt from
         them in the background (never on the gain path)."""
         horizon = self.now() + timedelta(seconds=self.config.lookahead_s)
@@ -593,7 +599,7 @@ class Engine:
             batch = await self.store.load_preloaded(
                 scope, horizon, self.config.preload_batch, after
             )
-            self._add_to_wheel(batch, index=False)
+            self._add_to_wheel(batch, index=False, spill=spill)
             if rebuild_index:
                 for p in batch:
                     per_shard.setdefault(p.shard_id, []).append(p)
@@ -602,13 +608,17 @@ class Engine:
             after = batch[-1].key
         if rebuild_index and self.index is not None:
             index = self.index
+            self._rebuilding.update(per_shard)
 
             async def rebuild() -> None:
                 try:
                     for shard, items in per_shard.items():
                         await index.replace(shard, items)
+                        self._rebuilding.discard(shard)
                 except IndexUnavailable as exc:
                     log.info("index rebuild skipped: %s", exc)
+                finally:
+                    self._rebuilding.difference_update(per_shard)
 
             self._spawn(rebuild(), "index-rebuild")
 
@@ -642,6 +652,28 @@ class Engine:
                     return  # the next owner reconciles from the store
 
         self._spawn(run(), "index-add")
+
+    def _spill(self, items: Sequence[Preloaded]) -> None:
+        """Put tasks in the index instead of the wheel; back into the wheel (over its
+        cap) if the index cannot take them: memory is cheaper than a lost task."""
+        assert self.index is not None
+        index = self.index
+        per_shard: dict[int, list[Preloaded]] = collections.defaultdict(list)
+        for p in items:
+            per_shard[p.shard_id].append(p)
+
+        async def run() -> None:
+            for shard, batch in per_shard.items():
+                try:
+                    await index.add(shard, batch)
+                except IndexUnavailable:
+                    self._add_to_wheel(batch, index=False, spill=False)
+                else:
+                    self._spilled.add(shard)
+                    self.stats.spilled += len(batch)
+            self._wake_dispatcher()
+
+        self._spawn(run(), "index-spill")
 
     def _index_remove(self, keys: Sequence[TaskKey], shards: Sequence[int]) -> None:
         if self.index is None or not keys:
@@ -907,12 +939,30 @@ class Engine:
         return session
 
     # ------------------------------------------------------------------ the wheel
-    def _add_to_wheel(self, items: Sequence[Preloaded], *, index: bool = True) -> None:
+    def _add_to_wheel(
+        self, items: Sequence[Preloaded], *, index: bool = True, spill: bool = True
+    ) -> None:
         """Index PRELOADED tasks in the wheel by due time (one ``add_many`` per batch)."""
         if self._clustered:
             # Only our shards: the rest belong to other nodes, whose reconcile finds them.
             owned = self.membership.owned() | self._gaining
             items = [p for p in items if p.shard_id in owned]
+        cap = self.config.wheel_max_timers
+        if cap and spill and self.index is not None:
+            fresh = [p for p in items if p.key.id not in self._wheel_key]
+            room = max(0, cap - len(self._wheel))
+            if len(fresh) > room:
+                # Over the wheel's memory cap: the nearest stay in the wheel, the rest
+                # wait in the Redis index and the dispatcher pops them when due. Not
+                # while a shard's index is being rebuilt (the rebuild would erase them).
+                fresh.sort(key=lambda p: p.due_at)
+                keep = fresh[:room]
+                out: list[Preloaded] = []
+                for p in fresh[room:]:
+                    (keep if p.shard_id in self._rebuilding else out).append(p)
+                items = keep
+                if out:
+                    self._spill(out)
         keys = array.array("q")
         dues = array.array("q")
         for p in items:
@@ -961,16 +1011,42 @@ class Engine:
                     continue
                 self._wheel_key.pop(p.key.id, None)
                 self._ready.push(p)
+            if self._spilled:
+                await self._pop_spilled(lead)
             await self._report_finished()
             while len(self._ready) and await self._match_and_commit():
                 pass
             await self._sleep_until_next(lead)
 
+    async def _pop_spilled(self, lead: int) -> None:
+        """Due tasks that wait in the Redis index (the wheel was over its cap)."""
+        assert self.index is not None
+        due_ms = self._now_ms() + lead
+        for shard in sorted(self._spilled):
+            try:
+                items = await self.index.pop_due(shard, due_ms, self.config.max_batch)
+                if not items and await self.index.next_due_ms(shard) is None:
+                    self._spilled.discard(shard)
+            except IndexUnavailable as exc:
+                # They are still PRELOADED in the store: reload the shard into the wheel,
+                # over its cap if need be. Latency, never a lost task.
+                log.warning("index unavailable for shard %d (%s); reloading it", shard, exc)
+                self._spilled.discard(shard)
+                self._spawn(
+                    self._load_from_store([shard], rebuild_index=False, spill=False),
+                    "index-fallback",
+                )
+                continue
+            for p in items:
+                if p.key.id not in self._wheel_key:  # wheel tasks fire from the wheel
+                    self._ready.push(p)
+
     async def _sleep_until_next(self, lead: int) -> None:
         nxt = self._wheel.next_due_ms()
-        timeout = None
+        timeout = self.config.index_poll_ms / 1000.0 if self._spilled else None
         if nxt is not None:
-            timeout = max(0.0, (nxt - lead - self._now_ms()) / 1000.0)
+            until = max(0.0, (nxt - lead - self._now_ms()) / 1000.0)
+            timeout = until if timeout is None else min(timeout, until)
             if timeout == 0.0:
                 await asyncio.sleep(0)
                 return

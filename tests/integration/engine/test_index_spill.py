@@ -1,0 +1,93 @@
+"""Over the wheel's memory cap, tasks wait in the time index and still go out on time."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from scheduler.engine import AssignmentBatch, Engine, EngineConfig, SubmitSpec, WorkerHello
+from scheduler.index import MemoryTimeIndex, RedisTimeIndex, TimeIndex
+from scheduler.store import Completion, FencedWrite, Store, open_store
+from tests.support.servers import RedisServer
+from tests.support.waiting import eventually
+
+CAP = 10
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    s = await open_store(f"sqlite:///{tmp_path}/spill.db")
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def index(request: pytest.FixtureRequest, redis_prefix: str) -> AsyncIterator[TimeIndex]:
+    if request.param == "memory":
+        idx: TimeIndex = MemoryTimeIndex()
+    else:
+        server: RedisServer = request.getfixturevalue("redis_server")
+        idx = RedisTimeIndex(
+            aioredis.from_url(server.url), key_prefix=redis_prefix, owns_client=True
+        )
+    try:
+        yield idx
+    finally:
+        await idx.close()
+
+
+async def test_tasks_over_the_wheel_cap_dispatch_from_the_index(
+    store: Store, index: TimeIndex
+) -> None:
+    config = EngineConfig(preload_interval_s=0.05, wheel_max_timers=CAP, index_poll_ms=5)
+    engine = Engine(store, config, index=index)
+    await engine.start()
+    try:
+        tenant = (await engine.create_tenant(name="t")).id
+
+        async def rebuilding() -> int:
+            return len(engine._rebuilding)
+
+        # The index is seeded from the store when the node takes its shards.
+        await eventually(rebuilding, until=lambda n: n == 0, what="index rebuilt")
+        now = engine.now()
+        specs = [
+            SubmitSpec(
+                type="t", scheduled_at=now + timedelta(seconds=1 + i / 100), strict_timing=True
+            )
+            for i in range(60)
+        ]
+        results = await engine.submit(tenant, specs)
+
+        async def spilled() -> int:
+            return engine.stats.spilled
+
+        await eventually(spilled, until=lambda n: n >= 60 - CAP, what="spilled to the index")
+        assert len(engine._wheel) <= CAP
+        s = await engine.open_session(
+            WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"t"}), slots=100)
+        )
+        seen: set[object] = set()
+        while len(seen) < 60:
+            ev = await asyncio.wait_for(s.next_event(), 15)
+            assert isinstance(ev, AssignmentBatch)
+            for a in ev.assignments:
+                assert a.key.id not in seen  # never twice
+                seen.add(a.key.id)
+            writes = [FencedWrite(key=a.key, token=a.fencing_token) for a in ev.assignments]
+            assert set(await s.ack(writes)) == {"ok"}
+            done = [Completion(key=a.key, token=a.fencing_token) for a in ev.assignments]
+            assert set(await s.complete(done)) == {"ok"}
+        assert seen == {r.task.id for r in results}
+        # Every task went out within a few index polls of its due time.
+        assert max(engine.stats.lateness_ms) < 1000
+        await s.close()
+    finally:
+        await engine.stop()
