@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import json
 import logging
@@ -422,6 +423,9 @@ async def _serve(
     server = Server(engine, server_config)
     try:
         await engine.start()
+        # The recovered wheel entries live as long as the process: keep them out of the
+        # collector's full passes (1M tracked objects cost a ~0.7 s stop-the-world pause).
+        gc.freeze()
         port = await server.start()
         err_console.print(f"tickwheel serving on port {port} (store: {url.split('@')[-1]})")
         await _wait_for_signal()

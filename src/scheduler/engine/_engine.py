@@ -173,6 +173,9 @@ class WorkerSession:
         self.heartbeat_interval_s = engine.config.heartbeat_interval_s
         self.credits = hello.slots
         self.draining = False
+        self.stalled = False
+        """Tasks pushed to this session expired without an ack: push nothing more until
+        it shows life (an ack or a heartbeat), so a frozen worker cannot soak up work."""
         self.closed = False
         self.held: dict[uuid.UUID, tuple[TaskKey, int]] = {}
         self.attempts: dict[uuid.UUID, int] = {}
@@ -259,14 +262,21 @@ class WorkerSession:
 
     async def ack(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         """DISPATCHED -> RUNNING for each task (fenced)."""
+        self._revive()
         out = await self._fenced(writes, self._engine._acks.submit_many)
         for w, outcome in zip(writes, out, strict=True):
             if outcome is Outcome.OK:
                 self.acked.add(w.key.id)
         return out
 
+    def _revive(self) -> None:
+        if self.stalled:
+            self.stalled = False
+            self._engine._wake_dispatcher()
+
     async def heartbeat(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         """Extend the leases (fenced)."""
+        self._revive()
         return await self._fenced(writes, self._engine._heartbeats.submit_many)
 
     async def checkpoint(self, key: TaskKey, token: int, data: JSON) -> Outcome:
@@ -412,6 +422,7 @@ class Engine:
         self._throttled_until = 0.0
         self._tenants_fresh_until = 0.0
         self._auth_cache: dict[bytes, tuple[uuid.UUID, float]] = {}
+        self._rr = 0
         self._ready = ReadyQueues(self._weight)
         # Tasks handed to workers and not yet back, and how many per pool (brief §8).
         self._inflight: dict[uuid.UUID, tuple[Pool, uuid.UUID]] = {}
@@ -1101,9 +1112,15 @@ class Engine:
         """
         now = self.now()
         lease = now + timedelta(seconds=self.config.lease_ttl_s)
-        sessions = [s for s in self._sessions.values() if s.credits > 0 and not s.draining]
+        sessions = [
+            s for s in self._sessions.values() if s.credits > 0 and not s.draining and not s.stalled
+        ]
         if not sessions:
             return 0
+        # Start each round at a different session, so a lone task does not always go
+        # to the same worker.
+        self._rr = (self._rr + 1) % len(sessions)
+        sessions = sessions[self._rr :] + sessions[: self._rr]
         await self._learn_tenants()
         credits = sum(s.credits for s in sessions)
         capacity = credits + len(self._inflight)
@@ -1342,10 +1359,13 @@ class Engine:
         while True:
             result = await self.store.reclaim_expired(shards, self.now(), self.config.preload_batch)
             gone = [*result.retrying, *result.dead_lettered, *result.cancelled]
+            requeued = {p.key.id for p in result.requeued}
             for key in (*gone, *(p.key for p in result.requeued)):
                 self._free_slot(key.id)
                 for session in self._sessions.values():
-                    session.held.pop(key.id, None)
+                    if session.held.pop(key.id, None) is not None and key.id in requeued:
+                        # Dispatched to it and never acked within a whole lease.
+                        session.stalled = session.outlet is None
             self._add_to_wheel(result.requeued)
             await self.workflows.on_failed([*result.dead_lettered, *result.cancelled])
             n = len(result.requeued) + len(gone)

@@ -357,13 +357,24 @@ def _require_ref(parent: Any, field: str) -> pb.TaskRef:
     return ref
 
 
+MAX_RESULT_BYTES = 1 << 20
+"""Results and checkpoints are bounded like payloads (1 MiB serialised)."""
+
+
+def bounded_struct(value: struct_pb2.Struct, field: str) -> JSON:
+    """A result or checkpoint as a dict, refused when over :data:`MAX_RESULT_BYTES`."""
+    if value.ByteSize() > MAX_RESULT_BYTES:
+        raise InvalidArgument(field, f"larger than {MAX_RESULT_BYTES} bytes")
+    return struct_to_dict(value)
+
+
 def completion_from_proto(msg: pb.Completion, field: str) -> Completion:
     """A fenced completion from a stream message."""
     ref = _require_ref(msg, field)
     return Completion(
         key=key_from_proto(ref, f"{field}.task"),
         token=token_from_proto(ref, f"{field}.task"),
-        result=struct_to_dict(msg.result),
+        result=bounded_struct(msg.result, f"{field}.result"),
     )
 
 

@@ -45,6 +45,10 @@ def _assemble(engine: Engine, config: ServerConfig) -> tuple[grpc.aio.Server, in
         ("grpc.max_send_message_length", config.max_message_bytes),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        # Ping idle streams: a frozen or vanished worker's stream closes within
+        # ~keepalive time + timeout, and its unacked tasks go back at once.
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
     ]
     server = grpc.aio.server(options=options)
     pbg.add_SchedulerServiceServicer_to_server(  # type: ignore[no-untyped-call]

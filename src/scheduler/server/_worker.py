@@ -245,7 +245,7 @@ async def handle_message(session: WorkerSession, msg: pb.WorkerMessage) -> pb.Se
         if not msg.checkpoint.HasField("task"):
             raise InvalidArgument("checkpoint.task", "required")
         write = conv.write_from_proto(msg.checkpoint.task, "checkpoint.task")
-        data = conv.struct_to_dict(msg.checkpoint.data)
+        data = conv.bounded_struct(msg.checkpoint.data, "checkpoint.data")
         outcome = await session.checkpoint(write.key, write.token, data)
         return _result(msg.request_id, [write.key.id], [outcome]) if msg.request_id else None
     replies = await handle_messages(session, [msg])
@@ -405,7 +405,7 @@ class WorkerService(pbg.WorkerServiceServicer):
             if request.task.HasField("scheduled_at")
             else None
         )
-        result = conv.struct_to_dict(request.result)
+        result = conv.bounded_struct(request.result, "result")
         rec = await self._engine.complete(tenant, task_id, token, result, when)
         return pb.CompleteTaskResponse(task=conv.task_to_proto(rec))
 

@@ -545,7 +545,12 @@ class Worker:
                     return
                 async with asyncio.timeout(self._request_timeout_s):
                     await call.write(msg)
-            except (grpc.aio.AioRpcError, grpc.aio.UsageError, TimeoutError) as exc:
+            except (
+                grpc.aio.AioRpcError,
+                grpc.aio.UsageError,
+                TimeoutError,
+                asyncio.InvalidStateError,  # "RPC already finished": the server went away
+            ) as exc:
                 _log.debug("worker %s: write failed: %s", self.worker_id, exc)
                 call.cancel()
                 return
