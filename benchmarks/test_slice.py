@@ -1,0 +1,622 @@
+"""The vertical slice, measured end to end (issue 5): real processes, real PostgreSQL.
+
+- ``submit``: SubmitTask one at a time (sequential, and 64 in flight) and SubmitTasks
+  in batches of 1,000, against ``tickwheel serve`` in its own process.
+- ``lifecycle``: submit -> dispatch -> ack -> complete on PostgreSQL with fsync on;
+  ``tickwheel serve`` and ``tickwheel worker`` are separate processes; tasks/s from the
+  first submit to the last completion (the ledger's ``completed_at``).
+- ``stream_vs_unary``: the same completions sent on the worker stream against one
+  ``CompleteTask`` unary call per task. There is no unary *fetch* RPC (assignments are
+  only ever pushed on the stream), so the per-task unary baseline is the fenced write
+  that does exist as a unary RPC: completion. Dispatch and ack are identical in both.
+- ``lateness``: 1,000,000 PRELOADED timers (due in 10-55 min) sit in the wheel while a
+  steady stream due 1 s after submission runs at 1k/s and then 5k/s for 10 s each;
+  lateness = time the worker process received the assignment - due time (and the
+  engine's own delivery lateness). Engine and gRPC server run in this process, the
+  worker in its own.
+
+Every figure goes into ``benchmark.extra_info`` and into the table printed at the end of
+the module. The machine has 2 cores shared by server, worker(s), PostgreSQL and this
+process: the figures are bounded by that. Method and figures: docs/benchmarks.md.
+
+Run: ``make bench`` or
+``.venv/bin/pytest benchmarks/test_slice.py --benchmark-only -p no:cacheprovider -s``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+import json
+import statistics
+import time
+import uuid
+from collections.abc import Coroutine, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import grpc
+import pytest
+from tests.support.processes import ADMIN_TOKEN, ProcessGroup, ServeProcess, WorkerProcess
+
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
+from scheduler.client import AdminClient, Client, TaskSpec
+from scheduler.engine import (
+    AssignmentBatch,
+    Engine,
+    EngineConfig,
+    SubmitSpec,
+    WorkerHello,
+    WorkerSession,
+)
+from scheduler.server import Server, ServerConfig
+from scheduler.store import Completion, FencedWrite, StoreConfig, Tenant
+from scheduler.store.postgres import PostgresStore
+
+HANDLERS = "tests.acceptance.handlers"
+FAR = datetime.now(UTC) + timedelta(days=2)
+
+#: benchmark -> figures, printed as one table at the end of the module.
+SLICE: dict[str, dict[str, float]] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slice_table(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    tr = request.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None or not SLICE:
+        return
+    w = tr.write_line
+    w("")
+    w("vertical slice (2 cores: server, worker, PostgreSQL fsync=on and the driver)")
+    for name, figures in SLICE.items():
+        cells = ", ".join(
+            f"{k}={v:,.1f}" if isinstance(v, float) else f"{k}={v:,}" for k, v in figures.items()
+        )
+        w(f"  {name:<28} {cells}")
+
+
+def _record(benchmark: Any, name: str, **figures: float) -> None:
+    SLICE[name] = figures
+    benchmark.extra_info.update(figures)
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """One event loop for the module's async set-up and measurements."""
+    lp = asyncio.new_event_loop()
+    try:
+        yield lp
+    finally:
+        lp.close()
+
+
+def _run(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> Any:
+    return loop.run_until_complete(coro)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# -- a served Tickwheel ---------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Served:
+    group: ProcessGroup
+    server: ServeProcess
+    api_key: str
+    tenant_id: uuid.UUID
+    dsn: str
+
+
+async def _tenant_key(target: str) -> tuple[uuid.UUID, str]:
+    async with await AdminClient.connect(target, admin_token=ADMIN_TOKEN) as admin:
+        tenant = await admin.create_tenant(
+            "bench", rate_limit_rps=1_000_000, max_concurrent_workers=1_000_000
+        )
+        key = await admin.create_api_key(tenant.id, "bench")
+    return tenant.id, key.secret
+
+
+@pytest.fixture
+def served(slice_dsn: str, tmp_path: Path, loop: asyncio.AbstractEventLoop) -> Iterator[Served]:
+    group = ProcessGroup(tmp_path / "procs")
+    try:
+        server = group.serve(slice_dsn, lease_ttl_s=30.0, extra_args=("--canary-interval-s", "0"))
+        tenant_id, key = _run(loop, _tenant_key(server.target))
+        yield Served(group, server, key, tenant_id, slice_dsn)
+    finally:
+        group.stop_all()
+
+
+# -- submit throughput ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["single", "single_x64", "batch_1000"])
+def test_submit_throughput(
+    benchmark: Any, served: Served, loop: asyncio.AbstractEventLoop, mode: str
+) -> None:
+    n = {"single": 2_000, "single_x64": 6_400, "batch_1000": 30_000}[mode]
+
+    async def go() -> float:
+        async with await Client.connect(served.server.target, api_key=served.api_key) as c:
+            await c.submit("warm", scheduled_at=FAR)
+            started = time.perf_counter()
+            if mode == "single":
+                for i in range(n):
+                    await c.submit("bench", {"i": i}, scheduled_at=FAR, strict_timing=True)
+            elif mode == "single_x64":
+
+                async def lane(k: int) -> None:
+                    for i in range(k, n, 64):
+                        await c.submit("bench", {"i": i}, scheduled_at=FAR, strict_timing=True)
+
+                await asyncio.gather(*(lane(k) for k in range(64)))
+            else:
+                for start in range(0, n, 1000):
+                    await c.submit_many(
+                        TaskSpec(type="bench", payload={"i": i}, scheduled_at=FAR)
+                        for i in range(start, start + 1000)
+                    )
+            return time.perf_counter() - started
+
+    elapsed = benchmark.pedantic(lambda: _run(loop, go()), rounds=1, iterations=1)
+    _record(benchmark, f"submit {mode}", tasks=n, seconds=elapsed, tasks_per_s=n / elapsed)
+
+
+# -- full durable lifecycle ----------------------------------------------------------------
+
+
+async def _wait_completed(dsn: str, n: int, timeout_s: float) -> datetime:
+    """Poll until ``n`` tasks completed; the last ledger ``completed_at``."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            done = await conn.fetchval("SELECT count(*) FROM task_completions WHERE type = 'bench'")
+            if done >= n:
+                return await conn.fetchval(
+                    "SELECT max(completed_at) FROM task_completions WHERE type = 'bench'"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"only {done} of {n} tasks completed in {timeout_s} s")
+            await asyncio.sleep(0.1)
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_full_lifecycle(
+    benchmark: Any, served: Served, loop: asyncio.AbstractEventLoop, workers: int
+) -> None:
+    n = 40_000
+    procs: list[WorkerProcess] = [
+        served.group.worker(
+            served.server.target,
+            served.api_key,
+            {"bench": f"{HANDLERS}:fast"},
+            name=f"bench-worker-{i}",
+            slots=2_000,
+        )
+        for i in range(workers)
+    ]
+
+    async def go() -> dict[str, float]:
+        async with await Client.connect(served.server.target, api_key=served.api_key) as c:
+            first = datetime.now(UTC)
+            for start in range(0, n, 10_000):
+                await c.submit_many(
+                    TaskSpec(type="bench", payload={"i": i}, strict_timing=True)
+                    for i in range(start, start + 10_000)
+                )
+            submitted = (datetime.now(UTC) - first).total_seconds()
+            last = await _wait_completed(served.dsn, n, timeout_s=300)
+        total = (last - first).total_seconds()
+        return {"submit_s": submitted, "seconds": total}
+
+    figures = benchmark.pedantic(lambda: _run(loop, go()), rounds=1, iterations=1)
+    assert all(p.running() for p in procs), served.group.explain()
+    _record(
+        benchmark,
+        f"lifecycle {workers} worker(s)",
+        tasks=n,
+        submit_s=figures["submit_s"],
+        seconds=figures["seconds"],
+        tasks_per_s=n / figures["seconds"],
+        vs_target_8000=n / figures["seconds"] / 8000,
+    )
+
+
+# -- streaming against one task per unary call ------------------------------------------
+
+
+class RawStream:
+    """A minimal worker on the bidi stream: collects assignments, matches results."""
+
+    def __init__(self, channel: grpc.aio.Channel, api_key: str) -> None:
+        stub = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
+        self.call = stub.Connect(metadata=(("x-api-key", api_key),))
+        self.refs: list[pb.TaskRef] = []
+        self.results: dict[int, pb.Result] = {}
+        self.changed = asyncio.Event()
+        self._ids = 0
+        self._reader: asyncio.Task[None] | None = None
+
+    async def open(self, slots: int) -> None:
+        hello = pb.Hello(worker_id="raw-bench", task_types=["bench"], slots=slots)
+        await self.call.write(pb.WorkerMessage(hello=hello))
+        first = await self.call.read()
+        assert first.WhichOneof("kind") == "welcome"
+        self._reader = asyncio.create_task(self._read(), name="bench-raw-reader")
+
+    async def _read(self) -> None:
+        while True:
+            msg = await self.call.read()
+            if msg is grpc.aio.EOF:  # type: ignore[attr-defined]
+                return
+            kind = msg.WhichOneof("kind")
+            if kind == "assignments":
+                self.refs.extend(
+                    pb.TaskRef(
+                        task_id=a.task_id,
+                        fencing_token=a.fencing_token,
+                        scheduled_at=a.scheduled_at,
+                    )
+                    for a in msg.assignments.tasks
+                )
+            elif kind == "result":
+                self.results[msg.result.request_id] = msg.result
+            self.changed.set()
+
+    async def until(self, predicate: Any, timeout_s: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            self.changed.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError("raw stream: timed out")
+            try:
+                await asyncio.wait_for(self.changed.wait(), remaining)
+            except TimeoutError:
+                continue
+
+    async def send(self, msg: pb.WorkerMessage) -> int:
+        self._ids += 1
+        msg.request_id = self._ids
+        await self.call.write(msg)
+        return self._ids
+
+    async def close(self) -> None:
+        await self.call.done_writing()
+        if self._reader is not None:
+            await self._reader
+
+
+async def _dispatched_and_acked(c: Client, raw: RawStream, n: int) -> list[pb.TaskRef]:
+    """Submit ``n`` tasks due now; wait until the stream has them all and acked them."""
+    before = len(raw.refs)
+    await c.submit_many(
+        TaskSpec(type="bench", payload={"i": i}, strict_timing=True) for i in range(n)
+    )
+    await raw.until(lambda: len(raw.refs) >= before + n)
+    refs = raw.refs[before : before + n]
+    rid = await raw.send(pb.WorkerMessage(ack=pb.Ack(tasks=refs)))
+    await raw.until(lambda: rid in raw.results)
+    assert all(r.ok for r in raw.results[rid].results)
+    return refs
+
+
+def test_stream_vs_unary_completion(
+    benchmark: Any, served: Served, loop: asyncio.AbstractEventLoop
+) -> None:
+    n = 3_000
+    meta = (("x-api-key", served.api_key),)
+
+    async def go() -> dict[str, float]:
+        async with await Client.connect(served.server.target, api_key=served.api_key) as c:
+            channel = grpc.aio.insecure_channel(served.server.target)
+            raw = RawStream(channel, served.api_key)
+            try:
+                await raw.open(slots=4 * n)
+                stub = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
+                out: dict[str, float] = {}
+
+                refs = await _dispatched_and_acked(c, raw, n)
+                t0 = time.perf_counter()
+                ids = [
+                    await raw.send(pb.WorkerMessage(completion=pb.Completion(task=ref)))
+                    for ref in refs
+                ]
+                await raw.until(lambda: all(i in raw.results for i in ids))
+                out["stream_s"] = time.perf_counter() - t0
+                assert all(raw.results[i].results[0].ok for i in ids)
+
+                refs = await _dispatched_and_acked(c, raw, n)
+                t0 = time.perf_counter()
+                for ref in refs:
+                    await stub.CompleteTask(
+                        pb.CompleteTaskRequest(task=ref), metadata=meta, timeout=30
+                    )
+                out["unary_s"] = time.perf_counter() - t0
+
+                refs = await _dispatched_and_acked(c, raw, n)
+                t0 = time.perf_counter()
+
+                async def lane(k: int) -> None:
+                    for ref in refs[k::64]:
+                        await stub.CompleteTask(
+                            pb.CompleteTaskRequest(task=ref), metadata=meta, timeout=30
+                        )
+
+                await asyncio.gather(*(lane(k) for k in range(64)))
+                out["unary_x64_s"] = time.perf_counter() - t0
+                await raw.close()
+            finally:
+                await channel.close(None)
+        return out
+
+    f = benchmark.pedantic(lambda: _run(loop, go()), rounds=1, iterations=1)
+    _record(
+        benchmark,
+        "stream vs unary completion",
+        tasks=n,
+        stream_per_s=n / f["stream_s"],
+        unary_per_s=n / f["unary_s"],
+        unary_x64_per_s=n / f["unary_x64_s"],
+        ratio_vs_unary=f["unary_s"] / f["stream_s"],
+        ratio_vs_unary_x64=f["unary_x64_s"] / f["stream_s"],
+    )
+
+
+# -- dispatch lateness with 1M outstanding timers -----------------------------------------
+
+OUTSTANDING = 1_000_000
+COPY_COLS = (
+    "id",
+    "tenant_id",
+    "type",
+    "scheduled_at",
+    "due_at",
+    "status",
+    "idempotency_key",
+    "payload",
+    "shard_id",
+    "fencing_token",
+    "created_at",
+    "updated_at",
+)
+
+
+async def _seed_outstanding(dsn: str, tenant_id: uuid.UUID, n: int) -> None:
+    """``n`` PRELOADED tasks due in 10-55 minutes (raw COPY: set-up, not measured)."""
+    from scheduler.ids import uuid7
+
+    now = datetime.now(UTC)
+    conn = await asyncpg.connect(dsn)
+    try:
+        for day in range(2):
+            await conn.execute(
+                "SELECT tickwheel_ensure_partition($1::date)", (now + timedelta(days=day)).date()
+            )
+        chunk = 100_000
+        for start in range(0, n, chunk):
+            rows = []
+            for i in range(start, min(n, start + chunk)):
+                tid = uuid7()
+                due = now + timedelta(minutes=10, milliseconds=(i * 2_700_000) // n)
+                row = (tid, tenant_id, "idle", due, due, "PRELOADED", str(tid), "{}", i % 256)
+                rows.append((*row, 1, now, now))
+            await conn.copy_records_to_table("tasks", records=rows, columns=COPY_COLS)
+    finally:
+        await conn.close()
+
+
+async def _steady_stream(
+    engine: Engine, tenant_id: uuid.UUID, rate: int, seconds: float
+) -> tuple[int, float]:
+    """Submit ``rate`` tasks/s for ``seconds``, each due 1 s after its submission, in
+    calls of at most 1,000. Returns (tasks sent, slowest submit call in ms)."""
+    phase = f"{rate}"
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    sent = 0
+    slowest = 0.0
+    total = int(rate * seconds)
+    while sent < total:
+        k = min(1000, min(total, int((loop.time() - started) * rate) + 1) - sent)
+        if k > 0:
+            at = datetime.now(UTC) + timedelta(seconds=1)
+            t0 = loop.time()
+            await engine.submit(
+                tenant_id,
+                [
+                    SubmitSpec(
+                        type="late", payload={"phase": phase}, scheduled_at=at, strict_timing=True
+                    )
+                    for _ in range(k)
+                ],
+            )
+            slowest = max(slowest, (loop.time() - t0) * 1000.0)
+            sent += k
+        if k < 1000:
+            await asyncio.sleep(0.01)
+    return sent, slowest
+
+
+async def _in_process_records(
+    seen: dict[str, list[float]], phase: str, n: int, timeout_s: float
+) -> list[float]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        late = seen.get(phase, [])
+        if len(late) >= n or time.monotonic() > deadline:
+            return late
+        await asyncio.sleep(0.2)
+
+
+def _read_or_empty(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+async def _lateness_records(path: Path, phase: str, n: int, timeout_s: float) -> list[float]:
+    """Wait until the worker recorded ``n`` assignments of ``phase``; their lateness."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = await asyncio.to_thread(_read_or_empty, path)
+        late = [
+            r["late_ms"]
+            for r in map(json.loads, filter(None, text.splitlines()))
+            if r.get("phase") == phase
+        ]
+        if len(late) >= n or time.monotonic() > deadline:
+            return late
+        await asyncio.sleep(0.2)
+
+
+async def _in_process_consumer(session: WorkerSession, late: dict[str, list[float]]) -> None:
+    """A worker without gRPC: records delivery lateness, acks and completes each batch
+    (one batched call each), so the engine and the store are measured on their own."""
+    pending: set[asyncio.Task[Any]] = set()
+
+    async def finish(batch: AssignmentBatch) -> None:
+        writes = [FencedWrite(key=a.key, token=a.fencing_token) for a in batch.assignments]
+        await session.ack(writes)
+        await session.complete([Completion(key=w.key, token=w.token) for w in writes])
+        session.grant(len(writes))
+
+    while (event := await session.next_event()) is not None:
+        if not isinstance(event, AssignmentBatch):
+            continue
+        now = datetime.now(UTC)
+        for a in event.assignments:
+            late.setdefault(str(a.payload.get("phase")), []).append(
+                (now - a.due_at).total_seconds() * 1000.0
+            )
+        t = asyncio.create_task(finish(event), name="bench-consumer-finish")
+        pending.add(t)
+        t.add_done_callback(pending.discard)
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
+class GcPauses:
+    """Collector pauses in this process (the engine's), per generation."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.started = time.perf_counter()
+        else:
+            self.pauses[info["generation"]].append((time.perf_counter() - self.started) * 1e3)
+
+    def reset(self) -> None:
+        for v in self.pauses.values():
+            v.clear()
+
+
+@pytest.mark.parametrize("consumer", ["worker_process", "in_process"])
+def test_dispatch_lateness_with_1m_outstanding_timers(
+    benchmark: Any,
+    slice_dsn: str,
+    tmp_path: Path,
+    loop: asyncio.AbstractEventLoop,
+    consumer: str,
+) -> None:
+    import psutil
+
+    records = tmp_path / "late.jsonl"
+    group = ProcessGroup(tmp_path / "procs")
+    seconds = 10.0
+
+    async def go() -> dict[str, float]:
+        store = await PostgresStore.open(slice_dsn, StoreConfig())
+        tenant = await store.create_tenant(
+            Tenant(
+                id=uuid.uuid4(),
+                name="bench",
+                rate_limit_rps=1_000_000,
+                max_concurrent_workers=1_000_000,
+            )
+        )
+        t0 = time.perf_counter()
+        await _seed_outstanding(slice_dsn, tenant.id, OUTSTANDING)
+        out: dict[str, float] = {"seed_s": time.perf_counter() - t0}
+        engine = Engine(store, EngineConfig(lease_ttl_s=30.0, heartbeat_interval_s=10.0))
+        server = Server(engine, ServerConfig(listen="127.0.0.1:0"))
+        try:
+            t0 = time.perf_counter()
+            await engine.start()
+            out["recover_s"] = time.perf_counter() - t0
+            out["rss_mb"] = psutil.Process().memory_info().rss / 2**20
+            port = await server.start()
+            _key, secret = await engine.create_api_key(tenant.id, "bench")
+            in_proc: dict[str, list[float]] = {}
+            session: WorkerSession | None = None
+            reader: asyncio.Task[None] | None = None
+            if consumer == "worker_process":
+                await asyncio.to_thread(
+                    group.worker,
+                    f"127.0.0.1:{port}",
+                    secret,
+                    {"late": f"{HANDLERS}:lateness"},
+                    name="late-worker",
+                    slots=20_000,
+                    env={"TW_RECORD_FILE": str(records)},
+                )
+            else:
+                session = await engine.open_session(
+                    WorkerHello(
+                        worker_id="in-process",
+                        tenant_id=tenant.id,
+                        task_types=frozenset({"late"}),
+                        slots=20_000,
+                    )
+                )
+                reader = asyncio.create_task(
+                    _in_process_consumer(session, in_proc), name="bench-consumer"
+                )
+            gc_pauses = GcPauses()
+            gc.callbacks.append(gc_pauses)
+            for rate in (1000, 5000):
+                engine.stats.lateness_ms.clear()
+                gc_pauses.reset()
+                sent, slowest = await _steady_stream(engine, tenant.id, rate, seconds)
+                if consumer == "worker_process":
+                    late = await _lateness_records(records, str(rate), sent, timeout_s=120)
+                else:
+                    late = await _in_process_records(in_proc, str(rate), sent, timeout_s=120)
+                eng = list(engine.stats.lateness_ms)
+                tag = f"{rate // 1000}k"
+                out[f"{tag}_sent"] = sent
+                out[f"{tag}_slowest_submit_ms"] = slowest
+                out[f"{tag}_received"] = len(late)
+                out[f"{tag}_gc2_count"] = len(gc_pauses.pauses[2])
+                out[f"{tag}_gc2_max_ms"] = max(gc_pauses.pauses[2], default=0.0)
+                for name, values in (("worker", late), ("engine", eng)):
+                    if values:
+                        out[f"{tag}_{name}_p50_ms"] = _pct(values, 0.50)
+                        out[f"{tag}_{name}_p99_ms"] = _pct(values, 0.99)
+                        out[f"{tag}_{name}_max_ms"] = max(values)
+                        out[f"{tag}_{name}_mean_ms"] = statistics.fmean(values)
+            gc.callbacks.remove(gc_pauses)
+            if session is not None and reader is not None:
+                await session.close()
+                await reader
+        finally:
+            await asyncio.to_thread(group.stop_all)
+            await server.stop(0)
+            await engine.stop()
+            await store.close()
+        return out
+
+    figures = benchmark.pedantic(lambda: _run(loop, go()), rounds=1, iterations=1)
+    _record(benchmark, f"lateness 1M timers, {consumer}", **figures)
