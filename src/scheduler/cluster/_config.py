@@ -22,7 +22,7 @@ class ClusterConfig:
     """The node stops trusting its shards this long BEFORE the lease can run out."""
     shard_count: int = 256
     """Fixed for the life of a cluster: every task's shard is ``hash mod shard_count``."""
-    rebalance_interval_s: float = 1.0
+    rebalance_interval_s: float = 0.25
     """How often the node re-reads the live nodes and shard owners and moves shards."""
     keepalive_interval_s: float | None = None
     """How often the lease is refreshed; default a third of ``lease_ttl_s``."""
