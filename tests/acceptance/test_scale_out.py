@@ -175,6 +175,11 @@ async def test_three_nodes_survive_kill_freeze_and_flush(
                 """,
                 tenant.id,
             )
+            print(
+                f"\nscale-out: {TASKS} tasks over {SPREAD_S:.0f}s; killed node re-owned in "
+                f"{reowned_s:.2f}s, frozen node in {frozen_reowned_s:.2f}s; latest first "
+                f"dispatch {float(late):.2f}s after due"
+            )
             if float(late) > ETCD_TTL_S + 2:
                 worst = await db.fetch(
                     """

@@ -552,6 +552,7 @@ class Engine:
         PostgreSQL with every change of owner; this node's dispatches carry it, so a
         node that lost a shard can no longer dispatch from it (brief §7).
         """
+        started = time.monotonic()
         epochs = await self.store.claim_shards(list(shards), self.node_id, self.now())
         self._epochs.update(epochs)
         # Not yet in membership.owned(): let the load through for these shards.
@@ -561,6 +562,12 @@ class Engine:
         finally:
             self._gaining = frozenset()
         self._preload_wake.set()
+        log.info(
+            "gained %d shards in %.0f ms (%d due tasks in the wheel)",
+            len(shards),
+            (time.monotonic() - started) * 1000,
+            len(self._wheel),
+        )
 
     async def on_loss(self, shards: frozenset[int]) -> None:
         """This node no longer serves ``shards``: forget their due tasks.
@@ -586,9 +593,11 @@ class Engine:
         """
         horizon = self.now() + timedelta(seconds=self.config.lookahead_s)
         if self.index is not None:
+            index = self.index
             try:
-                for shard in shards:
-                    items = await self.index.load(shard)
+                # Concurrently: a takeover after a node's death must be quick.
+                loaded = await asyncio.gather(*(index.load(shard) for shard in shards))
+                for items in loaded:
                     self._add_to_wheel([p for p in items if p.due_at <= horizon])
             except IndexUnavailable as exc:
                 log.warning("index unavailable (%s); loading shards from the store", exc)
