@@ -595,8 +595,15 @@ class Engine:
         if self.index is not None:
             index = self.index
             try:
-                # Concurrently: a takeover after a node's death must be quick.
-                loaded = await asyncio.gather(*(index.load(shard) for shard in shards))
+                # Concurrently (a takeover after a node's death must be quick), but a
+                # few at a time: a Redis connection pool is small.
+                gate = asyncio.Semaphore(8)
+
+                async def load(shard: int) -> list[Preloaded]:
+                    async with gate:
+                        return await index.load(shard)
+
+                loaded = await asyncio.gather(*(load(shard) for shard in shards))
                 for items in loaded:
                     self._add_to_wheel([p for p in items if p.due_at <= horizon])
             except IndexUnavailable as exc:
