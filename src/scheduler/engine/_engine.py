@@ -1499,8 +1499,3 @@ class Engine:
                     )
                 )
         self._add_to_wheel(reloaded)
-
-
-def monotonic_ms() -> int:
-    """Milliseconds from a monotonic clock (for benchmarks and the demo)."""
-    return time.monotonic_ns() // 1_000_000
