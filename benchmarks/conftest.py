@@ -15,11 +15,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.conftest import redis_server
+from tests.conftest import etcd_server, redis_server
 from tests.support.db import migrate_sync
 from tests.support.servers import PostgresServer, start_server
 
-__all__ = ["redis_server"]
+__all__ = ["etcd_server", "redis_server"]
 
 #: name -> figures, filled by the benchmarks, printed at the end of the session.
 RESULTS: dict[str, dict[str, float]] = {}

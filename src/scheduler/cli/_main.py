@@ -8,6 +8,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -233,7 +234,23 @@ def cluster_options(fn: Any) -> Any:
         envvar="TICKWHEEL_ETCD",
         help="etcd endpoints HOST:PORT[,...]: share the shards with other nodes.",
     )(fn)
+    fn = click.option(
+        "--cluster-name",
+        envvar="TICKWHEEL_CLUSTER_NAME",
+        default="tickwheel",
+        show_default=True,
+        callback=_check_cluster_name,
+        help="Root of this cluster's etcd and Redis keys, so clusters can share both.",
+    )(fn)
     return fn
+
+
+def _check_cluster_name(_ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", value):
+        raise click.BadParameter(
+            "must be 1-64 letters, digits, '.', '_' or '-'", param_hint="--cluster-name"
+        )
+    return value
 
 
 @main.command()
@@ -311,6 +328,7 @@ def serve(
     kafka_pools: str | None,
     kafka_topic_prefix: str,
     etcd: str | None,
+    cluster_name: str,
     node_id: str | None,
     shard_count: int,
     redis_url: str | None,
@@ -339,13 +357,16 @@ def serve(
 
             cluster_config = ClusterConfig(
                 etcd_endpoints=tuple(e.strip() for e in etcd.split(",") if e.strip()),
+                prefix=f"/{cluster_name}",
                 node_id=node,
                 lease_ttl_s=etcd_lease_ttl_s,
                 shard_count=shard_count,
             )
         from scheduler.quota import QuotaConfig
 
-        quota_config = QuotaConfig(redis_url=redis_url, node_share=node_share)
+        quota_config = QuotaConfig(
+            redis_url=redis_url, node_share=node_share, key_prefix=cluster_name
+        )
         server_config = ServerConfig(
             listen=listen,
             admin_token=admin_token,
@@ -404,7 +425,7 @@ async def _serve(
     if quota_config is not None and quota_config.redis_url:
         from scheduler.index import RedisTimeIndex
 
-        index = RedisTimeIndex.from_url(quota_config.redis_url)
+        index = RedisTimeIndex.from_url(quota_config.redis_url, key_prefix=quota_config.key_prefix)
     outlets: list[Any] = []
     if kafka_config is not None:
         from scheduler.kafka import open_outlets

@@ -1,0 +1,423 @@
+"""Real multi-node Tickwheel clusters for the acceptance tests and the benchmarks.
+
+``tickwheel serve --etcd ...`` processes share shards through a real etcd, quotas and
+the fallback time index through a real Redis, and one PostgreSQL database; each node
+gets one ``tickwheel worker``. Two scenarios are shared by the acceptance suite (which
+asserts that nothing is lost or doubled) and ``make bench`` (which reports how fast):
+
+- :func:`failover`: kill -9 one node, SIGSTOP another past its etcd lease, FLUSHALL
+  Redis and restart etcd while tasks fall due; returns the timings it saw;
+- :func:`throughput`: a burst of tasks due at one instant on 1..N nodes; returns how
+  fast the cluster dispatched and completed it.
+
+Both check the history: every accepted dispatch came from the one owner of its shard's
+epoch, and every task completed exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from scheduler.client import AdminClient, Client, TaskSpec
+from tests.support.processes import ADMIN_TOKEN, ProcessGroup, ServeProcess
+from tests.support.servers import EtcdServer, RedisServer
+from tests.support.waiting import eventually
+
+SHARDS = 256
+HANDLERS = "tests.acceptance.handlers"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Running nodes, the tenant's key, and a connection to the shared database."""
+
+    nodes: list[ServeProcess]
+    tenant_id: uuid.UUID
+    api_key: str
+    db: asyncpg.Connection
+
+
+async def owners(db: asyncpg.Connection) -> dict[int, str]:
+    """shard -> owning node, as recorded in ``shard_epochs``."""
+    rows = await db.fetch("SELECT shard_id, owner FROM shard_epochs")
+    return {r[0]: r[1] for r in rows}
+
+
+async def start_cluster(
+    group: ProcessGroup,
+    db: asyncpg.Connection,
+    pg_dsn: str,
+    etcd: EtcdServer,
+    redis: RedisServer,
+    names: Sequence[str],
+    *,
+    etcd_ttl_s: float,
+    task_lease_s: float = 3.0,
+    worker_slots: int = 500,
+) -> Cluster:
+    """Start one node and one worker per name; return once every shard is spread."""
+    nodes: list[ServeProcess] = []
+    cluster_name = f"c{uuid.uuid4().hex[:10]}"  # its own etcd and Redis keys
+    for name in names:
+        proc = ServeProcess(
+            group.dir / name,
+            pg_dsn,
+            name=name,
+            lease_ttl_s=task_lease_s,
+            extra_args=(
+                "--etcd",
+                etcd.endpoint,
+                "--cluster-name",
+                cluster_name,
+                "--node-id",
+                name,
+                "--redis-url",
+                redis.url,
+                "--node-share",
+                f"{min(1.0, 1 / len(names) + 0.01):.2f}",
+                "--etcd-lease-ttl-s",
+                str(etcd_ttl_s),
+                "--preload-interval-s",
+                "0.2",
+                "--canary-interval-s",
+                "0",
+            ),
+        )
+        group.procs.append(proc)
+        await asyncio.to_thread(proc.start)
+        nodes.append(proc)
+    await eventually(
+        lambda: owners(db),
+        until=lambda o: len(o) == SHARDS and set(o.values()) == set(names),
+        timeout_s=60,
+        what=f"{SHARDS} shards spread over {len(names)} nodes",
+    )
+    async with await AdminClient.connect(nodes[0].target, admin_token=ADMIN_TOKEN) as admin:
+        tenant = await admin.create_tenant(
+            "scale", rate_limit_rps=100_000, max_concurrent_workers=100_000
+        )
+        key = (await admin.create_api_key(tenant.id, "scale")).secret
+    for i, node in enumerate(nodes):
+        await asyncio.to_thread(
+            group.worker,
+            node.target,
+            key,
+            {"work": f"{HANDLERS}:work"},
+            name=f"w{i + 1}",
+            slots=worker_slots,
+        )
+    return Cluster(nodes=nodes, tenant_id=tenant.id, api_key=key, db=db)
+
+
+async def submit_due(cluster: Cluster, dues: Sequence[datetime]) -> None:
+    """Submit one strict-timing ``work`` task per due time, in batches."""
+    async with await Client.connect(cluster.nodes[0].target, api_key=cluster.api_key) as client:
+        specs = [TaskSpec(type="work", scheduled_at=d, strict_timing=True) for d in dues]
+        submitted = await client.submit_many(specs)
+    assert len({t.id for t in submitted}) == len(dues)
+
+
+async def completed(cluster: Cluster) -> int:
+    """How many of the tenant's tasks are COMPLETED."""
+    return int(
+        await cluster.db.fetchval(
+            "SELECT count(*) FROM tasks WHERE tenant_id = $1 AND status = 'COMPLETED'",
+            cluster.tenant_id,
+        )
+    )
+
+
+async def check_exactly_once(cluster: Cluster, n: int, *, timeout_s: float) -> None:
+    """Every one of the ``n`` tasks ends COMPLETED, with exactly one completion each, and
+    every accepted dispatch came from the one owner of its shard's epoch."""
+    await eventually(
+        lambda: completed(cluster), until=lambda c: c == n, timeout_s=timeout_s, what="all done"
+    )
+    ledger = await cluster.db.fetchrow(
+        "SELECT count(*), count(DISTINCT task_id) FROM task_completions WHERE tenant_id = $1",
+        cluster.tenant_id,
+    )
+    assert (ledger[0], ledger[1]) == (n, n)
+    rows = await cluster.db.fetch(
+        """
+        SELECT t.shard_id, x.epoch, array_agg(DISTINCT x.actor) AS actors, c.owner
+        FROM task_transitions x
+        JOIN tasks t ON t.id = x.task_id AND t.scheduled_at = x.scheduled_at
+        LEFT JOIN shard_claims c ON c.shard_id = t.shard_id AND c.epoch = x.epoch
+        WHERE x.to_status = 'DISPATCHED' AND t.tenant_id = $1
+        GROUP BY t.shard_id, x.epoch, c.owner
+        """,
+        cluster.tenant_id,
+    )
+    assert rows
+    for r in rows:
+        assert r["epoch"] is not None, "a clustered dispatch without an epoch"
+        assert list(r["actors"]) == [r["owner"]], dict(r)
+
+
+async def latest_first_dispatch_s(cluster: Cluster) -> float:
+    """The largest delay, over all tasks, from due time to first DISPATCHED."""
+    late = await cluster.db.fetchval(
+        """
+        SELECT max(extract(epoch FROM first.at - t.due_at))
+        FROM tasks t
+        JOIN LATERAL (
+            SELECT min(at) AS at FROM task_transitions x
+            WHERE x.task_id = t.id AND x.to_status = 'DISPATCHED'
+        ) first ON true
+        WHERE t.tenant_id = $1
+        """,
+        cluster.tenant_id,
+    )
+    return float(late)
+
+
+async def worst_dispatches(cluster: Cluster, limit: int = 5) -> list[dict[str, Any]]:
+    """The latest first dispatches (due, at, actor, shard, epoch), to explain a figure."""
+    worst = await cluster.db.fetch(
+        """
+        SELECT t.shard_id, t.due_at, first.at, first.actor, first.epoch
+        FROM tasks t
+        JOIN LATERAL (
+            SELECT x.at, x.actor, x.epoch FROM task_transitions x
+            WHERE x.task_id = t.id AND x.to_status = 'DISPATCHED'
+            ORDER BY x.at LIMIT 1
+        ) first ON true
+        WHERE t.tenant_id = $1
+        ORDER BY first.at - t.due_at DESC LIMIT $2
+        """,
+        cluster.tenant_id,
+        limit,
+    )
+    return [dict(w) for w in worst]
+
+
+def _since(start: datetime) -> float:
+    return (datetime.now(UTC) - start).total_seconds()
+
+
+@dataclass(frozen=True)
+class FailoverFigures:
+    """What :func:`failover` measured (seconds)."""
+
+    tasks: int
+    spread_s: float
+    killed_reowned_s: float
+    frozen_reowned_s: float
+    etcd_restart_settled_s: float
+    latest_first_dispatch_s: float
+    #: when each fault began, in seconds after the first task fell due
+    events: dict[str, float]
+    #: the latest first dispatches: (due, dispatched) in seconds after the first due
+    #: time, and the node that dispatched
+    worst: list[tuple[float, float, str, int, int]]
+    #: the claims of the latest task's shard: (epoch, owner, seconds after first due)
+    claims: list[tuple[int, str, float]]
+
+    def line(self) -> str:
+        events = ", ".join(f"{k} at {v:.1f}s" for k, v in self.events.items())
+        worst = ", ".join(
+            f"due {d:.1f}s sent {s:.1f}s by {a} (shard {sh} epoch {e})"
+            for d, s, a, sh, e in self.worst
+        )
+        return (
+            f"failover: {self.tasks} tasks over {self.spread_s:.0f}s; killed node re-owned in "
+            f"{self.killed_reowned_s:.2f}s, frozen node in {self.frozen_reowned_s:.2f}s, "
+            f"etcd restart settled in {self.etcd_restart_settled_s:.2f}s; latest first "
+            f"dispatch {self.latest_first_dispatch_s:.2f}s after due\n"
+            f"  faults: {events}\n  latest: {worst}\n"
+            f"  its shard's claims: "
+            + ", ".join(f"epoch {e} by {o} at {t:.1f}s" for e, o, t in self.claims)
+        )
+
+
+async def failover(
+    group: ProcessGroup,
+    pg_dsn: str,
+    etcd: EtcdServer,
+    redis: RedisServer,
+    *,
+    tasks: int,
+    spread_s: float,
+    etcd_ttl_s: float = 5.0,
+    worker_slots: int = 500,
+) -> FailoverFigures:
+    """Three nodes; ``tasks`` due evenly over ``spread_s``. Mid-run: kill -9 n3, FLUSHALL
+    Redis, SIGSTOP n2 until n1 owns every shard, SIGCONT it, then restart etcd. Asserts
+    exactly-once and the epoch history; returns the timings (asserting none of them:
+    this machine is shared, so timings are benchmark figures, not test verdicts)."""
+    db = await asyncpg.connect(pg_dsn)
+    try:
+        cluster = await start_cluster(
+            group,
+            db,
+            pg_dsn,
+            etcd,
+            redis,
+            ("n1", "n2", "n3"),
+            etcd_ttl_s=etcd_ttl_s,
+            worker_slots=worker_slots,
+        )
+        _, n2, n3 = cluster.nodes
+        start = datetime.now(UTC) + timedelta(seconds=3)
+        await submit_due(
+            cluster, [start + timedelta(seconds=spread_s * i / tasks) for i in range(tasks)]
+        )
+        # The reowning waits allow far more than the TTL: a slow machine makes them slow,
+        # not wrong. The figures say how long they took.
+        reown_timeout_s = etcd_ttl_s + 30
+
+        await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()))
+        await asyncio.sleep(spread_s / 4)
+        events = {"kill -9 n3": _since(start)}
+        killed_at = time.monotonic()
+        n3.kill9()
+        await eventually(
+            lambda: owners(db),
+            until=lambda o: "n3" not in o.values(),
+            timeout_s=reown_timeout_s,
+            what="n3's shards re-owned",
+        )
+        killed_reowned_s = time.monotonic() - killed_at
+
+        flusher = aioredis.from_url(redis.url)
+        try:
+            events["FLUSHALL"] = _since(start)
+            await flusher.flushall()
+        finally:
+            await flusher.aclose()
+
+        await asyncio.sleep(spread_s / 8)
+        events["SIGSTOP n2"] = _since(start)
+        os.killpg(n2.pid, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        try:
+            await eventually(
+                lambda: owners(db),
+                until=lambda o: set(o.values()) == {"n1"},
+                timeout_s=reown_timeout_s,
+                what="n2's shards re-owned by n1",
+            )
+            frozen_reowned_s = time.monotonic() - frozen_at
+            await asyncio.sleep(1.0)
+        finally:
+            os.killpg(n2.pid, signal.SIGCONT)
+
+        # n2 comes back and takes its share again; then etcd itself restarts.
+        await eventually(
+            lambda: owners(db),
+            until=lambda o: set(o.values()) == {"n1", "n2"},
+            timeout_s=reown_timeout_s,
+            what="n2 back in the cluster",
+        )
+        events["etcd restart"] = _since(start)
+        restarted_at = time.monotonic()
+        await asyncio.to_thread(etcd.restart)
+        await eventually(
+            lambda: owners(db),
+            until=lambda o: len(o) == SHARDS and set(o.values()) == {"n1", "n2"},
+            timeout_s=reown_timeout_s,
+            what="every shard owned by n1 and n2 after the etcd restart",
+        )
+        etcd_restart_settled_s = time.monotonic() - restarted_at
+
+        await check_exactly_once(cluster, tasks, timeout_s=240)
+        worst = await worst_dispatches(cluster, 3)
+        claims = await db.fetch(
+            "SELECT epoch, owner, claimed_at FROM shard_claims WHERE shard_id = $1 ORDER BY epoch",
+            worst[0]["shard_id"],
+        )
+        return FailoverFigures(
+            tasks=tasks,
+            spread_s=spread_s,
+            killed_reowned_s=killed_reowned_s,
+            frozen_reowned_s=frozen_reowned_s,
+            etcd_restart_settled_s=etcd_restart_settled_s,
+            latest_first_dispatch_s=await latest_first_dispatch_s(cluster),
+            events=events,
+            worst=[
+                (
+                    (w["due_at"] - start).total_seconds(),
+                    (w["at"] - start).total_seconds(),
+                    str(w["actor"]),
+                    int(w["shard_id"]),
+                    int(w["epoch"]),
+                )
+                for w in worst
+            ],
+            claims=[
+                (int(c["epoch"]), str(c["owner"]), (c["claimed_at"] - start).total_seconds())
+                for c in claims
+            ],
+        )
+    finally:
+        await db.close()
+
+
+@dataclass(frozen=True)
+class ThroughputFigures:
+    """What :func:`throughput` measured."""
+
+    nodes: int
+    tasks: int
+    dispatch_per_s: float
+    complete_per_s: float
+    latest_first_dispatch_s: float
+
+
+async def throughput(
+    group: ProcessGroup,
+    pg_dsn: str,
+    etcd: EtcdServer,
+    redis: RedisServer,
+    *,
+    nodes: int,
+    tasks: int,
+    etcd_ttl_s: float = 5.0,
+) -> ThroughputFigures:
+    """``tasks`` due at one instant on ``nodes`` nodes (each with one worker): dispatch
+    rate = tasks / (last first-dispatch - due), completion rate likewise."""
+    db = await asyncpg.connect(pg_dsn)
+    try:
+        names = [f"n{i + 1}" for i in range(nodes)]
+        cluster = await start_cluster(
+            group, db, pg_dsn, etcd, redis, names, etcd_ttl_s=etcd_ttl_s, worker_slots=1000
+        )
+        # Far enough ahead that submission ends before the burst falls due.
+        due = datetime.now(UTC) + timedelta(seconds=5 + tasks / 10_000)
+        await submit_due(cluster, [due] * tasks)
+        await check_exactly_once(cluster, tasks, timeout_s=600)
+        spans = await db.fetchrow(
+            """
+            SELECT max(d.at) AS dispatched, max(c.at) AS completed
+            FROM tasks t
+            JOIN LATERAL (SELECT min(at) AS at FROM task_transitions x
+                          WHERE x.task_id = t.id AND x.to_status = 'DISPATCHED') d ON true
+            JOIN LATERAL (SELECT max(at) AS at FROM task_transitions x
+                          WHERE x.task_id = t.id AND x.to_status = 'COMPLETED') c ON true
+            WHERE t.tenant_id = $1
+            """,
+            cluster.tenant_id,
+        )
+        dispatch_s = (spans["dispatched"] - due).total_seconds()
+        complete_s = (spans["completed"] - due).total_seconds()
+        return ThroughputFigures(
+            nodes=nodes,
+            tasks=tasks,
+            dispatch_per_s=tasks / dispatch_s,
+            complete_per_s=tasks / complete_s,
+            latest_first_dispatch_s=dispatch_s,
+        )
+    finally:
+        await db.close()
