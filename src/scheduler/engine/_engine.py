@@ -111,8 +111,6 @@ class EngineStats:
     spilled: int = 0
     """Tasks kept in the Redis index instead of the wheel (over its memory cap)."""
     reclaimed: int = 0
-    upstream_cancelled: int = 0
-    """Workflow tasks cancelled because a parent dead-lettered or was cancelled."""
     schedule_fired: int = 0
     """Schedule occurrences turned into tasks."""
     canary_lag_ms: collections.deque[float] = dataclasses.field(
@@ -335,8 +333,10 @@ class WorkerSession:
         async def run(mine: list[FencedWrite]) -> list[Outcome]:
             outcomes = await self._engine.store.confirm_cancel(mine, self._engine.now())
             self._engine._free_ok(mine, outcomes)
-            done = [w.key for w, o in zip(mine, outcomes, strict=True) if o is Outcome.OK]
-            await self._engine.workflows.on_failed(done)
+            if any(o is Outcome.OK for o in outcomes):
+                # The store applied the upstream policy: wake the pre-loader for any
+                # children now at zero (policy continue).
+                self._engine._preload_wake.set()
             return outcomes
 
         out = await self._fenced(writes, run)
@@ -829,7 +829,7 @@ class Engine:
         if task.status is TaskState.CANCELLED:
             self._drop_from_memory(task.id)
             self._ready.remove(task.id)
-            await self.workflows.on_failed([task.key])
+            self._preload_wake.set()  # children released by the upstream policy
         if result.notify_worker is not None:
             for session in list(self._sessions.values()):
                 if task.id in session.held:
@@ -1383,7 +1383,8 @@ class Engine:
                         # Dispatched to it and never acked within a whole lease.
                         session.stalled = session.outlet is None
             self._add_to_wheel(result.requeued)
-            await self.workflows.on_failed([*result.dead_lettered, *result.cancelled])
+            if result.dead_lettered or result.cancelled:
+                self._preload_wake.set()  # children released by the upstream policy
             n = len(result.requeued) + len(gone)
             self.stats.reclaimed += n
             if result.retrying:
@@ -1462,7 +1463,8 @@ class Engine:
             for f, r in zip(items, results, strict=True)
             if r.new_state is TaskState.DEAD_LETTER
         ]
-        await self.workflows.on_failed(dead)
+        if dead:
+            self._preload_wake.set()  # children released by the upstream policy
         self.stats.failed += sum(r.outcome is Outcome.OK for r in results)
         return [r.outcome for r in results]
 

@@ -8,16 +8,16 @@ pre-loader never claims. A parent's completion decrements its children in the
 completing transaction (``Store.complete``), and a child that reaches zero comes back
 PRELOADED and goes into the wheel at its own ``due_at``: no graph scan, no polling.
 
-A parent that dead-letters or is cancelled triggers :meth:`Workflows.on_failed`
-(the workflow's :class:`UpstreamPolicy`: cancel every waiting descendant with reason
-``upstream_failed``, or count the parent as resolved).
+A parent that dead-letters or is cancelled has the workflow's :class:`UpstreamPolicy`
+applied by the store in the same transaction as that move (cancel every waiting
+descendant with reason ``upstream_failed``, or count the parent as resolved: the
+children at zero stay SCHEDULED and the pre-loader claims them; the engine wakes it).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import logging
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -27,13 +27,11 @@ from scheduler._errors import InvalidArgument
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
 from scheduler.states import TaskState
-from scheduler.store import InsertResult, NewTask, TaskKey, TaskRecord
+from scheduler.store import InsertResult, NewTask, TaskRecord
 from scheduler.store._orchestration import UpstreamPolicy, Workflow, WorkflowView
 
 if TYPE_CHECKING:
     from scheduler.engine._engine import Engine
-
-log = logging.getLogger("tickwheel.engine.workflows")
 
 MAX_NODE_ID_LEN = 64
 _KEY_PREFIX = "wf:"
@@ -144,7 +142,7 @@ def validate_dag(spec: WorkflowSpec, max_nodes: int, max_edges: int) -> list[int
 
 
 class Workflows:
-    """The engine's workflow front: submit, read, and react to failed parents."""
+    """The engine's workflow front: submit and read."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -219,22 +217,3 @@ class Workflows:
     async def get(self, tenant_id: uuid.UUID, workflow_id: uuid.UUID) -> WorkflowView:
         """The workflow with every node's task and the edges."""
         return await self._engine.store.get_workflow(tenant_id, workflow_id)
-
-    async def on_failed(self, keys: Sequence[TaskKey]) -> None:
-        """Tasks that just dead-lettered or were cancelled: apply their workflow's policy.
-
-        Never raises: a failure here is logged (the descendants stay SCHEDULED, visible
-        in GetWorkflow, and an operator can cancel them).
-        """
-        if not keys:
-            return
-        engine = self._engine
-        try:
-            result = await engine.store.resolve_failed_parents(keys, engine.now())
-        except Exception:
-            log.exception("could not apply the upstream policy to %d failed tasks", len(keys))
-            return
-        if result.cancelled:
-            engine.stats.upstream_cancelled += len(result.cancelled)
-            log.info("cancelled %d descendants (upstream_failed)", len(result.cancelled))
-        engine._add_to_wheel(result.ready)

@@ -17,7 +17,6 @@ from scheduler.store._orchestration import (
     OverlapPolicy,
     Schedule,
     UpstreamPolicy,
-    UpstreamResult,
     Workflow,
     WorkflowView,
 )
@@ -84,7 +83,6 @@ __all__ = [
     "Tenant",
     "Transition",
     "UpstreamPolicy",
-    "UpstreamResult",
     "Workflow",
     "WorkflowView",
     "migrate",

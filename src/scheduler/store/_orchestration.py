@@ -16,19 +16,25 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     # Annotations only: _protocol imports this module to build the Store protocol.
-    from scheduler.store._protocol import JSON, Pool, Preloaded, TaskKey, TaskRecord
+    from scheduler.store._protocol import JSON, Pool, TaskRecord
 
 UPSTREAM_FAILED = "upstream_failed"
 """``last_error`` of a task cancelled because a parent dead-lettered or was cancelled."""
 
 
 class UpstreamPolicy(enum.StrEnum):
-    """What a workflow does to a task's descendants when it dead-letters or is cancelled."""
+    """What a workflow does to a task's descendants when it dead-letters or is cancelled.
+
+    The store applies it inside the transaction of the move itself (``fail``,
+    ``release``, ``confirm_cancel``, ``reclaim_expired``, ``cancel``, ``transition``), so
+    it cannot be lost to a crash between the two.
+    """
 
     CANCEL = "cancel"
     """Cancel every waiting descendant with reason ``upstream_failed`` (the default)."""
     CONTINUE = "continue"
-    """Count the failed parent as resolved: its children run as if it had completed."""
+    """Count the failed parent as resolved: its children's counters go down and those at
+    zero stay SCHEDULED for the pre-loader to claim, like any due task."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,16 +57,6 @@ class WorkflowView:
     workflow: Workflow
     tasks: tuple[TaskRecord, ...]
     edges: tuple[tuple[uuid.UUID, uuid.UUID], ...]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class UpstreamResult:
-    """What :meth:`OrchestrationStore.resolve_failed_parents` did."""
-
-    cancelled: tuple[TaskKey, ...]
-    """Descendants cancelled with reason ``upstream_failed``."""
-    ready: tuple[Preloaded, ...]
-    """Children released (policy ``continue``) and now PRELOADED."""
 
 
 class OverlapPolicy(enum.StrEnum):
@@ -134,13 +130,6 @@ class OrchestrationStore(Protocol):
         self, tenant_id: uuid.UUID | None, workflow_id: uuid.UUID
     ) -> WorkflowView:
         """The workflow with all its tasks and edges; NotFound for other tenants."""
-        ...
-
-    async def resolve_failed_parents(
-        self, keys: Sequence[TaskKey], now: datetime
-    ) -> UpstreamResult:
-        """Apply each workflow's upstream policy to tasks that just dead-lettered or were
-        cancelled (non-workflow keys are ignored). Call once per such move."""
         ...
 
     async def create_schedule(self, schedule: Schedule) -> Schedule:

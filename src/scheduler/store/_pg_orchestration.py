@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from scheduler._errors import AlreadyExists, NotFound
-from scheduler.store import _common, _sql, _validate
+from scheduler.store import _common, _sql
 from scheduler.store._config import StoreConfig
 from scheduler.store._orchestration import (
     UPSTREAM_FAILED,
@@ -24,16 +25,16 @@ from scheduler.store._orchestration import (
     OverlapPolicy,
     Schedule,
     UpstreamPolicy,
-    UpstreamResult,
     Workflow,
     WorkflowView,
 )
-from scheduler.store._protocol import Pool, Preloaded, TaskKey
+from scheduler.store._protocol import Pool, TaskKey
 
 if TYPE_CHECKING:
     Conn = asyncpg.pool.PoolConnectionProxy[asyncpg.Record]
 
 Q = _sql.parse_sections(_sql.read_text("postgres", "orchestration.sql"))
+log = logging.getLogger(__name__)
 
 
 def _workflow(r: asyncpg.Record) -> Workflow:
@@ -133,38 +134,39 @@ class PostgresOrchestration:
             _workflow(row), tuple(_task(t) for t in tasks), tuple((e[0], e[1]) for e in edges)
         )
 
-    async def resolve_failed_parents(
-        self, keys: Sequence[TaskKey], now: datetime
-    ) -> UpstreamResult:
-        """Cancel the descendants (policy cancel) or release the children (continue)."""
-        from scheduler.store.postgres import Q as TASK_Q
-        from scheduler.store.postgres import _preloaded
+    async def _apply_upstream(self, conn: Conn, keys: Sequence[TaskKey], now: datetime) -> int:
+        """Apply the upstream policy of the workflow tasks among ``keys`` that are now
+        DEAD_LETTER or CANCELLED, on ``conn`` inside the caller's open transaction (the
+        one that moved them). Policy cancel: every waiting descendant -> CANCELLED with
+        ``upstream_failed`` (audited); continue: the direct children's counters go down
+        and they stay SCHEDULED for the pre-loader. Returns how many were cancelled.
 
-        _validate.aware("now", now)
+        Callers pass only keys they just moved that carry a ``workflow_id``, so a batch
+        without any costs no query.
+        """
         if not keys:
-            return UpstreamResult((), ())
+            return 0
         lo, hi = _common.bounds(keys)
-        async with self._conn() as conn, conn.transaction():
-            rows = await conn.fetch(
-                Q["failed_parent_policies"],
-                [k.id for k in keys],
-                [k.scheduled_at for k in keys],
-                lo,
-                hi,
+        rows = await conn.fetch(
+            Q["failed_parent_policies"],
+            [k.id for k in keys],
+            [k.scheduled_at for k in keys],
+            lo,
+            hi,
+        )
+        cancel = [r[0] for r in rows if r[2] == UpstreamPolicy.CANCEL.value]
+        cont = [r[0] for r in rows if r[2] == UpstreamPolicy.CONTINUE.value]
+        cancelled = 0
+        if cancel:
+            done = await conn.fetch(
+                Q["cancel_descendants"], cancel, now, UPSTREAM_FAILED, self.config.actor
             )
-            cancel = [r[0] for r in rows if r[2] == UpstreamPolicy.CANCEL.value]
-            cont = [r[0] for r in rows if r[2] == UpstreamPolicy.CONTINUE.value]
-            cancelled: list[TaskKey] = []
-            ready: list[Preloaded] = []
-            if cancel:
-                done = await conn.fetch(
-                    Q["cancel_descendants"], cancel, now, UPSTREAM_FAILED, self.config.actor
-                )
-                cancelled = [TaskKey(r[0], r[1]) for r in done]
-            if cont:
-                got = await conn.fetch(TASK_Q["release_children"], cont, now, self.config.actor)
-                ready = [_preloaded(r) for r in got]
-        return UpstreamResult(tuple(cancelled), tuple(ready))
+            cancelled = len(done)
+            if cancelled:
+                log.info("cancelled %d descendants (upstream_failed)", cancelled)
+        if cont:
+            await conn.execute(Q["resolve_children"], cont, now)
+        return cancelled
 
     # -- schedules ----------------------------------------------------------------------
     async def create_schedule(self, schedule: Schedule) -> Schedule:

@@ -420,21 +420,27 @@ class Store(OrchestrationStore, Protocol):
         ...
 
     async def fail(self, items: Sequence[Failure], now: datetime) -> list[FailResult]:
-        """RUNNING -> RETRYING (attempts remain and retryable) or DEAD_LETTER."""
+        """RUNNING -> RETRYING (attempts remain and retryable) or DEAD_LETTER; a workflow
+        task that dead-letters has its upstream policy applied in the same transaction."""
         ...
 
     async def release(self, items: Sequence[Release], now: datetime) -> list[Outcome]:
-        """RUNNING/DISPATCHED -> PRELOADED without using an attempt (graceful drain)."""
+        """RUNNING/DISPATCHED -> PRELOADED without using an attempt (graceful drain); with
+        a cancel pending -> CANCELLED, and a workflow task then has its upstream policy
+        applied in the same transaction."""
         ...
 
     async def reclaim_expired(
         self, shards: Sequence[int] | None, now: datetime, limit: int
     ) -> ReclaimResult:
-        """Apply lease expiry per the state table to tasks whose lease lapsed."""
+        """Apply lease expiry per the state table to tasks whose lease lapsed; workflow
+        tasks that dead-letter or are cancelled have their upstream policy applied in the
+        same transaction."""
         ...
 
     async def confirm_cancel(self, writes: Sequence[FencedWrite], now: datetime) -> list[Outcome]:
-        """RUNNING (cancel requested) -> CANCELLED, confirmed by the worker."""
+        """RUNNING (cancel requested) -> CANCELLED, confirmed by the worker; a workflow
+        task has its upstream policy applied in the same transaction."""
         ...
 
     # -- shards (scale-out) -----------------------------------------------------------
@@ -454,7 +460,9 @@ class Store(OrchestrationStore, Protocol):
         self, tenant_id: uuid.UUID | None, task_id: uuid.UUID, now: datetime
     ) -> CancelResult:
         """Cancel at any state: immediate from SCHEDULED/PRELOADED/RETRYING, requested
-        (worker told) from DISPATCHED/RUNNING; InvalidTransition from a terminal one."""
+        (worker told) from DISPATCHED/RUNNING; InvalidTransition from a terminal one. An
+        immediate cancel of a workflow task applies its upstream policy in the same
+        transaction."""
         ...
 
     async def redrive(
@@ -468,7 +476,8 @@ class Store(OrchestrationStore, Protocol):
     ) -> TaskRecord:
         """Move a task to ``to_state`` (operator/repair tool). Checked against the state
         machine in code and again by the SQL guard: InvalidTransition, and nothing
-        written, when the move is illegal."""
+        written, when the move is illegal. A workflow task moved to DEAD_LETTER or
+        CANCELLED has its upstream policy applied in the same transaction."""
         ...
 
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:

@@ -7,6 +7,7 @@ A mixin of :class:`~scheduler.store.sqlite.SqliteStore`; SQL in
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
@@ -15,7 +16,7 @@ from typing import TypeVar
 
 from scheduler._errors import AlreadyExists, NotFound
 from scheduler.states import TaskState
-from scheduler.store import _common, _sql, _validate
+from scheduler.store import _common, _sql
 from scheduler.store._config import StoreConfig
 from scheduler.store._orchestration import (
     UPSTREAM_FAILED,
@@ -23,14 +24,14 @@ from scheduler.store._orchestration import (
     OverlapPolicy,
     Schedule,
     UpstreamPolicy,
-    UpstreamResult,
     Workflow,
     WorkflowView,
 )
-from scheduler.store._protocol import Pool, Preloaded, TaskKey
+from scheduler.store._protocol import Pool
 
 T = TypeVar("T")
 Q = _sql.parse_sections(_sql.read_text("sqlite", "orchestration.sql"))
+log = logging.getLogger(__name__)
 
 
 def _us(t: datetime) -> int:
@@ -154,68 +155,56 @@ class SqliteOrchestration:
 
         return await self._tx(fn)
 
-    async def resolve_failed_parents(
-        self, keys: Sequence[TaskKey], now: datetime
-    ) -> UpstreamResult:
-        """Cancel the descendants (policy cancel) or release the children (continue)."""
+    def _apply_upstream(
+        self, c: sqlite3.Connection, keys: Sequence[tuple[str, int]], n: int
+    ) -> int:
+        """Apply the upstream policy of the workflow tasks among ``keys`` ((id, scheduled_at
+        in microseconds)) that are now DEAD_LETTER or CANCELLED, on ``c`` inside the
+        caller's transaction (the one that moved them). Policy cancel: every waiting
+        descendant -> CANCELLED with ``upstream_failed`` (audited); continue: the direct
+        children's counters go down and they stay SCHEDULED for the pre-loader. Returns
+        how many were cancelled.
+
+        Callers pass only keys they just moved that carry a ``workflow_id``.
+        """
         from scheduler.store.sqlite import Q as TASK_Q
-        from scheduler.store.sqlite import _audit, _preloaded
+        from scheduler.store.sqlite import _audit
 
-        n = _us(_validate.aware("now", now))
         actor = self.config.actor
-
-        def fn(c: sqlite3.Connection) -> UpstreamResult:
-            cancelled: list[TaskKey] = []
-            ready: list[Preloaded] = []
-            for key in keys:
-                pol = c.execute(
-                    Q["failed_parent_policy"], (str(key.id), _us(key.scheduled_at))
-                ).fetchone()
-                if pol is None:
-                    continue
-                if pol[0] == UpstreamPolicy.CONTINUE.value:
-                    for (child,) in c.execute(TASK_Q["children"], (str(key.id),)).fetchall():
-                        ch = c.execute(TASK_Q["decrement_child"], (n, child)).fetchone()
-                        if ch is not None and ch["status"] == TaskState.PRELOADED.value:
-                            _audit(
-                                c,
-                                ch["id"],
-                                ch["scheduled_at"],
-                                TaskState.SCHEDULED,
-                                TaskState.PRELOADED,
-                                ch["fencing_token"],
-                                actor,
-                                n,
-                            )
-                            ready.append(_preloaded(ch))
-                    continue
-                frontier = [str(key.id)]
-                seen: set[str] = set()
-                while frontier:
-                    parent = frontier.pop()
-                    for (child,) in c.execute(TASK_Q["children"], (parent,)).fetchall():
-                        if child in seen:
-                            continue
-                        seen.add(child)
-                        frontier.append(child)
-                        row = c.execute(Q["cancel_waiting"], (UPSTREAM_FAILED, n, child)).fetchone()
-                        if row is not None:
-                            _audit(
-                                c,
-                                row[0],
-                                row[1],
-                                TaskState.SCHEDULED,
-                                TaskState.CANCELLED,
-                                row[2],
-                                actor,
-                                n,
-                            )
-                            cancelled.append(TaskKey(uuid.UUID(row[0]), _dt(row[1])))
-            return UpstreamResult(tuple(cancelled), tuple(ready))
-
-        if not keys:
-            return UpstreamResult((), ())
-        return await self._tx(fn)
+        cancelled = 0
+        for task_id, sched in dict.fromkeys(keys):
+            pol = c.execute(Q["failed_parent_policy"], (task_id, sched)).fetchone()
+            if pol is None:
+                continue
+            if pol[0] == UpstreamPolicy.CONTINUE.value:
+                for (child,) in c.execute(TASK_Q["children"], (task_id,)).fetchall():
+                    c.execute(Q["resolve_child"], (n, child))
+                continue
+            frontier = [task_id]
+            seen: set[str] = set()
+            while frontier:
+                parent = frontier.pop()
+                for (child,) in c.execute(TASK_Q["children"], (parent,)).fetchall():
+                    if child in seen:
+                        continue
+                    seen.add(child)
+                    frontier.append(child)
+                    row = c.execute(Q["cancel_waiting"], (UPSTREAM_FAILED, n, child)).fetchone()
+                    if row is not None:
+                        _audit(
+                            c,
+                            row[0],
+                            row[1],
+                            TaskState.SCHEDULED,
+                            TaskState.CANCELLED,
+                            row[2],
+                            actor,
+                            n,
+                        )
+                        cancelled += 1
+        if cancelled:
+            log.info("cancelled %d descendants (upstream_failed)", cancelled)
+        return cancelled
 
     # -- schedules ----------------------------------------------------------------------
     async def create_schedule(self, schedule: Schedule) -> Schedule:

@@ -65,6 +65,8 @@ _MIGRATIONS_TABLE = "tickwheel_schema_migrations"
 _MIGRATE_LOCK = 7429000
 _PARTITION_NAME = re.compile(r"^tasks_p(\d{8})$")
 _POOLS = {p.value: p for p in Pool}
+_FAILED = (TaskState.DEAD_LETTER, TaskState.CANCELLED)
+"""States whose entry applies a workflow task's upstream policy (same transaction)."""
 
 Q = _sql.queries("postgres")
 
@@ -188,6 +190,12 @@ def _preloaded(row: asyncpg.Record) -> Preloaded:
         Pool(row["pool"]),
         row["type"],
     )
+
+
+def _keys_of(keys: Sequence[TaskKey], rows: Sequence[asyncpg.Record]) -> list[TaskKey]:
+    """The keys (each once) of the tasks a batch statement returned (column ``id``)."""
+    ids = {r["id"] for r in rows}
+    return list({k.id: k for k in keys if k.id in ids}.values())
 
 
 def _tenant(row: asyncpg.Record) -> Tenant:
@@ -822,7 +830,8 @@ class PostgresStore(PostgresOrchestration):
         return _common.complete_results(keys, outcomes, children)
 
     async def fail(self, items: Sequence[Failure], now: datetime) -> list[FailResult]:
-        """RUNNING -> RETRYING, or on to DEAD_LETTER when no attempt remains."""
+        """RUNNING -> RETRYING, or on to DEAD_LETTER when no attempt remains; a workflow
+        task's upstream policy is applied in the same transaction."""
         _validate.aware("now", now)
         if not items:
             return []
@@ -830,7 +839,7 @@ class PostgresStore(PostgresOrchestration):
         _validate.failures(items)
         keys = [f.key for f in items]
         lo, hi = _common.bounds(keys)
-        async with self._conn() as conn:
+        async with self._conn() as conn, conn.transaction():
             rows = await conn.fetch(
                 Q["fail"],
                 [k.id for k in keys],
@@ -844,6 +853,9 @@ class PostgresStore(PostgresOrchestration):
                 hi,
             )
             state = {r[0]: TaskState(r[2]) for r in rows}
+            dead = [r for r in rows if r["status"] == TaskState.DEAD_LETTER]
+            if wf := [r for r in dead if r["workflow_id"] is not None]:
+                await self._apply_upstream(conn, _keys_of(keys, wf), now)
             tokens = [f.token for f in items]
             outcomes = await self._outcomes(conn, keys, tokens, {(r[0], r[1]) for r in rows})
         return [
@@ -852,7 +864,8 @@ class PostgresStore(PostgresOrchestration):
         ]
 
     async def release(self, items: Sequence[Release], now: datetime) -> list[Outcome]:
-        """RUNNING/DISPATCHED -> PRELOADED (attempt not counted), saving a checkpoint."""
+        """RUNNING/DISPATCHED -> PRELOADED (attempt not counted), saving a checkpoint; with
+        a cancel pending -> CANCELLED and the upstream policy, in one transaction."""
         _validate.aware("now", now)
         if not items:
             return []
@@ -866,7 +879,7 @@ class PostgresStore(PostgresOrchestration):
         ]
         keys = [r.key for r in items]
         lo, hi = _common.bounds(keys)
-        async with self._conn() as conn:
+        async with self._conn() as conn, conn.transaction():
             rows = await conn.fetch(
                 Q["release"],
                 [k.id for k in keys],
@@ -877,18 +890,23 @@ class PostgresStore(PostgresOrchestration):
                 lo,
                 hi,
             )
+            # A cancel was pending: the task went CANCELLED, not back to PRELOADED.
+            gone = [r for r in rows if r["status"] == TaskState.CANCELLED]
+            if wf := [r for r in gone if r["workflow_id"] is not None]:
+                await self._apply_upstream(conn, _keys_of(keys, wf), now)
             tokens = [r.token for r in items]
             return await self._outcomes(conn, keys, tokens, {(r[0], r[1]) for r in rows})
 
     async def confirm_cancel(self, writes: Sequence[FencedWrite], now: datetime) -> list[Outcome]:
-        """RUNNING with a cancel pending -> CANCELLED (the worker confirmed)."""
+        """RUNNING with a cancel pending -> CANCELLED (the worker confirmed), with the
+        upstream policy of workflow tasks in the same transaction."""
         _validate.aware("now", now)
         if not writes:
             return []
         _validate.keys("writes", writes)
         keys = [w.key for w in writes]
         lo, hi = _common.bounds(keys)
-        async with self._conn() as conn:
+        async with self._conn() as conn, conn.transaction():
             rows = await conn.fetch(
                 Q["confirm_cancel"],
                 [k.id for k in keys],
@@ -898,6 +916,8 @@ class PostgresStore(PostgresOrchestration):
                 lo,
                 hi,
             )
+            if wf := [r for r in rows if r["workflow_id"] is not None]:
+                await self._apply_upstream(conn, _keys_of(keys, wf), now)
             tokens = [w.token for w in writes]
             return await self._outcomes(conn, keys, tokens, {(r[0], r[1]) for r in rows})
 
@@ -907,7 +927,7 @@ class PostgresStore(PostgresOrchestration):
         """Apply lease expiry (state table): DISPATCHED -> PRELOADED, RUNNING ->
         RETRYING / DEAD_LETTER, pending cancels -> CANCELLED."""
         _validate.aware("now", now)
-        async with self._conn() as conn:
+        async with self._conn() as conn, conn.transaction():
             rows = await conn.fetch(
                 Q["reclaim_expired"],
                 now,
@@ -915,6 +935,13 @@ class PostgresStore(PostgresOrchestration):
                 limit,
                 self.config.actor,
             )
+            failed = [
+                TaskKey(r["id"], r["scheduled_at"])
+                for r in rows
+                if r["workflow_id"] is not None and r["status"] in _FAILED
+            ]
+            if failed:
+                await self._apply_upstream(conn, failed, now)
         requeued, retrying, dead, cancelled = [], [], [], []
         for r in rows:
             key = TaskKey(r["id"], r["scheduled_at"])
@@ -1012,6 +1039,8 @@ class PostgresStore(PostgresOrchestration):
                 assert row is not None
                 return CancelResult(_task(row), task.worker_id)
             moved = await self._move(conn, task, [TaskState.CANCELLED], now, self.config.actor)
+            if moved.workflow_id is not None:
+                await self._apply_upstream(conn, [moved.key], now)
             return CancelResult(moved, None)
 
     async def redrive(
@@ -1034,7 +1063,10 @@ class PostgresStore(PostgresOrchestration):
             row = await conn.fetchrow(Q["lock_task"], key.id, key.scheduled_at)
             if row is None:
                 raise NotFound("task", str(key.id))
-            return await self._move(conn, _task(row), [to_state], now, actor)
+            moved = await self._move(conn, _task(row), [to_state], now, actor)
+            if moved.workflow_id is not None and to_state in _FAILED:
+                await self._apply_upstream(conn, [moved.key], now)
+            return moved
 
     async def _guarded_set_status_unchecked(
         self, key: TaskKey, to_state: TaskState, now: datetime

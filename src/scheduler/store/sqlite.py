@@ -64,6 +64,8 @@ Q = _sql.queries("sqlite")
 _STEPS: dict[tuple[TaskState, TaskState], list[tuple[TaskState, TaskState]]] = {}
 for _a, _b, _f, _t in _sql.route_steps():
     _STEPS.setdefault((_a, _b), []).append((_f, _t))
+_FAILED = (TaskState.DEAD_LETTER, TaskState.CANCELLED)
+"""States whose entry applies a workflow task's upstream policy (same transaction)."""
 
 
 def _us(t: datetime) -> int:
@@ -705,7 +707,8 @@ class SqliteStore(SqliteOrchestration):
         return await self._tx(fn)
 
     async def fail(self, items: Sequence[Failure], now: datetime) -> list[FailResult]:
-        """RUNNING -> RETRYING, or on to DEAD_LETTER when no attempt remains."""
+        """RUNNING -> RETRYING, or on to DEAD_LETTER when no attempt remains; a workflow
+        task's upstream policy is applied in the same transaction."""
         n = _us(_validate.aware("now", now))
         _validate.keys("items", items)
         for i, f in enumerate(items):
@@ -715,6 +718,7 @@ class SqliteStore(SqliteOrchestration):
 
         def fn(c: sqlite3.Connection) -> list[FailResult]:
             out = []
+            dead: list[tuple[str, int]] = []
             for f in items:
                 retry_at = _us(f.retry_at) if f.retry_at is not None else n
                 row = c.execute(
@@ -744,13 +748,18 @@ class SqliteStore(SqliteOrchestration):
                     row["worker_id"],
                     n,
                 )
+                if state is TaskState.DEAD_LETTER and row["workflow_id"] is not None:
+                    dead.append((str(f.key.id), _us(f.key.scheduled_at)))
                 out.append(FailResult(Outcome.OK, state))
+            if dead:
+                self._apply_upstream(c, dead, n)
             return out
 
         return await self._tx(fn)
 
     async def release(self, items: Sequence[Release], now: datetime) -> list[Outcome]:
-        """RUNNING/DISPATCHED -> PRELOADED (attempt not counted), saving a checkpoint."""
+        """RUNNING/DISPATCHED -> PRELOADED (attempt not counted), saving a checkpoint; with
+        a cancel pending -> CANCELLED and the upstream policy, in one transaction."""
         n = _us(_validate.aware("now", now))
         _validate.keys("items", items)
         cps = [
@@ -765,6 +774,7 @@ class SqliteStore(SqliteOrchestration):
 
         def fn(c: sqlite3.Connection) -> list[Outcome]:
             out = []
+            gone: list[tuple[str, int]] = []
             for r, cp in zip(items, cps, strict=True):
                 key = (str(r.key.id), _us(r.key.scheduled_at), r.token)
                 old = c.execute(
@@ -784,18 +794,25 @@ class SqliteStore(SqliteOrchestration):
                     old["worker_id"],
                     n,
                 )
+                # A cancel was pending: the task went CANCELLED, not back to PRELOADED.
+                if row["status"] == TaskState.CANCELLED and row["workflow_id"] is not None:
+                    gone.append((key[0], key[1]))
                 out.append(Outcome.OK)
+            if gone:
+                self._apply_upstream(c, gone, n)
             return out
 
         return await self._tx(fn)
 
     async def confirm_cancel(self, writes: Sequence[FencedWrite], now: datetime) -> list[Outcome]:
-        """RUNNING with a cancel pending -> CANCELLED."""
+        """RUNNING with a cancel pending -> CANCELLED, with the upstream policy of workflow
+        tasks in the same transaction."""
         n = _us(_validate.aware("now", now))
         _validate.keys("writes", writes)
 
         def fn(c: sqlite3.Connection) -> list[Outcome]:
             out = []
+            gone: list[tuple[str, int]] = []
             for w in writes:
                 row = c.execute(
                     Q["confirm_cancel"], (n, str(w.key.id), _us(w.key.scheduled_at), w.token)
@@ -813,7 +830,11 @@ class SqliteStore(SqliteOrchestration):
                     row["worker_id"],
                     n,
                 )
+                if row["workflow_id"] is not None:
+                    gone.append((str(w.key.id), _us(w.key.scheduled_at)))
                 out.append(Outcome.OK)
+            if gone:
+                self._apply_upstream(c, gone, n)
             return out
 
         return await self._tx(fn)
@@ -828,6 +849,7 @@ class SqliteStore(SqliteOrchestration):
 
         def fn(c: sqlite3.Connection) -> ReclaimResult:
             requeued, retrying, dead, cancelled = [], [], [], []
+            failed: list[tuple[str, int]] = []
             count = 0
             for old in c.execute(Q["expired"], (n,)).fetchall():
                 if count >= limit:
@@ -856,6 +878,10 @@ class SqliteStore(SqliteOrchestration):
                     dead.append(key)
                 else:
                     cancelled.append(key)
+                if status in _FAILED and row["workflow_id"] is not None:
+                    failed.append((row["id"], row["scheduled_at"]))
+            if failed:
+                self._apply_upstream(c, failed, n)
             return ReclaimResult(tuple(requeued), tuple(retrying), tuple(dead), tuple(cancelled))
 
         return await self._tx(fn)
@@ -906,7 +932,10 @@ class SqliteStore(SqliteOrchestration):
                     return CancelResult(task, task.worker_id)
                 new = c.execute(Q["request_cancel"], (n, row["id"])).fetchone()
                 return CancelResult(_task(new), task.worker_id)
-            return CancelResult(self._move(c, row, TaskState.CANCELLED, n, actor), None)
+            moved = self._move(c, row, TaskState.CANCELLED, n, actor)
+            if moved.workflow_id is not None:
+                self._apply_upstream(c, [(row["id"], row["scheduled_at"])], n)
+            return CancelResult(moved, None)
 
         return await self._tx(fn)
 
@@ -937,7 +966,10 @@ class SqliteStore(SqliteOrchestration):
             ).fetchone()
             if row is None:
                 raise NotFound("task", str(key.id))
-            return self._move(c, row, to_state, n, actor)
+            moved = self._move(c, row, to_state, n, actor)
+            if moved.workflow_id is not None and to_state in _FAILED:
+                self._apply_upstream(c, [(row["id"], row["scheduled_at"])], n)
+            return moved
 
         return await self._tx(fn)
 

@@ -23,6 +23,7 @@ SELECT parent_task_id, child_task_id FROM task_dependencies WHERE workflow_id = 
 
 -- name: failed_parent_policies
 -- Of the given keys, the workflow tasks that are DEAD_LETTER or CANCELLED, with policy.
+-- Run inside the transaction that moved them (PostgresOrchestration._apply_upstream).
 SELECT t.id, t.scheduled_at, w.on_upstream_failure
 FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, scheduled_at)
 JOIN tasks t ON t.id = u.id AND t.scheduled_at = u.scheduled_at
@@ -50,6 +51,23 @@ WITH RECURSIVE down(id, scheduled_at) AS (
     SELECT id, scheduled_at, 'SCHEDULED', 'CANCELLED', fencing_token, $4, $2 FROM c
 )
 SELECT id, scheduled_at FROM c
+
+-- name: resolve_children
+-- Policy continue: the failed parents $1 count as resolved for their direct children.
+-- Only the counters move (never below zero); the children stay SCHEDULED and the
+-- pre-loader's claim_preload takes those at zero like any due task. $2 now.
+WITH edges AS (
+    SELECT d.child_task_id AS id, d.child_scheduled_at AS scheduled_at, count(*)::int AS n
+    FROM task_dependencies d
+    WHERE d.parent_task_id = ANY($1::uuid[])
+    GROUP BY 1, 2
+)
+UPDATE tasks t SET
+    unresolved_dependencies = greatest(t.unresolved_dependencies - e.n, 0),
+    updated_at = $2
+FROM edges e
+WHERE t.id = e.id AND t.scheduled_at = e.scheduled_at AND t.unresolved_dependencies > 0
+RETURNING t.id, t.scheduled_at, t.unresolved_dependencies
 
 -- name: insert_schedule
 INSERT INTO cron_schedules (id, tenant_id, name, cron_expr, timezone, task_type, payload, pool,

@@ -257,13 +257,15 @@ WITH f AS (
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
       AND t.status IN ({{from:RUNNING|to:RETRYING}})
       AND t.scheduled_at >= $8 AND t.scheduled_at <= $9
-    RETURNING t.id, t.scheduled_at, t.status, t.fencing_token, t.worker_id
+    RETURNING t.id, t.scheduled_at, t.status, t.fencing_token, t.worker_id, t.workflow_id
 ), audit AS (
     INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
     SELECT f.id, f.scheduled_at, p.f, p.t, f.fencing_token, coalesce(f.worker_id, ''), $7
     FROM f JOIN {{paths}} ON p.start = 'RUNNING' AND p.finish = f.status
 )
-SELECT id, fencing_token, status FROM f
+-- workflow_id: a workflow task that went DEAD_LETTER gets its upstream policy applied in
+-- the same transaction (PostgresStore.fail).
+SELECT id, fencing_token, status, workflow_id FROM f
 
 -- name: release
 -- RUNNING/DISPATCHED -> PRELOADED (or on to CANCELLED when a cancel is pending).
@@ -288,13 +290,15 @@ WITH old AS (
     WHERE t.id = old.id AND t.scheduled_at = old.scheduled_at
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
     RETURNING t.id, t.scheduled_at, t.status, old.status AS from_status, t.fencing_token,
-        old.worker_id
+        old.worker_id, t.workflow_id
 ), audit AS (
     INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
     SELECT r.id, r.scheduled_at, p.f, p.t, r.fencing_token, coalesce(r.worker_id, ''), $5
     FROM r JOIN {{paths}} ON p.start = r.from_status AND p.finish = r.status
 )
-SELECT id, fencing_token FROM r
+-- status and workflow_id: a workflow task that went CANCELLED (cancel pending) gets its
+-- upstream policy applied in the same transaction (PostgresStore.release).
+SELECT id, fencing_token, status, workflow_id FROM r
 
 -- name: confirm_cancel
 WITH c AS (
@@ -303,13 +307,13 @@ WITH c AS (
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
       AND t.status IN ({{from:RUNNING|to:CANCELLED}}) AND t.cancel_requested
       AND t.scheduled_at >= $5 AND t.scheduled_at <= $6
-    RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id
+    RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id, t.workflow_id
 ), audit AS (
     INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
     SELECT id, scheduled_at, 'RUNNING', 'CANCELLED', fencing_token, coalesce(worker_id, ''), $4
     FROM c
 )
-SELECT id, fencing_token FROM c
+SELECT id, fencing_token, workflow_id FROM c
 
 -- name: reclaim_expired
 -- $1 now, $2 shards (NULL = all), $3 limit, $4 actor
@@ -338,13 +342,13 @@ WITH x AS (
     FROM x
     WHERE t.id = x.id AND t.scheduled_at = x.scheduled_at
     RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
-        t.status, x.status AS from_status, t.fencing_token
+        t.status, x.status AS from_status, t.fencing_token, t.workflow_id
 ), audit AS (
     INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
     SELECT r.id, r.scheduled_at, p.f, p.t, r.fencing_token, $4, $1
     FROM r JOIN {{paths}} ON p.start = r.from_status AND p.finish = r.status
 )
-SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, status FROM r
+SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, status, workflow_id FROM r
 
 -- name: set_status
 -- Operator moves (cancel, redrive, transition): the caller checked the move in code;

@@ -24,6 +24,12 @@ SELECT parent_task_id, child_task_id FROM task_dependencies WHERE workflow_id = 
 SELECT w.on_upstream_failure FROM tasks t JOIN workflows w ON w.id = t.workflow_id
 WHERE t.id = ? AND t.scheduled_at = ? AND t.status IN ({{states:DEAD_LETTER,CANCELLED}})
 
+-- name: resolve_child
+-- Policy continue: one failed parent counts as resolved for this child. Only the
+-- counter moves (never below zero); the child stays SCHEDULED for the pre-loader.
+UPDATE tasks SET unresolved_dependencies = max(unresolved_dependencies - 1, 0), updated_at = ?
+WHERE id = ? AND unresolved_dependencies > 0
+
 -- name: cancel_waiting
 UPDATE tasks SET status = 'CANCELLED', last_error = ?, updated_at = ?
 WHERE id = ? AND status IN ({{from:SCHEDULED|to:CANCELLED}})

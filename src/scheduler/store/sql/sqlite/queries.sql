@@ -92,7 +92,7 @@ UPDATE tasks SET
     last_error = ?, lease_expires_at = NULL, updated_at = ?
 WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
   AND status IN ({{from:RUNNING|to:RETRYING}})
-RETURNING status, fencing_token, worker_id
+RETURNING status, fencing_token, worker_id, workflow_id
 
 -- name: lock_fenced
 SELECT * FROM tasks WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
@@ -104,13 +104,13 @@ UPDATE tasks SET
     lease_expires_at = NULL, checkpoint = coalesce(?, checkpoint), updated_at = ?
 WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
   AND status IN ({{from:RUNNING,DISPATCHED|to:PRELOADED}})
-RETURNING status
+RETURNING status, workflow_id
 
 -- name: confirm_cancel
 UPDATE tasks SET status = 'CANCELLED', lease_expires_at = NULL, updated_at = ?
 WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
   AND status IN ({{from:RUNNING|to:CANCELLED}}) AND cancel_requested
-RETURNING fencing_token, worker_id
+RETURNING fencing_token, worker_id, workflow_id
 
 -- name: expired
 SELECT * FROM tasks
