@@ -578,6 +578,7 @@ def _fail_rawsql(env: Env, n: int) -> Case:
             [None] * len(ks),
             NOW,
             *_bounds(ks),
+            tx=True,  # as the store: the upstream policy shares the transaction
         ),
     )
 
@@ -618,7 +619,7 @@ def _release_raw(env: Env, n: int) -> Case:
 def _release_rawsql(env: Env, n: int) -> Case:
     return (
         lambda: env.seed(n, "RUNNING", 2),
-        lambda ks: _fenced_sql(env, "release", ks, [None] * len(ks), NOW, *_bounds(ks)),
+        lambda ks: _fenced_sql(env, "release", ks, [None] * len(ks), NOW, *_bounds(ks), tx=True),
     )
 
 
