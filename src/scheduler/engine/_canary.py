@@ -21,6 +21,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from scheduler._aio import wait_event
 from scheduler._errors import NotFound
 from scheduler.engine._types import AssignmentBatch, WorkerHello
 from scheduler.ids import uuid7
@@ -139,8 +140,7 @@ class Canary:
             except Exception:
                 log.exception("could not schedule the canary")
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval / 2)
+            await wait_event(self._wake, interval / 2)
 
     async def _worker_loop(self) -> None:
         session = self._session

@@ -49,7 +49,14 @@ class EngineConfig:
     """How often tasks waiting in the index are looked for."""
     reconcile_interval_s: float = 2.0
     """In a cluster: how often a node re-reads its shards' PRELOADED rows, to pick up
-    those other nodes wrote (releases, DAG children, submissions routed elsewhere)."""
+    those other nodes wrote (releases, DAG children, submissions routed elsewhere).
+    It reads only rows changed since the previous read (less ``reconcile_skew_s``)."""
+    reconcile_skew_s: float = 2.0
+    """How far back before the previous reconcile the next one looks: covers clocks of
+    two nodes that disagree (``updated_at`` is the writer's clock) and slow commits."""
+    full_reconcile_interval_s: float = 60.0
+    """In a cluster: how often the reconcile reads every PRELOADED row of its shards,
+    whatever its ``updated_at`` (the safety net under the incremental reads)."""
     auth_cache_s: float = 5.0
     """How long a node trusts a verified API key before asking the store again."""
     critical_reserved_slots: int = 500
@@ -98,6 +105,8 @@ class EngineConfig:
             "schedule_interval_s": self.schedule_interval_s,
             "schedule_batch": self.schedule_batch,
             "max_occurrences_per_pass": self.max_occurrences_per_pass,
+            "reconcile_interval_s": self.reconcile_interval_s,
+            "full_reconcile_interval_s": self.full_reconcile_interval_s,
         }
         for name, value in positive.items():
             if value <= 0:
@@ -112,5 +121,7 @@ class EngineConfig:
             raise ValueError("EngineConfig.canary_interval_s must be >= 0")
         if self.jitter_window_s < 0:
             raise ValueError("EngineConfig.jitter_window_s must be >= 0")
+        if self.reconcile_skew_s < 0:
+            raise ValueError("EngineConfig.reconcile_skew_s must be >= 0")
         if self.heartbeat_interval_s >= self.lease_ttl_s:
             raise ValueError("EngineConfig.heartbeat_interval_s must be below lease_ttl_s")

@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequenc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from scheduler._aio import wait_event
 from scheduler._errors import InvalidArgument, NotFound, StaleFencingToken, Unauthenticated
 from scheduler.cluster import LocalMembership, ShardMembership
 from scheduler.engine._batcher import Batcher
@@ -402,6 +403,8 @@ class Engine:
         )
         self._clustered = membership is not None
         self._reconcile_at = 0.0
+        self._reconciled_from: datetime | None = None  # start of the last reconcile
+        self._full_reconcile_at = 0.0
         self._gaining: frozenset[int] = frozenset()
         self._spilled: set[int] = set()
         self._rebuilding: set[int] = set()
@@ -614,7 +617,12 @@ class Engine:
         await self._load_from_store(shards, rebuild_index=self.index is not None)
 
     async def _load_from_store(
-        self, shards: Sequence[int], *, rebuild_index: bool, spill: bool = True
+        self,
+        shards: Sequence[int],
+        *,
+        rebuild_index: bool,
+        spill: bool = True,
+        changed_since: datetime | None = None,
     ) -> None:
         """Load ``shards``' PRELOADED rows into the wheel; the index is rebuilt from
         them in the background (never on the gain path)."""
@@ -624,7 +632,7 @@ class Engine:
         after: TaskKey | None = None
         while True:
             batch = await self.store.load_preloaded(
-                scope, horizon, self.config.preload_batch, after
+                scope, horizon, self.config.preload_batch, after, changed_since
             )
             self._add_to_wheel(batch, index=False, spill=spill)
             if rebuild_index:
@@ -1080,8 +1088,7 @@ class Engine:
         throttled = self._throttled_until - time.monotonic()
         if len(self._ready) and throttled > 0:
             timeout = throttled if timeout is None else min(timeout, throttled)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._dispatch_wake.wait(), timeout)
+        await wait_event(self._dispatch_wake, timeout)
 
     async def _deliver_loop(self) -> None:
         """Hand committed assignments to their sessions at the due tick.
@@ -1098,8 +1105,7 @@ class Engine:
                 if timeout == 0.0:
                     await asyncio.sleep(0)
                     continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._deliver_wake.wait(), timeout)
+            await wait_event(self._deliver_wake, timeout)
 
     def _pool_open(self, pool: Pool, capacity: int) -> bool:
         """Whether a free slot may take work from ``pool`` now (brief §8).
@@ -1341,19 +1347,34 @@ class Engine:
                 await self._preload_once()
                 await self._reclaim_once()
                 if self._clustered and time.monotonic() >= self._reconcile_at:
-                    # PRELOADED rows written by other nodes for our shards (a release,
-                    # a DAG child, a submit routed elsewhere) reach our wheel here.
-                    self._reconcile_at = time.monotonic() + self.config.reconcile_interval_s
-                    shards = sorted(self.membership.owned())
-                    if shards:
-                        await self._load_from_store(shards, rebuild_index=False)
+                    await self._reconcile()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("pre-load cycle failed; retrying next interval")
             self._preload_wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._preload_wake.wait(), self.config.preload_interval_s)
+            await wait_event(self._preload_wake, self.config.preload_interval_s)
+
+    async def _reconcile(self) -> None:
+        """PRELOADED rows written by other nodes for our shards (a release, a DAG child,
+        a row an old owner wrote) reach our wheel here.
+
+        Only rows changed since the previous reconcile began (less the clock skew
+        allowance) are read; every ``full_reconcile_interval_s`` all of them are.
+        """
+        mono = time.monotonic()
+        self._reconcile_at = mono + self.config.reconcile_interval_s
+        started = self.now()
+        since = self._reconciled_from
+        if since is not None and mono < self._full_reconcile_at:
+            since -= timedelta(seconds=self.config.reconcile_skew_s)
+        else:
+            since = None
+            self._full_reconcile_at = mono + self.config.full_reconcile_interval_s
+        shards = sorted(self.membership.owned())
+        if shards:
+            await self._load_from_store(shards, rebuild_index=False, changed_since=since)
+        self._reconciled_from = started
 
     async def _preload_once(self) -> None:
         horizon = self.now() + timedelta(seconds=self.config.lookahead_s)

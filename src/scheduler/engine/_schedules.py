@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import dataclasses
 import logging
 import uuid
@@ -35,6 +34,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
 
+from scheduler._aio import wait_event
 from scheduler._errors import InvalidArgument
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
@@ -306,8 +306,7 @@ class Schedules:
             except Exception:
                 log.exception("schedule pass failed; retrying next interval")
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._engine.config.schedule_interval_s)
+            await wait_event(self._wake, self._engine.config.schedule_interval_s)
 
     async def run_once(self) -> int:
         """One pass; returns how many tasks it created."""

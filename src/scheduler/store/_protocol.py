@@ -387,10 +387,16 @@ class Store(OrchestrationStore, Protocol):
         ...
 
     async def load_preloaded(
-        self, shards: Sequence[int] | None, horizon: datetime, limit: int, after: TaskKey | None
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        after: TaskKey | None,
+        changed_since: datetime | None = None,
     ) -> list[Preloaded]:
         """Tasks already PRELOADED (recovery after restart or shard takeover), keyset
-        paginated by ``after``."""
+        paginated by ``after``; with ``changed_since``, only rows whose last change
+        (``updated_at``, written by every transition) is at or after it."""
         ...
 
     async def mark_dispatched(

@@ -606,10 +606,17 @@ class PostgresStore(PostgresOrchestration):
         return out
 
     async def load_preloaded(
-        self, shards: Sequence[int] | None, horizon: datetime, limit: int, after: TaskKey | None
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        after: TaskKey | None,
+        changed_since: datetime | None = None,
     ) -> list[Preloaded]:
         """PRELOADED tasks (recovery), keyset-paginated by (scheduled_at, id)."""
         _validate.aware("horizon", horizon)
+        if changed_since is not None:
+            _validate.aware("changed_since", changed_since)
         async with self._conn() as conn:
             rows = await conn.fetch(
                 Q["load_preloaded"],
@@ -618,6 +625,7 @@ class PostgresStore(PostgresOrchestration):
                 after.scheduled_at if after else _common.FAR_PAST,
                 after.id if after else _common.ZERO_UUID,
                 limit,
+                changed_since,
             )
         return [_preloaded(r) for r in rows]
 

@@ -471,17 +471,25 @@ class SqliteStore(SqliteOrchestration):
         return await self._tx(fn)
 
     async def load_preloaded(
-        self, shards: Sequence[int] | None, horizon: datetime, limit: int, after: TaskKey | None
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        after: TaskKey | None,
+        changed_since: datetime | None = None,
     ) -> list[Preloaded]:
         """PRELOADED tasks (recovery), keyset-paginated by (scheduled_at, id)."""
         h = _us(_validate.aware("horizon", horizon))
+        since = (
+            None if changed_since is None else _us(_validate.aware("changed_since", changed_since))
+        )
         a_t = _us(after.scheduled_at) if after else _us(_common.FAR_PAST)
         a_id = str(after.id) if after else str(_common.ZERO_UUID)
         allowed = None if shards is None else set(shards)
 
         def fn(c: sqlite3.Connection) -> list[Preloaded]:
             out: list[Preloaded] = []
-            for row in c.execute(Q["load_preloaded"], (h, a_t, a_t, a_id)):
+            for row in c.execute(Q["load_preloaded"], (h, since, since, a_t, a_t, a_id)):
                 if allowed is not None and row["shard_id"] not in allowed:
                     continue
                 out.append(_preloaded(row))

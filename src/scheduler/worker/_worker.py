@@ -49,6 +49,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
+from scheduler._aio import wait_event
 from scheduler._errors import (
     InvalidArgument,
     PermissionDenied,
@@ -306,8 +307,7 @@ class Worker:
                     backoff = self._reconnect.initial_backoff_s
                 delay = random.uniform(0, backoff)
                 backoff = min(backoff * 2, self._reconnect.max_backoff_s)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop_stream.wait(), delay)
+                await wait_event(self._stop_stream, delay)
         finally:
             self._stopping = True
             if self._kafka is not None:
@@ -414,9 +414,7 @@ class Worker:
         conn = self._conn
         if conn is not None:
             conn.queue.put_nowait(None)  # half-close: the server ends the stream
-        try:
-            await asyncio.wait_for(self._done.wait(), 10.0)
-        except TimeoutError:
+        if not await wait_event(self._done, 10.0):
             _log.warning("worker %s: stream did not close in time", self.worker_id)
         tally = self._tally
         report = DrainReport(**{k: tally[k] for k in DrainReport.__dataclass_fields__})

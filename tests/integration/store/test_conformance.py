@@ -293,6 +293,23 @@ async def test_claim_preload_respects_shards_horizon_and_limit(
     assert [p.key.id for p in page1 + page2] == [t.id for t in tasks[:6]]
 
 
+async def test_load_preloaded_since_a_time_returns_only_rows_changed_since(
+    store: Store, tenant: Tenant
+) -> None:
+    early = [new_task(tenant, NOW + timedelta(minutes=i)) for i in range(3)]
+    late = [new_task(tenant, NOW + timedelta(minutes=10 + i)) for i in range(2)]
+    await store.insert_tasks([*early, *late], NOW)
+    await store.claim_preload(None, NOW + timedelta(minutes=5), 10, NOW)  # early, at NOW
+    later = NOW + timedelta(seconds=30)
+    await store.claim_preload(None, HORIZON, 10, later)  # late, 30 s after
+    since = await store.load_preloaded(None, HORIZON, 10, None, later - timedelta(seconds=1))
+    assert [p.key.id for p in since] == [t.id for t in late]
+    assert len(await store.load_preloaded(None, HORIZON, 10, None, NOW)) == 5
+    assert len(await store.load_preloaded(None, HORIZON, 10, None)) == 5
+    with pytest.raises(InvalidArgument, match="changed_since"):
+        await store.load_preloaded(None, HORIZON, 10, None, datetime(2026, 1, 1))  # naive
+
+
 async def test_initial_preloaded_skips_the_claim(store: Store, tenant: Tenant) -> None:
     t = new_task(tenant, initial_state=S.PRELOADED)
     await store.insert_tasks([t], NOW)

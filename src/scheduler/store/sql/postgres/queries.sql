@@ -115,9 +115,11 @@ WITH c AS (
 SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type FROM moved
 
 -- name: load_preloaded
+-- $6: only rows changed at or after it (NULL: all).
 SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type FROM tasks
 WHERE status IN ({{states:PRELOADED}}) AND due_at <= $1
   AND ($2::int[] IS NULL OR shard_id = ANY($2::int[]))
+  AND ($6::timestamptz IS NULL OR updated_at >= $6)
   AND (scheduled_at, id) > ($3, $4)
 ORDER BY scheduled_at, id
 LIMIT $5

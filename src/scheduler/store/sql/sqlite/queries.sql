@@ -23,6 +23,7 @@ ORDER BY due_at
 -- name: load_preloaded
 SELECT * FROM tasks
 WHERE status IN ({{states:PRELOADED}}) AND due_at <= ?
+  AND (? IS NULL OR updated_at >= ?)
   AND (scheduled_at > ? OR (scheduled_at = ? AND id > ?))
 ORDER BY scheduled_at, id
 
