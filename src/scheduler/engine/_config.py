@@ -47,6 +47,8 @@ class EngineConfig:
     wait in the index's sorted sets and are popped when due (brief §2)."""
     index_poll_ms: int = 20
     """How often tasks waiting in the index are looked for."""
+    index_flush_ms: int = 50
+    """How long removals from the index mirror gather before one pipelined flush."""
     reconcile_interval_s: float = 2.0
     """In a cluster: how often a node re-reads its shards' PRELOADED rows, to pick up
     those other nodes wrote (releases, DAG children, submissions routed elsewhere).
@@ -121,6 +123,8 @@ class EngineConfig:
             raise ValueError("EngineConfig.canary_interval_s must be >= 0")
         if self.jitter_window_s < 0:
             raise ValueError("EngineConfig.jitter_window_s must be >= 0")
+        if self.index_flush_ms < 0:
+            raise ValueError("EngineConfig.index_flush_ms must be >= 0")
         if self.reconcile_skew_s < 0:
             raise ValueError("EngineConfig.reconcile_skew_s must be >= 0")
         if self.heartbeat_interval_s >= self.lease_ttl_s:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from scheduler.index import _codec
 from scheduler.index._errors import IndexLost, IndexUnavailable
@@ -65,6 +65,10 @@ class MemoryTimeIndex:
         """See :meth:`TimeIndex.remove`."""
         entries = self._check(shard, seeded=False)
         return sum(entries.pop(t.hex, None) is not None for t in task_ids)
+
+    async def remove_many(self, removals: Mapping[int, Sequence[uuid.UUID]]) -> int:
+        """See :meth:`TimeIndex.remove_many`."""
+        return sum([await self.remove(shard, ids) for shard, ids in removals.items()])
 
     async def load(self, shard: int) -> list[Preloaded]:
         """See :meth:`TimeIndex.load`."""

@@ -16,7 +16,7 @@ shard's index at most once (keyed by task id): adding it again moves it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from scheduler.store import Preloaded
@@ -48,6 +48,11 @@ class TimeIndex(Protocol):
 
     async def remove(self, shard: int, task_ids: Sequence[uuid.UUID]) -> int:
         """Drop tasks (dispatched by the wheel, cancelled); how many were indexed."""
+        ...
+
+    async def remove_many(self, removals: Mapping[int, Sequence[uuid.UUID]]) -> int:
+        """:meth:`remove` for many shards at once (one round trip where the backend
+        can); how many were indexed. :class:`IndexUnavailable` when it cannot answer."""
         ...
 
     async def load(self, shard: int) -> list[Preloaded]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -130,6 +130,19 @@ class RedisTimeIndex:
             for i in range(0, len(members), _REMOVE_CHUNK):
                 removed += int(await self._remove(keys=keys, args=members[i : i + _REMOVE_CHUNK]))
         return removed
+
+    async def remove_many(self, removals: Mapping[int, Sequence[uuid.UUID]]) -> int:
+        """See :meth:`TimeIndex.remove_many`: every shard's script in one pipeline."""
+        calls = [(shard, [t.hex for t in ids]) for shard, ids in removals.items() if ids]
+        if not calls:
+            return 0
+        async with self._guard(calls[0][0]), self._client.pipeline(transaction=False) as pipe:
+            for shard, members in calls:
+                keys = _keys.shard_keys(self._prefix, shard)
+                for i in range(0, len(members), _REMOVE_CHUNK):
+                    await self._remove(keys=keys, args=members[i : i + _REMOVE_CHUNK], client=pipe)
+            replies = await pipe.execute()
+        return sum(int(r) for r in replies)
 
     async def clear(self, shard: int) -> None:
         """See :meth:`TimeIndex.clear`."""

@@ -95,3 +95,44 @@ async def test_tasks_over_the_wheel_cap_dispatch_from_the_index(
         await s.close()
     finally:
         await engine.stop()
+
+
+async def test_the_index_mirror_forgets_dispatched_tasks(store: Store, index: TimeIndex) -> None:
+    config = EngineConfig(preload_interval_s=0.05, index_flush_ms=20)
+    engine = Engine(store, config, index=index)
+    await engine.start()
+    try:
+        tenant = (await engine.create_tenant(name="t")).id
+
+        async def rebuilding() -> int:
+            return len(engine._rebuilding)
+
+        await eventually(rebuilding, until=lambda n: n == 0, what="index rebuilt")
+        for shard in range(config.shard_count):
+            await index.replace(shard, [])
+        specs = [
+            SubmitSpec(
+                type="t", scheduled_at=engine.now() + timedelta(seconds=1), strict_timing=True
+            )
+            for _ in range(20)
+        ]
+        results = await engine.submit(tenant, specs)
+        shards = {r.task.shard_id for r in results}
+
+        async def mirrored() -> int:
+            return sum([await index.count(s) for s in shards])
+
+        await eventually(mirrored, until=lambda n: n == 20, what="mirrored into the index")
+        s = await engine.open_session(
+            WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"t"}), slots=100)
+        )
+        got = 0
+        while got < 20:
+            ev = await asyncio.wait_for(s.next_event(), 15)
+            assert isinstance(ev, AssignmentBatch)
+            got += len(ev.assignments)
+        # Removals from many shards go out together, a flush interval later.
+        await eventually(mirrored, until=lambda n: n == 0, what="dispatched tasks removed")
+        await s.close()
+    finally:
+        await engine.stop()

@@ -102,6 +102,21 @@ async def test_adding_a_task_again_moves_it(backend: Backend) -> None:
     assert await idx.load(SHARD) == [later]
 
 
+async def test_remove_many_spans_shards_in_one_call(backend: Backend) -> None:
+    idx = backend.index
+    a = [task(i) for i in range(4)]
+    b = [task(i, shard=SHARD + 1) for i in range(3)]
+    await idx.replace(SHARD, a)
+    await idx.replace(SHARD + 1, b)
+    removed = await idx.remove_many(
+        {SHARD: [a[0].key.id, uuid.uuid4()], SHARD + 1: [b[1].key.id, b[2].key.id], 99: []}
+    )
+    assert removed == 3
+    assert await idx.load(SHARD) == a[1:]
+    assert await idx.load(SHARD + 1) == b[:1]
+    assert await idx.remove_many({}) == 0
+
+
 async def test_remove_and_clear(backend: Backend) -> None:
     idx = backend.index
     items = [task(i) for i in range(5)]
