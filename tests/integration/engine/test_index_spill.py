@@ -43,6 +43,19 @@ async def index(request: pytest.FixtureRequest, redis_prefix: str) -> AsyncItera
         await idx.close()
 
 
+async def _seed(engine: Engine, index: TimeIndex) -> None:
+    """The node seeds the index when it takes its shards (in the background); seed it
+    here too, after that, so a rebuild that timed out on a loaded machine (it then falls
+    back to the wheel, by design) does not change what a test checks."""
+
+    async def rebuilding() -> int:
+        return len(engine._rebuilding)
+
+    await eventually(rebuilding, until=lambda n: n == 0, what="index rebuilt")
+    for shard in range(engine.config.shard_count):
+        await index.replace(shard, [])
+
+
 async def test_tasks_over_the_wheel_cap_dispatch_from_the_index(
     store: Store, index: TimeIndex
 ) -> None:
@@ -52,15 +65,7 @@ async def test_tasks_over_the_wheel_cap_dispatch_from_the_index(
     try:
         tenant = (await engine.create_tenant(name="t")).id
 
-        async def rebuilding() -> int:
-            return len(engine._rebuilding)
-
-        # The node seeds the index when it takes its shards (in the background); seed
-        # it here too, after that, so a rebuild that timed out on a loaded machine (it
-        # then falls back to the wheel, by design) does not change what this tests.
-        await eventually(rebuilding, until=lambda n: n == 0, what="index rebuilt")
-        for shard in range(config.shard_count):
-            await index.replace(shard, [])
+        await _seed(engine, index)
         now = engine.now()
         specs = [
             SubmitSpec(
@@ -104,12 +109,7 @@ async def test_the_index_mirror_forgets_dispatched_tasks(store: Store, index: Ti
     try:
         tenant = (await engine.create_tenant(name="t")).id
 
-        async def rebuilding() -> int:
-            return len(engine._rebuilding)
-
-        await eventually(rebuilding, until=lambda n: n == 0, what="index rebuilt")
-        for shard in range(config.shard_count):
-            await index.replace(shard, [])
+        await _seed(engine, index)
         specs = [
             SubmitSpec(
                 type="t", scheduled_at=engine.now() + timedelta(seconds=1), strict_timing=True
