@@ -26,24 +26,11 @@ from scheduler.engine import (
     WorkerSession,
 )
 from scheduler.states import TaskState
-from scheduler.store import Assignment, Completion, FencedWrite, Store, open_store
+from scheduler.store import Assignment, Completion, FencedWrite, Store
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually
 
 CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/engine.db"
-    else:
-        url = request.getfixturevalue("pg_dsn")
-    s = await open_store(url)
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 @pytest.fixture

@@ -8,9 +8,7 @@ drives ``Engine._reconcile`` directly, so what each pass reads does not depend o
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -19,19 +17,7 @@ from scheduler.engine import Engine, EngineConfig
 from scheduler.ids import uuid7
 from scheduler.jitter import shard_of
 from scheduler.states import TaskState
-from scheduler.store import NewTask, Store, open_store
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        s = await open_store(f"sqlite:///{tmp_path}/reconcile.db")
-    else:
-        s = await open_store(request.getfixturevalue("pg_dsn"))
-    try:
-        yield s
-    finally:
-        await s.close()
+from scheduler.store import NewTask, Store
 
 
 def _written_elsewhere(tenant: uuid.UUID, engine: Engine) -> NewTask:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -13,25 +12,11 @@ from scheduler import AlreadyExists
 from scheduler.engine import Engine, EngineConfig
 from scheduler.engine._schedules import ScheduleSpec
 from scheduler.states import TaskState
-from scheduler.store import OverlapPolicy, Store, TaskFilter, TaskRecord, open_store
+from scheduler.store import OverlapPolicy, Store, TaskFilter, TaskRecord
 from tests.support.clock import FakeClock
 
 # The background pass runs at start and on wake only: the tests drive run_once().
 CONFIG = EngineConfig(preload_interval_s=0.05, schedule_interval_s=3600, schedule_lead_s=0)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    url = (
-        f"sqlite:///{tmp_path}/s.db"
-        if request.param == "sqlite"
-        else request.getfixturevalue("pg_dsn")
-    )
-    s = await open_store(url)
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 @pytest.fixture

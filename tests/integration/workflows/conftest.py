@@ -1,4 +1,5 @@
-"""Fixtures for workflow tests: an engine over each store, and a worker that completes."""
+"""Fixtures for workflow tests: an engine over each store (``store`` comes from
+tests/integration/conftest.py), and a worker that completes."""
 
 from __future__ import annotations
 
@@ -6,28 +7,14 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from scheduler.engine import AssignmentBatch, Engine, EngineConfig, WorkerHello, WorkerSession
-from scheduler.store import Completion, FencedWrite, Store, open_store
+from scheduler.store import Completion, FencedWrite, Store
 from tests.support.clock import FakeClock
 
 CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/wf.db"
-    else:
-        url = request.getfixturevalue("pg_dsn")
-    s = await open_store(url)
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 @pytest.fixture
