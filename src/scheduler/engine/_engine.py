@@ -684,7 +684,8 @@ class Engine:
         for p in items:
             per_shard[p.shard_id].append(p)
             # Back in the index (a release): a removal still waiting must not undo it.
-            self._index_removals[p.shard_id].discard(p.key.id)
+            if waiting := self._index_removals.get(p.shard_id):
+                waiting.discard(p.key.id)
 
         async def run() -> None:
             for shard, batch in per_shard.items():
