@@ -24,8 +24,18 @@ class EngineConfig:
     (brief §12: commit ahead, deliver on time)."""
     dispatch_lead_max_ms: int = 1000
     """Upper bound of the adaptive lead (it follows recent commit times)."""
+    dispatch_window_ms: int = 50
+    """A dispatch round starts when the earliest task is within the lead of its due
+    time and takes every task due up to this much later too, so rounds come at most
+    about once per window and a steady trickle is committed in batches, not one
+    commit (and quota call, and index removal) per task. Delivery stays at each
+    task's own due tick. 0: a round per due tick."""
     max_batch: int = 1000
     """Most tasks per batched store write."""
+    dispatch_batch: int = 250
+    """Most tasks per dispatch commit. A round runs on the event loop that also
+    delivers, so a smaller one delays the deliveries due meanwhile less; a burst is
+    committed as several rounds back to back."""
     retry_base_s: float = 1.0
     """First retry backoff; doubles per attempt."""
     retry_max_s: float = 300.0
@@ -97,6 +107,7 @@ class EngineConfig:
             "lease_ttl_s": self.lease_ttl_s,
             "heartbeat_interval_s": self.heartbeat_interval_s,
             "max_batch": self.max_batch,
+            "dispatch_batch": self.dispatch_batch,
             "retry_base_s": self.retry_base_s,
             "retry_max_s": self.retry_max_s,
             "shard_count": self.shard_count,
@@ -123,6 +134,8 @@ class EngineConfig:
             raise ValueError("EngineConfig.canary_interval_s must be >= 0")
         if self.jitter_window_s < 0:
             raise ValueError("EngineConfig.jitter_window_s must be >= 0")
+        if self.dispatch_window_ms < 0:
+            raise ValueError("EngineConfig.dispatch_window_ms must be >= 0")
         if self.index_flush_ms < 0:
             raise ValueError("EngineConfig.index_flush_ms must be >= 0")
         if self.reconcile_skew_s < 0:

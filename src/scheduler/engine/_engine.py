@@ -83,6 +83,8 @@ log = logging.getLogger("tickwheel.engine")
 MAX_TYPE_LEN = 64
 MAX_IDEMPOTENCY_KEY_LEN = 128
 MAX_RETRIES_LIMIT = 100
+#: Tasks a submit handles between two yields to the event loop.
+SUBMIT_SLICE = 200
 
 
 def _utcnow() -> datetime:
@@ -105,6 +107,8 @@ class EngineStats:
     submitted: int = 0
     preloaded: int = 0
     dispatched: int = 0
+    dispatch_rounds: int = 0
+    """Dispatch commits (``dispatched / dispatch_rounds`` is the mean batch)."""
     delivered: int = 0
     completed: int = 0
     failed: int = 0
@@ -806,12 +810,22 @@ class Engine:
         if len(specs) > self.config.max_submit_batch:
             raise InvalidArgument("tasks", f"at most {self.config.max_submit_batch} tasks per call")
         single = len(specs) == 1
-        for i, spec in enumerate(specs):
-            self._validate(spec, "task" if single else f"tasks[{i}]")
         now = self.now()
-        new = [self._new_task(tenant_id, spec, now) for spec in specs]
+        new: list[NewTask] = []
+        # In slices, yielding between them: a call of thousands of tasks must not hold
+        # the event loop (and the deliveries due meanwhile) for tens of milliseconds.
+        chunk = SUBMIT_SLICE
+        for start in range(0, len(specs), chunk):
+            if start:
+                await asyncio.sleep(0)
+            for i in range(start, min(len(specs), start + chunk)):
+                self._validate(specs[i], "task" if single else f"tasks[{i}]")
+                new.append(self._new_task(tenant_id, specs[i], now))
         results = await self.store.insert_tasks(new, now)
-        self._admit(results)
+        for start in range(0, len(results), chunk):
+            if start:
+                await asyncio.sleep(0)
+            self._admit(results[start : start + chunk])
         return results
 
     def _admit(self, results: Sequence[InsertResult]) -> None:
@@ -1053,7 +1067,17 @@ class Engine:
             # Cleared before the work, so a nudge that arrives during it is not lost.
             self._dispatch_wake.clear()
             lead = self._lead_ms()
-            fired = self._wheel.advance(self._now_ms() + lead)
+            now_ms = self._now_ms()
+            # A round fires the wheel only once its earliest task is within the lead,
+            # and then takes a window more: wake-ups in between (completions, credit)
+            # must not commit the trickle that just came into range one task at a time.
+            harvest = lead + self.config.dispatch_window_ms
+            nxt = self._wheel.next_due_ms()
+            fired = (
+                self._wheel.advance(now_ms + harvest)
+                if nxt is not None and nxt <= now_ms + lead
+                else ()
+            )
             for k in fired:
                 p = self._entries.pop(int(k), None)
                 if p is None:
@@ -1061,16 +1085,16 @@ class Engine:
                 self._wheel_key.pop(p.key.id, None)
                 self._ready.push(p)
             if self._spilled:
-                await self._pop_spilled(lead)
+                await self._pop_spilled(harvest)
             await self._report_finished()
             while len(self._ready) and await self._match_and_commit():
                 pass
             await self._sleep_until_next(lead)
 
-    async def _pop_spilled(self, lead: int) -> None:
+    async def _pop_spilled(self, ahead_ms: int) -> None:
         """Due tasks that wait in the Redis index (the wheel was over its cap)."""
         assert self.index is not None
-        due_ms = self._now_ms() + lead
+        due_ms = self._now_ms() + ahead_ms
         for shard in sorted(self._spilled):
             try:
                 items = await self.index.pop_due(shard, due_ms, self.config.max_batch)
@@ -1163,7 +1187,7 @@ class Engine:
         # Quotas (rate and in-flight cap per tenant, shared by every node): one reserve
         # call per round for every tenant with waiting work; unused grants go back.
         wanted = {
-            t: min(n, credits, self.config.max_batch)
+            t: min(n, credits, self.config.dispatch_batch)
             for t, n in self._ready.tenant_counts().items()
         }
         grants = await self.quota.reserve(
@@ -1175,7 +1199,7 @@ class Engine:
 
         picks: list[tuple[WorkerSession, Preloaded]] = []
         active = collections.deque(sessions)
-        while active and len(picks) < self.config.max_batch and len(self._ready):
+        while active and len(picks) < self.config.dispatch_batch and len(self._ready):
             s = active.popleft()
             task = None
             for pool in POOL_ORDER:
@@ -1245,6 +1269,7 @@ class Engine:
             await asyncio.sleep(0.1)
             return 0
         self._commit_ms.append((time.monotonic() - started) * 1000.0)
+        self.stats.dispatch_rounds += 1
         now_ms = _to_ms(now)
         refund: collections.Counter[uuid.UUID] = collections.Counter(unused)
         for (s, p), a in zip(picks, assignments, strict=True):
