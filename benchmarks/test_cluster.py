@@ -30,6 +30,7 @@ from tests.support.servers import EtcdServer, RedisServer
 ETCD_TTL_S = 5.0
 FAILOVER_TASKS = int(os.environ.get("TW_BENCH_FAILOVER_TASKS", "50000"))
 FAILOVER_SPREAD_S = float(os.environ.get("TW_BENCH_FAILOVER_SPREAD_S", "60"))
+STEADY_TASKS = int(os.environ.get("TW_BENCH_STEADY_TASKS", str(FAILOVER_TASKS)))
 BURST_TASKS = int(os.environ.get("TW_BENCH_BURST_TASKS", "20000"))
 
 #: benchmark -> figures, printed as one table at the end of the module.
@@ -94,6 +95,51 @@ def test_failover(
         etcd_restart_settled_s=f.etcd_restart_settled_s,
         latest_first_dispatch_s=f.latest_first_dispatch_s,
         lateness_bound_s=ETCD_TTL_S + 2,
+    )
+
+
+def test_steady(
+    benchmark: Any,
+    slice_dsn: str,
+    etcd_server: EtcdServer,
+    redis_server: RedisServer,
+    tmp_path: Path,
+) -> None:
+    """The failover's load with no fault: the lateness and CPU it costs by itself."""
+
+    def go() -> cluster.SteadyFigures:
+        with process_group(tmp_path / "procs") as group:
+            return asyncio.run(
+                cluster.steady(
+                    group,
+                    slice_dsn,
+                    etcd_server,
+                    redis_server,
+                    nodes=3,
+                    tasks=STEADY_TASKS,
+                    spread_s=FAILOVER_SPREAD_S,
+                    etcd_ttl_s=ETCD_TTL_S,
+                )
+            )
+
+    f = benchmark.pedantic(go, rounds=1, iterations=1)
+    print(
+        "\nsteady: first-dispatch lateness by due time (s after first due: p50 / max): "
+        + ", ".join(f"{at:.0f}s: {p50:.2f} / {mx:.2f}" for at, p50, mx in f.by_due)
+    )
+    _record(
+        benchmark,
+        "steady_3_nodes",
+        tasks=f.tasks,
+        first_dispatch_p50_s=f.p50_s,
+        first_dispatch_p99_s=f.p99_s,
+        first_dispatch_max_s=f.max_s,
+        node_cpu_s=sum(f.node_cpu_s),
+        worker_cpu_s=sum(f.worker_cpu_s),
+        node_cpu_ms_per_task=1000 * sum(f.node_cpu_s) / f.tasks,
+        worker_cpu_ms_per_task=1000 * sum(f.worker_cpu_s) / f.tasks,
+        pg_commits_per_task=f.commits_per_task,
+        **{f"tasks_per_{k.lower()}_write": v for k, v in f.per_write.items()},
     )
 
 

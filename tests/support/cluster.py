@@ -8,7 +8,9 @@ asserts that nothing is lost or doubled) and ``make bench`` (which reports how f
 - :func:`failover`: kill -9 one node, SIGSTOP another past its etcd lease, FLUSHALL
   Redis and restart etcd while tasks fall due; returns the timings it saw;
 - :func:`throughput`: a burst of tasks due at one instant on 1..N nodes; returns how
-  fast the cluster dispatched and completed it.
+  fast the cluster dispatched and completed it;
+- :func:`steady`: tasks due evenly over a span on N nodes with no fault; returns how
+  late they first went out and the CPU each node and worker spent.
 
 Both check the history: every accepted dispatch came from the one owner of its shard's
 epoch, and every task completed exactly once.
@@ -27,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+import psutil
 import redis.asyncio as aioredis
 
 from scheduler.client import AdminClient, Client, TaskSpec
@@ -418,6 +421,131 @@ async def throughput(
             dispatch_per_s=tasks / dispatch_s,
             complete_per_s=tasks / complete_s,
             latest_first_dispatch_s=dispatch_s,
+        )
+    finally:
+        await db.close()
+
+
+@dataclass(frozen=True)
+class SteadyFigures:
+    """What :func:`steady` measured: first-dispatch lateness (s) and CPU (s)."""
+
+    nodes: int
+    tasks: int
+    spread_s: float
+    p50_s: float
+    p99_s: float
+    max_s: float
+    node_cpu_s: list[float]
+    worker_cpu_s: list[float]
+    #: PostgreSQL transactions committed per task, first due time to last completion
+    commits_per_task: float
+    #: tasks per store write that moved them to DISPATCHED, RUNNING, COMPLETED
+    per_write: dict[str, float]
+    #: (seconds after the first due time, p50, max) per tenth of the span
+    by_due: list[tuple[float, float, float]]
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU of a process (its threads included)."""
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+async def steady(
+    group: ProcessGroup,
+    pg_dsn: str,
+    etcd: EtcdServer,
+    redis: RedisServer,
+    *,
+    nodes: int,
+    tasks: int,
+    spread_s: float,
+    etcd_ttl_s: float = 5.0,
+    worker_slots: int = 500,
+) -> SteadyFigures:
+    """``tasks`` due evenly over ``spread_s`` on ``nodes`` nodes, no fault: how late each
+    task first went out (p50 / p99 / max of dispatch - due) and the CPU each node and
+    worker process spent from the first due time to the last completion."""
+    db = await asyncpg.connect(pg_dsn)
+    try:
+        names = [f"n{i + 1}" for i in range(nodes)]
+        cluster = await start_cluster(
+            group,
+            db,
+            pg_dsn,
+            etcd,
+            redis,
+            names,
+            etcd_ttl_s=etcd_ttl_s,
+            worker_slots=worker_slots,
+        )
+        workers = [p for p in group.procs if p not in cluster.nodes]
+        start = datetime.now(UTC) + timedelta(seconds=3)
+        await submit_due(
+            cluster, [start + timedelta(seconds=spread_s * i / tasks) for i in range(tasks)]
+        )
+        await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()))
+        node_cpu = [_cpu_s(n.pid) for n in cluster.nodes]
+        worker_cpu = [_cpu_s(w.pid) for w in workers]
+        commits_sql = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        commits = await db.fetchval(commits_sql)
+        await check_exactly_once(cluster, tasks, timeout_s=240)
+        await db.execute("SELECT pg_stat_clear_snapshot()")
+        commits = await db.fetchval(commits_sql) - commits
+        node_cpu = [_cpu_s(n.pid) - c for n, c in zip(cluster.nodes, node_cpu, strict=True)]
+        worker_cpu = [_cpu_s(w.pid) - c for w, c in zip(workers, worker_cpu, strict=True)]
+        late = await db.fetchrow(
+            """
+            SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s) AS p50,
+                   percentile_cont(0.99) WITHIN GROUP (ORDER BY s) AS p99,
+                   max(s) AS max
+            FROM (
+                SELECT extract(epoch FROM min(x.at) - t.due_at)::float8 AS s
+                FROM tasks t JOIN task_transitions x ON x.task_id = t.id
+                WHERE t.tenant_id = $1 AND x.to_status = 'DISPATCHED'
+                GROUP BY t.id, t.due_at
+            ) d
+            """,
+            cluster.tenant_id,
+        )
+        writes = await db.fetch(
+            """
+            SELECT x.to_status, count(*)::float8 / count(DISTINCT (x.at, x.actor)) AS per
+            FROM task_transitions x JOIN tasks t ON t.id = x.task_id
+            WHERE t.tenant_id = $1 AND x.to_status IN ('DISPATCHED', 'RUNNING', 'COMPLETED')
+            GROUP BY x.to_status
+            """,
+            cluster.tenant_id,
+        )
+        width = spread_s / 10
+        buckets = await db.fetch(
+            """
+            SELECT floor(extract(epoch FROM d.due_at - $2::timestamptz) / $3) AS b,
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY s) AS p50, max(s) AS max
+            FROM (
+                SELECT t.due_at, extract(epoch FROM min(x.at) - t.due_at)::float8 AS s
+                FROM tasks t JOIN task_transitions x ON x.task_id = t.id
+                WHERE t.tenant_id = $1 AND x.to_status = 'DISPATCHED'
+                GROUP BY t.id, t.due_at
+            ) d GROUP BY b ORDER BY b
+            """,
+            cluster.tenant_id,
+            start,
+            width,
+        )
+        return SteadyFigures(
+            commits_per_task=commits / tasks,
+            per_write={w["to_status"]: float(w["per"]) for w in writes},
+            by_due=[(float(b["b"]) * width, float(b["p50"]), float(b["max"])) for b in buckets],
+            nodes=nodes,
+            tasks=tasks,
+            spread_s=spread_s,
+            p50_s=float(late["p50"]),
+            p99_s=float(late["p99"]),
+            max_s=float(late["max"]),
+            node_cpu_s=node_cpu,
+            worker_cpu_s=worker_cpu,
         )
     finally:
         await db.close()
