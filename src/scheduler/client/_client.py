@@ -13,6 +13,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
+from scheduler._structs import dict_to_struct
 from scheduler.client import _convert as conv
 from scheduler.client._channel import check_reachable, open_channel
 from scheduler.client._errors import from_rpc_error
@@ -273,7 +274,7 @@ class Client(_Base):
         """Fenced completion outside a worker stream (StaleFencingToken for a zombie)."""
         req = pb.CompleteTaskRequest(
             task=self._ref(task_id, fencing_token, scheduled_at),
-            result=conv.dict_to_struct(result),
+            result=dict_to_struct(result),
         )
         resp = await self._call(
             self._worker.CompleteTask(req, metadata=self._metadata, timeout=self._timeout_s)
@@ -369,7 +370,7 @@ class Client(_Base):
         spec = pb.ScheduleSpec(
             name=name,
             task_type=task_type,
-            payload=conv.dict_to_struct(payload),
+            payload=dict_to_struct(payload),
             cron=cron or "",
             interval_s=interval_s or 0.0,
             timezone=timezone,

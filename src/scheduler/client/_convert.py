@@ -7,11 +7,11 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import timestamp_pb2
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._structs import dict_to_struct, struct_to_dict
 from scheduler.client._types import (
-    JSON,
     ExpectationInfo,
     ScheduleInfo,
     Task,
@@ -66,31 +66,6 @@ def to_timestamp(dt: datetime) -> timestamp_pb2.Timestamp:
 def from_timestamp(ts: timestamp_pb2.Timestamp) -> datetime:
     """An aware UTC datetime from a Timestamp."""
     return ts.ToDatetime(tzinfo=UTC)
-
-
-def _normalise(value: Any) -> Any:
-    # Struct numbers are doubles: hand integral ones back as int (JSON users expect it).
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _normalise(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_normalise(v) for v in value]
-    return value
-
-
-def struct_to_dict(s: struct_pb2.Struct) -> JSON:
-    """A JSON object from a Struct."""
-    result: JSON = _normalise(json_format.MessageToDict(s))
-    return result
-
-
-def dict_to_struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
-    """A Struct from a JSON object; TypeError/ValueError for values JSON cannot hold."""
-    s = struct_pb2.Struct()
-    if data:
-        s.update(dict(data))
-    return s
 
 
 def spec_to_proto(spec: TaskSpec) -> pb.TaskSpec:

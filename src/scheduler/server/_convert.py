@@ -14,10 +14,11 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._structs import dict_to_struct, struct_to_dict
 from scheduler.engine import FailureReport, SubmitSpec
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
@@ -96,32 +97,6 @@ def from_datetime(dt: datetime) -> timestamp_pb2.Timestamp:
     ts = timestamp_pb2.Timestamp()
     ts.FromDatetime(dt)
     return ts
-
-
-def _normalise(value: Any) -> Any:
-    # Struct keeps every number as a double; give integral ones back as int so
-    # `payload["n"]` round-trips the way a JSON user expects.
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _normalise(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_normalise(v) for v in value]
-    return value
-
-
-def struct_to_dict(s: struct_pb2.Struct) -> JSON:
-    """A JSON object from a Struct (integral numbers as ints)."""
-    result: JSON = _normalise(json_format.MessageToDict(s))
-    return result
-
-
-def dict_to_struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
-    """A Struct from a JSON object (None -> empty)."""
-    s = struct_pb2.Struct()
-    if data:
-        s.update(dict(data))
-    return s
 
 
 # -- enums ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._structs import dict_to_struct, struct_to_dict
 from scheduler.engine import ExpectationSpec, ScheduleSpec, WorkflowNode, WorkflowSpec
 from scheduler.engine._schedules import MAX_JITTER_S
 from scheduler.engine._workflows import node_id_of
@@ -200,7 +201,7 @@ def schedule_spec_from_proto(
     return ScheduleSpec(
         name=name,
         task_type=task.type,
-        payload=conv.struct_to_dict(spec.payload),
+        payload=struct_to_dict(spec.payload),
         cron=spec.cron.strip(),
         interval_s=spec.interval_s,
         timezone=spec.timezone or "UTC",
@@ -224,7 +225,7 @@ def schedule_to_proto(s: Schedule) -> pb.Schedule:
         interval_s=s.interval_s,
         timezone=s.timezone,
         task_type=s.task_type,
-        payload=conv.dict_to_struct(s.payload),
+        payload=dict_to_struct(s.payload),
         pool=conv.pool_to_proto(s.pool),
         max_retries=s.max_retries,
         timeout_s=s.timeout_s,
