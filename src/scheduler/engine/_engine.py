@@ -514,6 +514,8 @@ class Engine:
             asyncio.create_task(self._preload_loop(), name="tickwheel-preloader"),
             asyncio.create_task(self.schedules.run(), name="tickwheel-schedules"),
         ]
+        if self._clustered:
+            self._tasks.append(asyncio.create_task(self._notice_loop(), name="tickwheel-notices"))
         if self.config.canary_interval_s > 0:
             await self.canary.start()
 
@@ -1380,6 +1382,39 @@ class Engine:
             session._push(AssignmentBatch(tuple(batch)))
 
     # ------------------------------------------------------------------ pre-loader and reaper
+    async def _notice_loop(self) -> None:
+        """In a cluster: hear other nodes' writes that make work for our shards (a task
+        submitted through them, a workflow child they released), so it reaches our wheel
+        in milliseconds instead of at the next pre-load or reconcile. Those passes stay
+        the safety net: a lost notice, or a lost connection, costs latency only."""
+        while True:
+            try:
+                notices = await self.store.listen_work(self._on_work_notice)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("work notices unavailable (%s); retrying in 5 s", exc)
+                await asyncio.sleep(5.0)
+                continue
+            if notices is None:
+                return  # the store has no channel: nothing to hear
+            try:
+                await notices.wait_closed()
+            finally:
+                await notices.close()
+            log.warning("work notice connection lost; reconnecting")
+            # Whatever was said meanwhile was not heard: look now.
+            self._reconcile_at = 0.0
+            self._preload_wake.set()
+            await asyncio.sleep(1.0)
+
+    def _on_work_notice(self, shards: frozenset[int], reconcile: bool) -> None:
+        if self._stopping or not self.membership.owned() & shards:
+            return
+        if reconcile:
+            self._reconcile_at = 0.0
+        self._preload_wake.set()
+
     async def _preload_loop(self) -> None:
         while True:
             try:

@@ -20,7 +20,6 @@ import collections
 import dataclasses
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from scheduler._errors import InvalidArgument
@@ -178,7 +177,6 @@ class Workflows:
         index = {n.node_id: i for i, n in enumerate(spec.nodes)}
         for parent, child in dict.fromkeys(spec.edges):
             parents[index[child]].append(index[parent])
-        horizon = now + timedelta(seconds=cfg.lookahead_s)
         ids: dict[int, uuid.UUID] = {}
         new: list[NewTask] = []
         for i in order:
@@ -197,7 +195,10 @@ class Workflows:
                 if spec.nodes[p].node_id not in existing
                 or existing[spec.nodes[p].node_id].status is not TaskState.COMPLETED
             )
-            ready = not deps and base.due_at <= horizon
+            # A root due soon goes straight into the wheel, but only when its shard is
+            # this node's (base says so): another node's shard waits SCHEDULED for its
+            # owner, who hears of it at commit (Store.listen_work).
+            ready = not deps and base.initial_state is TaskState.PRELOADED
             task = dataclasses.replace(
                 base,
                 idempotency_key=node_key(workflow.id, node.node_id),

@@ -47,6 +47,8 @@ from scheduler.store._protocol import (
     TaskRecord,
     Tenant,
     Transition,
+    WorkCallback,
+    WorkNotices,
     raise_for_outcome,
 )
 
@@ -83,6 +85,8 @@ __all__ = [
     "Tenant",
     "Transition",
     "UpstreamPolicy",
+    "WorkCallback",
+    "WorkNotices",
     "Workflow",
     "WorkflowView",
     "migrate",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
@@ -493,6 +493,33 @@ class Store(OrchestrationStore, Protocol):
     # -- upkeep ----------------------------------------------------------------------
     async def maintain(self, now: datetime) -> MaintenanceResult:
         """Create partitions ahead, detach expired ones (PostgreSQL); no-op for SQLite."""
+        ...
+
+    # -- work notices (a cluster's nodes share one store) -----------------------------
+    async def listen_work(self, on_notice: WorkCallback) -> WorkNotices | None:
+        """Hear, from any process, that a shard has work its owner should pick up:
+        tasks inserted SCHEDULED (``reconcile=False``: the pre-loader claims them) and
+        workflow children released to PRELOADED (``reconcile=True``: the owner re-reads
+        its PRELOADED rows). Each write that makes such work sends one notice naming its
+        shards, delivered when (and only if) it commits. ``None``: this store has no
+        channel to other processes (SQLite; one process owns every shard)."""
+        ...
+
+
+WorkCallback = Callable[[frozenset[int], bool], None]
+"""``on_notice(shards, reconcile)`` for :meth:`Store.listen_work`; called on the event
+loop, must not block."""
+
+
+class WorkNotices(Protocol):
+    """An open :meth:`Store.listen_work` subscription."""
+
+    async def wait_closed(self) -> None:
+        """Return when the subscription ended (its connection was lost, or closed)."""
+        ...
+
+    async def close(self) -> None:
+        """Stop listening; safe twice."""
         ...
 
 

@@ -6,6 +6,7 @@ at the adapter boundary. See ``docs/store.md`` for the schema, fencing and parti
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import json
@@ -55,6 +56,8 @@ from scheduler.store._protocol import (
     TaskRecord,
     Tenant,
     Transition,
+    WorkCallback,
+    WorkNotices,
 )
 
 __all__ = ["PostgresStore", "migrate"]
@@ -253,14 +256,58 @@ def _utc_day(t: datetime) -> date:
     return t.astimezone(UTC).date()
 
 
+# ---------------------------------------------------------------------------- work notices
+
+#: The NOTIFY channel of :meth:`PostgresStore.listen_work`. A payload is ``p:`` (claim
+#: SCHEDULED rows) or ``r:`` (re-read PRELOADED rows) and the shard ids, comma-separated.
+WORK_CHANNEL = "tickwheel_work"
+
+
+async def _notify_work(conn: Any, shards: set[int], *, reconcile: bool) -> None:
+    """Inside the writing transaction: PostgreSQL delivers it at commit, never before and
+    never for a rollback, so a listener always finds the rows it is told about."""
+    if shards:
+        payload = ("r:" if reconcile else "p:") + ",".join(map(str, sorted(shards)))
+        await conn.execute("SELECT pg_notify($1, $2)", WORK_CHANNEL, payload)
+
+
+class _PgWorkNotices:
+    """One LISTEN connection; ``wait_closed`` returns when it is lost or closed."""
+
+    def __init__(self, conn: asyncpg.Connection, on_notice: WorkCallback) -> None:
+        self._conn = conn
+        self._on_notice = on_notice
+        self._closed = asyncio.Event()
+        conn.add_termination_listener(lambda _c: self._closed.set())
+
+    def heard(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
+        kind, _, rest = str(payload).partition(":")
+        try:
+            shards = frozenset(int(x) for x in rest.split(",") if x)
+        except ValueError:
+            log.warning("ignoring a malformed work notice %r", payload)
+            return
+        self._on_notice(shards, kind == "r")
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    async def close(self) -> None:
+        self._closed.set()
+        if not self._conn.is_closed():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._conn.close(), 5)
+
+
 # ---------------------------------------------------------------------------- the store
 
 
 class PostgresStore(PostgresOrchestration):
     """The :class:`~scheduler.store.Store` on PostgreSQL through an asyncpg pool."""
 
-    def __init__(self, pool: asyncpg.Pool, config: StoreConfig) -> None:
+    def __init__(self, pool: asyncpg.Pool, config: StoreConfig, dsn: str | None = None) -> None:
         self._pool = pool
+        self._dsn = dsn  # for the work-notice listener's own connection
         self.config = config
         self._days: set[date] = set()
         self._tenants: set[uuid.UUID] = set()
@@ -283,7 +330,7 @@ class PostgresStore(PostgresOrchestration):
                 server_settings={"jit": "off", "timezone": "UTC"},
                 **extra,
             )
-        store = cls(pool, config)
+        store = cls(pool, config, dsn)
         try:
             await store._load_partitions()
             await store._create_ahead(datetime.now(UTC))
@@ -291,6 +338,21 @@ class PostgresStore(PostgresOrchestration):
             await store.close()
             raise
         return store
+
+    async def listen_work(self, on_notice: WorkCallback) -> WorkNotices | None:
+        """LISTEN on its own connection (a pooled one would be reset and reused)."""
+        if self._dsn is None:
+            return None
+        async with _driver_errors():
+            conn = await asyncpg.connect(self._dsn, server_settings={"timezone": "UTC"})
+        notices = _PgWorkNotices(conn, on_notice)
+        try:
+            async with _driver_errors():
+                await conn.add_listener(WORK_CHANNEL, notices.heard)
+        except BaseException:
+            await notices.close()
+            raise
+        return notices
 
     async def close(self) -> None:
         """Close the pool; safe to call twice."""
@@ -501,6 +563,15 @@ class PostgresStore(PostgresOrchestration):
         ]
         async with self._conn() as conn, conn.transaction():
             created = {r[0] for r in await conn.fetch(Q["insert_tasks"], *args)}
+            await _notify_work(
+                conn,
+                {
+                    t.shard_id
+                    for t in tasks
+                    if t.id in created and t.initial_state is TaskState.SCHEDULED
+                },
+                reconcile=False,
+            )
             if edges:
                 created_edges = [e for e in edges if e[2] in created]
                 if created_edges:
@@ -830,6 +901,7 @@ class PostgresStore(PostgresOrchestration):
             children: dict[uuid.UUID, list[Preloaded]] = {}
             if parents:
                 ready = await conn.fetch(Q["release_children"], parents, now, self.config.actor)
+                await _notify_work(conn, {r["shard_id"] for r in ready}, reconcile=True)
                 order = [r[0] for r in rows]
                 children = _common.assign_children(
                     order, [(_preloaded(r), r["parents"]) for r in ready]

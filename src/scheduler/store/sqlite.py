@@ -54,6 +54,8 @@ from scheduler.store._protocol import (
     TaskRecord,
     Tenant,
     Transition,
+    WorkCallback,
+    WorkNotices,
 )
 from scheduler.store._sqlite_orchestration import SqliteOrchestration
 
@@ -198,6 +200,10 @@ class SqliteStore(SqliteOrchestration):
             executor.shutdown(wait=False)
             raise StoreError(f"SQLite: {exc}") from exc
         return cls(conn, executor, config)
+
+    async def listen_work(self, on_notice: WorkCallback) -> WorkNotices | None:
+        """No channel: an embedded store serves one process, which owns every shard."""
+        return None
 
     async def close(self) -> None:
         """Close the connection and stop the thread; safe to call twice."""
