@@ -31,6 +31,7 @@ ETCD_TTL_S = 5.0
 FAILOVER_TASKS = int(os.environ.get("TW_BENCH_FAILOVER_TASKS", "50000"))
 FAILOVER_SPREAD_S = float(os.environ.get("TW_BENCH_FAILOVER_SPREAD_S", "60"))
 STEADY_TASKS = int(os.environ.get("TW_BENCH_STEADY_TASKS", str(FAILOVER_TASKS)))
+DUE_NOW_TASKS = int(os.environ.get("TW_BENCH_DUE_NOW_TASKS", "1000"))
 BURST_TASKS = int(os.environ.get("TW_BENCH_BURST_TASKS", "20000"))
 
 #: benchmark -> figures, printed as one table at the end of the module.
@@ -140,6 +141,44 @@ def test_steady(
         worker_cpu_ms_per_task=1000 * sum(f.worker_cpu_s) / f.tasks,
         pg_commits_per_task=f.commits_per_task,
         **{f"tasks_per_{k.lower()}_write": v for k, v in f.per_write.items()},
+    )
+
+
+def test_due_now(
+    benchmark: Any,
+    slice_dsn: str,
+    etcd_server: EtcdServer,
+    redis_server: RedisServer,
+    tmp_path: Path,
+) -> None:
+    """Tasks due now, submitted through one of three nodes: how soon those on other
+    nodes' shards go out, against those on its own (the same run's baseline)."""
+
+    def go() -> cluster.DueNowFigures:
+        with process_group(tmp_path / "procs") as group:
+            return asyncio.run(
+                cluster.due_now(
+                    group,
+                    slice_dsn,
+                    etcd_server,
+                    redis_server,
+                    tasks=DUE_NOW_TASKS,
+                    etcd_ttl_s=ETCD_TTL_S,
+                )
+            )
+
+    f = benchmark.pedantic(go, rounds=1, iterations=1)
+    own, other = f.own_shards_ms, f.other_shards_ms
+    _record(
+        benchmark,
+        "due_now_3_nodes",
+        tasks=f.tasks,
+        own_shards_p50_ms=own[0],
+        own_shards_p99_ms=own[1],
+        own_shards_max_ms=own[2],
+        other_shards_p50_ms=other[0],
+        other_shards_p99_ms=other[1],
+        other_shards_max_ms=other[2],
     )
 
 

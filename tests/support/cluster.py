@@ -10,7 +10,9 @@ asserts that nothing is lost or doubled) and ``make bench`` (which reports how f
 - :func:`throughput`: a burst of tasks due at one instant on 1..N nodes; returns how
   fast the cluster dispatched and completed it;
 - :func:`steady`: tasks due evenly over a span on N nodes with no fault; returns how
-  late they first went out and the CPU each node and worker spent.
+  late they first went out and the CPU each node and worker spent;
+- :func:`due_now`: tasks due at once submitted through one node; how soon those on its
+  own shards and those on other nodes' shards first went out.
 
 Both check the history: every accepted dispatch came from the one owner of its shard's
 epoch, and every task completed exactly once.
@@ -68,6 +70,7 @@ async def start_cluster(
     etcd_ttl_s: float,
     task_lease_s: float = 3.0,
     worker_slots: int = 500,
+    preload_interval_s: float = 0.2,
 ) -> Cluster:
     """Start one node and one worker per name; return once every shard is spread."""
     nodes: list[ServeProcess] = []
@@ -92,7 +95,7 @@ async def start_cluster(
                 "--etcd-lease-ttl-s",
                 str(etcd_ttl_s),
                 "--preload-interval-s",
-                "0.2",
+                str(preload_interval_s),
                 "--canary-interval-s",
                 "0",
             ),
@@ -546,6 +549,77 @@ async def steady(
             max_s=float(late["max"]),
             node_cpu_s=node_cpu,
             worker_cpu_s=worker_cpu,
+        )
+    finally:
+        await db.close()
+
+
+@dataclass(frozen=True)
+class DueNowFigures:
+    """What :func:`due_now` measured: submit-to-first-dispatch (ms) by where the shard
+    lives, as (p50, p99, max)."""
+
+    tasks: int
+    own_shards_ms: tuple[float, float, float]
+    other_shards_ms: tuple[float, float, float]
+
+
+async def due_now(
+    group: ProcessGroup,
+    pg_dsn: str,
+    etcd: EtcdServer,
+    redis: RedisServer,
+    *,
+    tasks: int,
+    batch: int = 10,
+    etcd_ttl_s: float = 5.0,
+) -> DueNowFigures:
+    """Three nodes at the ``tickwheel serve`` default pre-load interval (1 s); ``tasks``
+    due now, submitted through n1 in calls of ``batch`` every 50 ms. Two thirds land on
+    shards n1 does not own: their owners must learn of them."""
+    db = await asyncpg.connect(pg_dsn)
+    try:
+        cluster = await start_cluster(
+            group,
+            db,
+            pg_dsn,
+            etcd,
+            redis,
+            ("n1", "n2", "n3"),
+            etcd_ttl_s=etcd_ttl_s,
+            preload_interval_s=1.0,
+        )
+        calls = max(1, tasks // batch)
+        async with await Client.connect(cluster.nodes[0].target, api_key=cluster.api_key) as c:
+            for _ in range(calls):
+                await c.submit_many([TaskSpec(type="work", strict_timing=True)] * batch)
+                await asyncio.sleep(0.05)
+        await check_exactly_once(cluster, calls * batch, timeout_s=120)
+        rows = await db.fetch(
+            """
+            SELECT se.owner = 'n1' AS own,
+                   extract(epoch FROM min(x.at) - t.created_at)::float8 * 1000 AS ms
+            FROM tasks t
+            JOIN task_transitions x ON x.task_id = t.id AND x.to_status = 'DISPATCHED'
+            JOIN shard_epochs se ON se.shard_id = t.shard_id
+            WHERE t.tenant_id = $1
+            GROUP BY t.id, t.created_at, se.owner
+            """,
+            cluster.tenant_id,
+        )
+
+        def stats(values: list[float]) -> tuple[float, float, float]:
+            values = sorted(values)
+            return (
+                values[len(values) // 2],
+                values[min(len(values) - 1, int(len(values) * 0.99))],
+                values[-1],
+            )
+
+        return DueNowFigures(
+            tasks=len(rows),
+            own_shards_ms=stats([r["ms"] for r in rows if r["own"]]),
+            other_shards_ms=stats([r["ms"] for r in rows if not r["own"]]),
         )
     finally:
         await db.close()
