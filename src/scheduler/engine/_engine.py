@@ -1417,6 +1417,9 @@ class Engine:
 
     async def _preload_loop(self) -> None:
         while True:
+            # Cleared before the pass, so a wake-up that arrives during it (a work
+            # notice for rows the pass's claim did not see yet) runs another pass.
+            self._preload_wake.clear()
             try:
                 await self._preload_once()
                 await self._reclaim_once()
@@ -1426,7 +1429,6 @@ class Engine:
                 raise
             except Exception:
                 log.exception("pre-load cycle failed; retrying next interval")
-            self._preload_wake.clear()
             await wait_event(self._preload_wake, self.config.preload_interval_s)
 
     async def _reconcile(self) -> None:

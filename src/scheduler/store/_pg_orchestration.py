@@ -28,6 +28,7 @@ from scheduler.store._orchestration import (
     Workflow,
     WorkflowView,
 )
+from scheduler.store._pg_notices import notify_work
 from scheduler.store._protocol import Pool, TaskKey
 
 if TYPE_CHECKING:
@@ -165,7 +166,9 @@ class PostgresOrchestration:
             if cancelled:
                 log.info("cancelled %d descendants (upstream_failed)", cancelled)
         if cont:
-            await conn.execute(Q["resolve_children"], cont, now)
+            freed = await conn.fetch(Q["resolve_children"], cont, now)
+            # At zero they are the pre-loader's; their owner may be another node.
+            await notify_work(conn, {r["shard_id"] for r in freed if r[2] == 0}, reconcile=False)
         return cancelled
 
     # -- schedules ----------------------------------------------------------------------

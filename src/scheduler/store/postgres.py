@@ -6,7 +6,6 @@ at the adapter boundary. See ``docs/store.md`` for the schema, fencing and parti
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import json
@@ -30,6 +29,7 @@ from scheduler.jitter import JITTER_WINDOW_S, JitterMode
 from scheduler.states import TaskState, check_transition, sources
 from scheduler.store import _common, _sql, _validate
 from scheduler.store._config import StoreConfig
+from scheduler.store._pg_notices import WORK_CHANNEL, PgWorkNotices, notify_work
 from scheduler.store._pg_orchestration import PostgresOrchestration
 from scheduler.store._protocol import (
     ApiKey,
@@ -256,49 +256,6 @@ def _utc_day(t: datetime) -> date:
     return t.astimezone(UTC).date()
 
 
-# ---------------------------------------------------------------------------- work notices
-
-#: The NOTIFY channel of :meth:`PostgresStore.listen_work`. A payload is ``p:`` (claim
-#: SCHEDULED rows) or ``r:`` (re-read PRELOADED rows) and the shard ids, comma-separated.
-WORK_CHANNEL = "tickwheel_work"
-
-
-async def _notify_work(conn: Any, shards: set[int], *, reconcile: bool) -> None:
-    """Inside the writing transaction: PostgreSQL delivers it at commit, never before and
-    never for a rollback, so a listener always finds the rows it is told about."""
-    if shards:
-        payload = ("r:" if reconcile else "p:") + ",".join(map(str, sorted(shards)))
-        await conn.execute("SELECT pg_notify($1, $2)", WORK_CHANNEL, payload)
-
-
-class _PgWorkNotices:
-    """One LISTEN connection; ``wait_closed`` returns when it is lost or closed."""
-
-    def __init__(self, conn: asyncpg.Connection, on_notice: WorkCallback) -> None:
-        self._conn = conn
-        self._on_notice = on_notice
-        self._closed = asyncio.Event()
-        conn.add_termination_listener(lambda _c: self._closed.set())
-
-    def heard(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
-        kind, _, rest = str(payload).partition(":")
-        try:
-            shards = frozenset(int(x) for x in rest.split(",") if x)
-        except ValueError:
-            log.warning("ignoring a malformed work notice %r", payload)
-            return
-        self._on_notice(shards, kind == "r")
-
-    async def wait_closed(self) -> None:
-        await self._closed.wait()
-
-    async def close(self) -> None:
-        self._closed.set()
-        if not self._conn.is_closed():
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._conn.close(), 5)
-
-
 # ---------------------------------------------------------------------------- the store
 
 
@@ -345,7 +302,7 @@ class PostgresStore(PostgresOrchestration):
             return None
         async with _driver_errors():
             conn = await asyncpg.connect(self._dsn, server_settings={"timezone": "UTC"})
-        notices = _PgWorkNotices(conn, on_notice)
+        notices = PgWorkNotices(conn, on_notice)
         try:
             async with _driver_errors():
                 await conn.add_listener(WORK_CHANNEL, notices.heard)
@@ -563,7 +520,7 @@ class PostgresStore(PostgresOrchestration):
         ]
         async with self._conn() as conn, conn.transaction():
             created = {r[0] for r in await conn.fetch(Q["insert_tasks"], *args)}
-            await _notify_work(
+            await notify_work(
                 conn,
                 {
                     t.shard_id
@@ -901,7 +858,7 @@ class PostgresStore(PostgresOrchestration):
             children: dict[uuid.UUID, list[Preloaded]] = {}
             if parents:
                 ready = await conn.fetch(Q["release_children"], parents, now, self.config.actor)
-                await _notify_work(conn, {r["shard_id"] for r in ready}, reconcile=True)
+                await notify_work(conn, {r["shard_id"] for r in ready}, reconcile=True)
                 order = [r[0] for r in rows]
                 children = _common.assign_children(
                     order, [(_preloaded(r), r["parents"]) for r in ready]

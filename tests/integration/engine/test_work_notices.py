@@ -19,13 +19,14 @@ from scheduler.engine import (
     AssignmentBatch,
     Engine,
     EngineConfig,
+    FailureReport,
     SubmitSpec,
     WorkerHello,
     WorkerSession,
     WorkflowNode,
     WorkflowSpec,
 )
-from scheduler.store import Completion, FencedWrite, open_store
+from scheduler.store import Completion, FencedWrite, UpstreamPolicy, open_store
 from scheduler.store.postgres import WORK_CHANNEL, PostgresStore
 from tests.support.waiting import eventually
 
@@ -171,15 +172,20 @@ async def test_a_task_submitted_through_another_node_reaches_its_owner(
         await asyncio.gather(*readers)
 
 
-async def test_a_workflow_child_released_by_another_node_reaches_its_owner(
-    nodes: tuple[Engine, Engine],
+@pytest.mark.parametrize("outcome", ["completed", "dead_letter_continue"])
+async def test_a_workflow_child_freed_by_another_node_reaches_its_owner(
+    nodes: tuple[Engine, Engine], outcome: str
 ) -> None:
+    """A parent that completes releases its child to PRELOADED (the owner re-reads); a
+    parent that dead-letters under the continue policy leaves its child SCHEDULED at
+    count zero (the owner's pre-loader claims it). Either way the owner hears of it."""
     a, b = nodes
     tenant = (await a.create_tenant(name="t")).id
     sa, sb = await _sessions(a, b, tenant, frozenset({"parent", "child"}))
     got_a: dict[uuid.UUID, int] = {}
     got_b: dict[uuid.UUID, int] = {}
     readers = [asyncio.create_task(_collect(sa, got_a)), asyncio.create_task(_collect(sb, got_b))]
+    policy = UpstreamPolicy.CONTINUE if outcome == "dead_letter_continue" else UpstreamPolicy.CANCEL
     try:
         flows = [
             await a.workflows.submit(
@@ -187,13 +193,15 @@ async def test_a_workflow_child_released_by_another_node_reaches_its_owner(
                 WorkflowSpec(
                     nodes=[
                         WorkflowNode(
-                            node_id="p", task=SubmitSpec(type="parent", strict_timing=True)
+                            node_id="p",
+                            task=SubmitSpec(type="parent", strict_timing=True, max_retries=0),
                         ),
                         WorkflowNode(
                             node_id="c", task=SubmitSpec(type="child", strict_timing=True)
                         ),
                     ],
                     edges=[("p", "c")],
+                    on_upstream_failure=policy,
                 ),
             )
             for _ in range(20)
@@ -205,14 +213,24 @@ async def test_a_workflow_child_released_by_another_node_reaches_its_owner(
         ]
         assert crossing, "expected some of 20 workflows to span both nodes"
         await _until(_both(got_a, got_b), set(parents), "every parent dispatched")
-        # Each parent completes on the node that ran it; a child on the other node's
-        # shards becomes PRELOADED there, and that node hears of it.
-        for engine_session, got in ((sa, got_a), (sb, got_b)):
+        # Each parent ends on the node that ran it; a child on the other node's shards
+        # is freed there, and that node hears of it.
+        for session, got in ((sa, got_a), (sb, got_b)):
             mine = [parents[i] for i in got if i in parents]
-            if mine:
-                assert await engine_session.complete(
+            if not mine:
+                continue
+            if outcome == "completed":
+                out = await session.complete(
                     [Completion(key=p.key, token=got[p.key.id]) for p in mine]
-                ) == ["ok"] * len(mine)
+                )
+            else:
+                out = await session.fail(
+                    [
+                        FailureReport(key=p.key, token=got[p.key.id], error="boom", retryable=False)
+                        for p in mine
+                    ]
+                )
+            assert out == ["ok"] * len(mine)
         await _until(_both(got_a, got_b), set(children), "every child dispatched")
         for c in children.values():
             owner = got_b if c.shard_id in ODD else got_a

@@ -67,7 +67,7 @@ UPDATE tasks t SET
     updated_at = $2
 FROM edges e
 WHERE t.id = e.id AND t.scheduled_at = e.scheduled_at AND t.unresolved_dependencies > 0
-RETURNING t.id, t.scheduled_at, t.unresolved_dependencies
+RETURNING t.id, t.scheduled_at, t.unresolved_dependencies, t.shard_id
 
 -- name: insert_schedule
 INSERT INTO cron_schedules (id, tenant_id, name, cron_expr, timezone, task_type, payload, pool,

@@ -1,0 +1,55 @@
+"""Work notices on PostgreSQL: ``NOTIFY`` from the writing transaction, ``LISTEN`` on a
+connection of the node's own (see :meth:`scheduler.store.Store.listen_work`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import asyncpg
+
+from scheduler.store._protocol import WorkCallback
+
+log = logging.getLogger(__name__)
+
+#: The NOTIFY channel of :meth:`PostgresStore.listen_work`. A payload is ``p:`` (claim
+#: SCHEDULED rows) or ``r:`` (re-read PRELOADED rows) and the shard ids, comma-separated.
+WORK_CHANNEL = "tickwheel_work"
+
+
+async def notify_work(conn: Any, shards: set[int], *, reconcile: bool) -> None:
+    """Inside the writing transaction: PostgreSQL delivers it at commit, never before and
+    never for a rollback, so a listener always finds the rows it is told about."""
+    if shards:
+        payload = ("r:" if reconcile else "p:") + ",".join(map(str, sorted(shards)))
+        await conn.execute("SELECT pg_notify($1, $2)", WORK_CHANNEL, payload)
+
+
+class PgWorkNotices:
+    """One LISTEN connection; ``wait_closed`` returns when it is lost or closed."""
+
+    def __init__(self, conn: asyncpg.Connection, on_notice: WorkCallback) -> None:
+        self._conn = conn
+        self._on_notice = on_notice
+        self._closed = asyncio.Event()
+        conn.add_termination_listener(lambda _c: self._closed.set())
+
+    def heard(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
+        kind, _, rest = str(payload).partition(":")
+        try:
+            shards = frozenset(int(x) for x in rest.split(",") if x)
+        except ValueError:
+            log.warning("ignoring a malformed work notice %r", payload)
+            return
+        self._on_notice(shards, kind == "r")
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    async def close(self) -> None:
+        self._closed.set()
+        if not self._conn.is_closed():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._conn.close(), 5)
