@@ -13,7 +13,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
-from scheduler._structs import dict_to_struct
+from scheduler._wellknown import dict_to_struct
 from scheduler.client import _convert as conv
 from scheduler.client._channel import check_reachable, open_channel
 from scheduler.client._errors import from_rpc_error

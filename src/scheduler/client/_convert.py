@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from google.protobuf import timestamp_pb2
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._structs import dict_to_struct, struct_to_dict
+from scheduler._wellknown import dict_to_struct, struct_to_dict, timestamp, utc_datetime
 from scheduler.client._types import (
     ExpectationInfo,
     ScheduleInfo,
@@ -58,14 +58,12 @@ def pool_from_proto(value: int) -> Pool:
 
 def to_timestamp(dt: datetime) -> timestamp_pb2.Timestamp:
     """A Timestamp from an aware datetime."""
-    ts = timestamp_pb2.Timestamp()
-    ts.FromDatetime(dt)
-    return ts
+    return timestamp(dt)
 
 
 def from_timestamp(ts: timestamp_pb2.Timestamp) -> datetime:
     """An aware UTC datetime from a Timestamp."""
-    return ts.ToDatetime(tzinfo=UTC)
+    return utc_datetime(ts)
 
 
 def spec_to_proto(spec: TaskSpec) -> pb.TaskSpec:

@@ -11,14 +11,14 @@ import math
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._structs import dict_to_struct, struct_to_dict
+from scheduler._wellknown import dict_to_struct, struct_to_dict, timestamp, utc_datetime
 from scheduler.engine import FailureReport, SubmitSpec
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
@@ -87,16 +87,14 @@ def to_datetime(ts: timestamp_pb2.Timestamp, field: str) -> datetime:
     if not 0 <= ts.nanos < 1_000_000_000:
         raise InvalidArgument(field, "nanos out of range")
     try:
-        return ts.ToDatetime(tzinfo=UTC)
+        return utc_datetime(ts)
     except (ValueError, OverflowError):
         raise InvalidArgument(field, "timestamp out of range (years 1-9999)") from None
 
 
 def from_datetime(dt: datetime) -> timestamp_pb2.Timestamp:
     """A Timestamp from a timezone-aware datetime."""
-    ts = timestamp_pb2.Timestamp()
-    ts.FromDatetime(dt)
-    return ts
+    return timestamp(dt)
 
 
 # -- enums ---------------------------------------------------------------------------

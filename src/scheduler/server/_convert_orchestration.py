@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._structs import dict_to_struct, struct_to_dict
+from scheduler._wellknown import dict_to_struct, struct_to_dict
 from scheduler.engine import ExpectationSpec, ScheduleSpec, WorkflowNode, WorkflowSpec
 from scheduler.engine._schedules import MAX_JITTER_S
 from scheduler.engine._workflows import node_id_of

@@ -61,7 +61,7 @@ from scheduler._errors import (
 from scheduler._kafka_wire import trace_headers
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
-from scheduler._structs import dict_to_struct, struct_to_dict
+from scheduler._wellknown import dict_to_struct, struct_to_dict
 from scheduler.client import _convert as conv
 from scheduler.client._channel import open_channel
 from scheduler.client._errors import from_rpc_error
