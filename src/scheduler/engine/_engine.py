@@ -1173,7 +1173,7 @@ class Engine:
         many tasks it committed (0: nothing could be matched).
         """
         now = self.now()
-        lease = now + timedelta(seconds=self.config.lease_ttl_s)
+        ttl = timedelta(seconds=self.config.lease_ttl_s)
         sessions = [
             s for s in self._sessions.values() if s.credits > 0 and not s.draining and not s.stalled
         ]
@@ -1250,7 +1250,9 @@ class Engine:
             DispatchRequest(
                 key=p.key,
                 worker_id=s.worker_id,
-                lease_expires_at=lease,
+                # From the due time, not the commit: a task committed ahead (the lead
+                # and the window) still gets its whole lease once it is delivered.
+                lease_expires_at=max(now, p.due_at) + ttl,
                 epoch=epochs.get(p.shard_id),
             )
             for s, p in picks

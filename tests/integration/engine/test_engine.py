@@ -119,8 +119,15 @@ async def test_a_dispatch_round_takes_a_window_and_delivers_each_on_time(
         e.wake()
         await eventually(lambda: asyncio.sleep(0, e.stats.dispatched), until=lambda n: n == 2)
         assert e.stats.dispatch_rounds == 1
-        statuses = [(await e.get_task(tenant, t)).status for t in (first, second, third)]
-        assert statuses == [TaskState.DISPATCHED, TaskState.DISPATCHED, TaskState.PRELOADED]
+        records = [await e.get_task(tenant, t) for t in (first, second, third)]
+        assert [r.status for r in records] == [
+            TaskState.DISPATCHED,
+            TaskState.DISPATCHED,
+            TaskState.PRELOADED,
+        ]
+        # Committed ahead, but each lease runs a whole TTL from its task's due time.
+        ttl = timedelta(seconds=config.lease_ttl_s)
+        assert [r.lease_expires_at for r in records[:2]] == [r.due_at + ttl for r in records[:2]]
         # Committed early, delivered on time: nothing before its due tick.
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(session.next_event(), 0.2)
