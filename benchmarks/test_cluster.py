@@ -5,6 +5,10 @@
   Redis, SIGSTOP another past its etcd lease (TTL 5 s), restart etcd. Figures: how long
   each shard move took and how late the latest task first went out, against the
   issue's bounds (TTL + 1 s and TTL + 2 s). Exactly-once is asserted as in the test.
+- ``steady``: the failover's load with no fault: first-dispatch lateness by due time,
+  CPU per node and worker, PostgreSQL commits per task and tasks per write.
+- ``due_now``: tasks due now submitted through one of three nodes: how soon those on
+  other nodes' shards go out (work notices) against those on its own.
 - ``throughput``: 20,000 tasks due at one instant on 1, 2 and 3 nodes (one worker
   each): dispatch rate (tasks / time from due to the last first dispatch) and completion
   rate. All nodes, workers, PostgreSQL (fsync on), Redis and etcd share 2 cores, so
