@@ -168,7 +168,11 @@ class PostgresOrchestration:
         if cont:
             freed = await conn.fetch(Q["resolve_children"], cont, now)
             # At zero they are the pre-loader's; their owner may be another node.
-            await notify_work(conn, {r["shard_id"] for r in freed if r[2] == 0}, reconcile=False)
+            await notify_work(
+                conn,
+                {r["shard_id"] for r in freed if r["unresolved_dependencies"] == 0},
+                reconcile=False,
+            )
         return cancelled
 
     # -- schedules ----------------------------------------------------------------------

@@ -806,9 +806,8 @@ class Worker:
             )
         ack = self._launch(fresh)
         if ack is not None:
-            with contextlib.suppress(TickwheelError, TimeoutError):
-                async with asyncio.timeout(self._request_timeout_s):
-                    await asyncio.shield(ack)
+            with contextlib.suppress(TickwheelError):  # it expires on its own (_launch)
+                await asyncio.shield(ack)
 
     def _held_from(
         self, a: pb.Assignment, received_at: datetime, submit_trace: dict[str, str] | None
