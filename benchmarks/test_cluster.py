@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from tests.support import cluster
 from tests.support.processes import process_group
 from tests.support.servers import EtcdServer, RedisServer
+
+T = TypeVar("T")
 
 ETCD_TTL_S = 5.0
 FAILOVER_TASKS = int(os.environ.get("TW_BENCH_FAILOVER_TASKS", "50000"))
@@ -67,6 +69,24 @@ def _record(benchmark: Any, name: str, **figures: float) -> None:
     benchmark.extra_info.update(figures)
 
 
+def _scenario(
+    benchmark: Any,
+    tmp_path: Path,
+    scenario: Callable[..., Coroutine[Any, Any, T]],
+    *args: Any,
+    **kw: Any,
+) -> T:
+    """One timed round of a real-process scenario of ``tests/support/cluster.py``, in a
+    process group of its own (every node and worker stopped after it)."""
+
+    def go() -> T:
+        with process_group(tmp_path / "procs") as group:
+            return asyncio.run(scenario(group, *args, **kw))
+
+    result: T = benchmark.pedantic(go, rounds=1, iterations=1)
+    return result
+
+
 def test_failover(
     benchmark: Any,
     slice_dsn: str,
@@ -74,21 +94,17 @@ def test_failover(
     redis_server: RedisServer,
     tmp_path: Path,
 ) -> None:
-    def go() -> cluster.FailoverFigures:
-        with process_group(tmp_path / "procs") as group:
-            return asyncio.run(
-                cluster.failover(
-                    group,
-                    slice_dsn,
-                    etcd_server,
-                    redis_server,
-                    tasks=FAILOVER_TASKS,
-                    spread_s=FAILOVER_SPREAD_S,
-                    etcd_ttl_s=ETCD_TTL_S,
-                )
-            )
-
-    f = benchmark.pedantic(go, rounds=1, iterations=1)
+    f = _scenario(
+        benchmark,
+        tmp_path,
+        cluster.failover,
+        slice_dsn,
+        etcd_server,
+        redis_server,
+        tasks=FAILOVER_TASKS,
+        spread_s=FAILOVER_SPREAD_S,
+        etcd_ttl_s=ETCD_TTL_S,
+    )
     print("\n" + f.line())
     _record(
         benchmark,
@@ -112,22 +128,18 @@ def test_steady(
 ) -> None:
     """The failover's load with no fault: the lateness and CPU it costs by itself."""
 
-    def go() -> cluster.SteadyFigures:
-        with process_group(tmp_path / "procs") as group:
-            return asyncio.run(
-                cluster.steady(
-                    group,
-                    slice_dsn,
-                    etcd_server,
-                    redis_server,
-                    nodes=3,
-                    tasks=STEADY_TASKS,
-                    spread_s=FAILOVER_SPREAD_S,
-                    etcd_ttl_s=ETCD_TTL_S,
-                )
-            )
-
-    f = benchmark.pedantic(go, rounds=1, iterations=1)
+    f = _scenario(
+        benchmark,
+        tmp_path,
+        cluster.steady,
+        slice_dsn,
+        etcd_server,
+        redis_server,
+        nodes=3,
+        tasks=STEADY_TASKS,
+        spread_s=FAILOVER_SPREAD_S,
+        etcd_ttl_s=ETCD_TTL_S,
+    )
     print(
         "\nsteady: first-dispatch lateness by due time (s after first due: p50 / max): "
         + ", ".join(f"{at:.0f}s: {p50:.2f} / {mx:.2f}" for at, p50, mx in f.by_due)
@@ -158,20 +170,16 @@ def test_due_now(
     """Tasks due now, submitted through one of three nodes: how soon those on other
     nodes' shards go out, against those on its own (the same run's baseline)."""
 
-    def go() -> cluster.DueNowFigures:
-        with process_group(tmp_path / "procs") as group:
-            return asyncio.run(
-                cluster.due_now(
-                    group,
-                    slice_dsn,
-                    etcd_server,
-                    redis_server,
-                    tasks=DUE_NOW_TASKS,
-                    etcd_ttl_s=ETCD_TTL_S,
-                )
-            )
-
-    f = benchmark.pedantic(go, rounds=1, iterations=1)
+    f = _scenario(
+        benchmark,
+        tmp_path,
+        cluster.due_now,
+        slice_dsn,
+        etcd_server,
+        redis_server,
+        tasks=DUE_NOW_TASKS,
+        etcd_ttl_s=ETCD_TTL_S,
+    )
     own, other = f.own_shards_ms, f.other_shards_ms
     _record(
         benchmark,
@@ -195,21 +203,17 @@ def test_throughput(
     redis_server: RedisServer,
     tmp_path: Path,
 ) -> None:
-    def go() -> cluster.ThroughputFigures:
-        with process_group(tmp_path / "procs") as group:
-            return asyncio.run(
-                cluster.throughput(
-                    group,
-                    slice_dsn,
-                    etcd_server,
-                    redis_server,
-                    nodes=nodes,
-                    tasks=BURST_TASKS,
-                    etcd_ttl_s=ETCD_TTL_S,
-                )
-            )
-
-    f = benchmark.pedantic(go, rounds=1, iterations=1)
+    f = _scenario(
+        benchmark,
+        tmp_path,
+        cluster.throughput,
+        slice_dsn,
+        etcd_server,
+        redis_server,
+        nodes=nodes,
+        tasks=BURST_TASKS,
+        etcd_ttl_s=ETCD_TTL_S,
+    )
     _record(
         benchmark,
         f"throughput_{nodes}_nodes",

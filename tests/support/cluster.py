@@ -21,11 +21,12 @@ epoch, and every task completed exactly once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -132,6 +133,42 @@ async def submit_due(cluster: Cluster, dues: Sequence[datetime]) -> None:
         specs = [TaskSpec(type="work", scheduled_at=d, strict_timing=True) for d in dues]
         submitted = await client.submit_many(specs)
     assert len({t.id for t in submitted}) == len(dues)
+
+
+def spread(start: datetime, span_s: float, n: int) -> list[datetime]:
+    """``n`` due times evenly over ``span_s`` from ``start``."""
+    return [start + timedelta(seconds=span_s * i / n) for i in range(n)]
+
+
+@contextlib.asynccontextmanager
+async def running(
+    group: ProcessGroup,
+    pg_dsn: str,
+    etcd: EtcdServer,
+    redis: RedisServer,
+    nodes: int,
+    *,
+    etcd_ttl_s: float,
+    worker_slots: int = 500,
+    preload_interval_s: float = 0.2,
+) -> AsyncIterator[Cluster]:
+    """Nodes n1..n``nodes`` (see :func:`start_cluster`) and the database connection
+    :attr:`Cluster.db`, closed on the way out."""
+    db = await asyncpg.connect(pg_dsn)
+    try:
+        yield await start_cluster(
+            group,
+            db,
+            pg_dsn,
+            etcd,
+            redis,
+            [f"n{i + 1}" for i in range(nodes)],
+            etcd_ttl_s=etcd_ttl_s,
+            worker_slots=worker_slots,
+            preload_interval_s=preload_interval_s,
+        )
+    finally:
+        await db.close()
 
 
 async def completed(cluster: Cluster) -> int:
@@ -263,23 +300,13 @@ async def failover(
     Redis, SIGSTOP n2 until n1 owns every shard, SIGCONT it, then restart etcd. Asserts
     exactly-once and the epoch history; returns the timings (asserting none of them:
     this machine is shared, so timings are benchmark figures, not test verdicts)."""
-    db = await asyncpg.connect(pg_dsn)
-    try:
-        cluster = await start_cluster(
-            group,
-            db,
-            pg_dsn,
-            etcd,
-            redis,
-            ("n1", "n2", "n3"),
-            etcd_ttl_s=etcd_ttl_s,
-            worker_slots=worker_slots,
-        )
+    async with running(
+        group, pg_dsn, etcd, redis, 3, etcd_ttl_s=etcd_ttl_s, worker_slots=worker_slots
+    ) as cluster:
+        db = cluster.db
         _, n2, n3 = cluster.nodes
         start = datetime.now(UTC) + timedelta(seconds=3)
-        await submit_due(
-            cluster, [start + timedelta(seconds=spread_s * i / tasks) for i in range(tasks)]
-        )
+        await submit_due(cluster, spread(start, spread_s, tasks))
         # The reowning waits allow far more than the TTL: a slow machine makes them slow,
         # not wrong. The figures say how long they took.
         reown_timeout_s = etcd_ttl_s + 30
@@ -367,8 +394,6 @@ async def failover(
                 for c in claims
             ],
         )
-    finally:
-        await db.close()
 
 
 @dataclass(frozen=True)
@@ -394,12 +419,10 @@ async def throughput(
 ) -> ThroughputFigures:
     """``tasks`` due at one instant on ``nodes`` nodes (each with one worker): dispatch
     rate = tasks / (last first-dispatch - due), completion rate likewise."""
-    db = await asyncpg.connect(pg_dsn)
-    try:
-        names = [f"n{i + 1}" for i in range(nodes)]
-        cluster = await start_cluster(
-            group, db, pg_dsn, etcd, redis, names, etcd_ttl_s=etcd_ttl_s, worker_slots=1000
-        )
+    async with running(
+        group, pg_dsn, etcd, redis, nodes, etcd_ttl_s=etcd_ttl_s, worker_slots=1000
+    ) as cluster:
+        db = cluster.db
         # Far enough ahead that submission ends before the burst falls due.
         due = datetime.now(UTC) + timedelta(seconds=5 + tasks / 10_000)
         await submit_due(cluster, [due] * tasks)
@@ -425,8 +448,6 @@ async def throughput(
             complete_per_s=tasks / complete_s,
             latest_first_dispatch_s=dispatch_s,
         )
-    finally:
-        await db.close()
 
 
 @dataclass(frozen=True)
@@ -470,24 +491,13 @@ async def steady(
     """``tasks`` due evenly over ``spread_s`` on ``nodes`` nodes, no fault: how late each
     task first went out (p50 / p99 / max of dispatch - due) and the CPU each node and
     worker process spent from the first due time to the last completion."""
-    db = await asyncpg.connect(pg_dsn)
-    try:
-        names = [f"n{i + 1}" for i in range(nodes)]
-        cluster = await start_cluster(
-            group,
-            db,
-            pg_dsn,
-            etcd,
-            redis,
-            names,
-            etcd_ttl_s=etcd_ttl_s,
-            worker_slots=worker_slots,
-        )
+    async with running(
+        group, pg_dsn, etcd, redis, nodes, etcd_ttl_s=etcd_ttl_s, worker_slots=worker_slots
+    ) as cluster:
+        db = cluster.db
         workers = [p for p in group.procs if p not in cluster.nodes]
         start = datetime.now(UTC) + timedelta(seconds=3)
-        await submit_due(
-            cluster, [start + timedelta(seconds=spread_s * i / tasks) for i in range(tasks)]
-        )
+        await submit_due(cluster, spread(start, spread_s, tasks))
         await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()))
         node_cpu = [_cpu_s(n.pid) for n in cluster.nodes]
         worker_cpu = [_cpu_s(w.pid) for w in workers]
@@ -550,8 +560,6 @@ async def steady(
             node_cpu_s=node_cpu,
             worker_cpu_s=worker_cpu,
         )
-    finally:
-        await db.close()
 
 
 @dataclass(frozen=True)
@@ -577,18 +585,10 @@ async def due_now(
     """Three nodes at the ``tickwheel serve`` default pre-load interval (1 s); ``tasks``
     due now, submitted through n1 in calls of ``batch`` every 50 ms. Two thirds land on
     shards n1 does not own: their owners must learn of them."""
-    db = await asyncpg.connect(pg_dsn)
-    try:
-        cluster = await start_cluster(
-            group,
-            db,
-            pg_dsn,
-            etcd,
-            redis,
-            ("n1", "n2", "n3"),
-            etcd_ttl_s=etcd_ttl_s,
-            preload_interval_s=1.0,
-        )
+    async with running(
+        group, pg_dsn, etcd, redis, 3, etcd_ttl_s=etcd_ttl_s, preload_interval_s=1.0
+    ) as cluster:
+        db = cluster.db
         calls = max(1, tasks // batch)
         async with await Client.connect(cluster.nodes[0].target, api_key=cluster.api_key) as c:
             for _ in range(calls):
@@ -621,5 +621,3 @@ async def due_now(
             own_shards_ms=stats([r["ms"] for r in rows if r["own"]]),
             other_shards_ms=stats([r["ms"] for r in rows if not r["own"]]),
         )
-    finally:
-        await db.close()
