@@ -117,31 +117,13 @@ async def _sessions(
     )
 
 
-async def _until(seen: Mapping[uuid.UUID, int], ids: set[uuid.UUID], what: str) -> None:
+async def _until(ids: set[uuid.UUID], what: str, *seen: Mapping[uuid.UUID, int]) -> None:
+    """Wait until every one of ``ids`` was assigned on one of the ``seen`` nodes."""
+
     async def missing() -> set[uuid.UUID]:
-        return ids - seen.keys()
+        return ids.difference(*(s.keys() for s in seen))
 
     await eventually(missing, until=lambda m: not m, what=what)
-
-
-class _both(Mapping[uuid.UUID, int]):
-    """A live view over two nodes' assignments."""
-
-    def __init__(self, *parts: dict[uuid.UUID, int]) -> None:
-        self._parts = parts
-
-    def __getitem__(self, key: uuid.UUID) -> int:
-        for p in self._parts:
-            if key in p:
-                return p[key]
-        raise KeyError(key)
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        for p in self._parts:
-            yield from p
-
-    def __len__(self) -> int:
-        return sum(len(p) for p in self._parts)
 
 
 async def test_a_task_submitted_through_another_node_reaches_its_owner(
@@ -162,8 +144,8 @@ async def test_a_task_submitted_through_another_node_reaches_its_owner(
         assert on_b, "expected some of 20 tasks on the other node's shards"
         # A's own shards go straight into A's wheel; B's wait SCHEDULED for B, whose
         # pre-loader sleeps for an hour unless A's insert notice wakes it.
-        await _until(got_b, on_b, "B's tasks at B")
-        await _until(got_a, on_a, "A's tasks at A")
+        await _until(on_b, "B's tasks at B", got_b)
+        await _until(on_a, "A's tasks at A", got_a)
         assert not on_b & got_a.keys()
         assert not on_a & got_b.keys()
     finally:
@@ -212,7 +194,7 @@ async def test_a_workflow_child_freed_by_another_node_reaches_its_owner(
             f for f in flows if (f.tasks["p"].shard_id in ODD) != (f.tasks["c"].shard_id in ODD)
         ]
         assert crossing, "expected some of 20 workflows to span both nodes"
-        await _until(_both(got_a, got_b), set(parents), "every parent dispatched")
+        await _until(set(parents), "every parent dispatched", got_a, got_b)
         # Each parent ends on the node that ran it; a child on the other node's shards
         # is freed there, and that node hears of it.
         for session, got in ((sa, got_a), (sb, got_b)):
@@ -231,7 +213,7 @@ async def test_a_workflow_child_freed_by_another_node_reaches_its_owner(
                     ]
                 )
             assert out == ["ok"] * len(mine)
-        await _until(_both(got_a, got_b), set(children), "every child dispatched")
+        await _until(set(children), "every child dispatched", got_a, got_b)
         for c in children.values():
             owner = got_b if c.shard_id in ODD else got_a
             assert c.key.id in owner
