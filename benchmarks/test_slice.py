@@ -193,8 +193,9 @@ async def _wait_completed(dsn: str, n: int, timeout_s: float) -> datetime:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("start", ["ack", "on_delivery"])
 def test_full_lifecycle(
-    benchmark: Any, served: Served, loop: asyncio.AbstractEventLoop, workers: int
+    benchmark: Any, served: Served, loop: asyncio.AbstractEventLoop, workers: int, start: str
 ) -> None:
     n = 40_000
     procs: list[WorkerProcess] = [
@@ -204,6 +205,7 @@ def test_full_lifecycle(
             {"bench": f"{HANDLERS}:fast"},
             name=f"bench-worker-{i}",
             slots=2_000,
+            extra_args=("--start-on-delivery",) if start == "on_delivery" else (),
         )
         for i in range(workers)
     ]
@@ -225,7 +227,7 @@ def test_full_lifecycle(
     assert all(p.running() for p in procs), served.group.explain()
     _record(
         benchmark,
-        f"lifecycle {workers} worker(s)",
+        f"lifecycle {workers} worker(s), {start}",
         tasks=n,
         submit_s=figures["submit_s"],
         seconds=figures["seconds"],

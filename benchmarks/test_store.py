@@ -397,6 +397,7 @@ def _dispatch_rawsql(env: Env, n: int) -> Case:
             *_bounds(ks),
             "scheduler",
             [None] * len(ks),
+            [False] * len(ks),
         ),
     )
 
@@ -703,6 +704,7 @@ def _lifecycle_rawsql(env: Env, n: int) -> Case:
             hi,
             "scheduler",
             [None] * n,
+            [False] * n,
         )
         await _fenced_sql(env, "ack", ks, LEASE, NOW, lo, hi)
         await _fenced_sql(env, "complete", ks, [None] * n, NOW, lo, hi, tx=True)

@@ -33,6 +33,8 @@ TRANSITIONS: Mapping[tuple[TaskState, TaskState], str] = {
     (S.PRELOADED, S.CANCELLED): "client cancel",
     (S.RETRYING, S.CANCELLED): "client cancel",
     (S.PRELOADED, S.DISPATCHED): "dispatcher: fencing token + 1, lease set",
+    (S.PRELOADED, S.RUNNING): "dispatcher, to a worker that starts tasks on delivery "
+    "(no ack): fencing token + 1, lease set",
     (S.DISPATCHED, S.RUNNING): "worker acknowledged with the current token",
     (S.DISPATCHED, S.PRELOADED): "lease expired before ack, or worker disconnected",
     (S.RUNNING, S.COMPLETED): "fenced success",

@@ -67,6 +67,7 @@ class Cluster:
         *,
         slots: int = 10,
         env: Mapping[str, str] | None = None,
+        start_on_delivery: bool = False,
     ) -> WorkerProcess:
         """Start a worker process (default: task type ``work``) and wait until connected."""
         types = types or {"work": f"{HANDLERS}:work"}
@@ -79,6 +80,7 @@ class Cluster:
             name=name,
             slots=slots,
             env=env,
+            extra_args=("--start-on-delivery",) if start_on_delivery else (),
         )
 
     def records(self, event: str | None = None) -> list[dict[str, Any]]:

@@ -6,6 +6,8 @@ import asyncio
 import re
 import uuid
 
+import pytest
+
 from scheduler.client import Task, TaskState
 from tests.acceptance.conftest import Cluster
 from tests.support.processes import WorkerProcess
@@ -28,12 +30,22 @@ async def _log_line(proc: WorkerProcess, pattern: str) -> None:
     await eventually(probe, what=f"{proc.name} to log {pattern!r}")
 
 
-async def test_zombie_worker_is_fenced_out_end_to_end(cluster: Cluster) -> None:
+# Both ways a worker may start a task: after its ack, or on delivery (RUNNING from the
+# dispatch, no ack). Fencing and lease expiry must not care.
+START = pytest.mark.parametrize("start_on_delivery", [False, True], ids=["ack", "on_delivery"])
+
+
+@START
+async def test_zombie_worker_is_fenced_out_end_to_end(
+    cluster: Cluster, start_on_delivery: bool
+) -> None:
     """The seed's scenario: A acks, freezes past its lease; B gets token + 1 and
     completes; A thaws, its completion is rejected and it logs a zombie warning."""
     # One slot: while A holds the task it has no credit, so the re-dispatch can only go
     # to B (the spare-credit case is the next test).
-    a = await cluster.worker("worker-a", slots=1, env={"TW_HOLD_S": "2"})
+    a = await cluster.worker(
+        "worker-a", slots=1, env={"TW_HOLD_S": "2"}, start_on_delivery=start_on_delivery
+    )
     task = await cluster.client.submit("work", {"n": 1}, strict_timing=True)
     running = await _state(cluster, task.id, TaskState.RUNNING)
     assert running.worker_id == "worker-a"
@@ -65,8 +77,13 @@ async def test_zombie_worker_is_fenced_out_end_to_end(cluster: Cluster) -> None:
     assert finished == {("worker-a", token_a), ("worker-b", done.fencing_token)}
 
 
-async def test_kill_9_worker_mid_task_redispatches_after_lease_expiry(cluster: Cluster) -> None:
-    a = await cluster.worker("worker-a", env={"TW_HOLD_S": "60"})
+@START
+async def test_kill_9_worker_mid_task_redispatches_after_lease_expiry(
+    cluster: Cluster, start_on_delivery: bool
+) -> None:
+    a = await cluster.worker(
+        "worker-a", env={"TW_HOLD_S": "60"}, start_on_delivery=start_on_delivery
+    )
     task = await cluster.client.submit("work", {"n": 2}, strict_timing=True)
     running = await _state(cluster, task.id, TaskState.RUNNING)
     assert running.worker_id == "worker-a"
@@ -85,10 +102,13 @@ async def test_kill_9_worker_mid_task_redispatches_after_lease_expiry(cluster: C
     assert await cluster.ledger_count(task.id) == 1
 
 
+@START
 async def test_frozen_worker_with_spare_credit_does_not_black_hole_tasks(
-    cluster: Cluster,
+    cluster: Cluster, start_on_delivery: bool
 ) -> None:
-    a = await cluster.worker("worker-a", slots=10, env={"TW_HOLD_S": "2"})
+    a = await cluster.worker(
+        "worker-a", slots=10, env={"TW_HOLD_S": "2"}, start_on_delivery=start_on_delivery
+    )
     task = await cluster.client.submit("work", {"n": 3}, strict_timing=True)
     await _state(cluster, task.id, TaskState.RUNNING)
     a.pause()

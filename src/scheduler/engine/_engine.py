@@ -175,6 +175,8 @@ class WorkerSession:
         self.lease_ttl_s = engine.config.lease_ttl_s
         self.heartbeat_interval_s = engine.config.heartbeat_interval_s
         self.credits = hello.slots
+        self.start_on_delivery = hello.start_on_delivery
+        """Dispatches commit RUNNING and count as acked once pushed (see WorkerHello)."""
         self.draining = False
         self.stalled = False
         """Tasks pushed to this session expired without an ack: push nothing more until
@@ -183,6 +185,7 @@ class WorkerSession:
         self.held: dict[uuid.UUID, tuple[TaskKey, int]] = {}
         self.attempts: dict[uuid.UUID, int] = {}
         self.acked: set[uuid.UUID] = set()
+        """Held tasks the worker acknowledged (or, starting on delivery, was pushed)."""
         self._queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
 
     # -- what the transport reads -------------------------------------------------
@@ -294,6 +297,7 @@ class WorkerSession:
 
     async def complete(self, items: Sequence[Completion]) -> list[Outcome]:
         """RUNNING -> COMPLETED (fenced)."""
+        self._revive()
         by_id = {c.key.id: c for c in items}
 
         async def run(mine: list[FencedWrite]) -> list[Outcome]:
@@ -305,6 +309,7 @@ class WorkerSession:
 
     async def fail(self, items: Sequence[FailureReport]) -> list[Outcome]:
         """A failed attempt: RETRYING with backoff, or DEAD_LETTER (fenced)."""
+        self._revive()
         by_id = {
             f.key.id: dataclasses.replace(
                 f,
@@ -359,7 +364,9 @@ class WorkerSession:
         """End the session; tasks dispatched to it but not acked go back to PRELOADED.
 
         Safe to call twice. RUNNING tasks keep their lease: the worker may reconnect
-        and carry on; if it does not, lease expiry reclaims them.
+        and carry on; if it does not, lease expiry reclaims them. For a worker that
+        starts on delivery every pushed task is RUNNING already; only those still held
+        for their due tick, never pushed, go back.
         """
         if self.closed:
             return
@@ -441,6 +448,7 @@ class Engine:
         self._inflight_by_pool: dict[Pool, int] = dict.fromkeys(POOL_ORDER, 0)
         # Committed dispatches waiting for their due tick: (due_ms, seq, session, assignment)
         self._held: list[tuple[int, int, WorkerSession, Assignment]] = []
+        self._cancel_on_delivery: set[uuid.UUID] = set()
         self._held_seq = itertools.count()
         self._sessions: dict[str, WorkerSession] = {}
         self._dispatch_wake = asyncio.Event()
@@ -869,6 +877,11 @@ class Engine:
             self._ready.remove(task.id)
             self._preload_wake.set()  # children released by the upstream policy
         if result.notify_worker is not None:
+            if any(entry[3].key.id == task.id for entry in self._held):
+                # Committed but held for its due tick: a notice now would reach the
+                # worker before the task; it follows the task instead.
+                self._cancel_on_delivery.add(task.id)
+                return task
             for session in list(self._sessions.values()):
                 if task.id in session.held:
                     key, token = session.held[task.id]
@@ -1254,6 +1267,7 @@ class Engine:
                 # and the window) still gets its whole lease once it is delivered.
                 lease_expires_at=max(now, p.due_at) + ttl,
                 epoch=epochs.get(p.shard_id),
+                running=s.start_on_delivery,
             )
             for s, p in picks
         ]
@@ -1382,6 +1396,14 @@ class Engine:
         for session, batch in per_session.values():
             self.stats.delivered += len(batch)
             session._push(AssignmentBatch(tuple(batch)))
+            if session.start_on_delivery:
+                session.acked.update(a.key.id for a in batch)
+            if self._cancel_on_delivery:
+                # Cancelled while held for its due tick: the notice follows the task.
+                for a in batch:
+                    if a.key.id in self._cancel_on_delivery:
+                        self._cancel_on_delivery.discard(a.key.id)
+                        session._push(CancelNotice(key=a.key, token=a.fencing_token))
 
     # ------------------------------------------------------------------ pre-loader and reaper
     async def _notice_loop(self) -> None:
@@ -1478,8 +1500,11 @@ class Engine:
             for key in (*gone, *(p.key for p in result.requeued)):
                 self._free_slot(key.id)
                 for session in self._sessions.values():
-                    if session.held.pop(key.id, None) is not None and key.id in requeued:
-                        # Dispatched to it and never acked within a whole lease.
+                    if session.held.pop(key.id, None) is not None and (
+                        key.id in requeued or session.start_on_delivery
+                    ):
+                        # Dispatched to it and never acked (or, starting on delivery,
+                        # neither heartbeated nor finished) within a whole lease.
                         session.stalled = session.outlet is None
             self._add_to_wheel(result.requeued)
             if result.dead_lettered or result.cancelled:

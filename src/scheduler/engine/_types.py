@@ -39,6 +39,9 @@ class WorkerHello:
     task_types: frozenset[str]
     pools: frozenset[Pool] = frozenset(Pool)
     slots: int = 1
+    start_on_delivery: bool = False
+    """The worker starts a task when it receives it and sends no ack: its dispatches
+    commit RUNNING (the attempt starts with the dispatch) instead of DISPATCHED."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

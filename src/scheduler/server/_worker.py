@@ -89,6 +89,7 @@ def hello_from_proto(hello: pb.Hello, tenant_id: uuid.UUID) -> WorkerHello:
         task_types=frozenset(hello.task_types),
         pools=pools or frozenset(Pool),
         slots=hello.slots,
+        start_on_delivery=hello.start_on_delivery,
     )
 
 

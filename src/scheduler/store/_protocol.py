@@ -167,7 +167,7 @@ class Preloaded:
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class DispatchRequest:
-    """One task to move PRELOADED -> DISPATCHED for a given worker."""
+    """One task to move PRELOADED -> DISPATCHED (or RUNNING) for a given worker."""
 
     key: TaskKey
     worker_id: str
@@ -175,6 +175,9 @@ class DispatchRequest:
     epoch: int | None = None
     """The dispatching node's epoch for the task's shard: the dispatch is accepted only
     while the shard's epoch is still this one (None: no check, a single node)."""
+    running: bool = False
+    """The worker starts tasks on delivery and sends no ack: commit RUNNING instead of
+    DISPATCHED (the attempt starts with the dispatch)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -402,8 +405,9 @@ class Store(OrchestrationStore, Protocol):
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime
     ) -> list[Assignment | None]:
-        """PRELOADED -> DISPATCHED, fencing token + 1, lease set. None for a task no
-        longer PRELOADED (cancelled meanwhile): it must not be delivered."""
+        """PRELOADED -> DISPATCHED (RUNNING for a request with ``running``), fencing
+        token + 1, lease set. None for a task no longer PRELOADED (cancelled meanwhile):
+        it must not be delivered."""
         ...
 
     async def ack(

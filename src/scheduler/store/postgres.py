@@ -681,7 +681,8 @@ class PostgresStore(PostgresOrchestration):
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime
     ) -> list[Assignment | None]:
-        """PRELOADED -> DISPATCHED with token + 1 in one statement."""
+        """PRELOADED -> DISPATCHED (RUNNING when ``running``) with token + 1, in one
+        statement."""
         _validate.aware("now", now)
         if not requests:
             return []
@@ -705,6 +706,7 @@ class PostgresStore(PostgresOrchestration):
                 hi,
                 self.config.actor,
                 [r.epoch for r in todo],
+                [r.running for r in todo],
             )
         # The key, worker and lease are the request's (written as given); the rest is
         # the row's. Columns by position, in mark_dispatched's SELECT order.

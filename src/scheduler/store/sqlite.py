@@ -536,7 +536,7 @@ class SqliteStore(SqliteOrchestration):
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime
     ) -> list[Assignment | None]:
-        """PRELOADED -> DISPATCHED with token + 1."""
+        """PRELOADED -> DISPATCHED (RUNNING when ``running``) with token + 1."""
         n = _us(_validate.aware("now", now))
         _validate.keys("requests", requests)
         for i, r in enumerate(requests):
@@ -547,9 +547,11 @@ class SqliteStore(SqliteOrchestration):
         def fn(c: sqlite3.Connection) -> list[Assignment | None]:
             out: list[Assignment | None] = []
             for r in requests:
+                state = TaskState.RUNNING if r.running else TaskState.DISPATCHED
                 row = c.execute(
                     Q["mark_dispatched"],
                     (
+                        state.value,
                         r.worker_id,
                         _us(r.lease_expires_at),
                         n,
@@ -567,7 +569,7 @@ class SqliteStore(SqliteOrchestration):
                     row["id"],
                     row["scheduled_at"],
                     TaskState.PRELOADED,
-                    TaskState.DISPATCHED,
+                    state,
                     row["fencing_token"],
                     actor,
                     n,

@@ -8,7 +8,9 @@ Layout of a running worker:
 - per stream: a writer task (the only caller of ``call.write``), a heartbeat task, and
   the reader loop inside ``_stream``;
 - per assignment: one task that waits for its ack, runs the handler inside a CONSUMER
-  span and commits the outcome with the assignment's fencing token.
+  span and commits the outcome with the assignment's fencing token. With
+  ``start_on_delivery=True`` there is no ack: the server committed the dispatch as
+  RUNNING, and the handler starts as soon as the assignment arrives.
 
 Graceful drain (``shutdown``; ``tickwheel worker`` calls it on SIGTERM), two phases:
 
@@ -209,6 +211,14 @@ class Worker:
     Each attempt runs in a CONSUMER span of ``tracer_provider`` (default: the global
     OpenTelemetry provider; a no-op without the SDK), linked to the submission.
 
+    ``start_on_delivery=True`` starts each handler the moment its assignment arrives
+    and sends no ack: the server commits the dispatch as RUNNING, which saves a store
+    write and two stream messages per task (the fast choice for short tasks). The
+    price: a push counts as an attempt even if it never arrived (the stream broke with
+    it in flight), and such a task is retried only when its lease expires. With the
+    default, each task is acknowledged before its handler runs, and a push the worker
+    never acknowledged goes back at once without using an attempt.
+
     With ``kafka=KafkaSource(...)`` the worker takes its tasks from the pools' Kafka
     topics through a consumer group instead of the stream (``docs/kafka.md``); it
     must then use a SYSTEM-tier tenant's API key.
@@ -229,9 +239,12 @@ class Worker:
         reconnect: ReconnectConfig | None = None,
         tracer_provider: TracerProvider | None = None,
         kafka: KafkaSource | None = None,
+        start_on_delivery: bool = False,
     ) -> None:
         if not handlers:
             raise ValueError("Worker needs at least one handler")
+        if start_on_delivery and kafka is not None:
+            raise ValueError("start_on_delivery applies to the stream, not to Kafka mode")
         if slots < 1:
             raise ValueError("Worker slots must be >= 1")
         if heartbeat_interval_s is not None and heartbeat_interval_s <= 0:
@@ -240,6 +253,7 @@ class Worker:
         self._metadata = (("x-api-key", api_key),)
         self._handlers = dict(handlers)
         self._slots = slots
+        self._start_on_delivery = start_on_delivery
         self.worker_id = worker_id or _default_worker_id()
         self._tls = tls
         self._pools = tuple(pools)
@@ -490,6 +504,7 @@ class Worker:
             task_types=sorted(self._handlers),
             pools=[conv.pool_to_proto(p) for p in self._pools],
             slots=announced,
+            start_on_delivery=self._start_on_delivery,
         )
         writer: asyncio.Task[None] | None = None
         heart: asyncio.Task[None] | None = None
@@ -834,8 +849,16 @@ class Worker:
         )
 
     def _launch(self, fresh: list[_Held]) -> asyncio.Future[dict[str, pb.TaskResult]] | None:
-        """Ack the new tasks in one message and start their handlers."""
+        """Ack the new tasks in one message and start their handlers (no ack when
+        starting on delivery: the server committed them as RUNNING)."""
         if not fresh:
+            return None
+        if self._start_on_delivery:
+            for held in fresh:
+                held.acked = True
+                held.task = asyncio.create_task(
+                    self._run(held, None), name=f"tickwheel-task-{held.ctx.task_id}"
+                )
             return None
         ack = _indexed(
             self._start_request(pb.WorkerMessage(ack=pb.Ack(tasks=[h.ref for h in fresh])))
@@ -847,23 +870,11 @@ class Worker:
             )
         return ack
 
-    async def _run(self, held: _Held, ack: asyncio.Future[dict[str, pb.TaskResult]]) -> None:
+    async def _run(self, held: _Held, ack: asyncio.Future[dict[str, pb.TaskResult]] | None) -> None:
         ctx = held.ctx
         try:
-            try:
-                results = await asyncio.shield(ack)  # expires with its batch (_launch)
-            except TickwheelError as exc:
-                # Not acked: the server put the task back (session closed) or its lease
-                # lapses; either way another attempt will run it.
-                _log.info("task %s: not acknowledged (%s); dropped", ctx.task_id, exc)
+            if ack is not None and not await self._acked(held, ack):
                 return
-            mine = results.get(held.ref.task_id)
-            if mine is None or not mine.ok:
-                _log.info(
-                    "task %s: ack rejected (%s)", ctx.task_id, mine.reason if mine else "missing"
-                )
-                return
-            held.acked = True
             held.span = span = start_attempt_span(self._tracer, ctx, held.dispatch_trace)
             with trace.use_span(
                 span, end_on_exit=True, record_exception=False, set_status_on_exception=False
@@ -874,6 +885,23 @@ class Worker:
                 del self._held[ctx.task_id]
             if not self._stopping:
                 self._give_credit(1)
+
+    async def _acked(self, held: _Held, ack: asyncio.Future[dict[str, pb.TaskResult]]) -> bool:
+        """Wait for the ack of the task's batch; whether the task is ours to run."""
+        ctx = held.ctx
+        try:
+            results = await asyncio.shield(ack)  # expires with its batch (_launch)
+        except TickwheelError as exc:
+            # Not acked: the server put the task back (session closed) or its lease
+            # lapses; either way another attempt will run it.
+            _log.info("task %s: not acknowledged (%s); dropped", ctx.task_id, exc)
+            return False
+        mine = results.get(held.ref.task_id)
+        if mine is None or not mine.ok:
+            _log.info("task %s: ack rejected (%s)", ctx.task_id, mine.reason if mine else "missing")
+            return False
+        held.acked = True
+        return True
 
     async def _attempt(self, held: _Held, span: Span) -> None:
         """Run the handler and commit what it came to, under the attempt's token."""

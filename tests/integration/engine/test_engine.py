@@ -325,6 +325,160 @@ async def test_closed_session_returns_unacked_tasks(engine: Engine, tenant: uuid
     await s2.close()
 
 
+async def test_a_worker_that_starts_on_delivery_needs_no_ack(
+    engine: Engine, tenant: uuid.UUID, clock: FakeClock
+) -> None:
+    """Its dispatches commit RUNNING: it completes without an ack; a pushed task it
+    never finishes keeps its lease when the stream closes, then expires as an attempt."""
+    hello = WorkerHello(
+        worker_id="w1",
+        tenant_id=tenant,
+        task_types=frozenset({"email"}),
+        slots=2,
+        start_on_delivery=True,
+    )
+    s1 = await engine.open_session(hello)
+    await engine.submit(tenant, [now_spec(), now_spec()])
+    got: list[Assignment] = []
+    while len(got) < 2:
+        got.extend((await next_batch(s1)).assignments)
+    done, lost = got
+    for a in got:
+        assert (await engine.get_task(tenant, a.key.id)).status is TaskState.RUNNING
+    assert await s1.complete([Completion(key=done.key, token=done.fencing_token)]) == ["ok"]
+    assert (await engine.get_task(tenant, done.key.id)).status is TaskState.COMPLETED
+    moves = [(x.from_state, x.to_state) for x in await engine.store.transitions_of(done.key.id)]
+    assert (TaskState.PRELOADED, TaskState.RUNNING) in moves
+    assert (TaskState.DISPATCHED, TaskState.RUNNING) not in moves
+    # The worker vanishes with the other task pushed to it: that one may be running,
+    # so it is not handed back; its lease expires and the attempt counts.
+    await s1.close()
+    assert (await engine.get_task(tenant, lost.key.id)).status is TaskState.RUNNING
+    clock.advance(CONFIG.lease_ttl_s + 1)
+    engine.wake()
+    await eventually(
+        lambda: engine.get_task(tenant, lost.key.id),
+        until=lambda t: t.retry_count == 1,
+        what="lease expiry",
+    )
+    s2 = await engine.open_session(dataclasses.replace(hello, worker_id="w2"))
+    clock.advance(CONFIG.retry_max_s + 1)
+    engine.wake()
+    (again,) = (await next_batch(s2)).assignments
+    assert again.key.id == lost.key.id
+    assert again.attempt == 2
+    assert again.fencing_token == lost.fencing_token + 1
+    await s2.close()
+
+
+@pytest.mark.parametrize("start_on_delivery", [False, True], ids=["ack", "on_delivery"])
+async def test_a_worker_silent_for_a_whole_lease_gets_nothing_more_until_it_shows_life(
+    engine: Engine, tenant: uuid.UUID, clock: FakeClock, start_on_delivery: bool
+) -> None:
+    """A frozen worker with spare credit must not soak up work: once a task pushed to
+    it expired (never acked, or never heartbeated when it starts on delivery), nothing
+    more goes to it until it writes again."""
+    session = await engine.open_session(
+        WorkerHello(
+            worker_id="w1",
+            tenant_id=tenant,
+            task_types=frozenset({"email"}),
+            slots=5,
+            start_on_delivery=start_on_delivery,
+        )
+    )
+    await engine.submit(tenant, [now_spec()])
+    (first,) = (await next_batch(session)).assignments
+    if not start_on_delivery:
+        await session.ack([FencedWrite(key=first.key, token=first.fencing_token)])
+    clock.advance(CONFIG.lease_ttl_s + 1)
+    engine.wake()
+    await eventually(
+        lambda: engine.get_task(tenant, first.key.id),
+        until=lambda t: t.retry_count == 1,
+        what="lease expiry",
+    )
+    if not start_on_delivery:
+        # An acked task whose lease lapsed says nothing about the stream: not stalled.
+        assert not session.stalled
+        await session.close()
+        return
+    assert session.stalled
+    (second,) = await engine.submit(tenant, [now_spec()])
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(session.next_event(), 0.3)
+    assert await session.heartbeat([]) == []  # a sign of life
+    pushed = {a.key.id for a in (await next_batch(session)).assignments}
+    assert second.task.id in pushed
+    await session.close()
+
+
+async def test_tasks_committed_ahead_but_never_pushed_go_back_when_the_stream_closes(
+    store: Store, clock: FakeClock
+) -> None:
+    """Starting on delivery, only pushed tasks count as started: one committed ahead
+    and held for its due tick returns to PRELOADED, without using an attempt."""
+    config = dataclasses.replace(
+        CONFIG, dispatch_lead_ms=200, dispatch_lead_max_ms=200, dispatch_window_ms=0
+    )
+    e = Engine(store, config, clock=clock)
+    await e.start()
+    try:
+        tenant = (await e.create_tenant(name="acme")).id
+        session = await e.open_session(
+            WorkerHello(
+                worker_id="w1",
+                tenant_id=tenant,
+                task_types=frozenset({"email"}),
+                slots=1,
+                start_on_delivery=True,
+            )
+        )
+        (res,) = await e.submit(tenant, [now_spec(scheduled_at=clock() + timedelta(seconds=1))])
+        clock.advance(0.9)
+        e.wake()
+        await eventually(lambda: asyncio.sleep(0, e.stats.dispatched), until=lambda n: n == 1)
+        assert (await e.get_task(tenant, res.task.id)).status is TaskState.RUNNING
+        await session.close()
+        task = await e.get_task(tenant, res.task.id)
+        assert task.status is TaskState.PRELOADED
+        assert task.retry_count == 0
+    finally:
+        await e.stop()
+
+
+async def test_a_cancel_before_the_due_tick_follows_the_task(
+    store: Store, clock: FakeClock
+) -> None:
+    """A task committed ahead and cancelled before its delivery: the worker gets the
+    task, then the cancel notice (a notice first would name a task it does not hold)."""
+    config = dataclasses.replace(
+        CONFIG, dispatch_lead_ms=200, dispatch_lead_max_ms=200, dispatch_window_ms=0
+    )
+    e = Engine(store, config, clock=clock)
+    await e.start()
+    try:
+        tenant = (await e.create_tenant(name="acme")).id
+        session = await e.open_session(
+            WorkerHello(worker_id="w1", tenant_id=tenant, task_types=frozenset({"email"}), slots=1)
+        )
+        (res,) = await e.submit(tenant, [now_spec(scheduled_at=clock() + timedelta(seconds=1))])
+        clock.advance(0.9)
+        e.wake()
+        await eventually(lambda: asyncio.sleep(0, e.stats.dispatched), until=lambda n: n == 1)
+        assert (await e.cancel(tenant, res.task.id)).cancel_requested
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(session.next_event(), 0.2)
+        clock.advance(0.1)
+        (a,) = (await next_batch(session)).assignments
+        notice = await asyncio.wait_for(session.next_event(), 10)
+        assert isinstance(notice, CancelNotice)
+        assert (notice.key, notice.token) == (a.key, a.fencing_token)
+        await session.close()
+    finally:
+        await e.stop()
+
+
 async def test_restart_loses_nothing_and_runs_nothing_twice(store: Store, clock: FakeClock) -> None:
     e1 = Engine(store, CONFIG, clock=clock)
     await e1.start()

@@ -112,6 +112,44 @@ async def test_full_lifecycle_writes_ledger_and_audit(store: Store, tenant: Tena
     assert await count_rows(store, "task_completions") == 1
 
 
+async def test_dispatch_to_a_worker_that_starts_on_delivery_commits_running(
+    store: Store, tenant: Tenant
+) -> None:
+    """``running=True``: PRELOADED -> RUNNING in the dispatch itself; no ack is needed
+    before a completion, and an expired lease counts the attempt (RETRYING)."""
+    done_task, lapsed_task, plain_task = (new_task(tenant, due_at=NOW) for _ in range(3))
+    await store.insert_tasks([done_task, lapsed_task, plain_task], NOW)
+    pre = {p.key.id: p.key for p in await store.claim_preload(None, HORIZON, 10, NOW)}
+    done, lapsed, plain = await store.mark_dispatched(
+        [
+            DispatchRequest(key=pre[t.id], worker_id="w1", lease_expires_at=LEASE, running=r)
+            for t, r in ((done_task, True), (lapsed_task, True), (plain_task, False))
+        ],
+        NOW,
+    )
+    assert done is not None
+    assert lapsed is not None
+    assert plain is not None
+    assert (done.fencing_token, done.attempt) == (2, 1)
+    assert (await store.get_task(None, done_task.id)).status is S.RUNNING
+    assert (await store.get_task(None, plain_task.id)).status is S.DISPATCHED
+    w = FencedWrite(key=done.key, token=done.fencing_token)
+    assert await store.heartbeat([w], LEASE + timedelta(seconds=30), NOW) == [Outcome.OK]
+    stale = FencedWrite(key=done.key, token=done.fencing_token - 1)
+    assert await store.heartbeat([stale], LEASE, NOW) == [Outcome.STALE]
+    [c] = await store.complete([Completion(key=done.key, token=done.fencing_token)], NOW)
+    assert c.outcome is Outcome.OK
+    trail = [(t.from_state, t.to_state) for t in await store.transitions_of(done_task.id)]
+    assert trail == [(S.SCHEDULED, S.PRELOADED), (S.PRELOADED, S.RUNNING), (S.RUNNING, S.COMPLETED)]
+    # Never finished: lease expiry retries it and the attempt counts; the plain
+    # dispatch, never acked, goes back without using one.
+    r = await store.reclaim_expired(None, LEASE + timedelta(seconds=1), 100)
+    assert r.retrying == (lapsed.key,)
+    assert [p.key for p in r.requeued] == [plain.key]
+    assert (await store.get_task(None, lapsed_task.id)).retry_count == 1
+    assert (await store.get_task(None, plain_task.id)).retry_count == 0
+
+
 async def test_zombie_worker_is_fenced(store: Store, tenant: Tenant) -> None:
     key, old = await running(store, tenant)
     # Lease lapses: the attempt counts, the task retries and is dispatched again.

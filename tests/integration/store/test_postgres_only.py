@@ -138,7 +138,18 @@ async def test_hot_path_statements_touch_one_partition(pg: PostgresStore, plan_m
     start = NOW.replace(hour=0, minute=0)
     statements: dict[str, tuple[Any, ...]] = {
         "claim_preload": (NOW, None, start, start + timedelta(days=1), 10, NOW, "t"),
-        "mark_dispatched": (ids, times, ["w"] * 3, [NOW] * 3, NOW, lo, hi, "t", [1] * 3),
+        "mark_dispatched": (
+            ids,
+            times,
+            ["w"] * 3,
+            [NOW] * 3,
+            NOW,
+            lo,
+            hi,
+            "t",
+            [1] * 3,
+            [False] * 3,
+        ),
         "ack": (ids, times, tokens, NOW, NOW, lo, hi),
         "heartbeat": (ids, times, tokens, NOW, NOW, lo, hi, ["RUNNING"]),
         "complete": (ids, times, tokens, [None] * 3, NOW, lo, hi),

@@ -34,14 +34,17 @@ async def _state(client: Client, task: Task, state: TaskState) -> Task:
     return await eventually(lambda: client.get(task.id), lambda t: t.state is state)
 
 
-async def test_async_handler_completes(stack: Stack, client: Client) -> None:
+@pytest.mark.parametrize("start_on_delivery", [False, True], ids=["ack", "on_delivery"])
+async def test_async_handler_completes(
+    stack: Stack, client: Client, start_on_delivery: bool
+) -> None:
     seen: list[TaskContext] = []
 
     async def handler(ctx: TaskContext) -> dict[str, Any]:
         seen.append(ctx)
         return {"doubled": ctx.payload["n"] * 2}
 
-    async with running(stack, {"double": handler}, slots=4):
+    async with running(stack, {"double": handler}, slots=4, start_on_delivery=start_on_delivery):
         task = await client.submit("double", {"n": 21}, strict_timing=True)
         done = await _state(client, task, TaskState.COMPLETED)
     assert done.result == {"doubled": 42}
@@ -50,10 +53,21 @@ async def test_async_handler_completes(stack: Stack, client: Client) -> None:
     assert ctx.attempt == 1
     assert ctx.fencing_token >= 1
     assert ctx.checkpoint_data is None
+    # Acknowledged before it ran, or (starting on delivery) RUNNING from the dispatch.
+    moves = [
+        (t.from_state.value, t.to_state.value)
+        for t in await stack.engine.store.transitions_of(task.id)
+    ]
+    assert moves[-2:] == (
+        [("PRELOADED", "RUNNING"), ("RUNNING", "COMPLETED")]
+        if start_on_delivery
+        else [("DISPATCHED", "RUNNING"), ("RUNNING", "COMPLETED")]
+    )
 
 
+@pytest.mark.parametrize("start_on_delivery", [False, True], ids=["ack", "on_delivery"])
 async def test_sync_handler_runs_in_a_thread_and_failures_retry(
-    stack: Stack, client: Client
+    stack: Stack, client: Client, start_on_delivery: bool
 ) -> None:
     threads: set[str] = set()
     attempts: list[int] = []
@@ -65,7 +79,7 @@ async def test_sync_handler_runs_in_a_thread_and_failures_retry(
             raise RuntimeError("first attempt fails")
         return 7
 
-    async with running(stack, {"flaky": handler}):
+    async with running(stack, {"flaky": handler}, start_on_delivery=start_on_delivery):
         task = await client.submit("flaky", {}, strict_timing=True, max_retries=2)
         done = await _state(client, task, TaskState.COMPLETED)
     assert done.result == {"result": 7}
@@ -91,8 +105,9 @@ async def test_non_retryable_error_dead_letters_then_redrive(stack: Stack, clien
         await _state(client, task, TaskState.COMPLETED)
 
 
+@pytest.mark.parametrize("start_on_delivery", [False, True], ids=["ack", "on_delivery"])
 async def test_stale_completion_is_rejected_and_zombie_logged(
-    stack: Stack, client: Client, caplog: pytest.LogCaptureFixture
+    stack: Stack, client: Client, caplog: pytest.LogCaptureFixture, start_on_delivery: bool
 ) -> None:
     started = asyncio.Event()
     release = asyncio.Event()
@@ -105,7 +120,7 @@ async def test_stale_completion_is_rejected_and_zombie_logged(
         return {"by": "worker"}
 
     caplog.set_level(logging.WARNING, logger="tickwheel.worker")
-    async with running(stack, {"slow": handler}):
+    async with running(stack, {"slow": handler}, start_on_delivery=start_on_delivery):
         task = await client.submit("slow", {}, strict_timing=True)
         await asyncio.wait_for(started.wait(), 15)
         running_task = await _state(client, task, TaskState.RUNNING)
@@ -127,14 +142,17 @@ async def _async(value: Any) -> Any:
     return value
 
 
-async def test_cancel_reaches_running_handler(stack: Stack, client: Client) -> None:
+@pytest.mark.parametrize("start_on_delivery", [False, True], ids=["ack", "on_delivery"])
+async def test_cancel_reaches_running_handler(
+    stack: Stack, client: Client, start_on_delivery: bool
+) -> None:
     started = asyncio.Event()
 
     async def handler(ctx: TaskContext) -> None:
         started.set()
         await asyncio.wait_for(ctx.cancelled.wait(), 20)
 
-    async with running(stack, {"long": handler}):
+    async with running(stack, {"long": handler}, start_on_delivery=start_on_delivery):
         task = await client.submit("long", {}, strict_timing=True)
         await asyncio.wait_for(started.wait(), 15)
         await _state(client, task, TaskState.RUNNING)
@@ -143,7 +161,10 @@ async def test_cancel_reaches_running_handler(stack: Stack, client: Client) -> N
         await _state(client, task, TaskState.CANCELLED)
 
 
-async def test_checkpoint_and_release_on_shutdown(stack: Stack, client: Client) -> None:
+@pytest.mark.parametrize("start_on_delivery", [False, True], ids=["ack", "on_delivery"])
+async def test_checkpoint_and_release_on_shutdown(
+    stack: Stack, client: Client, start_on_delivery: bool
+) -> None:
     started = asyncio.Event()
 
     async def handler(ctx: TaskContext) -> None:
@@ -151,7 +172,12 @@ async def test_checkpoint_and_release_on_shutdown(stack: Stack, client: Client) 
         started.set()
         await asyncio.sleep(60)  # the handler is released by the shutdown below
 
-    worker = Worker(stack.target, api_key=stack.key_a, handlers={"stuck": handler})
+    worker = Worker(
+        stack.target,
+        api_key=stack.key_a,
+        handlers={"stuck": handler},
+        start_on_delivery=start_on_delivery,
+    )
     run = asyncio.create_task(worker.run(), name="test-worker-run")
     task = await client.submit("stuck", {}, strict_timing=True)
     await asyncio.wait_for(started.wait(), 15)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import scheduler.client
 import scheduler.server
 import scheduler.worker
@@ -59,3 +61,16 @@ def test_config_validation() -> None:
         ServerConfig(admin_token="short")
     with pytest.raises(ValueError, match="go together"):
         TLSConfig(client_cert=b"x")
+
+
+def test_worker_arguments_are_checked_when_it_is_made() -> None:
+    from scheduler.store import Pool
+    from scheduler.worker import KafkaSource, Worker
+
+    kafka = KafkaSource(bootstrap_servers="127.0.0.1:9", pools=frozenset({Pool.STANDARD}))
+    with pytest.raises(ValueError, match="start_on_delivery applies to the stream"):
+        Worker("x:1", api_key="k", handlers={"t": print}, kafka=kafka, start_on_delivery=True)
+    with pytest.raises(ValueError, match="at least one handler"):
+        Worker("x:1", api_key="k", handlers={})
+    with pytest.raises(ValueError, match="slots must be >= 1"):
+        Worker("x:1", api_key="k", handlers={"t": print}, slots=0)

@@ -532,16 +532,18 @@ class TaskRef(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("worker_id", "task_types", "pools", "slots")
+    __slots__ = ("worker_id", "task_types", "pools", "slots", "start_on_delivery")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_TYPES_FIELD_NUMBER: _ClassVar[int]
     POOLS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
+    START_ON_DELIVERY_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     task_types: _containers.RepeatedScalarFieldContainer[str]
     pools: _containers.RepeatedScalarFieldContainer[Pool]
     slots: int
-    def __init__(self, worker_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ...) -> None: ...
+    start_on_delivery: bool
+    def __init__(self, worker_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ..., start_on_delivery: _Optional[bool] = ...) -> None: ...
 
 class Credit(_message.Message):
     __slots__ = ("slots",)

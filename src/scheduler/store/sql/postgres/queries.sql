@@ -126,27 +126,33 @@ LIMIT $5
 
 -- name: mark_dispatched
 -- $1 ids, $2 scheduled_at, $3 worker ids, $4 leases, $5 now, $6/$7 bounds, $8 actor,
--- $9 shard epochs (NULL: no epoch check, single node).
+-- $9 shard epochs (NULL: no epoch check, single node), $10 running (true: the worker
+-- starts tasks on delivery, so the dispatch commits RUNNING instead of DISPATCHED).
 -- The caller sends each key once (a repeated request gets no row). A request that
 -- carries an epoch matches only while its shard's epoch is still that one: a node that
 -- lost the shard (frozen past its etcd lease, say) can no longer dispatch from it.
 WITH d AS (
-    UPDATE tasks t SET status = 'DISPATCHED', fencing_token = t.fencing_token + 1,
+    UPDATE tasks t SET
+        status = CASE WHEN u.running THEN 'RUNNING' ELSE 'DISPATCHED' END,
+        fencing_token = t.fencing_token + 1,
         worker_id = u.worker_id, lease_expires_at = u.lease, updated_at = $5
-    FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $9::bigint[])
-        AS u(id, scheduled_at, worker_id, lease, epoch)
+    FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $9::bigint[],
+                $10::bool[])
+        AS u(id, scheduled_at, worker_id, lease, epoch, running)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
+      -- the one source of both moves (PRELOADED -> RUNNING is checked the same way)
       AND t.status IN ({{from:PRELOADED|to:DISPATCHED}})
+      AND t.status IN ({{from:PRELOADED|to:RUNNING}})
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
       AND (u.epoch IS NULL OR EXISTS (
           SELECT 1 FROM shard_epochs se WHERE se.shard_id = t.shard_id AND se.epoch = u.epoch))
     RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.payload, t.fencing_token,
         t.retry_count, t.max_retries, t.due_at, t.checkpoint, t.trace_context, t.pool,
-        t.timeout_s, u.epoch
+        t.timeout_s, u.epoch, t.status
 ), audit AS (
     INSERT INTO task_transitions
         (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, epoch)
-    SELECT id, scheduled_at, 'PRELOADED', 'DISPATCHED', fencing_token, $8, $5, epoch FROM d
+    SELECT id, scheduled_at, 'PRELOADED', status, fencing_token, $8, $5, epoch FROM d
 )
 -- Only what the Assignment needs beyond the request (key, worker and lease are the
 -- caller's); the store reads these columns by position.

@@ -28,10 +28,12 @@ WHERE status IN ({{states:PRELOADED}}) AND due_at <= ?
 ORDER BY scheduled_at, id
 
 -- name: mark_dispatched
--- The last two parameters are the shard epoch (NULL: no check), given twice.
-UPDATE tasks SET status = 'DISPATCHED', fencing_token = fencing_token + 1,
+-- The first parameter is the new status: DISPATCHED, or RUNNING for a worker that
+-- starts tasks on delivery. The last two are the shard epoch (NULL: no check), twice.
+UPDATE tasks SET status = ?, fencing_token = fencing_token + 1,
     worker_id = ?, lease_expires_at = ?, updated_at = ?
 WHERE id = ? AND scheduled_at = ? AND status IN ({{from:PRELOADED|to:DISPATCHED}})
+  AND status IN ({{from:PRELOADED|to:RUNNING}})
   AND (? IS NULL OR EXISTS (
       SELECT 1 FROM shard_epochs se WHERE se.shard_id = tasks.shard_id AND se.epoch = ?))
 RETURNING *
