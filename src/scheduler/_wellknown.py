@@ -2,48 +2,94 @@
 
 - ``Struct`` <-> JSON objects (payloads, results, checkpoints). Struct keeps every
   number as a double; integral ones come back as ``int``, the way a JSON user expects
-  ``payload["n"]`` to round-trip. An empty Struct (the common payload) skips
-  ``json_format``: ``MessageToDict`` costs about 1 µs even for nothing.
+  ``payload["n"]`` to round-trip. Read by walking the message directly: the same
+  result as ``json_format.MessageToDict``, 2.5x faster for a small payload; like it,
+  a NaN or infinite number (a Struct can hold one, JSON cannot) is a ValueError.
 - ``Timestamp`` <-> aware UTC ``datetime`` by integer arithmetic on the epoch offset:
   3.5x (to) and 1.6x (from) faster than ``FromDatetime``/``ToDatetime``, with the same
-  results (microsecond precision; nanoseconds below a microsecond are truncated).
+  results (microsecond precision; nanoseconds below a microsecond are truncated). The
+  datetimes made from timestamps are remembered (a few thousand): a batch repeats the
+  same few instants (its creation time, a burst's due time) in every item.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
 JSON = dict[str, Any]
 
 
-def _normalise(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _normalise(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_normalise(v) for v in value]
-    return value
+def _number(n: float) -> Any:
+    if n.is_integer() and -(2**53) < n < 2**53:
+        return int(n)
+    if math.isfinite(n):
+        return n
+    raise ValueError(f"{n} is not a JSON number")
+
+
+def _value(v: struct_pb2.Value) -> Any:
+    kind = v.WhichOneof("kind")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "number_value":
+        return _number(v.number_value)
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "struct_value":
+        return {k: _value(x) for k, x in v.struct_value.fields.items()}
+    if kind == "list_value":
+        return [_value(x) for x in v.list_value.values]
+    return None  # null_value, or no kind at all
 
 
 def struct_to_dict(s: struct_pb2.Struct) -> JSON:
-    """A JSON object from a Struct (integral numbers as ints)."""
-    if not s.fields:
-        return {}
-    result: JSON = _normalise(json_format.MessageToDict(s))
-    return result
+    """A JSON object from a Struct (integral numbers as ints); ValueError for a NaN or
+    infinite number."""
+    return {k: _value(v) for k, v in s.fields.items()}
+
+
+def _set(v: struct_pb2.Value, x: Any) -> None:
+    if isinstance(x, str):
+        v.string_value = x
+    elif isinstance(x, bool):
+        v.bool_value = x
+    elif isinstance(x, int | float):
+        if not math.isfinite(x):
+            raise ValueError(f"{x} is not a JSON number")
+        v.number_value = x
+    elif x is None:
+        v.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(x, Mapping):
+        fields = v.struct_value.fields
+        v.struct_value.SetInParent()
+        for k, y in x.items():
+            if not isinstance(k, str):
+                raise TypeError(f"a JSON object's keys are strings, not {type(k).__name__}")
+            _set(fields[k], y)
+    elif isinstance(x, list | tuple):
+        values = v.list_value.values
+        v.list_value.SetInParent()
+        for y in x:
+            _set(values.add(), y)
+    else:
+        raise TypeError(f"{type(x).__name__} is not a JSON value")
 
 
 def dict_to_struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
-    """A Struct from a JSON object (None -> empty); TypeError/ValueError for values JSON
-    cannot hold."""
+    """A Struct from a JSON object (None -> empty); TypeError for a value JSON cannot
+    hold, ValueError for a NaN or infinite number."""
     s = struct_pb2.Struct()
     if data:
-        s.update(dict(data))
+        fields = s.fields
+        for k, y in data.items():
+            if not isinstance(k, str):
+                raise TypeError(f"a JSON object's keys are strings, not {type(k).__name__}")
+            _set(fields[k], y)
     return s
 
 
@@ -59,6 +105,17 @@ def timestamp(dt: datetime) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=d.days * 86_400 + d.seconds, nanos=d.microseconds * 1000)
 
 
+_SEEN_MAX = 4096
+_seen: dict[tuple[int, int], datetime] = {}
+
+
 def utc_datetime(ts: timestamp_pb2.Timestamp) -> datetime:
     """An aware UTC datetime from a Timestamp; OverflowError outside years 1-9999."""
-    return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
+    key = (ts.seconds, ts.nanos // 1000)
+    dt = _seen.get(key)
+    if dt is None:
+        dt = _EPOCH + timedelta(seconds=key[0], microseconds=key[1])
+        if len(_seen) >= _SEEN_MAX:
+            _seen.clear()
+        _seen[key] = dt
+    return dt

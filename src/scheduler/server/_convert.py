@@ -224,7 +224,7 @@ def spec_from_proto(
     )
     return SubmitSpec(
         type=spec.type,
-        payload=struct_to_dict(spec.payload),
+        payload=json_of(spec.payload, f"{field}.payload"),
         scheduled_at=scheduled_at,
         idempotency_key=spec.idempotency_key or None,
         pool=pool,
@@ -334,11 +334,20 @@ MAX_RESULT_BYTES = 1 << 20
 """Results and checkpoints are bounded like payloads (1 MiB serialised)."""
 
 
+def json_of(value: struct_pb2.Struct, field: str) -> JSON:
+    """A Struct as a JSON object; InvalidArgument naming ``field`` for a number JSON
+    cannot hold (a Struct can carry NaN and the infinities)."""
+    try:
+        return struct_to_dict(value)
+    except ValueError as exc:
+        raise InvalidArgument(field, f"{exc}: NaN and infinities are not JSON") from None
+
+
 def bounded_struct(value: struct_pb2.Struct, field: str) -> JSON:
     """A result or checkpoint as a dict, refused when over :data:`MAX_RESULT_BYTES`."""
     if value.ByteSize() > MAX_RESULT_BYTES:
         raise InvalidArgument(field, f"larger than {MAX_RESULT_BYTES} bytes")
-    return struct_to_dict(value)
+    return json_of(value, field)
 
 
 def completion_from_proto(msg: pb.Completion, field: str) -> Completion:
@@ -375,7 +384,9 @@ def release_from_proto(msg: pb.Release, field: str) -> Release:
     return Release(
         key=key_from_proto(ref, f"{field}.task"),
         token=token_from_proto(ref, f"{field}.task"),
-        checkpoint=struct_to_dict(msg.checkpoint) if msg.HasField("checkpoint") else None,
+        checkpoint=bounded_struct(msg.checkpoint, f"{field}.checkpoint")
+        if msg.HasField("checkpoint")
+        else None,
     )
 
 

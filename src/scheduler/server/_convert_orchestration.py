@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._wellknown import dict_to_struct, struct_to_dict
+from scheduler._wellknown import dict_to_struct
 from scheduler.engine import ExpectationSpec, ScheduleSpec, WorkflowNode, WorkflowSpec
 from scheduler.engine._schedules import MAX_JITTER_S
 from scheduler.engine._workflows import node_id_of
@@ -201,7 +201,7 @@ def schedule_spec_from_proto(
     return ScheduleSpec(
         name=name,
         task_type=task.type,
-        payload=struct_to_dict(spec.payload),
+        payload=conv.json_of(spec.payload, f"{field}.payload"),
         cron=spec.cron.strip(),
         interval_s=spec.interval_s,
         timezone=spec.timezone or "UTC",

@@ -47,6 +47,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
+from google.protobuf import struct_pb2
 from google.protobuf.message import DecodeError
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
@@ -926,9 +927,7 @@ class Worker:
             span.record_exception(outcome)
             span.set_status(Status(StatusCode.ERROR, text[:200]))
         else:
-            msg = pb.WorkerMessage(
-                completion=pb.Completion(task=held.ref, result=dict_to_struct(outcome))
-            )
+            msg = pb.WorkerMessage(completion=pb.Completion(task=held.ref, result=outcome))
         if msg is None:
             span.set_attribute("tickwheel.outcome", "lease_lost")
             self._count("rejected")
@@ -953,8 +952,9 @@ class Worker:
             if kind == "release":
                 _log.info("task %s: released with checkpoint %s", ctx.task_id, ctx.checkpoint_data)
 
-    async def _invoke(self, held: _Held) -> JSON | BaseException:
-        """Run the handler; its result as a JSON object, or the exception it raised."""
+    async def _invoke(self, held: _Held) -> struct_pb2.Struct | BaseException:
+        """Run the handler; its result as a Struct, or the exception it raised (a
+        result JSON cannot hold, such as a set or a NaN, fails the attempt)."""
         ctx = held.ctx
         handler = self._handlers[ctx.type]
         try:
@@ -969,7 +969,11 @@ class Worker:
             if ctx.cancel_reason is None:
                 _log.info("task %s: handler raised %r", ctx.task_id, exc)
             return exc
-        return _as_result(value)
+        try:
+            return dict_to_struct(_as_result(value))
+        except (TypeError, ValueError) as exc:
+            _log.warning("task %s: the handler's result is not JSON: %s", ctx.task_id, exc)
+            return TypeError(f"the handler's result is not JSON: {exc}")
 
     async def _call(self, handler: Handler, ctx: TaskContext) -> Any:
         if inspect.iscoroutinefunction(handler):

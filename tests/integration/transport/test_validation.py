@@ -30,6 +30,13 @@ def _big_payload() -> struct_pb2.Struct:
     return s
 
 
+def _struct_with(number: float) -> struct_pb2.Struct:
+    """A Struct holding a number JSON cannot (NaN, an infinity), nested."""
+    s = struct_pb2.Struct()
+    s.fields["a"].struct_value.fields["b"].number_value = number
+    return s
+
+
 def _ref(**kw: Any) -> pb.TaskRef:
     return pb.TaskRef(**{"task_id": GOOD_ID, "fencing_token": 1, "scheduled_at": TS, **kw})
 
@@ -42,6 +49,7 @@ CASES: list[tuple[str, str, Callable[[], Any], str]] = [
     (S, "SubmitTask", lambda: pb.SubmitTaskRequest(task=_spec(type="x" * 65)), "task.type"),
     (S, "SubmitTask", lambda: pb.SubmitTaskRequest(task=_spec(type="a b")), "task.type"),
     (S, "SubmitTask", lambda: pb.SubmitTaskRequest(task=_spec(payload=_big_payload())), "task.payload"),
+    (S, "SubmitTask", lambda: pb.SubmitTaskRequest(task=_spec(payload=_struct_with(float("nan")))), "task.payload"),
     (S, "SubmitTask", lambda: pb.SubmitTaskRequest(task=_spec(idempotency_key="k" * 129)), "task.idempotency_key"),
     (S, "SubmitTask", lambda: pb.SubmitTaskRequest(task=_spec(pool=42)), "task.pool"),
     (S, "SubmitTask", lambda: pb.SubmitTaskRequest(task=_spec(jitter_mode=42)), "task.jitter_mode"),
@@ -54,6 +62,7 @@ CASES: list[tuple[str, str, Callable[[], Any], str]] = [
     (S, "SubmitTasks", lambda: pb.SubmitTasksRequest(), "tasks"),
     (S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_spec(), _spec(), _spec(), _spec(type="")]), "tasks[3].type"),
     (S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_spec(), _spec(pool=9)]), "tasks[1].pool"),
+    (S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_spec(), _spec(payload=_struct_with(float("inf")))]), "tasks[1].payload"),
     (S, "GetTask", lambda: pb.GetTaskRequest(), "task_id"),
     (S, "GetTask", lambda: pb.GetTaskRequest(task_id="not-a-uuid"), "task_id"),
     (S, "CancelTask", lambda: pb.CancelTaskRequest(task_id="zzz"), "task_id"),
@@ -67,6 +76,7 @@ CASES: list[tuple[str, str, Callable[[], Any], str]] = [
     (W, "CompleteTask", lambda: pb.CompleteTaskRequest(task=_ref(task_id="x")), "task.task_id"),
     (W, "CompleteTask", lambda: pb.CompleteTaskRequest(task=_ref(fencing_token=0)), "task.fencing_token"),
     (W, "CompleteTask", lambda: pb.CompleteTaskRequest(task=_ref(scheduled_at=BAD_TS)), "task.scheduled_at"),
+    (W, "CompleteTask", lambda: pb.CompleteTaskRequest(task=_ref(), result=_struct_with(float("-inf"))), "result"),
     (W, "FailTask", lambda: pb.FailTaskRequest(task=_ref(task_id="")), "task.task_id"),
     (W, "FailTask", lambda: pb.FailTaskRequest(task=_ref(), error="e" * 5000), "error"),
     (A, "CreateTenant", lambda: pb.CreateTenantRequest(), "tenant"),

@@ -251,3 +251,18 @@ async def test_worker_reconnects_after_server_restart(stack: Stack, client: Clie
         await worker.shutdown(grace_s=1)
         await asyncio.wait_for(run, 15)
         await other.stop(0)
+
+
+async def test_a_result_json_cannot_hold_fails_the_attempt_and_the_stream_goes_on(
+    stack: Stack, client: Client
+) -> None:
+    async def handler(ctx: TaskContext) -> dict[str, Any]:
+        return {"ratio": float("nan")} if ctx.payload["bad"] else {"ratio": 0.5}
+
+    async with running(stack, {"ratio": handler}):
+        bad = await client.submit("ratio", {"bad": True}, strict_timing=True, max_retries=0)
+        dead = await _state(client, bad, TaskState.DEAD_LETTER)
+        good = await client.submit("ratio", {"bad": False}, strict_timing=True)
+        done = await _state(client, good, TaskState.COMPLETED)
+    assert "not JSON" in (dead.last_error or "")
+    assert done.result == {"ratio": 0.5}

@@ -4,11 +4,12 @@ datetime (the same as the protobuf library's own conversions)."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from scheduler._wellknown import dict_to_struct, struct_to_dict, timestamp, utc_datetime
 
@@ -25,6 +26,71 @@ SAMPLES: list[dict[str, Any]] = [
 def test_round_trip_over_the_wire(data: dict[str, Any]) -> None:
     wire = struct_pb2.Struct.FromString(dict_to_struct(data).SerializeToString())
     assert struct_to_dict(wire) == data
+
+
+def _reference(s: struct_pb2.Struct) -> Any:
+    """What the protobuf library makes of a Struct, integral numbers as ints."""
+
+    def normalise(value: Any) -> Any:
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        if isinstance(value, dict):
+            return {k: normalise(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [normalise(v) for v in value]
+        return value
+
+    return normalise(json_format.MessageToDict(s))
+
+
+@pytest.mark.parametrize("data", SAMPLES)
+def test_the_same_result_as_the_protobuf_library(data: dict[str, Any]) -> None:
+    s = dict_to_struct(data)
+    assert struct_to_dict(s) == _reference(s)
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_a_number_json_cannot_hold_is_refused_as_the_protobuf_library_refuses_it(
+    number: float,
+) -> None:
+    s = struct_pb2.Struct()
+    s.fields["deep"].list_value.values.add().number_value = number
+    with pytest.raises(ValueError, match="JSON"):
+        struct_to_dict(s)
+    with pytest.raises(ValueError, match="Fail to serialize"):
+        _reference(s)
+
+
+def test_a_value_with_no_kind_and_the_largest_exact_integers() -> None:
+    s = struct_pb2.Struct()
+    s.fields["unset"].CopyFrom(struct_pb2.Value())
+    s.fields["limit"].number_value = 2.0**53
+    s.fields["below"].number_value = 2.0**53 - 1
+    got = struct_to_dict(s)
+    assert got == _reference(s) == {"unset": None, "limit": 2.0**53, "below": 2**53 - 1}
+    assert type(got["below"]) is int
+
+
+@pytest.mark.parametrize("data", SAMPLES)
+def test_the_same_struct_as_the_protobuf_library_makes(data: dict[str, Any]) -> None:
+    reference = struct_pb2.Struct()
+    reference.update(data)
+    assert dict_to_struct(data) == reference
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ({"n": math.nan}, ValueError),
+        ({"deep": [{"x": -math.inf}]}, ValueError),
+        ({"s": {1, 2}}, TypeError),
+        ({"k": {1: "int key"}}, TypeError),
+        ({"o": object()}, TypeError),
+    ],
+)
+def test_a_value_json_cannot_hold_is_refused(data: dict[str, Any], error: type) -> None:
+    with pytest.raises(error):
+        dict_to_struct(data)
 
 
 def test_integral_numbers_come_back_as_int() -> None:
@@ -62,6 +128,13 @@ def test_a_naive_datetime_is_taken_as_utc_and_sub_microseconds_are_truncated() -
     assert timestamp(datetime(2026, 1, 1)) == timestamp(datetime(2026, 1, 1, tzinfo=UTC))
     ts = timestamp_pb2.Timestamp(seconds=10, nanos=1_999)
     assert utc_datetime(ts) == datetime(1970, 1, 1, 0, 0, 10, 1, tzinfo=UTC)
+
+
+def test_remembered_datetimes_are_the_right_ones() -> None:
+    # More distinct instants than are remembered: each still converts exactly.
+    for i in range(10_000):
+        ts = timestamp_pb2.Timestamp(seconds=1_700_000_000 + i % 5_000, nanos=i * 1_000)
+        assert utc_datetime(ts) == ts.ToDatetime(tzinfo=UTC)
 
 
 def test_a_timestamp_outside_datetime_range_overflows() -> None:
