@@ -87,6 +87,11 @@ MAX_RETRIES_LIMIT = 100
 SUBMIT_SLICE = 200
 
 
+_check_json = json.JSONEncoder(allow_nan=False).encode
+"""One encoder for every payload check (``json.dumps`` with an option builds a new
+encoder per call)."""
+
+
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -764,7 +769,7 @@ class Engine:
         if not isinstance(spec.payload, dict):
             raise InvalidArgument(f"{prefix}.payload", "must be a JSON object")
         try:
-            json.dumps(spec.payload, allow_nan=False)
+            _check_json(spec.payload)
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"{prefix}.payload", f"not JSON-serialisable: {exc}") from exc
         if spec.scheduled_at is not None and spec.scheduled_at.tzinfo is None:
@@ -780,14 +785,22 @@ class Engine:
         if spec.timeout_s < 0:
             raise InvalidArgument(f"{prefix}.timeout_s", "must not be negative")
 
-    def _new_task(self, tenant_id: uuid.UUID, spec: SubmitSpec, now: datetime) -> NewTask:
+    def _new_task(
+        self,
+        tenant_id: uuid.UUID,
+        spec: SubmitSpec,
+        now: datetime,
+        horizon: datetime | None = None,
+    ) -> NewTask:
+        """``horizon``: the end of the look-ahead from ``now`` (computed when None)."""
+        if horizon is None:
+            horizon = now + timedelta(seconds=self.config.lookahead_s)
         task_id = uuid7()
         shard = shard_of(tenant_id, task_id, self.config.shard_count)
         scheduled_at = spec.scheduled_at or now
         mode = JitterMode.NONE if spec.strict_timing else spec.jitter_mode
         offset = jitter_offset_ms(tenant_id, task_id, mode, window_s=self.config.jitter_window_s)
-        due_at = scheduled_at + timedelta(milliseconds=offset)
-        horizon = now + timedelta(seconds=self.config.lookahead_s)
+        due_at = scheduled_at + timedelta(milliseconds=offset) if offset else scheduled_at
         return NewTask(
             id=task_id,
             tenant_id=tenant_id,
@@ -821,6 +834,7 @@ class Engine:
             raise InvalidArgument("tasks", f"at most {self.config.max_submit_batch} tasks per call")
         single = len(specs) == 1
         now = self.now()
+        horizon = now + timedelta(seconds=self.config.lookahead_s)
         new: list[NewTask] = []
         # In slices, yielding between them: a call of thousands of tasks must not hold
         # the event loop (and the deliveries due meanwhile) for tens of milliseconds.
@@ -830,7 +844,7 @@ class Engine:
                 await asyncio.sleep(0)
             for i in range(start, min(len(specs), start + chunk)):
                 self._validate(specs[i], "task" if single else f"tasks[{i}]")
-                new.append(self._new_task(tenant_id, specs[i], now))
+                new.append(self._new_task(tenant_id, specs[i], now, horizon))
         results = await self.store.insert_tasks(new, now)
         for start in range(0, len(results), chunk):
             if start:

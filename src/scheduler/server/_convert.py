@@ -236,8 +236,9 @@ def spec_from_proto(
     )
 
 
-def task_to_proto(rec: TaskRecord) -> pb.Task:
-    """The proto view of a task row."""
+def task_to_proto(rec: TaskRecord, payload: struct_pb2.Struct | None = None) -> pb.Task:
+    """The proto view of a task row; ``payload``, when given, is the row's payload as a
+    Struct already (the request's own, for a task just created from it)."""
     task = pb.Task(
         id=str(rec.id),
         tenant_id=str(rec.tenant_id),
@@ -250,7 +251,7 @@ def task_to_proto(rec: TaskRecord) -> pb.Task:
         fencing_token=rec.fencing_token,
         retry_count=rec.retry_count,
         max_retries=rec.max_retries,
-        payload=dict_to_struct(rec.payload),
+        payload=payload if payload is not None else dict_to_struct(rec.payload),
         last_error=rec.last_error or "",
         worker_id=rec.worker_id or "",
         cancel_requested=rec.cancel_requested,

@@ -53,8 +53,13 @@ def _submit_span(name: str, caller: JSON | None, tenant: Any) -> Iterator[Span]:
         yield span
 
 
-def _submit_response(result: InsertResult) -> pb.SubmitTaskResponse:
-    return pb.SubmitTaskResponse(task=conv.task_to_proto(result.task), created=result.created)
+def _submit_response(result: InsertResult, spec: pb.TaskSpec) -> pb.SubmitTaskResponse:
+    # A task just created holds the payload it was sent: answer with that Struct instead
+    # of converting the stored JSON back (an existing task's may differ).
+    payload = spec.payload if result.created else None
+    return pb.SubmitTaskResponse(
+        task=conv.task_to_proto(result.task, payload), created=result.created
+    )
 
 
 class SchedulerService(OrchestrationRpcs, pbg.SchedulerServiceServicer):
@@ -82,7 +87,7 @@ class SchedulerService(OrchestrationRpcs, pbg.SchedulerServiceServicer):
             (result,) = await self._engine.submit(tenant, [spec])
             span.set_attribute("tickwheel.task_id", str(result.task.id))
             span.set_attribute("tickwheel.created", result.created)
-        return _submit_response(result)
+        return _submit_response(result, request.task)
 
     @unary
     async def SubmitTasks(
@@ -107,7 +112,9 @@ class SchedulerService(OrchestrationRpcs, pbg.SchedulerServiceServicer):
         with _submit_span("tickwheel.submit_many", trace, tenant) as span:
             results = await self._engine.submit(tenant, specs)
             span.set_attribute("tickwheel.tasks", len(results))
-        return pb.SubmitTasksResponse(results=[_submit_response(r) for r in results])
+        return pb.SubmitTasksResponse(
+            results=[_submit_response(r, t) for r, t in zip(results, request.tasks, strict=True)]
+        )
 
     @unary
     async def GetTask(self, request: pb.GetTaskRequest, context: Context) -> pb.GetTaskResponse:
