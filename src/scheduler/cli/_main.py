@@ -38,6 +38,20 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         raise SystemExit(1) from None
 
 
+def _tune_gc() -> None:
+    """Garbage collection for a long-running service (``serve``, ``worker``, ``dev``).
+
+    The hot paths allocate container objects (records, dicts, protos' wrappers) by the
+    thousand per batch, and CPython's default first-generation threshold (700) runs a
+    collection every few hundred of them, and a full one, over every object alive,
+    every hundred or so of those. Everything alive after start-up (modules, classes,
+    configuration) is frozen out of those passes, and a collection waits for 50,000 new
+    containers (a few MB at most). Measured: the 40,000-task lifecycle benchmark, 4-7%
+    more tasks/s (docs/benchmarks.md)."""
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 def _read(path: str | None) -> bytes | None:
     return Path(path).read_bytes() if path else None
 
@@ -385,6 +399,7 @@ def serve(
             )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    _tune_gc()
     _run(
         _serve(
             url,
@@ -474,6 +489,7 @@ def dev(listen: str, db: str, demo: bool, demo_tasks: int) -> None:
     """Run Tickwheel embedded (SQLite, no other service) on localhost."""
     from scheduler.cli._dev import run_dev
 
+    _tune_gc()
     _run(run_dev(listen=listen, db=db, demo=demo, demo_tasks=demo_tasks))
 
 
@@ -707,6 +723,7 @@ def worker(
         kafka=source,
         start_on_delivery=start_on_delivery,
     )
+    _tune_gc()
     report = _run(run_until_drained(w, grace_s))
     err_console.print(summary(report))
     code = 0 if report.clean else 1
