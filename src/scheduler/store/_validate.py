@@ -83,11 +83,13 @@ def _new_task_ok(task: object) -> bool:
         return False
     t = task
     timeout: Any = t.timeout_s
+    # isinstance for ids: asyncpg reads UUIDs as its own subclass (a tenant id from the
+    # API-key lookup is one), and ``type(...) is`` sent every such task down the slow path.
     return (
-        type(t.id) is uuid.UUID
-        and type(t.tenant_id) is uuid.UUID
-        and (t.workflow_id is None or type(t.workflow_id) is uuid.UUID)
-        and (t.schedule_id is None or type(t.schedule_id) is uuid.UUID)
+        isinstance(t.id, uuid.UUID)
+        and isinstance(t.tenant_id, uuid.UUID)
+        and (t.workflow_id is None or isinstance(t.workflow_id, uuid.UUID))
+        and (t.schedule_id is None or isinstance(t.schedule_id, uuid.UUID))
         and type(t.type) is str
         and 0 < len(t.type) <= TYPE_MAX_CHARS
         and "\x00" not in t.type
@@ -195,7 +197,7 @@ def keys(field: str, items: Sequence[Any]) -> None:
         token = getattr(item, "token", 0)
         if (
             type(key) is not TaskKey
-            or type(key.id) is not uuid.UUID
+            or not isinstance(key.id, uuid.UUID)
             or not _is_aware(key.scheduled_at)
             or type(token) is not int
         ):

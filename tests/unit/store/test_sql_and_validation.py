@@ -69,6 +69,33 @@ async def test_open_store_urls() -> None:
         await s.close()
 
 
+def test_ids_read_from_the_database_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncpg reads a UUID as its own subclass (a tenant id from the API-key lookup):
+    such a task is valid, and is checked without the per-field path."""
+    from asyncpg.pgproto.pgproto import UUID as PgUUID
+
+    from scheduler.store import NewTask
+    from scheduler.store import _validate as v
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    task = NewTask(
+        id=uuid.uuid4(),
+        tenant_id=PgUUID(str(uuid.uuid4())),
+        type="t",
+        payload={"a": 1},
+        scheduled_at=now,
+        due_at=now,
+        idempotency_key="k",
+        shard_id=0,
+    )
+
+    def per_field(i: int, t: object, limit: int) -> tuple[str, str | None]:
+        raise AssertionError("the per-field path was taken")
+
+    monkeypatch.setattr(v, "new_task", per_field)
+    assert v.new_tasks([task], 1000) == [('{"a":1}', None)]
+
+
 def test_batch_validation_fast_path_reports_the_failing_item() -> None:
     from scheduler.store import DispatchRequest, Failure, NewTask, TaskKey
     from scheduler.store import _validate as v
