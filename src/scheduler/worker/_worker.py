@@ -80,7 +80,7 @@ from scheduler.worker._context import (
     TaskContext,
 )
 from scheduler.worker._kafka import KafkaFeed, KafkaSource
-from scheduler.worker._tracing import start_attempt_span, worker_tracer
+from scheduler.worker._tracing import start_attempt_span, tracing_off, worker_tracer
 
 _log = logging.getLogger("tickwheel.worker")
 
@@ -253,6 +253,7 @@ class Worker:
         self._target = target
         self._metadata = (("x-api-key", api_key),)
         self._handlers = dict(handlers)
+        self._async_types = {t for t, h in self._handlers.items() if inspect.iscoroutinefunction(h)}
         self._slots = slots
         self._start_on_delivery = start_on_delivery
         self.worker_id = worker_id or _default_worker_id()
@@ -279,6 +280,7 @@ class Worker:
         self._deadline: float | None = None  # loop time when leftovers are released
         self._deadline_moved = asyncio.Event()
         self._tally: collections.Counter[str] | None = None
+        self._tracer_provider = tracer_provider
         self._tracer = worker_tracer(tracer_provider)
         self._threads_busy = 0
         self._threads_lock = threading.Lock()
@@ -876,6 +878,10 @@ class Worker:
         try:
             if ack is not None and not await self._acked(held, ack):
                 return
+            if tracing_off(self._tracer_provider):
+                held.span = trace.INVALID_SPAN  # every call on it is a no-op
+                await self._attempt(held, held.span)
+                return
             held.span = span = start_attempt_span(self._tracer, ctx, held.dispatch_trace)
             with trace.use_span(
                 span, end_on_exit=True, record_exception=False, set_status_on_exception=False
@@ -976,7 +982,7 @@ class Worker:
             return TypeError(f"the handler's result is not JSON: {exc}")
 
     async def _call(self, handler: Handler, ctx: TaskContext) -> Any:
-        if inspect.iscoroutinefunction(handler):
+        if ctx.type in self._async_types:
             return await handler(ctx)
         loop = asyncio.get_running_loop()
         call = functools.partial(contextvars.copy_context().run, self._in_thread, handler, ctx)

@@ -74,3 +74,14 @@ def test_worker_arguments_are_checked_when_it_is_made() -> None:
         Worker("x:1", api_key="k", handlers={})
     with pytest.raises(ValueError, match="slots must be >= 1"):
         Worker("x:1", api_key="k", handlers={"t": print}, slots=0)
+
+
+def test_a_worker_builds_spans_only_when_an_sdk_records_them() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider
+
+    from scheduler.worker._tracing import tracing_off
+
+    assert tracing_off(NoOpTracerProvider())
+    assert tracing_off(ProxyTracerProvider())
+    assert not tracing_off(TracerProvider())
