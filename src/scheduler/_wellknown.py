@@ -41,7 +41,8 @@ def _value(v: struct_pb2.Value) -> Any:
     if kind == "bool_value":
         return v.bool_value
     if kind == "struct_value":
-        return {k: _value(x) for k, x in v.struct_value.fields.items()}
+        fields = v.struct_value.fields
+        return {k: _value(fields[k]) for k in fields}
     if kind == "list_value":
         return [_value(x) for x in v.list_value.values]
     return None  # null_value, or no kind at all
@@ -50,7 +51,8 @@ def _value(v: struct_pb2.Value) -> Any:
 def struct_to_dict(s: struct_pb2.Struct) -> JSON:
     """A JSON object from a Struct (integral numbers as ints); ValueError for a NaN or
     infinite number."""
-    return {k: _value(v) for k, v in s.fields.items()}
+    fields = s.fields  # by key: the map's items() is the slow generic Mapping one
+    return {k: _value(fields[k]) for k in fields}
 
 
 def _set(v: struct_pb2.Value, x: Any) -> None:

@@ -762,7 +762,7 @@ class Worker:
             if self._stopping or a.type not in self._handlers or task_id in self._held:
                 give_back.append(_ref(a))
                 continue
-            held = self._held_from(a, received_at, conv.trace_from_proto(a.trace_context))
+            held = self._held_from(a, received_at, conv.trace_from_proto(a.trace_context), task_id)
             self._held[task_id] = held
             fresh.append(held)
         for ref in give_back:
@@ -812,7 +812,7 @@ class Worker:
                 current.ctx._cancel(LEASE_LOST)
                 del self._held[task_id]
             submit = trace_headers(record.headers or ()) or conv.trace_from_proto(a.trace_context)
-            held = self._held_from(a, received_at, submit)
+            held = self._held_from(a, received_at, submit, task_id)
             self._held[task_id] = held
             fresh.append(held)
         if give_back:
@@ -828,11 +828,15 @@ class Worker:
                 await asyncio.shield(ack)
 
     def _held_from(
-        self, a: pb.Assignment, received_at: datetime, submit_trace: dict[str, str] | None
+        self,
+        a: pb.Assignment,
+        received_at: datetime,
+        submit_trace: dict[str, str] | None,
+        task_id: uuid.UUID,
     ) -> _Held:
         assert self._loop is not None
         ctx = TaskContext(
-            task_id=uuid.UUID(a.task_id),
+            task_id=task_id,
             type=a.type,
             attempt=a.attempt,
             max_retries=a.max_retries,
