@@ -98,13 +98,33 @@ def dict_to_struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+_PARTS_MAX = 4096
+_parts: dict[datetime, tuple[int, int]] = {}
+
+
+def timestamp_parts(dt: datetime) -> tuple[int, int]:
+    """(seconds, nanos) of a Timestamp for an aware datetime (a naive one is taken as
+    UTC, as ``FromDatetime`` does); recent ones are remembered, like ``utc_datetime``."""
+    parts = _parts.get(dt)
+    if parts is None:
+        d = (dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)) - _EPOCH
+        parts = (d.days * 86_400 + d.seconds, d.microseconds * 1000)
+        if len(_parts) >= _PARTS_MAX:
+            _parts.clear()
+        _parts[dt] = parts
+    return parts
+
+
 def timestamp(dt: datetime) -> timestamp_pb2.Timestamp:
     """A Timestamp from an aware datetime (a naive one is taken as UTC, as
     ``FromDatetime`` does)."""
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    d = dt - _EPOCH
-    return timestamp_pb2.Timestamp(seconds=d.days * 86_400 + d.seconds, nanos=d.microseconds * 1000)
+    seconds, nanos = timestamp_parts(dt)
+    return timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos)
+
+
+def set_timestamp(field: timestamp_pb2.Timestamp, dt: datetime) -> None:
+    """Write ``dt`` into a message's Timestamp field in place (no message to copy)."""
+    field.seconds, field.nanos = timestamp_parts(dt)
 
 
 _SEEN_MAX = 4096

@@ -18,7 +18,13 @@ from google.protobuf import struct_pb2, timestamp_pb2
 
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._wellknown import dict_to_struct, struct_to_dict, timestamp, utc_datetime
+from scheduler._wellknown import (
+    dict_to_struct,
+    set_timestamp,
+    struct_to_dict,
+    timestamp,
+    utc_datetime,
+)
 from scheduler.engine import FailureReport, SubmitSpec
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
@@ -244,22 +250,27 @@ def task_to_proto(rec: TaskRecord, payload: struct_pb2.Struct | None = None) -> 
         tenant_id=str(rec.tenant_id),
         type=rec.type,
         state=state_to_proto(rec.status),
-        scheduled_at=from_datetime(rec.scheduled_at),
-        due_at=from_datetime(rec.due_at),
         idempotency_key=rec.idempotency_key,
         pool=pool_to_proto(rec.pool),
         fencing_token=rec.fencing_token,
         retry_count=rec.retry_count,
         max_retries=rec.max_retries,
         payload=payload if payload is not None else dict_to_struct(rec.payload),
-        last_error=rec.last_error or "",
-        worker_id=rec.worker_id or "",
-        cancel_requested=rec.cancel_requested,
         shard_id=rec.shard_id,
-        created_at=from_datetime(rec.created_at),
-        updated_at=from_datetime(rec.updated_at),
         strict_timing=rec.strict_timing,
     )
+    # Timestamps written in place, and fields left at their defaults not passed: a
+    # submit answers with thousands of these.
+    set_timestamp(task.scheduled_at, rec.scheduled_at)
+    set_timestamp(task.due_at, rec.due_at)
+    set_timestamp(task.created_at, rec.created_at)
+    set_timestamp(task.updated_at, rec.updated_at)
+    if rec.last_error:
+        task.last_error = rec.last_error
+    if rec.worker_id:
+        task.worker_id = rec.worker_id
+    if rec.cancel_requested:
+        task.cancel_requested = True
     if rec.result_payload is not None:
         task.result.CopyFrom(dict_to_struct(rec.result_payload))
     if rec.checkpoint is not None:
@@ -279,12 +290,12 @@ def assignment_to_proto(a: Assignment) -> pb.Assignment:
         fencing_token=a.fencing_token,
         attempt=a.attempt,
         max_retries=a.max_retries,
-        scheduled_at=from_datetime(a.key.scheduled_at),
-        due_at=from_datetime(a.due_at),
-        lease_expires_at=from_datetime(a.lease_expires_at),
         pool=pool_to_proto(a.pool),
         timeout_s=a.timeout_s,
     )
+    set_timestamp(msg.scheduled_at, a.key.scheduled_at)
+    set_timestamp(msg.due_at, a.due_at)
+    set_timestamp(msg.lease_expires_at, a.lease_expires_at)
     if a.checkpoint is not None:
         msg.checkpoint.CopyFrom(dict_to_struct(a.checkpoint))
     if a.trace_context:

@@ -130,6 +130,28 @@ def test_a_naive_datetime_is_taken_as_utc_and_sub_microseconds_are_truncated() -
     assert utc_datetime(ts) == datetime(1970, 1, 1, 0, 0, 10, 1, tzinfo=UTC)
 
 
+@pytest.mark.parametrize("dt", DATETIMES)
+def test_a_timestamp_written_in_place_is_the_same_and_present(dt: datetime) -> None:
+    from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+    from scheduler._wellknown import set_timestamp
+
+    reference = timestamp_pb2.Timestamp()
+    reference.FromDatetime(dt)
+    task = pb.Task()
+    set_timestamp(task.scheduled_at, dt)
+    assert task.HasField("scheduled_at")  # even at the epoch, where both parts are 0
+    assert task.scheduled_at == reference
+
+
+def test_remembered_timestamps_are_the_right_ones() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(10_000):  # more distinct instants than are remembered
+        dt = start + timedelta(seconds=i % 5_000, microseconds=i)
+        reference = timestamp_pb2.Timestamp()
+        reference.FromDatetime(dt)
+        assert timestamp(dt) == reference
+
+
 def test_remembered_datetimes_are_the_right_ones() -> None:
     # More distinct instants than are remembered: each still converts exactly.
     for i in range(10_000):
