@@ -41,9 +41,34 @@ def state_to_proto(state: TaskState) -> pb.TaskState:
     return cast(pb.TaskState, pb.TaskState.Value(f"TASK_STATE_{state.value}"))
 
 
-def state_from_proto(value: int) -> TaskState:
-    """A task state from the proto enum."""
+def _state_by_name(value: int) -> TaskState:
     return TaskState(pb.TaskState.Name(cast(pb.TaskState, value)).removeprefix("TASK_STATE_"))
+
+
+_STATE_FROM_PROTO = {
+    pb.TaskState.Value(f"TASK_STATE_{state.value}"): state for state in TaskState
+}
+
+
+def state_from_proto(value: int) -> TaskState:
+    """A task state from the proto enum (ValueError for one this client does not know)."""
+    state = _STATE_FROM_PROTO.get(value)
+    return state if state is not None else _state_by_name(value)
+
+
+_TENANTS_MAX = 256
+_tenants: dict[str, uuid.UUID] = {}
+
+
+def _tenant_uuid(text: str) -> uuid.UUID:
+    """A tenant id: a client sees a few, thousands of times each (a batch's results)."""
+    found = _tenants.get(text)
+    if found is None:
+        found = uuid.UUID(text)
+        if len(_tenants) >= _TENANTS_MAX:
+            _tenants.clear()
+        _tenants[text] = found
+    return found
 
 
 def pool_to_proto(pool: Pool) -> pb.Pool:
@@ -101,11 +126,11 @@ def task_from_proto(msg: pb.Task, *, created: bool = True) -> Task:
     """A :class:`Task` from its wire form."""
     return Task(
         id=uuid.UUID(msg.id),
-        tenant_id=uuid.UUID(msg.tenant_id),
+        tenant_id=_tenant_uuid(msg.tenant_id),
         type=msg.type,
         state=state_from_proto(msg.state),
-        scheduled_at=from_timestamp(msg.scheduled_at),
-        due_at=from_timestamp(msg.due_at),
+        scheduled_at=utc_datetime(msg.scheduled_at),
+        due_at=utc_datetime(msg.due_at),
         idempotency_key=msg.idempotency_key,
         pool=pool_from_proto(msg.pool),
         fencing_token=msg.fencing_token,
@@ -120,8 +145,8 @@ def task_from_proto(msg: pb.Task, *, created: bool = True) -> Task:
         shard_id=msg.shard_id,
         strict_timing=msg.strict_timing,
         trace_context=trace_from_proto(msg.trace_context),
-        created_at=from_timestamp(msg.created_at),
-        updated_at=from_timestamp(msg.updated_at),
+        created_at=utc_datetime(msg.created_at),
+        updated_at=utc_datetime(msg.updated_at),
         created=created,
     )
 

@@ -208,6 +208,11 @@ def test_every_state_maps(state: TaskState) -> None:
     assert conv.state_from_proto(conv.state_to_proto(state), "s") is state
 
 
+def test_a_state_the_client_does_not_know_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="999"):
+        cconv.state_from_proto(999)
+
+
 def test_client_spec_to_proto_and_back() -> None:
     spec = TaskSpec(
         type="t",
