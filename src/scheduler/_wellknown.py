@@ -82,16 +82,22 @@ def _set(v: struct_pb2.Value, x: Any) -> None:
         raise TypeError(f"{type(x).__name__} is not a JSON value")
 
 
-def dict_to_struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
-    """A Struct from a JSON object (None -> empty); TypeError for a value JSON cannot
-    hold, ValueError for a NaN or infinite number."""
-    s = struct_pb2.Struct()
+def fill_struct(s: struct_pb2.Struct, data: Mapping[str, Any] | None) -> None:
+    """Write a JSON object into a (message's) Struct in place; errors as
+    :func:`dict_to_struct`."""
     if data:
         fields = s.fields
         for k, y in data.items():
             if not isinstance(k, str):
                 raise TypeError(f"a JSON object's keys are strings, not {type(k).__name__}")
             _set(fields[k], y)
+
+
+def dict_to_struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
+    """A Struct from a JSON object (None -> empty); TypeError for a value JSON cannot
+    hold, ValueError for a NaN or infinite number."""
+    s = struct_pb2.Struct()
+    fill_struct(s, data)
     return s
 
 

@@ -166,10 +166,13 @@ class Client(_Base):
         items = builtins.list(specs)
         out: builtins.list[Task] = []
         for start in range(0, len(items), MAX_SUBMIT_BATCH):
-            chunk = items[start : start + MAX_SUBMIT_BATCH]
+            request = pb.SubmitTasksRequest()
+            add = request.tasks.add
+            for spec in items[start : start + MAX_SUBMIT_BATCH]:
+                conv.spec_into_proto(spec, add())
             resp = await self._call(
                 self._sched.SubmitTasks(
-                    pb.SubmitTasksRequest(tasks=[conv.spec_to_proto(s) for s in chunk]),
+                    request,
                     metadata=_with_trace(self._metadata),
                     timeout=self._timeout_s,
                 )

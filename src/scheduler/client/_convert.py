@@ -10,7 +10,12 @@ from typing import Any, cast
 from google.protobuf import timestamp_pb2
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._wellknown import dict_to_struct, struct_to_dict, timestamp, utc_datetime
+from scheduler._wellknown import (
+    fill_struct,
+    struct_to_dict,
+    timestamp,
+    utc_datetime,
+)
 from scheduler.client._types import (
     ExpectationInfo,
     ScheduleInfo,
@@ -45,9 +50,7 @@ def _state_by_name(value: int) -> TaskState:
     return TaskState(pb.TaskState.Name(cast(pb.TaskState, value)).removeprefix("TASK_STATE_"))
 
 
-_STATE_FROM_PROTO = {
-    pb.TaskState.Value(f"TASK_STATE_{state.value}"): state for state in TaskState
-}
+_STATE_FROM_PROTO = {pb.TaskState.Value(f"TASK_STATE_{state.value}"): state for state in TaskState}
 
 
 def state_from_proto(value: int) -> TaskState:
@@ -93,14 +96,21 @@ def from_timestamp(ts: timestamp_pb2.Timestamp) -> datetime:
 
 def spec_to_proto(spec: TaskSpec) -> pb.TaskSpec:
     """The wire form of a task spec."""
-    msg = pb.TaskSpec(
-        type=spec.type,
-        payload=dict_to_struct(spec.payload),
-        idempotency_key=spec.idempotency_key or "",
-        pool=pool_to_proto(spec.pool),
-        strict_timing=spec.strict_timing,
-        timeout_s=spec.timeout_s,
-    )
+    msg = pb.TaskSpec()
+    spec_into_proto(spec, msg)
+    return msg
+
+
+def spec_into_proto(spec: TaskSpec, msg: pb.TaskSpec) -> None:
+    """Write a task spec into a (fresh) message in place: a batch adds its items to the
+    request instead of building each and copying it in."""
+    msg.type = spec.type
+    fill_struct(msg.payload, spec.payload)
+    if spec.idempotency_key:
+        msg.idempotency_key = spec.idempotency_key
+    msg.pool = pool_to_proto(spec.pool)
+    msg.strict_timing = spec.strict_timing
+    msg.timeout_s = spec.timeout_s
     if spec.jitter_mode is not None:
         msg.jitter_mode = _JITTER_TO_PROTO[spec.jitter_mode]
     if spec.max_retries == 0:
@@ -112,7 +122,6 @@ def spec_to_proto(spec: TaskSpec) -> pb.TaskSpec:
     if spec.trace_context:
         msg.trace_context.traceparent = spec.trace_context.get("traceparent", "")
         msg.trace_context.tracestate = spec.trace_context.get("tracestate", "")
-    return msg
 
 
 def trace_from_proto(tc: pb.TraceContext) -> dict[str, str] | None:
