@@ -270,7 +270,7 @@ class Worker:
         self._credit_due = 0
         self._credit_flush_scheduled = False
         self._completion_batch: (
-            tuple[list[pb.Completion], asyncio.Future[dict[str, pb.TaskResult]]] | None
+            tuple[pb.WorkerMessage, asyncio.Future[dict[str, pb.TaskResult]]] | None
         ) = None
         self._stopping = False
         self._started = False
@@ -669,16 +669,19 @@ class Worker:
         except TimeoutError:
             raise Unavailable("no answer from the server in time") from None
 
-    async def _commit(self, msg: pb.WorkerMessage, task_id: uuid.UUID) -> pb.TaskResult | None:
+    async def _commit(
+        self, msg: pb.WorkerMessage | pb.Completion, task_id: uuid.UUID
+    ) -> pb.TaskResult | None:
         """Send a fenced write, retrying across reconnects; None if it never got through.
 
-        Completions finished in the same loop turn travel together in one
-        ``Completions`` message (one write and one Result for many tasks).
+        A completion (given as a bare ``Completion``) joins the others finished in the
+        same loop turn in one ``Completions`` message (one write and one Result for
+        many tasks).
         """
         for attempt in range(5):
             try:
-                if msg.WhichOneof("kind") == "completion":
-                    return await self._complete_batched(msg.completion)
+                if isinstance(msg, pb.Completion):
+                    return await self._complete_batched(msg)
                 results = await self._request(msg)
                 return results[0] if results else None
             except Unavailable as exc:
@@ -700,18 +703,17 @@ class Worker:
                 asyncio.get_running_loop().create_future()
             )
             _expire(batch, self._request_timeout_s)
-            self._completion_batch = ([], batch)
+            self._completion_batch = (pb.WorkerMessage(completions=pb.Completions()), batch)
             asyncio.get_running_loop().call_soon(self._flush_completions)
-        items, fut = self._completion_batch
-        items.append(completion)
+        msg, fut = self._completion_batch
+        msg.completions.items.append(completion)  # built into the message that is sent
         results = await asyncio.shield(fut)
         return results.get(completion.task.task_id)
 
     def _flush_completions(self) -> None:
         assert self._completion_batch is not None
-        items, fut = self._completion_batch
+        msg, fut = self._completion_batch
         self._completion_batch = None
-        msg = pb.WorkerMessage(completions=pb.Completions(items=items))
         indexed = _indexed(self._start_request(msg))
 
         def done(f: asyncio.Future[dict[str, pb.TaskResult]]) -> None:
@@ -921,7 +923,7 @@ class Worker:
         if held.released:  # released at the drain deadline while it ran
             return
         reason = ctx.cancel_reason
-        msg: pb.WorkerMessage | None
+        msg: pb.WorkerMessage | pb.Completion | None
         if reason == CANCELLED:
             msg = pb.WorkerMessage(cancel_confirmed=pb.CancelConfirmed(task=held.ref))
         elif isinstance(outcome, Interrupted) and reason == DRAIN:
@@ -937,12 +939,12 @@ class Worker:
             span.record_exception(outcome)
             span.set_status(Status(StatusCode.ERROR, text[:200]))
         else:
-            msg = pb.WorkerMessage(completion=pb.Completion(task=held.ref, result=outcome))
+            msg = pb.Completion(task=held.ref, result=outcome)  # joins a Completions batch
         if msg is None:
             span.set_attribute("tickwheel.outcome", "lease_lost")
             self._count("rejected")
             return
-        kind = str(msg.WhichOneof("kind"))
+        kind = "completion" if isinstance(msg, pb.Completion) else str(msg.WhichOneof("kind"))
         span.set_attribute("tickwheel.outcome", _OUTCOME_OF_KIND[kind])
         res = await self._commit(msg, ctx.task_id)
         if res is None:
