@@ -7,6 +7,7 @@ clock, never because it sleeps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import uuid
 from collections.abc import AsyncIterator
@@ -26,7 +27,7 @@ from scheduler.engine import (
     WorkerSession,
 )
 from scheduler.states import TaskState
-from scheduler.store import Assignment, Completion, FencedWrite, Store
+from scheduler.store import Assignment, Completion, FencedWrite, InsertResult, Store
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually
 
@@ -71,6 +72,33 @@ async def run_to_running(engine: Engine, session: WorkerSession) -> Assignment:
     return a
 
 
+@contextlib.asynccontextmanager
+async def engine_with(
+    store: Store, clock: FakeClock, **changes: int
+) -> AsyncIterator[tuple[Engine, uuid.UUID]]:
+    """An engine with CONFIG changed by ``changes``, and a tenant of it."""
+    e = Engine(store, dataclasses.replace(CONFIG, **changes), clock=clock)
+    await e.start()
+    try:
+        yield e, (await e.create_tenant(name="acme")).id
+    finally:
+        await e.stop()
+
+
+AHEAD = {"dispatch_lead_ms": 200, "dispatch_lead_max_ms": 200, "dispatch_window_ms": 0}
+"""A 200 ms commit-ahead lead and no window (for :func:`committed_ahead`)."""
+
+
+async def committed_ahead(e: Engine, tenant: uuid.UUID, clock: FakeClock) -> InsertResult:
+    """One task due in 1 s, its dispatch committed 100 ms ahead (``AHEAD``) and held in
+    memory for its due tick."""
+    (res,) = await e.submit(tenant, [now_spec(scheduled_at=clock() + timedelta(seconds=1))])
+    clock.advance(0.9)
+    e.wake()
+    await eventually(lambda: asyncio.sleep(0, e.stats.dispatched), until=lambda n: n == 1)
+    return res
+
+
 async def test_submit_dispatch_ack_complete(engine: Engine, tenant: uuid.UUID) -> None:
     session = await engine.open_session(
         WorkerHello(worker_id="w1", tenant_id=tenant, task_types=frozenset({"email"}), slots=4)
@@ -98,13 +126,8 @@ async def test_a_dispatch_round_takes_a_window_and_delivers_each_on_time(
 ) -> None:
     """A round starts when the earliest task is within the lead and commits every task
     due within the window after that too; each is still delivered at its own due time."""
-    config = dataclasses.replace(
-        CONFIG, dispatch_lead_ms=50, dispatch_lead_max_ms=50, dispatch_window_ms=100
-    )
-    e = Engine(store, config, clock=clock)
-    await e.start()
-    try:
-        tenant = (await e.create_tenant(name="acme")).id
+    window = {"dispatch_lead_ms": 50, "dispatch_lead_max_ms": 50, "dispatch_window_ms": 100}
+    async with engine_with(store, clock, **window) as (e, tenant):
         session = await e.open_session(
             WorkerHello(worker_id="w1", tenant_id=tenant, task_types=frozenset({"email"}), slots=9)
         )
@@ -126,7 +149,7 @@ async def test_a_dispatch_round_takes_a_window_and_delivers_each_on_time(
             TaskState.PRELOADED,
         ]
         # Committed ahead, but each lease runs a whole TTL from its task's due time.
-        ttl = timedelta(seconds=config.lease_ttl_s)
+        ttl = timedelta(seconds=e.config.lease_ttl_s)
         assert [r.lease_expires_at for r in records[:2]] == [r.due_at + ttl for r in records[:2]]
         # Committed early, delivered on time: nothing before its due tick.
         with pytest.raises(TimeoutError):
@@ -138,8 +161,6 @@ async def test_a_dispatch_round_takes_a_window_and_delivers_each_on_time(
         clock.advance(0.05)
         assert [a.key.id for a in (await next_batch(session)).assignments] == [second]
         await session.close()
-    finally:
-        await e.stop()
 
 
 async def test_credit_bounds_what_is_pushed(engine: Engine, tenant: uuid.UUID) -> None:
@@ -418,13 +439,7 @@ async def test_tasks_committed_ahead_but_never_pushed_go_back_when_the_stream_cl
 ) -> None:
     """Starting on delivery, only pushed tasks count as started: one committed ahead
     and held for its due tick returns to PRELOADED, without using an attempt."""
-    config = dataclasses.replace(
-        CONFIG, dispatch_lead_ms=200, dispatch_lead_max_ms=200, dispatch_window_ms=0
-    )
-    e = Engine(store, config, clock=clock)
-    await e.start()
-    try:
-        tenant = (await e.create_tenant(name="acme")).id
+    async with engine_with(store, clock, **AHEAD) as (e, tenant):
         session = await e.open_session(
             WorkerHello(
                 worker_id="w1",
@@ -434,17 +449,12 @@ async def test_tasks_committed_ahead_but_never_pushed_go_back_when_the_stream_cl
                 start_on_delivery=True,
             )
         )
-        (res,) = await e.submit(tenant, [now_spec(scheduled_at=clock() + timedelta(seconds=1))])
-        clock.advance(0.9)
-        e.wake()
-        await eventually(lambda: asyncio.sleep(0, e.stats.dispatched), until=lambda n: n == 1)
+        res = await committed_ahead(e, tenant, clock)
         assert (await e.get_task(tenant, res.task.id)).status is TaskState.RUNNING
         await session.close()
         task = await e.get_task(tenant, res.task.id)
         assert task.status is TaskState.PRELOADED
         assert task.retry_count == 0
-    finally:
-        await e.stop()
 
 
 async def test_a_cancel_before_the_due_tick_follows_the_task(
@@ -452,20 +462,11 @@ async def test_a_cancel_before_the_due_tick_follows_the_task(
 ) -> None:
     """A task committed ahead and cancelled before its delivery: the worker gets the
     task, then the cancel notice (a notice first would name a task it does not hold)."""
-    config = dataclasses.replace(
-        CONFIG, dispatch_lead_ms=200, dispatch_lead_max_ms=200, dispatch_window_ms=0
-    )
-    e = Engine(store, config, clock=clock)
-    await e.start()
-    try:
-        tenant = (await e.create_tenant(name="acme")).id
+    async with engine_with(store, clock, **AHEAD) as (e, tenant):
         session = await e.open_session(
             WorkerHello(worker_id="w1", tenant_id=tenant, task_types=frozenset({"email"}), slots=1)
         )
-        (res,) = await e.submit(tenant, [now_spec(scheduled_at=clock() + timedelta(seconds=1))])
-        clock.advance(0.9)
-        e.wake()
-        await eventually(lambda: asyncio.sleep(0, e.stats.dispatched), until=lambda n: n == 1)
+        res = await committed_ahead(e, tenant, clock)
         assert (await e.cancel(tenant, res.task.id)).cancel_requested
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(session.next_event(), 0.2)
@@ -475,8 +476,6 @@ async def test_a_cancel_before_the_due_tick_follows_the_task(
         assert isinstance(notice, CancelNotice)
         assert (notice.key, notice.token) == (a.key, a.fencing_token)
         await session.close()
-    finally:
-        await e.stop()
 
 
 async def test_restart_loses_nothing_and_runs_nothing_twice(store: Store, clock: FakeClock) -> None:
