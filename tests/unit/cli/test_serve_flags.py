@@ -1,4 +1,4 @@
-"""``tickwheel serve`` rejects bad cluster flags before it touches any server."""
+"""``tickwheel serve`` and ``tickwheel worker`` reject bad flags before touching a server."""
 
 from __future__ import annotations
 
@@ -14,3 +14,11 @@ def test_a_bad_cluster_name_is_refused_naming_the_flag(name: str) -> None:
     assert result.exit_code == 2
     assert "--cluster-name" in result.output
     assert "letters, digits" in result.output
+
+
+def test_a_worker_cannot_start_on_delivery_in_kafka_mode() -> None:
+    args = ["worker", "--type", "t=os:getcwd", "--api-key", "k", "--target", "127.0.0.1:9"]
+    kafka = ["--kafka-bootstrap", "127.0.0.1:9", "--start-on-delivery"]
+    result = CliRunner().invoke(main, [*args, *kafka])
+    assert result.exit_code == 2
+    assert "--start-on-delivery applies to the stream, not to Kafka mode" in result.output
