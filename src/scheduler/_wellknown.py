@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -67,12 +68,8 @@ def _set(v: struct_pb2.Value, x: Any) -> None:
     elif x is None:
         v.null_value = struct_pb2.NULL_VALUE
     elif isinstance(x, Mapping):
-        fields = v.struct_value.fields
         v.struct_value.SetInParent()
-        for k, y in x.items():
-            if not isinstance(k, str):
-                raise TypeError(f"a JSON object's keys are strings, not {type(k).__name__}")
-            _set(fields[k], y)
+        fill_struct(v.struct_value, x)
     elif isinstance(x, list | tuple):
         values = v.list_value.values
         v.list_value.SetInParent()
@@ -104,21 +101,12 @@ def dict_to_struct(data: Mapping[str, Any] | None) -> struct_pb2.Struct:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-_PARTS_MAX = 4096
-_parts: dict[datetime, tuple[int, int]] = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def timestamp_parts(dt: datetime) -> tuple[int, int]:
     """(seconds, nanos) of a Timestamp for an aware datetime (a naive one is taken as
     UTC, as ``FromDatetime`` does); recent ones are remembered, like ``utc_datetime``."""
-    parts = _parts.get(dt)
-    if parts is None:
-        d = (dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)) - _EPOCH
-        parts = (d.days * 86_400 + d.seconds, d.microseconds * 1000)
-        if len(_parts) >= _PARTS_MAX:
-            _parts.clear()
-        _parts[dt] = parts
-    return parts
+    d = (dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)) - _EPOCH
+    return (d.days * 86_400 + d.seconds, d.microseconds * 1000)
 
 
 def timestamp(dt: datetime) -> timestamp_pb2.Timestamp:
@@ -133,17 +121,11 @@ def set_timestamp(field: timestamp_pb2.Timestamp, dt: datetime) -> None:
     field.seconds, field.nanos = timestamp_parts(dt)
 
 
-_SEEN_MAX = 4096
-_seen: dict[tuple[int, int], datetime] = {}
+@functools.lru_cache(maxsize=4096)
+def _utc_at(seconds: int, micros: int) -> datetime:
+    return _EPOCH + timedelta(seconds=seconds, microseconds=micros)
 
 
 def utc_datetime(ts: timestamp_pb2.Timestamp) -> datetime:
     """An aware UTC datetime from a Timestamp; OverflowError outside years 1-9999."""
-    key = (ts.seconds, ts.nanos // 1000)
-    dt = _seen.get(key)
-    if dt is None:
-        dt = _EPOCH + timedelta(seconds=key[0], microseconds=key[1])
-        if len(_seen) >= _SEEN_MAX:
-            _seen.clear()
-        _seen[key] = dt
-    return dt
+    return _utc_at(ts.seconds, ts.nanos // 1000)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -59,19 +60,10 @@ def state_from_proto(value: int) -> TaskState:
     return state if state is not None else _state_by_name(value)
 
 
-_TENANTS_MAX = 256
-_tenants: dict[str, uuid.UUID] = {}
-
-
+@functools.lru_cache(maxsize=256)
 def _tenant_uuid(text: str) -> uuid.UUID:
     """A tenant id: a client sees a few, thousands of times each (a batch's results)."""
-    found = _tenants.get(text)
-    if found is None:
-        found = uuid.UUID(text)
-        if len(_tenants) >= _TENANTS_MAX:
-            _tenants.clear()
-        _tenants[text] = found
-    return found
+    return uuid.UUID(text)
 
 
 def pool_to_proto(pool: Pool) -> pb.Pool:
