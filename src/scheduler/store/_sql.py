@@ -4,7 +4,8 @@ A file is split on header lines ``-- name: <query_name>``. Before use every sect
 expanded against the state machine (:mod:`scheduler.states`), so the SQL guards cannot
 drift from the code:
 
-- ``{{from:A,B|to:C}}`` -> ``'A', 'B'`` after checking that A -> C and B -> C are legal.
+- ``{{from:A,B|to:C}}`` -> ``'A', 'B'`` after checking that A -> C and B -> C are legal;
+  ``{{from:A|to:C,D}}`` for a statement that moves to either (A -> C and A -> D).
 - ``{{sources:C}}`` -> every legal source of C.
 - ``{{states:A,B}}`` -> ``'A', 'B'`` (a plain state list, e.g. heartbeat's guard).
 - ``{{paths}}`` -> a ``VALUES`` relation ``p(start, finish, f, t)`` listing, for each
@@ -70,10 +71,10 @@ def _expand_guard(match: re.Match[str]) -> str:
     kind, _, rest = body.partition(":")
     if kind == "from":
         froms, _, to = rest.partition("|to:")
-        target = TaskState(to)
         states = [TaskState(f) for f in froms.split(",")]
-        for st in states:
-            check_transition("<sql>", st, target)
+        for target in (TaskState(t) for t in to.split(",")):
+            for st in states:
+                check_transition("<sql>", st, target)
         return _quote(states)
     if kind == "sources":
         return _quote(list(sources(TaskState(rest))))

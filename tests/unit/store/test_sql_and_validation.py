@@ -24,6 +24,10 @@ def test_guard_templates_check_the_state_machine() -> None:
     assert _sql.expand("{{sources:COMPLETED}}") == "'RUNNING'"
     with pytest.raises(InvalidTransition):
         _sql.expand("{{from:SCHEDULED|to:COMPLETED}}")
+    # Several targets: every source must reach every one of them.
+    assert _sql.expand("{{from:PRELOADED|to:DISPATCHED,RUNNING}}") == "'PRELOADED'"
+    with pytest.raises(InvalidTransition):
+        _sql.expand("{{from:DISPATCHED|to:RUNNING,COMPLETED}}")
 
 
 def test_routes_are_legal_steps() -> None:

@@ -140,9 +140,7 @@ WITH d AS (
                 $10::bool[])
         AS u(id, scheduled_at, worker_id, lease, epoch, running)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
-      -- the one source of both moves (PRELOADED -> RUNNING is checked the same way)
-      AND t.status IN ({{from:PRELOADED|to:DISPATCHED}})
-      AND t.status IN ({{from:PRELOADED|to:RUNNING}})
+      AND t.status IN ({{from:PRELOADED|to:DISPATCHED,RUNNING}})
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
       AND (u.epoch IS NULL OR EXISTS (
           SELECT 1 FROM shard_epochs se WHERE se.shard_id = t.shard_id AND se.epoch = u.epoch))

@@ -32,8 +32,7 @@ ORDER BY scheduled_at, id
 -- starts tasks on delivery. The last two are the shard epoch (NULL: no check), twice.
 UPDATE tasks SET status = ?, fencing_token = fencing_token + 1,
     worker_id = ?, lease_expires_at = ?, updated_at = ?
-WHERE id = ? AND scheduled_at = ? AND status IN ({{from:PRELOADED|to:DISPATCHED}})
-  AND status IN ({{from:PRELOADED|to:RUNNING}})
+WHERE id = ? AND scheduled_at = ? AND status IN ({{from:PRELOADED|to:DISPATCHED,RUNNING}})
   AND (? IS NULL OR EXISTS (
       SELECT 1 FROM shard_epochs se WHERE se.shard_id = tasks.shard_id AND se.epoch = ?))
 RETURNING *
