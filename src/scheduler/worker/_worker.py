@@ -862,18 +862,14 @@ class Worker:
         starting on delivery: the server committed them as RUNNING)."""
         if not fresh:
             return None
-        if self._start_on_delivery:
-            for held in fresh:
-                held.acked = True
-                held.task = asyncio.create_task(
-                    self._run(held, None), name=f"tickwheel-task-{held.ctx.task_id}"
-                )
-            return None
-        ack = _indexed(
-            self._start_request(pb.WorkerMessage(ack=pb.Ack(tasks=[h.ref for h in fresh])))
-        )
-        _expire(ack, self._request_timeout_s)
+        ack: asyncio.Future[dict[str, pb.TaskResult]] | None = None
+        if not self._start_on_delivery:
+            ack = _indexed(
+                self._start_request(pb.WorkerMessage(ack=pb.Ack(tasks=[h.ref for h in fresh])))
+            )
+            _expire(ack, self._request_timeout_s)
         for held in fresh:
+            held.acked = ack is None  # starting on delivery: RUNNING from the dispatch
             held.task = asyncio.create_task(
                 self._run(held, ack), name=f"tickwheel-task-{held.ctx.task_id}"
             )
