@@ -30,7 +30,8 @@ from tests.support.servers import RedisServer
 from scheduler.ids import uuid7
 from scheduler.index import RedisTimeIndex
 from scheduler.states import TaskState
-from scheduler.store import NewTask, Pool, Preloaded, TaskKey, Tenant, open_store
+from scheduler.store import open_store
+from scheduler.types import NewTask, Pool, Preloaded, TaskKey, Tenant
 
 __all__ = ["pg_dsn", "pg_template", "postgres_server"]
 

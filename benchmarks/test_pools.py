@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from scheduler.engine._ready import POOL_ORDER, ReadyQueues
-from scheduler.store import Pool, Preloaded, TaskKey
+from scheduler.types import Pool, Preloaded, TaskKey
 
 SLOTS = 650
 BULK_MAX = 150

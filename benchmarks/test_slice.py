@@ -54,8 +54,9 @@ from scheduler.engine import (
     WorkerSession,
 )
 from scheduler.server import Server, ServerConfig
-from scheduler.store import Completion, FencedWrite, StoreConfig, Tenant
+from scheduler.store import StoreConfig
 from scheduler.store.postgres import PostgresStore
+from scheduler.types import Completion, FencedWrite, Tenant
 
 HANDLERS = "tests.acceptance.handlers"
 FAR = datetime.now(UTC) + timedelta(days=2)

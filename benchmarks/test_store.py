@@ -34,18 +34,18 @@ import asyncpg
 import pytest
 
 from scheduler.ids import uuid7
-from scheduler.store import (
+from scheduler.store import StoreConfig
+from scheduler.store.postgres import PostgresStore, Q
+from scheduler.types import (
     Completion,
     DispatchRequest,
     Failure,
     FencedWrite,
     NewTask,
     Release,
-    StoreConfig,
     TaskKey,
     Tenant,
 )
-from scheduler.store.postgres import PostgresStore, Q
 
 BATCHES = [1, 100, 1000]
 NOW = datetime.now(UTC).replace(microsecond=0)

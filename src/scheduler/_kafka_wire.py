@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from scheduler.store import Pool
+from scheduler.types import Pool
 
 HEADER_TRACEPARENT = "traceparent"
 HEADER_TRACESTATE = "tracestate"

@@ -31,7 +31,7 @@ from scheduler.client._types import (
 )
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.store import OverlapPolicy, Pool, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
 
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"

@@ -27,7 +27,7 @@ from scheduler.client._types import (
 )
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.store import OverlapPolicy, Pool, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
 
 _POOL_TO_PROTO: Mapping[Pool, pb.Pool] = {
     Pool.CRITICAL: pb.POOL_CRITICAL,

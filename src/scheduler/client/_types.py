@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.store import OverlapPolicy, Pool, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
 
 JSON = dict[str, Any]
 

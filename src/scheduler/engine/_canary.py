@@ -27,7 +27,7 @@ from scheduler.engine._types import AssignmentBatch, WorkerHello
 from scheduler.ids import uuid7
 from scheduler.jitter import JitterMode, shard_of
 from scheduler.states import TaskState
-from scheduler.store import Completion, FencedWrite, NewTask, Pool, Tenant
+from scheduler.types import Completion, FencedWrite, NewTask, Pool, Tenant
 
 if TYPE_CHECKING:
     from scheduler.engine._engine import Engine, WorkerSession

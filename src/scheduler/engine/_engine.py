@@ -55,7 +55,8 @@ from scheduler.index import IndexUnavailable, TimeIndex
 from scheduler.jitter import JitterMode, jitter_offset_ms, shard_of, stable_hash
 from scheduler.quota import LocalQuota, QuotaGate, TenantLimits
 from scheduler.states import TaskState
-from scheduler.store import (
+from scheduler.store import Store
+from scheduler.types import (
     JSON,
     ApiKey,
     Assignment,
@@ -70,7 +71,6 @@ from scheduler.store import (
     Pool,
     Preloaded,
     Release,
-    Store,
     TaskFilter,
     TaskKey,
     TaskRecord,

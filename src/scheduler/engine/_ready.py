@@ -14,7 +14,7 @@ import collections
 import uuid
 from collections.abc import Callable, Iterable
 
-from scheduler.store import Pool, Preloaded
+from scheduler.types import Pool, Preloaded
 
 POOL_ORDER: tuple[Pool, ...] = (Pool.CRITICAL, Pool.STANDARD, Pool.BULK)
 """Critical is first in line for every free slot, then standard, then bulk."""

@@ -40,8 +40,7 @@ from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
 from scheduler.jitter import JitterMode, shard_of, stable_hash
 from scheduler.states import TaskState
-from scheduler.store import JSON, NewTask, Pool
-from scheduler.store._orchestration import Expectation, OverlapPolicy, Schedule
+from scheduler.types import JSON, Expectation, NewTask, OverlapPolicy, Pool, Schedule
 
 if TYPE_CHECKING:
     from scheduler.engine._engine import Engine

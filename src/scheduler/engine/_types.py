@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Protocol
 
 from scheduler.jitter import JitterMode
-from scheduler.store import JSON, Assignment, Pool, TaskKey
+from scheduler.types import JSON, Assignment, Pool, TaskKey
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,8 +26,14 @@ from scheduler._errors import InvalidArgument
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
 from scheduler.states import TaskState
-from scheduler.store import InsertResult, NewTask, TaskRecord
-from scheduler.store._orchestration import UpstreamPolicy, Workflow, WorkflowView
+from scheduler.types import (
+    InsertResult,
+    NewTask,
+    TaskRecord,
+    UpstreamPolicy,
+    Workflow,
+    WorkflowView,
+)
 
 if TYPE_CHECKING:
     from scheduler.engine._engine import Engine

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from scheduler.store import Pool, Preloaded, TaskKey
+from scheduler.types import Pool, Preloaded, TaskKey
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from scheduler.index import _codec
 from scheduler.index._errors import IndexLost, IndexUnavailable
 from scheduler.index._protocol import check_items, check_limit
-from scheduler.store import Preloaded
+from scheduler.types import Preloaded
 
 
 class MemoryTimeIndex:

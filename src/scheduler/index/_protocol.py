@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from scheduler.store import Preloaded
+from scheduler.types import Preloaded
 
 MAX_POP = 5000
 """Largest ``limit`` of one :meth:`TimeIndex.pop_due` (one Lua call)."""

@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 from scheduler.index import _codec, _keys, _scripts
 from scheduler.index._errors import IndexLost, IndexUnavailable
 from scheduler.index._protocol import check_items, check_limit
-from scheduler.store import Preloaded
+from scheduler.types import Preloaded
 
 CHUNK = 1000
 """Tasks per Lua call in :meth:`RedisTimeIndex.add` / :meth:`~RedisTimeIndex.replace`."""

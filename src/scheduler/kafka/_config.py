@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from scheduler._kafka_wire import DEFAULT_TOPIC_PREFIX
-from scheduler.store import Pool
+from scheduler.types import Pool
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,7 +32,7 @@ from scheduler._kafka_wire import (
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.kafka._config import KafkaConfig
 from scheduler.server._convert import assignment_to_proto
-from scheduler.store import Assignment, Pool
+from scheduler.types import Assignment, Pool
 
 _log = logging.getLogger("tickwheel.kafka")
 _tracer = trace.get_tracer("tickwheel.kafka")

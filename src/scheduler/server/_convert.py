@@ -28,7 +28,7 @@ from scheduler._wellknown import (
 from scheduler.engine import FailureReport, SubmitSpec
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.store import (
+from scheduler.types import (
     JSON,
     Assignment,
     Completion,

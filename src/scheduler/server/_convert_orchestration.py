@@ -22,7 +22,7 @@ from scheduler.engine import ExpectationSpec, ScheduleSpec, WorkflowNode, Workfl
 from scheduler.engine._schedules import MAX_JITTER_S
 from scheduler.engine._workflows import node_id_of
 from scheduler.server import _convert as conv
-from scheduler.store import (
+from scheduler.types import (
     JSON,
     Expectation,
     OverlapPolicy,

@@ -30,7 +30,7 @@ from scheduler.server._auth import tenant_of
 from scheduler.server._config import ServerConfig
 from scheduler.server._orchestration import OrchestrationRpcs
 from scheduler.server._status import unary
-from scheduler.store import JSON, InsertResult
+from scheduler.types import JSON, InsertResult
 
 Context = grpc.aio.ServicerContext[Any, Any]
 

@@ -35,7 +35,7 @@ from scheduler.server import _convert as conv
 from scheduler.server._auth import tenant_of
 from scheduler.server._config import ServerConfig
 from scheduler.server._status import abort, unary
-from scheduler.store import Outcome, Pool
+from scheduler.types import Outcome, Pool
 
 Context = grpc.aio.ServicerContext[Any, Any]
 

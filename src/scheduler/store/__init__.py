@@ -11,23 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.store._config import StoreConfig
-from scheduler.store._orchestration import (
-    UPSTREAM_FAILED,
-    Expectation,
-    OverlapPolicy,
-    Schedule,
-    UpstreamPolicy,
-    Workflow,
-    WorkflowView,
-)
-from scheduler.store._protocol import (
+from scheduler.store._protocol import Store, WorkCallback, WorkNotices
+from scheduler.types import (
     JSON,
+    UPSTREAM_FAILED,
     ApiKey,
     Assignment,
     CancelResult,
     CompleteResult,
     Completion,
     DispatchRequest,
+    Expectation,
     FailResult,
     Failure,
     FencedWrite,
@@ -35,20 +29,22 @@ from scheduler.store._protocol import (
     MaintenanceResult,
     NewTask,
     Outcome,
+    OverlapPolicy,
     Page,
     Pool,
     Preloaded,
     ReclaimResult,
     Release,
+    Schedule,
     ShardClaim,
-    Store,
     TaskFilter,
     TaskKey,
     TaskRecord,
     Tenant,
     Transition,
-    WorkCallback,
-    WorkNotices,
+    UpstreamPolicy,
+    Workflow,
+    WorkflowView,
     raise_for_outcome,
 )
 

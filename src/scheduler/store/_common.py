@@ -12,13 +12,7 @@ from typing import Any
 
 from scheduler._errors import InvalidArgument
 from scheduler.store import _validate
-from scheduler.store._protocol import (
-    CompleteResult,
-    Outcome,
-    Preloaded,
-    TaskKey,
-    Tenant,
-)
+from scheduler.types import CompleteResult, Outcome, Preloaded, TaskKey, Tenant
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FAR_PAST = datetime(1, 1, 2, tzinfo=UTC)

@@ -19,17 +19,18 @@ import asyncpg
 from scheduler._errors import AlreadyExists, NotFound
 from scheduler.store import _common, _sql
 from scheduler.store._config import StoreConfig
-from scheduler.store._orchestration import (
+from scheduler.store._pg_notices import notify_work
+from scheduler.types import (
     UPSTREAM_FAILED,
     Expectation,
     OverlapPolicy,
+    Pool,
     Schedule,
+    TaskKey,
     UpstreamPolicy,
     Workflow,
     WorkflowView,
 )
-from scheduler.store._pg_notices import notify_work
-from scheduler.store._protocol import Pool, TaskKey
 
 if TYPE_CHECKING:
     Conn = asyncpg.pool.PoolConnectionProxy[asyncpg.Record]

@@ -18,16 +18,16 @@ from scheduler._errors import AlreadyExists, NotFound
 from scheduler.states import TaskState
 from scheduler.store import _common, _sql
 from scheduler.store._config import StoreConfig
-from scheduler.store._orchestration import (
+from scheduler.types import (
     UPSTREAM_FAILED,
     Expectation,
     OverlapPolicy,
+    Pool,
     Schedule,
     UpstreamPolicy,
     Workflow,
     WorkflowView,
 )
-from scheduler.store._protocol import Pool
 
 T = TypeVar("T")
 Q = _sql.parse_sections(_sql.read_text("sqlite", "orchestration.sql"))

@@ -12,7 +12,7 @@ from typing import Any
 from scheduler._errors import InvalidArgument
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.store._protocol import NewTask, Pool, TaskKey
+from scheduler.types import NewTask, Pool, TaskKey
 
 TYPE_MAX_CHARS = 64
 IDEMPOTENCY_KEY_MAX_CHARS = 128

@@ -31,7 +31,8 @@ from scheduler.store import _common, _sql, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._pg_notices import WORK_CHANNEL, PgWorkNotices, notify_work
 from scheduler.store._pg_orchestration import PostgresOrchestration
-from scheduler.store._protocol import (
+from scheduler.store._protocol import WorkCallback, WorkNotices
+from scheduler.types import (
     ApiKey,
     Assignment,
     CancelResult,
@@ -56,8 +57,6 @@ from scheduler.store._protocol import (
     TaskRecord,
     Tenant,
     Transition,
-    WorkCallback,
-    WorkNotices,
 )
 
 __all__ = ["PostgresStore", "migrate"]

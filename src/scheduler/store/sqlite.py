@@ -29,7 +29,9 @@ from scheduler.jitter import JitterMode
 from scheduler.states import TaskState, check_transition, sources
 from scheduler.store import _common, _sql, _validate
 from scheduler.store._config import StoreConfig
-from scheduler.store._protocol import (
+from scheduler.store._protocol import WorkCallback, WorkNotices
+from scheduler.store._sqlite_orchestration import SqliteOrchestration
+from scheduler.types import (
     ApiKey,
     Assignment,
     CancelResult,
@@ -54,10 +56,7 @@ from scheduler.store._protocol import (
     TaskRecord,
     Tenant,
     Transition,
-    WorkCallback,
-    WorkNotices,
 )
-from scheduler.store._sqlite_orchestration import SqliteOrchestration
 
 __all__ = ["SqliteStore"]
 

@@ -37,7 +37,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from scheduler._kafka_wire import DEFAULT_TOPIC_PREFIX, ensure_topics, topic_name
-from scheduler.store import Pool
+from scheduler.types import Pool
 
 _log = logging.getLogger("tickwheel.worker.kafka")
 

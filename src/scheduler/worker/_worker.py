@@ -69,7 +69,7 @@ from scheduler.client import _convert as conv
 from scheduler.client._channel import open_channel
 from scheduler.client._errors import from_rpc_error
 from scheduler.client._tls import TLSConfig
-from scheduler.store import Pool
+from scheduler.types import Pool
 from scheduler.worker._context import (
     CANCELLED,
     DRAIN,

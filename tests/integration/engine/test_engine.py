@@ -27,7 +27,8 @@ from scheduler.engine import (
     WorkerSession,
 )
 from scheduler.states import TaskState
-from scheduler.store import Assignment, Completion, FencedWrite, InsertResult, Store
+from scheduler.store import Store
+from scheduler.types import Assignment, Completion, FencedWrite, InsertResult
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually
 

@@ -12,7 +12,8 @@ import redis.asyncio as aioredis
 
 from scheduler.engine import AssignmentBatch, Engine, EngineConfig, SubmitSpec, WorkerHello
 from scheduler.index import MemoryTimeIndex, RedisTimeIndex, TimeIndex
-from scheduler.store import Completion, FencedWrite, Store, open_store
+from scheduler.store import Store, open_store
+from scheduler.types import Completion, FencedWrite
 from tests.support.servers import RedisServer
 from tests.support.waiting import eventually
 

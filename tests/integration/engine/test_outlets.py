@@ -14,7 +14,8 @@ import pytest
 
 from scheduler.engine import Engine, EngineConfig, SubmitSpec, WorkerHello
 from scheduler.states import TaskState
-from scheduler.store import Assignment, Completion, FencedWrite, Pool, Store, open_store
+from scheduler.store import Store, open_store
+from scheduler.types import Assignment, Completion, FencedWrite, Pool
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually
 

@@ -18,7 +18,8 @@ from scheduler.engine import (
     WorkerHello,
     WorkerSession,
 )
-from scheduler.store import Assignment, Completion, FencedWrite, Pool, Store, open_store
+from scheduler.store import Store, open_store
+from scheduler.types import Assignment, Completion, FencedWrite, Pool
 
 CONFIG = EngineConfig(
     preload_interval_s=0.05, critical_reserved_slots=4, bulk_max_slots=3, lease_ttl_s=60

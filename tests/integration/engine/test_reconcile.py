@@ -17,7 +17,8 @@ from scheduler.engine import Engine, EngineConfig
 from scheduler.ids import uuid7
 from scheduler.jitter import shard_of
 from scheduler.states import TaskState
-from scheduler.store import NewTask, Store
+from scheduler.store import Store
+from scheduler.types import NewTask
 
 
 def _written_elsewhere(tenant: uuid.UUID, engine: Engine) -> NewTask:

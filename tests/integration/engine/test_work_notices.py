@@ -26,8 +26,9 @@ from scheduler.engine import (
     WorkflowNode,
     WorkflowSpec,
 )
-from scheduler.store import Completion, FencedWrite, UpstreamPolicy, open_store
+from scheduler.store import open_store
 from scheduler.store.postgres import WORK_CHANNEL, PostgresStore
+from scheduler.types import Completion, FencedWrite, UpstreamPolicy
 from tests.support.waiting import eventually
 
 SHARDS = 256

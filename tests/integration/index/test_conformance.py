@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.index import MAX_POP, IndexLost, IndexUnavailable
-from scheduler.store import Pool, Preloaded, TaskKey
+from scheduler.types import Pool, Preloaded, TaskKey
 from tests.integration.index.conftest import Backend
 
 SHARD = 7

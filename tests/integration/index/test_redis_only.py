@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from scheduler.index import IndexLost, IndexUnavailable, RedisTimeIndex, _keys
-from scheduler.store import Preloaded
+from scheduler.types import Preloaded
 from tests.integration.index.test_conformance import task
 from tests.support.servers import RedisServer, free_port
 

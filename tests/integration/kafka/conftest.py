@@ -19,7 +19,8 @@ from scheduler.client import AdminClient, Client
 from scheduler.engine import Engine, EngineConfig
 from scheduler.kafka import KafkaConfig, KafkaOutlet, open_outlets
 from scheduler.server import Server, ServerConfig
-from scheduler.store import Pool, open_store
+from scheduler.store import open_store
+from scheduler.types import Pool
 from scheduler.worker import KafkaSource, ReconnectConfig, Worker
 from tests.support.servers import KafkaServer
 

@@ -14,7 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from scheduler.engine import EngineConfig
 from scheduler.kafka import topic_name
 from scheduler.states import TaskState
-from scheduler.store import Pool
+from scheduler.types import Pool
 from scheduler.worker import TaskContext, Worker
 from tests.integration.kafka.conftest import KafkaStack, MakeStack
 from tests.support.clock import FakeClock

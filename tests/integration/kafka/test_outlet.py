@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaConsumer
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.kafka import KafkaConfig, KafkaOutlet, open_outlets, topic_name
-from scheduler.store import Assignment, Pool, TaskKey
+from scheduler.types import Assignment, Pool, TaskKey
 from tests.integration.kafka.conftest import kafka_config
 from tests.support.servers import KafkaServer
 

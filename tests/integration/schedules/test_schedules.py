@@ -12,7 +12,8 @@ from scheduler import AlreadyExists
 from scheduler.engine import Engine, EngineConfig
 from scheduler.engine._schedules import ScheduleSpec
 from scheduler.states import TaskState
-from scheduler.store import OverlapPolicy, Store, TaskFilter, TaskRecord
+from scheduler.store import Store
+from scheduler.types import OverlapPolicy, TaskFilter, TaskRecord
 from tests.support.clock import FakeClock
 
 # The background pass runs at start and on wake only: the tests drive run_once().

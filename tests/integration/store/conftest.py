@@ -13,9 +13,10 @@ import pytest
 
 from scheduler.ids import uuid7
 from scheduler.states import TaskState
-from scheduler.store import NewTask, Store, StoreConfig, TaskKey, Tenant, open_store
+from scheduler.store import Store, StoreConfig, open_store
 from scheduler.store.postgres import PostgresStore
 from scheduler.store.sqlite import SqliteStore
+from scheduler.types import NewTask, TaskKey, Tenant
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 _keys = itertools.count()

@@ -10,14 +10,14 @@ import pytest
 
 from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
 from scheduler.states import TaskState
-from scheduler.store import (
+from scheduler.store import Store
+from scheduler.types import (
     Completion,
     DispatchRequest,
     Failure,
     FencedWrite,
     Outcome,
     Release,
-    Store,
     TaskFilter,
     TaskKey,
     Tenant,
@@ -488,7 +488,7 @@ async def test_close_twice(store: Store) -> None:
 
 
 def test_record_fields_cover_new_task() -> None:
-    from scheduler.store import NewTask, TaskRecord
+    from scheduler.types import NewTask, TaskRecord
 
     new = {f.name for f in dataclasses.fields(NewTask)} - {"initial_state", "depends_on"}
     assert new <= {f.name for f in dataclasses.fields(TaskRecord)}

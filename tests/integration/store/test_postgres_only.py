@@ -12,8 +12,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from scheduler.store import Completion, DispatchRequest, FencedWrite, StoreConfig, Tenant, _sql
+from scheduler.store import StoreConfig, _sql
 from scheduler.store.postgres import PostgresStore, Q, migrate
+from scheduler.types import Completion, DispatchRequest, FencedWrite, Tenant
 from tests.integration.store.conftest import NOW, force_status, new_task
 from tests.support.servers import PostgresServer
 

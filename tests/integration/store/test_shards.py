@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from scheduler.store import DispatchRequest, Store, Tenant
+from scheduler.store import Store
+from scheduler.types import DispatchRequest, Tenant
 from tests.integration.store.conftest import NOW, new_task
 
 

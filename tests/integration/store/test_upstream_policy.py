@@ -17,7 +17,8 @@ import pytest
 
 from scheduler.ids import uuid7
 from scheduler.states import TaskState
-from scheduler.store import (
+from scheduler.store import Store
+from scheduler.types import (
     UPSTREAM_FAILED,
     Completion,
     DispatchRequest,
@@ -25,7 +26,6 @@ from scheduler.store import (
     FencedWrite,
     Outcome,
     Release,
-    Store,
     TaskKey,
     Tenant,
     UpstreamPolicy,

@@ -28,7 +28,7 @@ from scheduler.client import (
     UpstreamPolicy,
     WorkflowInfo,
 )
-from scheduler.store import UPSTREAM_FAILED
+from scheduler.types import UPSTREAM_FAILED
 from scheduler.worker import ApplicationError, TaskContext, Worker
 from tests.integration.transport.conftest import Stack, eventually
 

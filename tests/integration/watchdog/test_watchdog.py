@@ -15,7 +15,8 @@ import pytest
 
 from scheduler.engine import Engine, EngineConfig, WorkerHello
 from scheduler.engine._schedules import ScheduleSpec
-from scheduler.store import Expectation, OverlapPolicy, Store, open_store
+from scheduler.store import Store, open_store
+from scheduler.types import Expectation, OverlapPolicy
 from scheduler.watchdog import Case, Watchdog, WatchdogConfig
 from tests.integration.workflows.conftest import Completer
 from tests.support.clock import FakeClock

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from scheduler.engine import AssignmentBatch, Engine, EngineConfig, WorkerHello, WorkerSession
-from scheduler.store import Completion, FencedWrite, Store
+from scheduler.store import Store
+from scheduler.types import Completion, FencedWrite
 from tests.support.clock import FakeClock
 
 CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)

@@ -8,15 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from scheduler.ids import uuid7
 from scheduler.states import TaskState
-from scheduler.store import (
-    Completion,
-    DispatchRequest,
-    FencedWrite,
-    NewTask,
-    Outcome,
-    Store,
-    Tenant,
-)
+from scheduler.store import Store
+from scheduler.types import Completion, DispatchRequest, FencedWrite, NewTask, Outcome, Tenant
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -55,7 +48,7 @@ async def run(store: Store, t: NewTask, worker: str) -> int:
 
 
 def _key(t: NewTask):  # type: ignore[no-untyped-def]
-    from scheduler.store import TaskKey
+    from scheduler.types import TaskKey
 
     return TaskKey(t.id, t.scheduled_at)
 

@@ -11,7 +11,7 @@ from scheduler import InvalidArgument
 from scheduler.engine import Engine, SubmitSpec
 from scheduler.engine._workflows import WorkflowNode, WorkflowSpec, node_id_of
 from scheduler.states import TaskState
-from scheduler.store import UPSTREAM_FAILED, UpstreamPolicy
+from scheduler.types import UPSTREAM_FAILED, UpstreamPolicy
 from tests.integration.workflows.conftest import Completer
 from tests.support.waiting import eventually
 

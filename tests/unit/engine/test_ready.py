@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from scheduler.engine._ready import ReadyQueues
-from scheduler.store import Pool, Preloaded, TaskKey
+from scheduler.types import Pool, Preloaded, TaskKey
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

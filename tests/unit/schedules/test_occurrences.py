@@ -9,7 +9,7 @@ import pytest
 
 from scheduler import InvalidArgument
 from scheduler.engine._schedules import jitter_of, next_after, occurrence_key, occurrences_after
-from scheduler.store import OverlapPolicy, Pool, Schedule
+from scheduler.types import OverlapPolicy, Pool, Schedule
 
 
 def sched(

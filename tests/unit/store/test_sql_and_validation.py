@@ -78,8 +78,8 @@ def test_ids_read_from_the_database_take_the_fast_path(monkeypatch: pytest.Monke
     such a task is valid, and is checked without the per-field path."""
     from asyncpg.pgproto.pgproto import UUID as PgUUID
 
-    from scheduler.store import NewTask
     from scheduler.store import _validate as v
+    from scheduler.types import NewTask
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     task = NewTask(
@@ -101,8 +101,8 @@ def test_ids_read_from_the_database_take_the_fast_path(monkeypatch: pytest.Monke
 
 
 def test_batch_validation_fast_path_reports_the_failing_item() -> None:
-    from scheduler.store import DispatchRequest, Failure, NewTask, TaskKey
     from scheduler.store import _validate as v
+    from scheduler.types import DispatchRequest, Failure, NewTask, TaskKey
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ from scheduler.jitter import JitterMode
 from scheduler.server import _convert as conv
 from scheduler.server._worker import event_to_proto, hello_from_proto
 from scheduler.states import TaskState
-from scheduler.store import Assignment, Pool, TaskKey, TaskRecord, Tenant
+from scheduler.types import Assignment, Pool, TaskKey, TaskRecord, Tenant
 
 NOW = datetime(2030, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

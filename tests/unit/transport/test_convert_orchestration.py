@@ -18,7 +18,7 @@ from scheduler.client._types import TaskSpec
 from scheduler.jitter import JitterMode
 from scheduler.server import _convert_orchestration as oconv
 from scheduler.states import TaskState
-from scheduler.store import (
+from scheduler.types import (
     Expectation,
     OverlapPolicy,
     Pool,

@@ -64,7 +64,7 @@ def test_config_validation() -> None:
 
 
 def test_worker_arguments_are_checked_when_it_is_made() -> None:
-    from scheduler.store import Pool
+    from scheduler.types import Pool
     from scheduler.worker import KafkaSource, Worker
 
     kafka = KafkaSource(bootstrap_servers="127.0.0.1:9", pools=frozenset({Pool.STANDARD}))
