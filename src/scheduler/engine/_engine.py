@@ -80,6 +80,13 @@ from scheduler.wheel import TimingWheel
 
 log = logging.getLogger("tickwheel.engine")
 
+OUTLET_WORKER_PREFIX = "outlet:"
+"""The worker id of an outlet's session is this prefix and the outlet's name: its tasks
+are written by the broker's consumers, shared (SYSTEM-tier) sessions."""
+
+_LEASED = frozenset({TaskState.DISPATCHED, TaskState.RUNNING})
+"""States in which a task is held by a worker under a lease."""
+
 MAX_TYPE_LEN = 64
 MAX_IDEMPOTENCY_KEY_LEN = 128
 MAX_RETRIES_LIMIT = 100
@@ -234,28 +241,44 @@ class WorkerSession:
         self.draining = True
 
     # -- the worker's writes -----------------------------------------------------------
-    async def _own(self, writes: Sequence[FencedWrite]) -> list[bool]:
-        """Which writes name tasks of this session's tenant.
+    async def _own(self, writes: Sequence[FencedWrite]) -> list[Outcome | None]:
+        """Which writes this session may make: None for a task it holds, else the
+        outcome that refuses the write without touching the store.
 
-        Tasks this session was given are known; others (a worker that reconnected
-        mid-task gets a new session) are checked against the store, so a key of one
-        tenant can never touch another tenant's task.
+        Tasks this session was given are known. Any other task is read from the store
+        (scoped to the tenant, so a key of one tenant never touches another's task) and
+        adopted only when it was dispatched to this worker id with this token and is
+        still leased: the same worker reconnected mid-task on a new stream. A RUNNING
+        task is adopted as RUNNING (acked), so this stream's close never gives it back;
+        the session that held it before lets it go. Anything else is refused: NOT_FOUND
+        for another tenant's or a missing task, STALE for a task of another worker, an
+        old token or a task no longer leased.
         """
-        owned: list[bool] = []
+        owned: list[Outcome | None] = []
         for w in writes:
             if w.key.id in self.held:
-                owned.append(True)
+                owned.append(None)
                 continue
             try:
                 task = await self._engine.store.get_task(self.scope, w.key.id)
             except NotFound:
-                owned.append(False)
-            else:
-                self.held[w.key.id] = (w.key, w.token)
-                owned.append(True)
-                if task.cancel_requested and task.fencing_token == w.token:
-                    # Cancelled while the worker was between streams: tell it now.
-                    self._push(CancelNotice(key=w.key, token=w.token))
+                owned.append(Outcome.NOT_FOUND)
+                continue
+            if (
+                not self._may_hold(task.worker_id)
+                or task.fencing_token != w.token
+                or task.status not in _LEASED
+            ):
+                owned.append(Outcome.STALE)
+                continue
+            self._engine._hand_over(w.key.id, self)
+            self.held[w.key.id] = (task.key, w.token)
+            if task.status is TaskState.RUNNING:
+                self.acked.add(w.key.id)
+            owned.append(None)
+            if task.cancel_requested:
+                # Cancelled while the worker was between streams: tell it now.
+                self._push(CancelNotice(key=task.key, token=w.token))
         return owned
 
     async def _fenced(
@@ -263,11 +286,11 @@ class WorkerSession:
         writes: Sequence[FencedWrite],
         run: Callable[[list[FencedWrite]], Any],
     ) -> list[Outcome]:
-        owned = await self._own(writes)
-        mine = [w for w, ok in zip(writes, owned, strict=True) if ok]
+        refused = await self._own(writes)
+        mine = [w for w, no in zip(writes, refused, strict=True) if no is None]
         results: list[Outcome] = await run(mine) if mine else []
         it = iter(results)
-        out = [next(it) if ok else Outcome.NOT_FOUND for ok in owned]
+        out = [next(it) if no is None else no for no in refused]
         self._engine._count_stale(out)
         return out
 
@@ -357,6 +380,13 @@ class WorkerSession:
         out = await self._fenced(writes, run)
         self._forget(writes, out)
         return out
+
+    def _may_hold(self, holder: str | None) -> bool:
+        """Whether a task dispatched to worker ``holder`` may be adopted: its own, and
+        for a shared (SYSTEM-tier) broker consumer, any task an outlet published."""
+        return holder == self.worker_id or (
+            self.scope is None and holder is not None and holder.startswith(OUTLET_WORKER_PREFIX)
+        )
 
     def _forget(self, items: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
         for item, outcome in zip(items, outcomes, strict=True):
@@ -509,7 +539,7 @@ class Engine:
             session = WorkerSession(
                 self,
                 WorkerHello(
-                    worker_id=f"outlet:{outlet.name}",
+                    worker_id=f"{OUTLET_WORKER_PREFIX}{outlet.name}",
                     tenant_id=uuid.UUID(int=0),
                     task_types=frozenset(),
                     pools=frozenset({outlet.pool}),
@@ -1016,6 +1046,17 @@ class Engine:
         return tenant_id
 
     # ------------------------------------------------------------------ sessions
+    def _hand_over(self, task_id: uuid.UUID, to: WorkerSession) -> None:
+        """``to`` adopted ``task_id`` (its worker reconnected): no other session of this
+        node holds it any more, so none gives it back when it closes."""
+        for session in self._sessions.values():
+            # An outlet's session keeps its entry: it counts the broker's capacity.
+            if session is to or session.outlet is not None:
+                continue
+            if session.held.pop(task_id, None) is not None:
+                session.acked.discard(task_id)
+                session.attempts.pop(task_id, None)
+
     async def open_session(self, hello: WorkerHello) -> WorkerSession:
         """Register a worker stream; assignments flow once it has credit."""
         if not hello.worker_id or len(hello.worker_id) > 256:

@@ -785,6 +785,18 @@ class WorkerServiceStub:
 
     Workers receive tasks and commit results. Every write carries the fencing token of
     the assignment; a stale token is rejected (the worker is a zombie).
+
+    A task belongs to the worker it was dispatched to (its `Hello.worker_id`). On a
+    stream, a write (ack, heartbeat, checkpoint, complete, fail, release, cancel
+    confirmation) for a task this stream was not given is accepted only when the task
+    was dispatched to the same `worker_id` with the same token and is still leased: the
+    worker reconnected mid-task, and its new stream takes the task over (a RUNNING task
+    stays RUNNING; keep the same `worker_id` across reconnects and heartbeat what you
+    still run). A write for a task dispatched to another worker id is rejected with
+    reason "stale_fencing_token". When a stream closes, only the tasks it was given (or
+    took over) and never acknowledged go back to PRELOADED; RUNNING tasks keep their
+    lease until it expires. Shared (SYSTEM-tier) Kafka consumers write the tasks that
+    the broker delivered to them.
     """
 
     def __init__(self, channel):
@@ -817,6 +829,18 @@ class WorkerServiceServicer:
 
     Workers receive tasks and commit results. Every write carries the fencing token of
     the assignment; a stale token is rejected (the worker is a zombie).
+
+    A task belongs to the worker it was dispatched to (its `Hello.worker_id`). On a
+    stream, a write (ack, heartbeat, checkpoint, complete, fail, release, cancel
+    confirmation) for a task this stream was not given is accepted only when the task
+    was dispatched to the same `worker_id` with the same token and is still leased: the
+    worker reconnected mid-task, and its new stream takes the task over (a RUNNING task
+    stays RUNNING; keep the same `worker_id` across reconnects and heartbeat what you
+    still run). A write for a task dispatched to another worker id is rejected with
+    reason "stale_fencing_token". When a stream closes, only the tasks it was given (or
+    took over) and never acknowledged go back to PRELOADED; RUNNING tasks keep their
+    lease until it expires. Shared (SYSTEM-tier) Kafka consumers write the tasks that
+    the broker delivered to them.
     """
 
     def Connect(self, request_iterator, context):
@@ -873,6 +897,18 @@ class WorkerService:
 
     Workers receive tasks and commit results. Every write carries the fencing token of
     the assignment; a stale token is rejected (the worker is a zombie).
+
+    A task belongs to the worker it was dispatched to (its `Hello.worker_id`). On a
+    stream, a write (ack, heartbeat, checkpoint, complete, fail, release, cancel
+    confirmation) for a task this stream was not given is accepted only when the task
+    was dispatched to the same `worker_id` with the same token and is still leased: the
+    worker reconnected mid-task, and its new stream takes the task over (a RUNNING task
+    stays RUNNING; keep the same `worker_id` across reconnects and heartbeat what you
+    still run). A write for a task dispatched to another worker id is rejected with
+    reason "stale_fencing_token". When a stream closes, only the tasks it was given (or
+    took over) and never acknowledged go back to PRELOADED; RUNNING tasks keep their
+    lease until it expires. Shared (SYSTEM-tier) Kafka consumers write the tasks that
+    the broker delivered to them.
     """
 
     @staticmethod

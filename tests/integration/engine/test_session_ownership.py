@@ -1,0 +1,144 @@
+"""A worker's write counts only from the session that holds the task (issue #15, case 1).
+
+A task belongs to the worker it was dispatched to (the store records its ``worker_id``).
+A reconnecting worker adopts its RUNNING tasks as RUNNING; a stream of another worker
+of the same tenant is refused; and a stream's close gives back only what that stream
+was given and never acked, so a flaky network never runs a task twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from scheduler.engine import AssignmentBatch, Engine, EngineConfig, SubmitSpec, WorkerHello
+from scheduler.states import TaskState
+from scheduler.store import Store
+from scheduler.types import Assignment, Completion, FencedWrite
+from tests.support.clock import FakeClock
+
+CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)
+
+
+@pytest.fixture
+async def engine(store: Store) -> AsyncIterator[Engine]:
+    e = Engine(store, CONFIG, clock=FakeClock())
+    await e.start()
+    try:
+        yield e
+    finally:
+        await e.stop()
+
+
+@pytest.fixture
+async def tenant(engine: Engine) -> uuid.UUID:
+    return (await engine.create_tenant(name="acme")).id
+
+
+def hello(tenant: uuid.UUID, worker_id: str = "w", slots: int = 1) -> WorkerHello:
+    return WorkerHello(
+        worker_id=worker_id, tenant_id=tenant, task_types=frozenset({"email"}), slots=slots
+    )
+
+
+async def running(engine: Engine, tenant: uuid.UUID) -> Assignment:
+    """One task acked (RUNNING) on a stream of worker "w" that then broke."""
+    session = await engine.open_session(hello(tenant))
+    await engine.submit(tenant, [SubmitSpec(type="email", payload={}, strict_timing=True)])
+    event = await asyncio.wait_for(session.next_event(), 10)
+    assert isinstance(event, AssignmentBatch)
+    (a,) = event.assignments
+    assert await session.ack([FencedWrite(key=a.key, token=a.fencing_token)]) == ["ok"]
+    await session.close()
+    return a
+
+
+async def test_a_reconnect_that_heartbeats_keeps_the_task_running(
+    engine: Engine, tenant: uuid.UUID
+) -> None:
+    """Stream 1 acks and breaks; stream 2 of the same worker heartbeats and breaks; the
+    worker's completion on stream 3 is accepted: the task never went back."""
+    a = await running(engine, tenant)
+    write = FencedWrite(key=a.key, token=a.fencing_token)
+    second = await engine.open_session(hello(tenant, slots=0))
+    assert await second.heartbeat([write]) == ["ok"]
+    await second.close()
+    task = await engine.get_task(tenant, a.key.id)
+    assert (task.status, task.fencing_token) == (TaskState.RUNNING, a.fencing_token)
+    third = await engine.open_session(hello(tenant, slots=0))
+    done = Completion(key=a.key, token=a.fencing_token, result={"ok": True})
+    assert await third.complete([done]) == ["ok"]
+    task = await engine.get_task(tenant, a.key.id)
+    assert (task.status, task.fencing_token) == (TaskState.COMPLETED, a.fencing_token)
+    assert task.retry_count == 0
+    await third.close()
+
+
+async def test_another_worker_of_the_tenant_cannot_touch_the_task(
+    engine: Engine, tenant: uuid.UUID
+) -> None:
+    """A stream of another worker id, never given the task, is refused on every write,
+    and its close changes nothing."""
+    a = await running(engine, tenant)
+    write = FencedWrite(key=a.key, token=a.fencing_token)
+    other = await engine.open_session(hello(tenant, worker_id="intruder", slots=0))
+    assert await other.heartbeat([write]) == ["stale"]
+    assert await other.ack([write]) == ["stale"]
+    done = Completion(key=a.key, token=a.fencing_token, result={"by": "intruder"})
+    assert await other.complete([done]) == ["stale"]
+    await other.close()
+    task = await engine.get_task(tenant, a.key.id)
+    assert (task.status, task.fencing_token) == (TaskState.RUNNING, a.fencing_token)
+    assert task.result_payload is None
+    # The worker that holds it still completes it.
+    owner = await engine.open_session(hello(tenant, slots=0))
+    assert await owner.complete([dataclasses.replace(done, result={"by": "w"})]) == ["ok"]
+    assert (await engine.get_task(tenant, a.key.id)).result_payload == {"by": "w"}
+    await owner.close()
+
+
+async def test_a_stream_whose_task_was_adopted_does_not_release_it(
+    engine: Engine, tenant: uuid.UUID
+) -> None:
+    """Stream 1 is given a task and has not acked it when the worker reconnects; its
+    ack arrives on stream 2 (RUNNING). When stream 1 is finally closed, the task is no
+    longer stream 1's to give back."""
+    first = await engine.open_session(hello(tenant))
+    await engine.submit(tenant, [SubmitSpec(type="email", payload={}, strict_timing=True)])
+    event = await asyncio.wait_for(first.next_event(), 10)
+    assert isinstance(event, AssignmentBatch)
+    (a,) = event.assignments
+    write = FencedWrite(key=a.key, token=a.fencing_token)
+    second = await engine.open_session(hello(tenant, slots=0))
+    assert await second.ack([write]) == ["ok"]
+    await first.close()
+    task = await engine.get_task(tenant, a.key.id)
+    assert (task.status, task.fencing_token) == (TaskState.RUNNING, a.fencing_token)
+    done = Completion(key=a.key, token=a.fencing_token, result=None)
+    assert await second.complete([done]) == ["ok"]
+    await second.close()
+
+
+async def test_a_reconnected_worker_still_gives_back_what_it_never_acked(
+    engine: Engine, tenant: uuid.UUID
+) -> None:
+    """The adoption of a DISPATCHED task (a heartbeat before the ack) does not make it
+    RUNNING: if the new stream closes without acking, the task goes back at once."""
+    first = await engine.open_session(hello(tenant))
+    await engine.submit(tenant, [SubmitSpec(type="email", payload={}, strict_timing=True)])
+    event = await asyncio.wait_for(first.next_event(), 10)
+    assert isinstance(event, AssignmentBatch)
+    (a,) = event.assignments
+    # The first stream is gone without a close (a dead connection); a second stream of
+    # the same worker heartbeats the task it never acked, then breaks too.
+    assert (await engine.get_task(tenant, a.key.id)).status is TaskState.DISPATCHED
+    second = await engine.open_session(hello(tenant, slots=0))
+    assert await second.heartbeat([FencedWrite(key=a.key, token=a.fencing_token)]) == ["ok"]
+    await second.close()
+    task = await engine.get_task(tenant, a.key.id)
+    assert task.status is TaskState.PRELOADED
+    await first.close()
