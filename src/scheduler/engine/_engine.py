@@ -597,6 +597,33 @@ class Engine:
     def _wake_dispatcher(self) -> None:
         self._dispatch_wake.set()
 
+    # ------------------------------------------------------------------ probes
+    # What the node holds in memory, for metrics, the CLI and tests (read-only).
+    @property
+    def timers(self) -> int:
+        """Tasks waiting in this node's timing wheel for their due tick."""
+        return len(self._wheel)
+
+    def in_wheel(self, task_id: uuid.UUID) -> bool:
+        """Whether ``task_id`` waits in this node's timing wheel."""
+        return task_id in self._wheel_key
+
+    @property
+    def shards_rebuilding(self) -> int:
+        """Shards whose Redis index is being rebuilt from the store right now."""
+        return len(self._rebuilding)
+
+    def sessions(self) -> tuple[WorkerSession, ...]:
+        """The open worker streams (outlets' built-in sessions excluded)."""
+        return tuple(s for s in self._sessions.values() if s.outlet is None)
+
+    async def reconcile(self, *, full: bool = False) -> None:
+        """Run a reconcile pass now (``full``: every PRELOADED row of the owned shards,
+        not only those changed since the last pass)."""
+        if full:
+            self._full_reconcile_at = 0.0
+        await self._reconcile()
+
     # ------------------------------------------------------------------ shards
     def _shard_filter(self) -> list[int] | None:
         """The shards to pre-load and reap: None for all (no cluster)."""

@@ -50,7 +50,7 @@ async def _seed(engine: Engine, index: TimeIndex) -> None:
     back to the wheel, by design) does not change what a test checks."""
 
     async def rebuilding() -> int:
-        return len(engine._rebuilding)
+        return engine.shards_rebuilding
 
     await eventually(rebuilding, until=lambda n: n == 0, what="index rebuilt")
     for shard in range(engine.config.shard_count):
@@ -80,7 +80,7 @@ async def test_tasks_over_the_wheel_cap_dispatch_from_the_index(
             return engine.stats.spilled
 
         await eventually(spilled, until=lambda n: n >= 60 - CAP, what="spilled to the index")
-        assert len(engine._wheel) <= CAP
+        assert engine.timers <= CAP
         s = await engine.open_session(
             WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"t"}), slots=100)
         )

@@ -2,7 +2,7 @@
 
 The periodic reconcile reads only rows changed since the previous one began (less the
 clock-skew allowance); every ``full_reconcile_interval_s`` it reads them all. The test
-drives ``Engine._reconcile`` directly, so what each pass reads does not depend on timing.
+drives ``Engine.reconcile`` directly, so what each pass reads does not depend on timing.
 """
 
 from __future__ import annotations
@@ -48,21 +48,20 @@ async def test_reconcile_reads_recent_changes_and_everything_on_the_full_pass(
     await engine.start()
     try:
         tenant = (await engine.create_tenant(name="t")).id
-        await engine._reconcile()  # a first pass: from now on, passes are incremental
+        await engine.reconcile()  # a first pass: from now on, passes are incremental
         fresh = _written_elsewhere(tenant, engine)
         stale = _written_elsewhere(tenant, engine)
         await store.insert_tasks([fresh], engine.now())
         # Written (updated_at) an hour ago by its clock: outside the incremental window.
         await store.insert_tasks([stale], engine.now() - timedelta(hours=1))
-        assert fresh.id not in engine._wheel_key
+        assert not engine.in_wheel(fresh.id)
 
-        await engine._reconcile()
-        assert fresh.id in engine._wheel_key
-        assert stale.id not in engine._wheel_key
+        await engine.reconcile()
+        assert engine.in_wheel(fresh.id)
+        assert not engine.in_wheel(stale.id)
 
-        engine._full_reconcile_at = 0.0  # the full pass is due
-        await engine._reconcile()
-        assert stale.id in engine._wheel_key
+        await engine.reconcile(full=True)
+        assert engine.in_wheel(stale.id)
     finally:
         await engine.stop()
 
