@@ -5,8 +5,9 @@ It imports no gRPC: the transport layer (``scheduler.server``) drives it through
 """
 
 from scheduler.engine._config import EngineConfig
-from scheduler.engine._engine import Engine, WorkerSession
+from scheduler.engine._engine import Engine
 from scheduler.engine._schedules import ExpectationSpec, ScheduleSpec
+from scheduler.engine._sessions import WorkerSession
 from scheduler.engine._types import (
     AssignmentBatch,
     CancelNotice,

@@ -18,19 +18,19 @@ import contextlib
 import logging
 import math
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from scheduler._aio import wait_event
 from scheduler._errors import NotFound
-from scheduler.engine._types import AssignmentBatch, WorkerHello
-from scheduler.ids import uuid7
-from scheduler.jitter import JitterMode, shard_of
-from scheduler.states import TaskState
-from scheduler.types import Completion, FencedWrite, NewTask, Pool, Tenant
-
-if TYPE_CHECKING:
-    from scheduler.engine._engine import Engine, WorkerSession
+from scheduler.engine._admission import Admission
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._sessions import WorkerSession
+from scheduler.engine._stats import EngineStats
+from scheduler.engine._timeline import Timeline
+from scheduler.engine._types import AssignmentBatch, SubmitSpec, WorkerHello
+from scheduler.store import Store
+from scheduler.types import Completion, FencedWrite, Pool, Tenant
 
 log = logging.getLogger("tickwheel.engine.canary")
 
@@ -48,8 +48,25 @@ def canary_id(at: datetime) -> uuid.UUID:
 class Canary:
     """Schedules canaries and runs them on an in-process session."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(
+        self,
+        store: Store,
+        config: EngineConfig,
+        now: Callable[[], datetime],
+        node_id: str,
+        admission: Admission,
+        timeline: Timeline,
+        stats: EngineStats,
+        open_session: Callable[[WorkerHello], Awaitable[WorkerSession]],
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._now = now
+        self._node_id = node_id
+        self._admission = admission
+        self._timeline = timeline
+        self._stats = stats
+        self._open_session = open_session
         self._session: WorkerSession | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
@@ -59,7 +76,7 @@ class Canary:
         self._wake.set()
 
     async def _ensure_tenant(self) -> None:
-        store = self._engine.store
+        store = self._store
         try:
             await store.get_tenant(SYSTEM_TENANT_ID)
         except NotFound:
@@ -73,9 +90,9 @@ class Canary:
         if self._tasks:
             return
         await self._ensure_tenant()
-        self._session = await self._engine.open_session(
+        self._session = await self._open_session(
             WorkerHello(
-                worker_id=f"{self._engine.node_id}/canary",
+                worker_id=f"{self._node_id}/canary",
                 tenant_id=SYSTEM_TENANT_ID,
                 task_types=frozenset({CANARY_TYPE}),
                 slots=8,
@@ -100,38 +117,28 @@ class Canary:
 
     async def schedule_next(self) -> datetime:
         """Create the canary of the next interval boundary (idempotent); its time."""
-        engine = self._engine
-        interval = engine.config.canary_interval_s
-        now = engine.now()
+        interval = self._config.canary_interval_s
+        now = self._now()
         slot = datetime.fromtimestamp(math.floor(now.timestamp() / interval + 1) * interval, tz=UTC)
         cid = canary_id(slot)
-        await engine.store.record_canary(cid, slot)
-        task_id = uuid7()
-        results = await engine.store.insert_tasks(
-            [
-                NewTask(
-                    id=task_id,
-                    tenant_id=SYSTEM_TENANT_ID,
-                    type=CANARY_TYPE,
-                    payload={"canary_id": str(cid), "scheduled_at": slot.isoformat()},
-                    scheduled_at=slot,
-                    due_at=slot,
-                    idempotency_key=f"canary:{slot.isoformat()}",
-                    shard_id=shard_of(SYSTEM_TENANT_ID, task_id, engine.config.shard_count),
-                    pool=Pool.CRITICAL,
-                    strict_timing=True,
-                    jitter_mode=JitterMode.NONE,
-                    max_retries=0,
-                    initial_state=TaskState.PRELOADED,
-                )
-            ],
-            now,
+        await self._store.record_canary(cid, slot)
+        spec = SubmitSpec(
+            type=CANARY_TYPE,
+            payload={"canary_id": str(cid), "scheduled_at": slot.isoformat()},
+            scheduled_at=slot,
+            pool=Pool.CRITICAL,
+            strict_timing=True,
+            max_retries=0,
         )
-        engine._admit(results)
+        task = self._admission.new_task(
+            SYSTEM_TENANT_ID, spec, now, idempotency_key=f"canary:{slot.isoformat()}"
+        )
+        results = await self._store.insert_tasks([task], now)
+        self._timeline.admit(results)
         return slot
 
     async def _schedule_loop(self) -> None:
-        interval = self._engine.config.canary_interval_s
+        interval = self._config.canary_interval_s
         while True:
             try:
                 await self.schedule_next()
@@ -145,7 +152,6 @@ class Canary:
     async def _worker_loop(self) -> None:
         session = self._session
         assert session is not None
-        engine = self._engine
         while True:
             event = await session.next_event()
             if event is None:
@@ -156,14 +162,14 @@ class Canary:
                 try:
                     cid = uuid.UUID(str(a.payload["canary_id"]))
                     scheduled = datetime.fromisoformat(str(a.payload["scheduled_at"]))
-                    dispatched = engine.now()
+                    dispatched = self._now()
                     await session.ack([FencedWrite(key=a.key, token=a.fencing_token)])
-                    await engine.store.record_canary(cid, scheduled, dispatched_at=dispatched)
-                    engine.stats.canary_lag_ms.append(
+                    await self._store.record_canary(cid, scheduled, dispatched_at=dispatched)
+                    self._stats.canary_lag_ms.append(
                         (dispatched - scheduled).total_seconds() * 1000.0
                     )
                     await session.complete([Completion(key=a.key, token=a.fencing_token)])
-                    await engine.store.record_canary(cid, scheduled, completed_at=engine.now())
+                    await self._store.record_canary(cid, scheduled, completed_at=self._now())
                 except asyncio.CancelledError:
                     raise
                 except Exception:

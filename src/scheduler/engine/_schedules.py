@@ -28,22 +28,23 @@ import builtins
 import dataclasses
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
 
 from scheduler._aio import wait_event
 from scheduler._errors import InvalidArgument
+from scheduler.engine._admission import Admission
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._stats import EngineStats
+from scheduler.engine._timeline import Timeline
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
-from scheduler.jitter import JitterMode, shard_of, stable_hash
-from scheduler.states import TaskState
+from scheduler.jitter import stable_hash
+from scheduler.store import Store
 from scheduler.types import JSON, Expectation, NewTask, OverlapPolicy, Pool, Schedule
-
-if TYPE_CHECKING:
-    from scheduler.engine._engine import Engine
 
 log = logging.getLogger("tickwheel.engine.schedules")
 
@@ -150,8 +151,21 @@ def jitter_of(schedule: Schedule, at: datetime) -> timedelta:
 class Schedules:
     """The engine's schedule front (create, pause, resume, delete) and its loop."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(
+        self,
+        store: Store,
+        config: EngineConfig,
+        now: Callable[[], datetime],
+        admission: Admission,
+        timeline: Timeline,
+        stats: EngineStats,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._now = now
+        self._admission = admission
+        self._timeline = timeline
+        self._stats = stats
         self._wake = asyncio.Event()
 
     def wake(self) -> None:
@@ -159,11 +173,11 @@ class Schedules:
         self._wake.set()
 
     # -- client actions ------------------------------------------------------------------
-    def _validate(self, spec: ScheduleSpec) -> Schedule:
-        engine = self._engine
+    def validate(self, spec: ScheduleSpec) -> Schedule:
+        """The schedule row for ``spec``; InvalidArgument naming the field."""
         if not spec.name or len(spec.name) > 128:
             raise InvalidArgument("schedule.name", "must be 1..128 characters")
-        engine._validate(
+        self._admission.validate(
             SubmitSpec(
                 type=spec.task_type,
                 payload=spec.payload,
@@ -195,7 +209,7 @@ class Schedules:
             raise InvalidArgument("schedule.catchup_window_s", "must not be negative")
         if not 0 <= spec.jitter_s <= MAX_JITTER_S:
             raise InvalidArgument("schedule.jitter_s", f"must be 0..{MAX_JITTER_S:g}")
-        now = engine.now()
+        now = self._now()
         draft = Schedule(
             id=uuid7(),
             tenant_id=uuid.UUID(int=0),
@@ -223,31 +237,31 @@ class Schedules:
 
     async def create(self, tenant_id: uuid.UUID, spec: ScheduleSpec) -> Schedule:
         """Validate and store; the first occurrence is the first one after now."""
-        draft = dataclasses.replace(self._validate(spec), tenant_id=tenant_id)
-        created = await self._engine.store.create_schedule(draft)
+        draft = dataclasses.replace(self.validate(spec), tenant_id=tenant_id)
+        created = await self._store.create_schedule(draft)
         self._wake.set()
         return created
 
     async def get(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> Schedule:
         """One of the tenant's schedules."""
-        return await self._engine.store.get_schedule(tenant_id, schedule_id)
+        return await self._store.get_schedule(tenant_id, schedule_id)
 
     async def list(self, tenant_id: uuid.UUID) -> list[Schedule]:
         """The tenant's schedules."""
-        return await self._engine.store.list_schedules(tenant_id)
+        return await self._store.list_schedules(tenant_id)
 
     async def pause(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> Schedule:
         """Stop creating occurrences (a buffered one is dropped)."""
         current = await self.get(tenant_id, schedule_id)
-        return await self._engine.store.set_schedule_enabled(
-            tenant_id, schedule_id, False, current.next_fire_at, self._engine.now()
+        return await self._store.set_schedule_enabled(
+            tenant_id, schedule_id, False, current.next_fire_at, self._now()
         )
 
     async def resume(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> Schedule:
         """Start again from the first occurrence after now (no catch-up of the pause)."""
         current = await self.get(tenant_id, schedule_id)
-        now = self._engine.now()
-        out = await self._engine.store.set_schedule_enabled(
+        now = self._now()
+        out = await self._store.set_schedule_enabled(
             tenant_id, schedule_id, True, next_after(current, now), now
         )
         self._wake.set()
@@ -255,7 +269,7 @@ class Schedules:
 
     async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> None:
         """Delete; tasks already created stay."""
-        await self._engine.store.delete_schedule(tenant_id, schedule_id)
+        await self._store.delete_schedule(tenant_id, schedule_id)
 
     # -- expectations (read by the watchdog) ---------------------------------------------
     async def register_expectation(
@@ -277,7 +291,7 @@ class Schedules:
         if spec.schedule_id is not None:
             schedule = await self.get(tenant_id, spec.schedule_id)
             job_id = job_id or schedule.name
-        return await self._engine.store.register_expectation(
+        return await self._store.register_expectation(
             Expectation(
                 id=uuid7(),
                 tenant_id=tenant_id,
@@ -286,13 +300,13 @@ class Schedules:
                 tolerance_s=spec.tolerance_s,
                 schedule_id=spec.schedule_id,
                 max_runtime_s=spec.max_runtime_s,
-                created_at=self._engine.now(),
+                created_at=self._now(),
             )
         )
 
     async def list_expectations(self, tenant_id: uuid.UUID) -> builtins.list[Expectation]:
         """The tenant's expectations, by job id."""
-        return await self._engine.store.list_expectations(tenant_id)
+        return await self._store.list_expectations(tenant_id)
 
     # -- the loop ------------------------------------------------------------------------
     async def run(self) -> None:
@@ -305,18 +319,17 @@ class Schedules:
             except Exception:
                 log.exception("schedule pass failed; retrying next interval")
             self._wake.clear()
-            await wait_event(self._wake, self._engine.config.schedule_interval_s)
+            await wait_event(self._wake, self._config.schedule_interval_s)
 
     async def run_once(self) -> int:
         """One pass; returns how many tasks it created."""
-        engine = self._engine
-        now = engine.now()
-        lead = timedelta(seconds=engine.config.schedule_lead_s)
-        due = await engine.store.due_schedules(now + lead, engine.config.schedule_batch)
+        now = self._now()
+        lead = timedelta(seconds=self._config.schedule_lead_s)
+        due = await self._store.due_schedules(now + lead, self._config.schedule_batch)
         if not due:
             return 0
         guarded = [s.id for s in due if s.overlap_policy is not OverlapPolicy.ALLOW]
-        active = await engine.store.active_schedule_tasks(guarded)
+        active = await self._store.active_schedule_tasks(guarded)
         created = 0
         for s in due:
             try:
@@ -327,29 +340,27 @@ class Schedules:
                 log.exception("schedule %s (%s) failed to fire", s.id, s.name)
         return created
 
-    def _task(self, s: Schedule, at: datetime, due_at: datetime) -> NewTask:
-        task_id = uuid7()
-        return NewTask(
-            id=task_id,
-            tenant_id=s.tenant_id,
+    def _task(self, s: Schedule, at: datetime, due_at: datetime, now: datetime) -> NewTask:
+        spec = SubmitSpec(
             type=s.task_type,
             payload=s.payload,
             scheduled_at=at,
-            due_at=due_at,
-            idempotency_key=occurrence_key(s.id, at),
-            shard_id=shard_of(s.tenant_id, task_id, self._engine.config.shard_count),
             pool=s.pool,
             strict_timing=True,
-            jitter_mode=JitterMode.NONE,
             max_retries=s.max_retries,
             timeout_s=s.timeout_s,
+        )
+        return self._admission.new_task(
+            s.tenant_id,
+            spec,
+            now,
+            due_at=due_at,
+            idempotency_key=occurrence_key(s.id, at),
             schedule_id=s.id,
-            initial_state=TaskState.PRELOADED,
         )
 
     async def _fire(self, s: Schedule, now: datetime, until: datetime, live: int) -> int:
-        engine = self._engine
-        limit = engine.config.max_occurrences_per_pass
+        limit = self._config.max_occurrences_per_pass
         times: list[datetime] = []
         new_next = s.next_fire_at
         if s.next_fire_at is not None and s.next_fire_at <= until:
@@ -383,13 +394,13 @@ class Schedules:
             last = fresh[-1]
             to_run.append((last, last + jitter_of(s, last)))
         if to_run:
-            results = await engine.store.insert_tasks(
-                [self._task(s, at, due) for at, due in to_run], now
+            results = await self._store.insert_tasks(
+                [self._task(s, at, due, now) for at, due in to_run], now
             )
-            engine._admit(results)
-            engine.stats.schedule_fired += sum(r.created for r in results)
+            self._timeline.admit(results)
+            self._stats.schedule_fired += sum(r.created for r in results)
         last_fired = max((at for at, _ in to_run), default=None)
-        ok = await engine.store.advance_schedule(
+        ok = await self._store.advance_schedule(
             s.id, s.next_fire_at, new_next, last_fired, buffered, now
         )
         if not ok:

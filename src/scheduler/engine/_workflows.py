@@ -19,13 +19,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from scheduler._errors import InvalidArgument
+from scheduler.engine._admission import Admission
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._timeline import Timeline
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
 from scheduler.states import TaskState
+from scheduler.store import Store
 from scheduler.types import (
     InsertResult,
     NewTask,
@@ -34,9 +38,6 @@ from scheduler.types import (
     Workflow,
     WorkflowView,
 )
-
-if TYPE_CHECKING:
-    from scheduler.engine._engine import Engine
 
 MAX_NODE_ID_LEN = 64
 _KEY_PREFIX = "wf:"
@@ -149,21 +150,31 @@ def validate_dag(spec: WorkflowSpec, max_nodes: int, max_edges: int) -> list[int
 class Workflows:
     """The engine's workflow front: submit and read."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(
+        self,
+        store: Store,
+        config: EngineConfig,
+        now: Callable[[], datetime],
+        admission: Admission,
+        timeline: Timeline,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._now = now
+        self._admission = admission
+        self._timeline = timeline
 
     async def submit(self, tenant_id: uuid.UUID, spec: WorkflowSpec) -> WorkflowResult:
         """Validate the DAG and insert it in one batch (parents before children)."""
-        engine = self._engine
-        cfg = engine.config
+        cfg = self._config
         order = validate_dag(spec, cfg.max_workflow_nodes, cfg.max_workflow_edges)
         for i, node in enumerate(spec.nodes):
-            engine._validate(node.task, f"nodes[{i}].task")
+            self._admission.validate(node.task, f"nodes[{i}].task")
         if spec.idempotency_key is not None and not 0 < len(spec.idempotency_key) <= 128:
             raise InvalidArgument("idempotency_key", "must be 1..128 characters")
-        now = engine.now()
+        now = self._now()
         wf_id = uuid7()
-        workflow, created = await engine.store.create_workflow(
+        workflow, created = await self._store.create_workflow(
             Workflow(
                 id=wf_id,
                 tenant_id=tenant_id,
@@ -177,7 +188,7 @@ class Workflows:
         existing: dict[str, TaskRecord] = {}
         if not created:
             # A resubmission (or a retry after a crash mid-insert): reuse what exists.
-            view = await engine.store.get_workflow(tenant_id, workflow.id)
+            view = await self._store.get_workflow(tenant_id, workflow.id)
             existing = {node_id_of(t): t for t in view.tasks}
         parents: dict[int, list[int]] = collections.defaultdict(list)
         index = {n.node_id: i for i, n in enumerate(spec.nodes)}
@@ -194,7 +205,6 @@ class Workflows:
             if task_spec.scheduled_at is None:
                 # "Now" inside a DAG means "as soon as the parents are done": no jitter.
                 task_spec = dataclasses.replace(task_spec, strict_timing=True)
-            base = engine._new_task(tenant_id, task_spec, now)
             deps = tuple(
                 ids[p]
                 for p in parents.get(i, ())
@@ -202,20 +212,20 @@ class Workflows:
                 or existing[spec.nodes[p].node_id].status is not TaskState.COMPLETED
             )
             # A root due soon goes straight into the wheel, but only when its shard is
-            # this node's (base says so): another node's shard waits SCHEDULED for its
-            # owner, who hears of it at commit (Store.listen_work).
-            ready = not deps and base.initial_state is TaskState.PRELOADED
-            task = dataclasses.replace(
-                base,
+            # this node's (admission decides): another node's shard waits SCHEDULED for
+            # its owner, who hears of it at commit (Store.listen_work).
+            task = self._admission.new_task(
+                tenant_id,
+                task_spec,
+                now,
                 idempotency_key=node_key(workflow.id, node.node_id),
                 workflow_id=workflow.id,
                 depends_on=deps,
-                initial_state=TaskState.PRELOADED if ready else TaskState.SCHEDULED,
             )
             ids[i] = task.id
             new.append(task)
-        results: list[InsertResult] = await engine.store.insert_tasks(new, now) if new else []
-        engine._admit(results)
+        results: list[InsertResult] = await self._store.insert_tasks(new, now) if new else []
+        self._timeline.admit(results)
         tasks = dict(existing)
         for r in results:
             tasks[node_id_of(r.task)] = r.task
@@ -223,4 +233,4 @@ class Workflows:
 
     async def get(self, tenant_id: uuid.UUID, workflow_id: uuid.UUID) -> WorkflowView:
         """The workflow with every node's task and the edges."""
-        return await self._engine.store.get_workflow(tenant_id, workflow_id)
+        return await self._store.get_workflow(tenant_id, workflow_id)

@@ -11,10 +11,29 @@ the caller falls back to PostgreSQL and rebuilds.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from scheduler.index._errors import IndexLost, IndexUnavailable
 from scheduler.index._memory import MemoryTimeIndex
 from scheduler.index._protocol import MAX_POP, TimeIndex
-from scheduler.index._redis import RedisTimeIndex
+
+if TYPE_CHECKING:
+    from scheduler.index._redis import RedisTimeIndex
+
+# The backends that need a network client (etcd, Redis) load on first use, so that
+# importing this package (as the engine does) loads neither the client nor grpc.
+_LAZY = {
+    "RedisTimeIndex": "scheduler.index._redis",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "MAX_POP",

@@ -8,11 +8,31 @@ implement :class:`QuotaGate`; the algorithm and its bound are in ``_protocol``.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from scheduler.quota._config import QuotaConfig
 from scheduler.quota._local import LocalQuota
-from scheduler.quota._open import open_quota
 from scheduler.quota._protocol import QuotaGate, TenantLimits
-from scheduler.quota._redis import RedisQuota
+
+if TYPE_CHECKING:
+    from scheduler.quota._open import open_quota
+    from scheduler.quota._redis import RedisQuota
+
+# The backends that need a network client (etcd, Redis) load on first use, so that
+# importing this package (as the engine does) loads neither the client nor grpc.
+_LAZY = {
+    "open_quota": "scheduler.quota._open",
+    "RedisQuota": "scheduler.quota._redis",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "LocalQuota",

@@ -5,7 +5,7 @@ As in ``_convert``: every ``*_from_proto`` raises
 the request (``nodes[3].task.type``, ``edges[7].child``, ``schedule.timezone``), so bad
 input answers INVALID_ARGUMENT. Graph rules (cycles, unknown ids) and the cron and
 time-zone checks live in the engine (``_workflows.validate_dag``,
-``Schedules._validate``), which names fields the same way; this module checks what only
+``Schedules.validate``), which names fields the same way; this module checks what only
 the wire can get wrong (enums, NaN, ranges of unsigned ints, sizes).
 """
 

@@ -103,13 +103,24 @@ def test_jitter_is_late_only_bounded_and_deterministic() -> None:
     ],
 )
 def test_invalid_schedules_name_the_field(kw: dict[str, object], field: str) -> None:
-    from scheduler.engine import Engine
+    """The schedules part alone (no store call is reached: validation comes first)."""
+    from scheduler.cluster import LocalMembership
+    from scheduler.engine import EngineConfig
+    from scheduler.engine._admission import Admission
     from scheduler.engine._schedules import Schedules, ScheduleSpec
+    from scheduler.engine._shard_state import ShardState
 
+    config = EngineConfig()
+    admission = Admission(config, ShardState(LocalMembership(), clustered=False))
+    schedules = Schedules(
+        None,  # type: ignore[arg-type]
+        config,
+        lambda: utc(2026, 1, 1),
+        admission,
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+    )
     args: dict[str, object] = {"name": "s", "task_type": "t", **kw}
-    schedules = Schedules.__new__(Schedules)
-    schedules._engine = Engine.__new__(Engine)
-    schedules._engine.now = lambda: utc(2026, 1, 1)  # type: ignore[method-assign]
     with pytest.raises(InvalidArgument) as err:
-        schedules._validate(ScheduleSpec(**args))  # type: ignore[arg-type]
+        schedules.validate(ScheduleSpec(**args))  # type: ignore[arg-type]
     assert err.value.field == field

@@ -1,0 +1,133 @@
+"""Admission: the checks every new task passes and the only builder of new tasks.
+
+Owns the task limits and the rule that decides a new task's first state: PRELOADED
+(straight into this node's wheel) when it is due inside the look-ahead *and* its shard
+is this node's, else SCHEDULED for its owner's pre-loader. Calls nothing that does I/O:
+it reads the configuration, the clock it is given and the shard state. Called by the
+submit path of the engine facade, workflows, schedules and the canary, so no caller
+can bypass the rule.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from scheduler._errors import InvalidArgument
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._shard_state import ShardState
+from scheduler.engine._types import SubmitSpec
+from scheduler.ids import uuid7
+from scheduler.jitter import JitterMode, jitter_offset_ms, shard_of
+from scheduler.states import TaskState
+from scheduler.types import NewTask
+
+MAX_TYPE_LEN = 64
+MAX_IDEMPOTENCY_KEY_LEN = 128
+MAX_RETRIES_LIMIT = 100
+
+_check_json = json.JSONEncoder(allow_nan=False).encode
+"""One encoder for every payload check (``json.dumps`` with an option builds a new
+encoder per call)."""
+
+
+class Admission:
+    """Validates submissions and builds :class:`NewTask` rows for the store."""
+
+    def __init__(self, config: EngineConfig, shards: ShardState) -> None:
+        self._config = config
+        self._shards = shards
+
+    def horizon(self, now: datetime) -> datetime:
+        """The end of the look-ahead from ``now``."""
+        return now + timedelta(seconds=self._config.lookahead_s)
+
+    def check_batch(self, specs: Sequence[SubmitSpec]) -> None:
+        """A submit call's size."""
+        if not specs:
+            raise InvalidArgument("tasks", "at least one task is required")
+        limit = self._config.max_submit_batch
+        if len(specs) > limit:
+            raise InvalidArgument("tasks", f"at most {limit} tasks per call")
+
+    def validate(self, spec: SubmitSpec, prefix: str) -> None:
+        """InvalidArgument naming ``prefix``'s field for anything a task may not be."""
+        if not isinstance(spec.type, str) or not spec.type:
+            raise InvalidArgument(f"{prefix}.type", "is required")
+        if len(spec.type) > MAX_TYPE_LEN:
+            raise InvalidArgument(f"{prefix}.type", f"longer than {MAX_TYPE_LEN} characters")
+        if not isinstance(spec.payload, dict):
+            raise InvalidArgument(f"{prefix}.payload", "must be a JSON object")
+        try:
+            _check_json(spec.payload)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"{prefix}.payload", f"not JSON-serialisable: {exc}") from exc
+        if spec.scheduled_at is not None and spec.scheduled_at.tzinfo is None:
+            raise InvalidArgument(f"{prefix}.scheduled_at", "must carry a time zone")
+        if spec.idempotency_key is not None and len(spec.idempotency_key) > (
+            MAX_IDEMPOTENCY_KEY_LEN
+        ):
+            raise InvalidArgument(
+                f"{prefix}.idempotency_key", f"longer than {MAX_IDEMPOTENCY_KEY_LEN} characters"
+            )
+        if not 0 <= spec.max_retries <= MAX_RETRIES_LIMIT:
+            raise InvalidArgument(f"{prefix}.max_retries", f"must be 0..{MAX_RETRIES_LIMIT}")
+        if spec.timeout_s < 0:
+            raise InvalidArgument(f"{prefix}.timeout_s", "must not be negative")
+
+    def new_task(
+        self,
+        tenant_id: uuid.UUID,
+        spec: SubmitSpec,
+        now: datetime,
+        horizon: datetime | None = None,
+        *,
+        due_at: datetime | None = None,
+        idempotency_key: str | None = None,
+        workflow_id: uuid.UUID | None = None,
+        depends_on: tuple[uuid.UUID, ...] = (),
+        schedule_id: uuid.UUID | None = None,
+    ) -> NewTask:
+        """The row for ``spec`` (checked with :meth:`validate` first).
+
+        ``horizon``: the end of the look-ahead from ``now`` (computed when None).
+        ``due_at``: the effective due time when the caller decided it (a schedule's own
+        jitter, a canary's slot); otherwise the jitter of ``spec`` sets it. A task with
+        ``depends_on`` starts SCHEDULED: its parents release it.
+        """
+        if horizon is None:
+            horizon = self.horizon(now)
+        task_id = uuid7()
+        shard = shard_of(tenant_id, task_id, self._config.shard_count)
+        scheduled_at = spec.scheduled_at or now
+        mode = JitterMode.NONE if spec.strict_timing else spec.jitter_mode
+        if due_at is None:
+            offset = jitter_offset_ms(
+                tenant_id, task_id, mode, window_s=self._config.jitter_window_s
+            )
+            due_at = scheduled_at + timedelta(milliseconds=offset) if offset else scheduled_at
+        # Straight into this node's wheel when due soon and its shard is ours; in a
+        # cluster, another node's shard waits SCHEDULED for its owner's pre-loader.
+        preload = not depends_on and due_at <= horizon and self._shards.serves(shard)
+        return NewTask(
+            id=task_id,
+            tenant_id=tenant_id,
+            type=spec.type,
+            payload=spec.payload,
+            scheduled_at=scheduled_at,
+            due_at=due_at,
+            idempotency_key=idempotency_key or spec.idempotency_key or str(task_id),
+            shard_id=shard,
+            pool=spec.pool,
+            strict_timing=spec.strict_timing,
+            jitter_mode=mode,
+            max_retries=spec.max_retries,
+            timeout_s=spec.timeout_s,
+            trace_context=spec.trace_context,
+            workflow_id=workflow_id,
+            depends_on=depends_on,
+            schedule_id=schedule_id,
+            initial_state=TaskState.PRELOADED if preload else TaskState.SCHEDULED,
+        )

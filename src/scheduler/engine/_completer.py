@@ -1,0 +1,194 @@
+"""The completer: every fenced worker write, batched into one store call per kind.
+
+Owns the five batchers (ack, heartbeat, complete, fail, release) and what follows an
+accepted write: the worker slot comes back, DAG children released by a completion go
+into the timeline, a failure gets its retry time, a released task is reloaded. Calls
+the store, the slots ledger, the timeline and the pre-loader (its ``wake`` and
+``reload``). Called by worker sessions (streams and the built-in canary), the unary
+CompleteTask/FailTask path of the facade, and Kafka consumers' sessions alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from scheduler.engine._batcher import Batcher
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._slots import Slots
+from scheduler.engine._stats import EngineStats
+from scheduler.engine._timeline import Timeline
+from scheduler.engine._types import FailureReport
+from scheduler.jitter import stable_hash
+from scheduler.states import TaskState
+from scheduler.store import Store
+from scheduler.types import JSON, Completion, Failure, FencedWrite, Outcome, Release, TaskKey
+
+log = logging.getLogger("tickwheel.engine")
+
+
+class Completer:
+    """Group commit of worker writes (brief §2: one statement per kind per tick)."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: EngineConfig,
+        now: Callable[[], datetime],
+        stats: EngineStats,
+        slots: Slots,
+        timeline: Timeline,
+        wake_preloader: Callable[[], None],
+        reload: Callable[[Sequence[Release]], Awaitable[None]],
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._now = now
+        self._stats = stats
+        self._slots = slots
+        self._timeline = timeline
+        self._wake_preloader = wake_preloader
+        self._reload = reload
+        mb = config.max_batch
+        self._acks: Batcher[FencedWrite, Outcome] = Batcher("ack", self._flush_acks, max_batch=mb)
+        self._heartbeats: Batcher[FencedWrite, Outcome] = Batcher(
+            "heartbeat", self._flush_heartbeats, max_batch=mb
+        )
+        self._completions: Batcher[Completion, Outcome] = Batcher(
+            "complete", self._flush_completions, max_batch=mb
+        )
+        self._failures: Batcher[FailureReport, Outcome] = Batcher(
+            "fail", self._flush_failures, max_batch=mb
+        )
+        self._releases: Batcher[Release, Outcome] = Batcher(
+            "release", self._flush_releases, max_batch=mb
+        )
+        self._batchers: tuple[Batcher[Any, Any], ...] = (
+            self._acks,
+            self._heartbeats,
+            self._completions,
+            self._failures,
+            self._releases,
+        )
+
+    def start(self) -> None:
+        """Start the batchers."""
+        for batcher in self._batchers:
+            batcher.start()
+
+    async def stop(self) -> None:
+        """Flush and stop the batchers; safe twice or before start."""
+        for batcher in self._batchers:
+            await batcher.stop()
+
+    # -- the writes ----------------------------------------------------------------------
+    async def ack(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        """DISPATCHED -> RUNNING (fenced)."""
+        return await self._acks.submit_many(writes)
+
+    async def heartbeat(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        """Extend the leases (fenced)."""
+        return await self._heartbeats.submit_many(writes)
+
+    async def complete(self, items: Sequence[Completion]) -> list[Outcome]:
+        """RUNNING -> COMPLETED (fenced)."""
+        return await self._completions.submit_many(items)
+
+    async def fail(self, items: Sequence[FailureReport]) -> list[Outcome]:
+        """A failed attempt: RETRYING with backoff, or DEAD_LETTER (fenced)."""
+        return await self._failures.submit_many(items)
+
+    async def release(self, items: Sequence[Release]) -> list[Outcome]:
+        """Give tasks back without using an attempt (fenced)."""
+        return await self._releases.submit_many(items)
+
+    async def checkpoint(self, key: TaskKey, token: int, data: JSON) -> Outcome:
+        """Store progress for a resume (fenced)."""
+        return await self._store.checkpoint(key, token, data, self._now())
+
+    async def confirm_cancel(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        """The worker stopped cancelled tasks: RUNNING -> CANCELLED (fenced)."""
+        outcomes = await self._store.confirm_cancel(writes, self._now())
+        self._free_ok(writes, outcomes)
+        if any(o is Outcome.OK for o in outcomes):
+            # The store applied the upstream policy: wake the pre-loader for any
+            # children now at zero (policy continue).
+            self._wake_preloader()
+        return outcomes
+
+    async def release_unacked(self, held: Sequence[tuple[TaskKey, int]]) -> None:
+        """A closed session's tasks: DISPATCHED ones go back now; RUNNING keep leases."""
+        try:
+            await self._releases.submit_many([Release(key=k, token=t) for k, t in held])
+        except RuntimeError:
+            # Engine already stopped: their leases lapse and the reaper requeues them.
+            log.warning("could not release %d unacked tasks; leases will expire", len(held))
+
+    def count_stale(self, outcomes: Sequence[Outcome]) -> None:
+        """Count the writes that were refused (zombies, strangers, unknown tasks)."""
+        self._stats.stale_writes += sum(o is not Outcome.OK for o in outcomes)
+
+    def retry_at(self, key: TaskKey, tenant_id: uuid.UUID, attempt: int) -> datetime:
+        """Exponential backoff with deterministic jitter (up to +25%), capped."""
+        cfg = self._config
+        base = min(cfg.retry_max_s, cfg.retry_base_s * (2 ** max(attempt - 1, 0)))
+        spread = (stable_hash(tenant_id, key.id) ^ attempt) % 1000 / 4000.0
+        return self._now() + timedelta(seconds=base * (1.0 + spread))
+
+    # -- flushes -------------------------------------------------------------------------
+    def _free_ok(self, items: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
+        """Accepted completions, failures and releases free their worker slot.
+
+        Only OK: a zombie's rejected write must not free the slot of the worker that
+        holds the task now (the reaper freed the zombie's slot when its lease lapsed).
+        """
+        for item, outcome in zip(items, outcomes, strict=True):
+            if outcome is Outcome.OK:
+                self._slots.free(item.key.id)
+
+    async def _flush_acks(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        lease = self._now() + timedelta(seconds=self._config.lease_ttl_s)
+        return await self._store.ack(writes, lease, self._now())
+
+    async def _flush_heartbeats(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        lease = self._now() + timedelta(seconds=self._config.lease_ttl_s)
+        return await self._store.heartbeat(writes, lease, self._now())
+
+    async def _flush_completions(self, items: Sequence[Completion]) -> list[Outcome]:
+        results = await self._store.complete(items, self._now())
+        self._free_ok(items, [r.outcome for r in results])
+        self._timeline.add([c for r in results for c in r.ready_children])
+        self._stats.completed += sum(r.outcome is Outcome.OK for r in results)
+        return [r.outcome for r in results]
+
+    async def _flush_failures(self, items: Sequence[FailureReport]) -> list[Outcome]:
+        failures = [
+            Failure(
+                key=f.key,
+                token=f.token,
+                error=f.error,
+                retryable=f.retryable,
+                retry_at=self.retry_at(f.key, f.tenant_id or uuid.UUID(int=0), f.attempt or 1),
+            )
+            for f in items
+        ]
+        results = await self._store.fail(failures, self._now())
+        self._free_ok(items, [r.outcome for r in results])
+        if any(r.new_state in (TaskState.RETRYING, TaskState.DEAD_LETTER) for r in results):
+            # A retry to pre-load, or children released by the upstream policy.
+            self._wake_preloader()
+        self._stats.failed += sum(r.outcome is Outcome.OK for r in results)
+        return [r.outcome for r in results]
+
+    async def _flush_releases(self, items: Sequence[Release]) -> list[Outcome]:
+        outcomes = await self._store.release(items, self._now())
+        self._free_ok(items, outcomes)
+        requeue = [r for r, o in zip(items, outcomes, strict=True) if o is Outcome.OK]
+        if requeue:
+            # Released tasks are PRELOADED again: reload them so they go out at once.
+            self._wake_preloader()
+            await self._reload(requeue)
+        return outcomes

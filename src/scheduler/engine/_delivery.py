@@ -1,0 +1,97 @@
+"""Delivery: committed assignments held in memory until their due tick, then pushed.
+
+Owns the heap of (due, session, assignment) waiting for their tick, an id index of
+what it holds, and the cancels that arrived while a task was held (the notice must
+follow the task, not reach the worker before it). Calls only the sessions it holds
+assignments for (their ``deliver`` and ``notify_cancel``). Called by the dispatcher
+(``hold`` after a commit) and by the engine's cancel (``cancel_on_delivery``); runs
+its own loop, separate from the dispatcher's so a slow commit never delays a delivery
+that was already committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import heapq
+import itertools
+import uuid
+from collections.abc import Callable
+
+from scheduler._aio import wait_event
+from scheduler.engine._sessions import WorkerSession
+from scheduler.engine._stats import EngineStats
+from scheduler.engine._timeline import to_ms
+from scheduler.types import Assignment
+
+
+class Delivery:
+    """Commit ahead, deliver on time (brief §12)."""
+
+    def __init__(self, now_ms: Callable[[], int], stats: EngineStats) -> None:
+        self._now_ms = now_ms
+        self._stats = stats
+        self._heap: list[tuple[int, int, WorkerSession, Assignment]] = []
+        self._seq = itertools.count()
+        self._holding: collections.Counter[uuid.UUID] = collections.Counter()
+        self._cancel: set[uuid.UUID] = set()
+        self._wake = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def hold(self, session: WorkerSession, a: Assignment) -> None:
+        """Deliver ``a`` to ``session`` at its due tick."""
+        heapq.heappush(self._heap, (to_ms(a.due_at), next(self._seq), session, a))
+        self._holding[a.key.id] += 1
+
+    def wake(self) -> None:
+        """New assignments are held: look at the earliest again."""
+        self._wake.set()
+
+    def cancel_on_delivery(self, task_id: uuid.UUID) -> bool:
+        """A cancel for ``task_id``: if it is held for its due tick, its notice follows
+        it (True); else the caller tells the worker that holds it now (False)."""
+        if not self._holding.get(task_id):
+            return False
+        self._cancel.add(task_id)
+        return True
+
+    def deliver_due(self, now_ms: int) -> None:
+        """Push committed assignments whose due tick has come, grouped per session."""
+        heap = self._heap
+        if not heap or heap[0][0] > now_ms:
+            return
+        per_session: dict[str, tuple[WorkerSession, list[Assignment]]] = {}
+        holding = self._holding
+        while heap and heap[0][0] <= now_ms:
+            due_ms, _, session, a = heapq.heappop(heap)
+            left = holding[a.key.id] - 1
+            if left > 0:
+                holding[a.key.id] = left
+            else:
+                del holding[a.key.id]
+            self._stats.lateness_ms.append(float(now_ms - due_ms))
+            per_session.setdefault(session.session_id, (session, []))[1].append(a)
+        for session, batch in per_session.values():
+            self._stats.delivered += len(batch)
+            session.deliver(tuple(batch))
+            if self._cancel:
+                # Cancelled while held for its due tick: the notice follows the task.
+                for a in batch:
+                    if a.key.id in self._cancel:
+                        self._cancel.discard(a.key.id)
+                        session.notify_cancel(a.key, a.fencing_token)
+
+    async def run(self) -> None:
+        """Deliver at each due tick until cancelled."""
+        while True:
+            self._wake.clear()
+            self.deliver_due(self._now_ms())
+            timeout = None
+            if self._heap:
+                timeout = max(0.0, (self._heap[0][0] - self._now_ms()) / 1000.0)
+                if timeout == 0.0:
+                    await asyncio.sleep(0)
+                    continue
+            await wait_event(self._wake, timeout)

@@ -1,0 +1,308 @@
+"""The dispatcher: due tasks -> ready queues -> matched to sessions -> one commit.
+
+Owns the dispatch loop, the commit lead (how far ahead of the due tick it commits, from
+recent commit times), the pool gates (critical reserve, bulk cap), the quota throttle
+and the round robin over sessions. A round takes what is due (the timeline, and the
+index mirror's spilled tasks), pairs tasks with sessions that have credit, commits the
+whole batch in one store call and hands the assignments to delivery; a failed commit
+puts everything back as it was. Calls the store, the quota gate, the timeline, the
+ready queues, fair share, the sessions registry, the slots ledger, delivery, the index
+mirror and the shard state. Called by the facade (start, wake, pool metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from scheduler._aio import wait_event
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._delivery import Delivery
+from scheduler.engine._fair_share import FairShare
+from scheduler.engine._index_mirror import IndexMirror
+from scheduler.engine._ready import POOL_ORDER, ReadyQueues
+from scheduler.engine._sessions import Sessions, WorkerSession
+from scheduler.engine._shard_state import ShardState
+from scheduler.engine._slots import Slots
+from scheduler.engine._stats import EngineStats, PoolMetrics
+from scheduler.engine._timeline import Timeline, to_ms
+from scheduler.quota import QuotaGate
+from scheduler.store import Store
+from scheduler.types import DispatchRequest, Pool, Preloaded
+
+log = logging.getLogger("tickwheel.engine")
+
+
+class Dispatcher:
+    """Wheel -> ready queues -> one batched dispatch commit per round."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        config: EngineConfig,
+        now: Callable[[], datetime],
+        quota: QuotaGate,
+        shards: ShardState,
+        timeline: Timeline,
+        mirror: IndexMirror,
+        ready: ReadyQueues,
+        fair_share: FairShare,
+        sessions: Sessions,
+        slots: Slots,
+        delivery: Delivery,
+        stats: EngineStats,
+        outlet_pools: frozenset[Pool],
+        reload_shard: Callable[[int], None],
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._now = now
+        self._quota = quota
+        self._shards = shards
+        self._timeline = timeline
+        self._mirror = mirror
+        self._ready = ready
+        self._fair_share = fair_share
+        self._sessions = sessions
+        self._slots = slots
+        self._delivery = delivery
+        self._stats = stats
+        self._outlet_pools = outlet_pools
+        self._reload_shard = reload_shard
+        self._wake = asyncio.Event()
+        self._commit_ms: collections.deque[float] = collections.deque(maxlen=32)
+        self._throttled_until = 0.0
+        self._rr = 0
+
+    def wake(self) -> None:
+        """Look at the wheel, the ready queues and the sessions' credit now."""
+        self._wake.set()
+
+    def _now_ms(self) -> int:
+        return to_ms(self._now())
+
+    def lead_ms(self) -> int:
+        """How far ahead of the due tick to commit: covers the recent commit times.
+
+        A durable commit usually takes well under a millisecond but sometimes stalls
+        for hundreds (brief §12); the lead follows 1.5x the slowest of the last
+        commits, between ``dispatch_lead_ms`` and ``dispatch_lead_max_ms``.
+        """
+        recent = max(self._commit_ms, default=0.0)
+        lead = int(recent * 1.5) + 1
+        return max(self._config.dispatch_lead_ms, min(self._config.dispatch_lead_max_ms, lead))
+
+    async def run(self) -> None:
+        """The dispatch loop, until cancelled."""
+        while True:
+            # Cleared before the work, so a nudge that arrives during it is not lost.
+            self._wake.clear()
+            lead = self.lead_ms()
+            now_ms = self._now_ms()
+            # A round fires the wheel only once its earliest task is within the lead,
+            # and then takes a window more: wake-ups in between (completions, credit)
+            # must not commit the trickle that just came into range one task at a time.
+            harvest = lead + self._config.dispatch_window_ms
+            nxt = self._timeline.next_due_ms()
+            if nxt is not None and nxt <= now_ms + lead:
+                self._ready.extend(self._timeline.fire(now_ms + harvest))
+            if self._mirror.spilled:
+                await self._pop_spilled(harvest)
+            await self._report_finished()
+            while len(self._ready) and await self.match_and_commit():
+                pass
+            await self._sleep_until_next(lead)
+
+    async def _pop_spilled(self, ahead_ms: int) -> None:
+        """Due tasks that wait in the Redis index (the wheel was over its cap)."""
+        items, failed = await self._mirror.pop_due(self._now_ms() + ahead_ms)
+        for shard in failed:
+            self._reload_shard(shard)
+        for p in items:
+            if p.key.id not in self._timeline:  # wheel tasks fire from the wheel
+                self._ready.push(p)
+
+    async def _sleep_until_next(self, lead: int) -> None:
+        nxt = self._timeline.next_due_ms()
+        timeout = self._config.index_poll_ms / 1000.0 if self._mirror.spilled else None
+        if nxt is not None:
+            until = max(0.0, (nxt - lead - self._now_ms()) / 1000.0)
+            timeout = until if timeout is None else min(timeout, until)
+            if timeout == 0.0:
+                await asyncio.sleep(0)
+                return
+        throttled = self._throttled_until - time.monotonic()
+        if len(self._ready) and throttled > 0:
+            timeout = throttled if timeout is None else min(timeout, throttled)
+        await wait_event(self._wake, timeout)
+
+    async def _report_finished(self) -> None:
+        done = self._slots.take_finished()
+        if done:
+            await self._quota.finished(done)
+
+    def _pool_open(self, pool: Pool, capacity: int) -> bool:
+        """Whether a free slot may take work from ``pool`` now (brief §8).
+
+        Bulk never holds more than ``bulk_max_slots``. While a critical task waits,
+        standard and bulk may not grow into the ``critical_reserved_slots`` part of the
+        capacity; while none waits, they may (work stealing). Running tasks are never
+        taken back: critical simply gets every slot that frees up first.
+        """
+        if pool is Pool.CRITICAL:
+            return True
+        slots = self._slots
+        if pool is Pool.BULK and slots.in_pool(Pool.BULK) >= self._config.bulk_max_slots:
+            return False
+        if self._ready.depth(Pool.CRITICAL) == 0:
+            return True
+        noncritical = slots.in_pool(Pool.STANDARD) + slots.in_pool(Pool.BULK)
+        return noncritical < capacity - self._config.critical_reserved_slots
+
+    def _undo(self, s: WorkerSession, p: Preloaded) -> None:
+        s.return_credit()
+        self._slots.give_back(p)
+
+    async def match_and_commit(self) -> int:
+        """Pair ready tasks with sessions that have credit; one store call per batch.
+
+        Sessions are served round robin, one slot at a time; each free slot takes the
+        first pool that is open and has work the session can run (critical, standard,
+        bulk), and inside a pool the tenant whose turn it is by weight. Returns how
+        many tasks it committed (0: nothing could be matched).
+        """
+        cfg = self._config
+        now = self._now()
+        ttl = timedelta(seconds=cfg.lease_ttl_s)
+        sessions = self._sessions.takers()
+        if not sessions:
+            return 0
+        # Start each round at a different session, so a lone task does not always go
+        # to the same worker.
+        self._rr = (self._rr + 1) % len(sessions)
+        sessions = sessions[self._rr :] + sessions[: self._rr]
+        await self._fair_share.learn(self._ready.tenants())
+        credits = sum(s.credits for s in sessions)
+        capacity = credits + len(self._slots)
+        # Quotas (rate and in-flight cap per tenant, shared by every node): one reserve
+        # call per round for every tenant with waiting work; unused grants go back.
+        wanted = {
+            t: min(n, credits, cfg.dispatch_batch) for t, n in self._ready.tenant_counts().items()
+        }
+        grants = await self._quota.reserve(
+            wanted, {t: self._fair_share.limits(t) for t in wanted}, now.timestamp()
+        )
+
+        def allow(tenant_id: uuid.UUID) -> bool:
+            return grants.get(tenant_id, 0) > 0
+
+        picks: list[tuple[WorkerSession, Preloaded]] = []
+        active = collections.deque(sessions)
+        while active and len(picks) < cfg.dispatch_batch and len(self._ready):
+            s = active.popleft()
+            task = None
+            for pool in POOL_ORDER:
+                if (
+                    pool in s.pools
+                    and (s.outlet is not None or pool not in self._outlet_pools)
+                    and self._pool_open(pool, capacity)
+                ):
+                    task = self._ready.pop(pool, s.task_types, s.scope, allow)
+                    if task is not None:
+                        break
+            if task is None:
+                continue  # nothing this session can run right now
+            grants[task.tenant_id] -= 1
+            s.take_credit()
+            self._slots.take(task)
+            picks.append((s, task))
+            if s.credits > 0:
+                active.append(s)
+        unused = {t: n for t, n in grants.items() if n > 0}
+        if len(self._ready) and any(grants.get(t, 0) < n for t, n in wanted.items()):
+            # Throttled work stays PRELOADED in the ready queue; look again shortly.
+            self._throttled_until = time.monotonic() + cfg.throttle_retry_s
+        if not picks:
+            if unused:
+                await self._quota.refund(unused, now.timestamp())
+            return 0
+        if self._shards.clustered:
+            # Stop dispatching from a shard as soon as its lease is no longer trusted
+            # (a margin before the TTL); the store refuses stale epochs anyway. Shards
+            # being gained are claimed in etcd and their epoch is ours already.
+            owned = self._shards.owned_or_gaining()
+            lost = [(s, p) for s, p in picks if p.shard_id not in owned]
+            if lost:
+                for s, p in lost:
+                    self._undo(s, p)
+                    unused[p.tenant_id] = unused.get(p.tenant_id, 0) + 1
+                picks = [(s, p) for s, p in picks if p.shard_id in owned]
+                if not picks:
+                    await self._quota.refund(unused, now.timestamp())
+                    return 0
+        requests = [
+            DispatchRequest(
+                key=p.key,
+                worker_id=s.worker_id,
+                # From the due time, not the commit: a task committed ahead (the lead
+                # and the window) still gets its whole lease once it is delivered.
+                lease_expires_at=max(now, p.due_at) + ttl,
+                epoch=self._shards.epoch(p.shard_id),
+                running=s.start_on_delivery,
+            )
+            for s, p in picks
+        ]
+        started = time.monotonic()
+        try:
+            assignments = await self._store.mark_dispatched(requests, now)
+        except Exception:
+            log.exception("dispatch commit failed; tasks stay PRELOADED and are retried")
+            back: collections.Counter[uuid.UUID] = collections.Counter(unused)
+            for s, p in reversed(picks):
+                self._undo(s, p)
+                back[p.tenant_id] += 1
+                self._ready.push(p, front=True)
+            await self._quota.refund(back, now.timestamp())
+            await asyncio.sleep(0.1)
+            return 0
+        self._commit_ms.append((time.monotonic() - started) * 1000.0)
+        self._stats.dispatch_rounds += 1
+        now_ms = to_ms(now)
+        refund: collections.Counter[uuid.UUID] = collections.Counter(unused)
+        pool_wait = self._stats.pool_wait_ms
+        for (s, p), a in zip(picks, assignments, strict=True):
+            if a is None:  # cancelled between pre-load and dispatch
+                self._undo(s, p)
+                refund[p.tenant_id] += 1
+                continue
+            pool_wait[p.pool].append(float(max(0, now_ms - to_ms(p.due_at))))
+            s.assigned(a)
+            self._delivery.hold(s, a)
+        if refund:
+            await self._quota.refund(refund, now.timestamp())
+        self._mirror.remove([p.key for _, p in picks], [p.shard_id for _, p in picks])
+        self._stats.dispatched += sum(a is not None for a in assignments)
+        self._delivery.wake()
+        return len(picks)
+
+    def pool_metrics(self) -> dict[Pool, PoolMetrics]:
+        """Depth, wait time, slots used and reserved, per pool."""
+        out = {}
+        cfg = self._config
+        for pool in POOL_ORDER:
+            waits = sorted(self._stats.pool_wait_ms[pool])
+            out[pool] = PoolMetrics(
+                depth=self._ready.depth(pool),
+                wait_p50_ms=waits[len(waits) // 2] if waits else None,
+                wait_p99_ms=waits[min(len(waits) - 1, int(0.99 * len(waits)))] if waits else None,
+                slots_used=self._slots.in_pool(pool),
+                slots_reserved=cfg.critical_reserved_slots if pool is Pool.CRITICAL else 0,
+                slots_max=cfg.bulk_max_slots if pool is Pool.BULK else None,
+            )
+        return out

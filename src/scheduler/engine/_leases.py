@@ -1,0 +1,68 @@
+"""Leases: the reaper that takes back tasks whose worker went silent.
+
+Owns no state. Calls the store (``reclaim_expired``), the slots ledger, the sessions
+registry (the session lets the task go and may stall), the timeline (requeued tasks go
+back into the wheel) and the pre-loader's wake (retries and released children). Called
+by the pre-loader's loop, which runs pre-load, reap and reconcile in one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._sessions import Sessions
+from scheduler.engine._shard_state import ShardState
+from scheduler.engine._slots import Slots
+from scheduler.engine._stats import EngineStats
+from scheduler.engine._timeline import Timeline
+from scheduler.store import Store
+
+
+class Reaper:
+    """Expired leases -> RETRYING, DEAD_LETTER, CANCELLED, or back to PRELOADED."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: EngineConfig,
+        now: Callable[[], datetime],
+        shards: ShardState,
+        slots: Slots,
+        sessions: Sessions,
+        timeline: Timeline,
+        stats: EngineStats,
+        wake_preloader: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._now = now
+        self._shards = shards
+        self._slots = slots
+        self._sessions = sessions
+        self._timeline = timeline
+        self._stats = stats
+        self._wake_preloader = wake_preloader
+
+    async def reclaim_once(self) -> None:
+        """Take back every expired lease of this node's shards (in batches)."""
+        scope = self._shards.scope()
+        if scope == []:
+            return
+        batch = self._config.preload_batch
+        while True:
+            result = await self._store.reclaim_expired(scope, self._now(), batch)
+            gone = [*result.retrying, *result.dead_lettered, *result.cancelled]
+            requeued = {p.key.id for p in result.requeued}
+            for key in (*gone, *(p.key for p in result.requeued)):
+                self._slots.free(key.id)
+                self._sessions.expired(key.id, requeued=key.id in requeued)
+            self._timeline.add(result.requeued)
+            if result.dead_lettered or result.cancelled or result.retrying:
+                # Retries to pre-load; children released by the upstream policy.
+                self._wake_preloader()
+            n = len(result.requeued) + len(gone)
+            self._stats.reclaimed += n
+            if n < batch:
+                return

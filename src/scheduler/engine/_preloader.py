@@ -1,0 +1,243 @@
+"""The pre-loader: brings PRELOADED work of this node's shards into the timeline.
+
+Owns the one background loop that runs a claim pass (SCHEDULED/RETRYING due within the
+look-ahead -> PRELOADED), the reaper and, in a cluster, the reconcile (PRELOADED rows
+other nodes wrote for our shards), and the loop that hears other nodes' work notices.
+Also loads whole shards (on a gain: from the index when there is one, then reconciled
+from the store) and reloads released tasks. Calls the store, the timeline, the index
+mirror, the reaper and the shard state. Called by the facade (start, wake, reconcile),
+the shard handler (load on a gain) and the completer (reload after a release).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from scheduler._aio import Background, wait_event
+from scheduler._errors import NotFound
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._index_mirror import IndexMirror
+from scheduler.engine._leases import Reaper
+from scheduler.engine._shard_state import ShardState
+from scheduler.engine._timeline import Timeline
+from scheduler.index import IndexUnavailable
+from scheduler.states import TaskState
+from scheduler.store import Store
+from scheduler.types import Preloaded, Release, TaskKey
+
+log = logging.getLogger("tickwheel.engine")
+
+
+class Preloader:
+    """Claim, reap and reconcile; load shards; reload released tasks."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: EngineConfig,
+        now: Callable[[], datetime],
+        shards: ShardState,
+        timeline: Timeline,
+        mirror: IndexMirror,
+        background: Background,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._now = now
+        self._shards = shards
+        self._timeline = timeline
+        self._mirror = mirror
+        self._background = background
+        self._reaper: Reaper | None = None
+        self._wake = asyncio.Event()
+        self._reconcile_at = 0.0
+        self._reconciled_from: datetime | None = None  # start of the last reconcile
+        self._full_reconcile_at = 0.0
+        self.stopping = False
+        """Set while the engine stops: notices are no longer acted on."""
+
+    def use_reaper(self, reaper: Reaper) -> None:
+        """The reaper this loop runs (it needs the sessions, built after this)."""
+        self._reaper = reaper
+
+    def wake(self) -> None:
+        """Run a pass now."""
+        self._wake.set()
+
+    def _horizon(self) -> datetime:
+        return self._now() + timedelta(seconds=self._config.lookahead_s)
+
+    # -- the loop ------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Claim, reap, reconcile; then wait for a wake or the interval."""
+        while True:
+            # Cleared before the pass, so a wake-up that arrives during it (a work
+            # notice for rows the pass's claim did not see yet) runs another pass.
+            self._wake.clear()
+            try:
+                await self._preload_once()
+                if self._reaper is not None:
+                    await self._reaper.reclaim_once()
+                if self._shards.clustered and time.monotonic() >= self._reconcile_at:
+                    await self.reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("pre-load cycle failed; retrying next interval")
+            await wait_event(self._wake, self._config.preload_interval_s)
+
+    async def _preload_once(self) -> None:
+        horizon = self._horizon()
+        scope = self._shards.scope()
+        if scope == []:
+            return  # owns nothing (yet)
+        while True:
+            batch = await self._store.claim_preload(
+                scope, horizon, self._config.preload_batch, self._now()
+            )
+            self._timeline.add(batch)
+            if len(batch) < self._config.preload_batch:
+                return
+
+    async def reconcile(self, *, full: bool = False) -> None:
+        """PRELOADED rows written by other nodes for our shards (a release, a DAG child,
+        a row an old owner wrote) reach our wheel here.
+
+        Only rows changed since the previous reconcile began (less the clock skew
+        allowance) are read; every ``full_reconcile_interval_s`` (or with ``full``) all
+        of them are.
+        """
+        if full:
+            self._full_reconcile_at = 0.0
+        mono = time.monotonic()
+        self._reconcile_at = mono + self._config.reconcile_interval_s
+        started = self._now()
+        since = self._reconciled_from
+        if since is not None and mono < self._full_reconcile_at:
+            since -= timedelta(seconds=self._config.reconcile_skew_s)
+        else:
+            since = None
+            self._full_reconcile_at = mono + self._config.full_reconcile_interval_s
+        shards = sorted(self._shards.owned())
+        if shards:
+            await self.load_from_store(shards, rebuild_index=False, changed_since=since)
+        self._reconciled_from = started
+
+    # -- work notices (a cluster) ----------------------------------------------------------
+    async def hear_notices(self) -> None:
+        """In a cluster: hear other nodes' writes that make work for our shards (a task
+        submitted through them, a workflow child they released), so it reaches our wheel
+        in milliseconds instead of at the next pre-load or reconcile. Those passes stay
+        the safety net: a lost notice, or a lost connection, costs latency only."""
+        while True:
+            try:
+                notices = await self._store.listen_work(self._on_work_notice)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("work notices unavailable (%s); retrying in 5 s", exc)
+                await asyncio.sleep(5.0)
+                continue
+            if notices is None:
+                return  # the store has no channel: nothing to hear
+            try:
+                await notices.wait_closed()
+            finally:
+                await notices.close()
+            log.warning("work notice connection lost; reconnecting")
+            # Whatever was said meanwhile was not heard: look now.
+            self._reconcile_at = 0.0
+            self._wake.set()
+            await asyncio.sleep(1.0)
+
+    def _on_work_notice(self, shards: frozenset[int], reconcile: bool) -> None:
+        if self.stopping or not self._shards.owned() & shards:
+            return
+        if reconcile:
+            self._reconcile_at = 0.0
+        self._wake.set()
+
+    # -- whole shards --------------------------------------------------------------------
+    async def load_shards(self, shards: Sequence[int]) -> None:
+        """Load the PRELOADED tasks of ``shards`` into the wheel (after a gain).
+
+        From the Redis index when there is one (fast), then always reconciled from the
+        store in the background: an old owner may have died between its commit and its
+        index write. Without an index, or when it fails, from the store at once.
+        """
+        horizon = self._horizon()
+        if self._mirror.enabled:
+            try:
+                loaded = await self._mirror.load(shards)
+                for items in loaded:
+                    self._timeline.add([p for p in items if p.due_at <= horizon])
+            except IndexUnavailable as exc:
+                log.warning("index unavailable (%s); loading shards from the store", exc)
+            else:
+                self._background.spawn(
+                    self.load_from_store(shards, rebuild_index=False), "reconcile"
+                )
+                return
+        await self.load_from_store(shards, rebuild_index=self._mirror.enabled)
+
+    def reload_shard(self, shard: int) -> None:
+        """The index lost ``shard``'s spilled tasks: load it from the store into the wheel
+        (over its cap if need be), in the background. Latency, never a lost task."""
+        self._background.spawn(
+            self.load_from_store([shard], rebuild_index=False, spill=False), "index-fallback"
+        )
+
+    async def load_from_store(
+        self,
+        shards: Sequence[int],
+        *,
+        rebuild_index: bool,
+        spill: bool = True,
+        changed_since: datetime | None = None,
+    ) -> None:
+        """Load ``shards``' PRELOADED rows into the wheel; the index is rebuilt from
+        them in the background (never on the gain path)."""
+        horizon = self._horizon()
+        scope = None if not self._shards.clustered else list(shards)
+        per_shard: dict[int, list[Preloaded]] = {s: [] for s in shards}
+        after: TaskKey | None = None
+        while True:
+            batch = await self._store.load_preloaded(
+                scope, horizon, self._config.preload_batch, after, changed_since
+            )
+            self._timeline.add(batch, index=False, spill=spill)
+            if rebuild_index:
+                for p in batch:
+                    per_shard.setdefault(p.shard_id, []).append(p)
+            if len(batch) < self._config.preload_batch:
+                break
+            after = batch[-1].key
+        if rebuild_index:
+            self._mirror.rebuild(per_shard)
+
+    async def reload(self, items: Sequence[Release]) -> None:
+        """Released tasks are PRELOADED again: back into the wheel, due now at the
+        latest."""
+        now = self._now()
+        reloaded = []
+        for r in items:
+            try:
+                task = await self._store.get_task(None, r.key.id)
+            except NotFound:
+                continue
+            if task.status is TaskState.PRELOADED:
+                reloaded.append(
+                    Preloaded(
+                        key=task.key,
+                        due_at=min(task.due_at, now),
+                        tenant_id=task.tenant_id,
+                        shard_id=task.shard_id,
+                        pool=task.pool,
+                        type=task.type,
+                    )
+                )
+        self._timeline.add(reloaded)

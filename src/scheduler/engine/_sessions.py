@@ -1,0 +1,430 @@
+"""Worker sessions: one per worker stream, and the registry of this node's sessions.
+
+A session owns what its worker holds: the tasks it was given (or took over after a
+reconnect) with their tokens, which of them it acked, their attempt numbers, its credit
+and whether it is draining or stalled. The registry owns the set of open sessions and
+moves a task from one session to another when its worker reconnects. Sessions call the
+completer for every fenced write and the store only to check a task they were not given;
+they never see the engine. Called by the transport (``scheduler.server``) through the
+facade's ``open_session``, by the dispatcher (credit, assignments), delivery (pushes),
+the reaper (expired leases) and the engine's cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
+
+from scheduler._errors import InvalidArgument, NotFound
+from scheduler.engine._completer import Completer
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._types import (
+    AssignmentBatch,
+    CancelNotice,
+    FailureReport,
+    Outlet,
+    SessionEvent,
+    WorkerHello,
+)
+from scheduler.states import TaskState
+from scheduler.store import Store
+from scheduler.types import JSON, Assignment, Completion, FencedWrite, Outcome, Release, TaskKey
+
+OUTLET_WORKER_PREFIX = "outlet:"
+"""The worker id of an outlet's session is this prefix and the outlet's name: its tasks
+are written by the broker's consumers, shared (SYSTEM-tier) sessions."""
+
+_LEASED = frozenset({TaskState.DISPATCHED, TaskState.RUNNING})
+"""States in which a task is held by a worker under a lease."""
+
+Publish = Callable[[Outlet, Sequence[Assignment]], None]
+
+
+class WorkerSession:
+    """One worker stream's view of the engine.
+
+    The transport reads :meth:`events` and forwards the worker's writes. Assignments
+    are pushed only against credit the worker granted (flow control).
+    """
+
+    def __init__(self, registry: Sessions, hello: WorkerHello, *, shared: bool = False) -> None:
+        self._registry = registry
+        self._completer = registry.completer
+        self.scope: uuid.UUID | None = None if shared else hello.tenant_id
+        """The tenant whose tasks this session runs; None for a shared (SYSTEM-tier)
+        worker that runs every tenant's tasks, shared fairly by weight."""
+        self.session_id = uuid.uuid4().hex
+        self.worker_id = hello.worker_id
+        self.tenant_id = hello.tenant_id
+        self.task_types: frozenset[str] | None = hello.task_types
+        """Types this session runs (None: any, for a broker outlet)."""
+        self.pools = hello.pools
+        self.outlet: Outlet | None = None
+        self.lease_ttl_s = registry.config.lease_ttl_s
+        self.heartbeat_interval_s = registry.config.heartbeat_interval_s
+        self._credits = hello.slots
+        self.start_on_delivery = hello.start_on_delivery
+        """Dispatches commit RUNNING and count as acked once pushed (see WorkerHello)."""
+        self.draining = False
+        self._stalled = False
+        self.closed = False
+        self._held: dict[uuid.UUID, tuple[TaskKey, int]] = {}
+        self._attempts: dict[uuid.UUID, int] = {}
+        self._acked: set[uuid.UUID] = set()
+        """Held tasks the worker acknowledged (or, starting on delivery, was pushed)."""
+        self._queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
+
+    # -- what the transport reads -------------------------------------------------
+    async def events(self) -> AsyncIterator[SessionEvent]:
+        """Assignment batches and cancel notices; ends when the session closes."""
+        while True:
+            event = await self.next_event()
+            if event is None:
+                return
+            yield event
+
+    async def next_event(self) -> SessionEvent | None:
+        """The next event, or None once the session is closed. Cancel-safe."""
+        if self.closed and self._queue.empty():
+            return None
+        event = await self._queue.get()
+        if event is None:
+            self._queue.put_nowait(None)  # every later call sees the end too
+        return event
+
+    def _push(self, event: SessionEvent) -> None:
+        if self.closed:
+            return
+        if self.outlet is None:
+            self._queue.put_nowait(event)
+        elif isinstance(event, AssignmentBatch):
+            self._registry.publish(self.outlet, event.assignments)
+        # A broker worker learns of a cancel when it next writes (see _own).
+
+    # -- what the dispatcher, delivery and the reaper see ------------------------------
+    @property
+    def credits(self) -> int:
+        """Tasks the worker may still be pushed before it grants more."""
+        return self._credits
+
+    @property
+    def stalled(self) -> bool:
+        """Tasks pushed to this session expired without an ack: nothing more is pushed
+        until it shows life (an ack or a heartbeat), so a frozen worker cannot soak up
+        work."""
+        return self._stalled
+
+    @property
+    def can_take(self) -> bool:
+        """Whether the dispatcher may give this session a task now."""
+        return self._credits > 0 and not self.draining and not self._stalled
+
+    def take_credit(self) -> None:
+        """The dispatcher matched a task to this session."""
+        self._credits -= 1
+
+    def return_credit(self, n: int = 1) -> None:
+        """A match was undone (or an outlet's task came back)."""
+        self._credits += n
+
+    def assigned(self, a: Assignment) -> None:
+        """The dispatch of ``a`` to this session committed."""
+        self._held[a.key.id] = (a.key, a.fencing_token)
+        self._attempts[a.key.id] = a.attempt
+
+    def deliver(self, batch: tuple[Assignment, ...]) -> None:
+        """Push assignments whose due tick has come."""
+        self._push(AssignmentBatch(batch))
+        if self.start_on_delivery:
+            self._acked.update(a.key.id for a in batch)
+
+    def notify_cancel(self, key: TaskKey, token: int) -> None:
+        """Tell the worker to stop a task it runs."""
+        self._push(CancelNotice(key=key, token=token))
+
+    def holding(self, task_id: uuid.UUID) -> tuple[TaskKey, int] | None:
+        """The key and token of ``task_id`` if this session holds it."""
+        return self._held.get(task_id)
+
+    def let_go(self, task_id: uuid.UUID) -> bool:
+        """Forget ``task_id`` (its lease lapsed, or another session took it over);
+        whether this session held it."""
+        if self._held.pop(task_id, None) is None:
+            return False
+        self._acked.discard(task_id)
+        self._attempts.pop(task_id, None)
+        return True
+
+    def stall(self) -> None:
+        """A task pushed to this worker expired unanswered (streams only)."""
+        self._stalled = self.outlet is None
+
+    # -- flow control ------------------------------------------------------------------
+    def grant(self, slots: int) -> None:
+        """The worker has ``slots`` more free slots."""
+        if slots < 0:
+            raise InvalidArgument("credit.slots", "must not be negative")
+        self._credits += slots
+        if slots:
+            self._registry.wake_dispatcher()
+
+    def drain(self) -> None:
+        """Stop pushing new work to this session (graceful drain, phase one)."""
+        self.draining = True
+
+    # -- the worker's writes -----------------------------------------------------------
+    async def _own(self, writes: Sequence[FencedWrite]) -> list[Outcome | None]:
+        """Which writes this session may make: None for a task it holds, else the
+        outcome that refuses the write without touching the store.
+
+        Tasks this session was given are known. Any other task is read from the store
+        (scoped to the tenant, so a key of one tenant never touches another's task) and
+        adopted only when it was dispatched to this worker id with this token and is
+        still leased: the same worker reconnected mid-task on a new stream. A RUNNING
+        task is adopted as RUNNING (acked), so this stream's close never gives it back;
+        the session that held it before lets it go. Anything else is refused: NOT_FOUND
+        for another tenant's or a missing task, STALE for a task of another worker, an
+        old token or a task no longer leased.
+        """
+        owned: list[Outcome | None] = []
+        for w in writes:
+            if w.key.id in self._held:
+                owned.append(None)
+                continue
+            try:
+                task = await self._registry.store.get_task(self.scope, w.key.id)
+            except NotFound:
+                owned.append(Outcome.NOT_FOUND)
+                continue
+            if (
+                not self._may_hold(task.worker_id)
+                or task.fencing_token != w.token
+                or task.status not in _LEASED
+            ):
+                owned.append(Outcome.STALE)
+                continue
+            self._registry.hand_over(w.key.id, self)
+            self._held[w.key.id] = (task.key, w.token)
+            if task.status is TaskState.RUNNING:
+                self._acked.add(w.key.id)
+            owned.append(None)
+            if task.cancel_requested:
+                # Cancelled while the worker was between streams: tell it now.
+                self._push(CancelNotice(key=task.key, token=w.token))
+        return owned
+
+    def _may_hold(self, holder: str | None) -> bool:
+        """Whether a task dispatched to worker ``holder`` may be adopted: its own, and
+        for a shared (SYSTEM-tier) broker consumer, any task an outlet published."""
+        return holder == self.worker_id or (
+            self.scope is None and holder is not None and holder.startswith(OUTLET_WORKER_PREFIX)
+        )
+
+    async def _fenced(
+        self,
+        writes: Sequence[FencedWrite],
+        run: Callable[[list[FencedWrite]], Any],
+    ) -> list[Outcome]:
+        refused = await self._own(writes)
+        mine = [w for w, no in zip(writes, refused, strict=True) if no is None]
+        results: list[Outcome] = await run(mine) if mine else []
+        it = iter(results)
+        out = [next(it) if no is None else no for no in refused]
+        self._completer.count_stale(out)
+        return out
+
+    async def ack(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        """DISPATCHED -> RUNNING for each task (fenced)."""
+        self._revive()
+        out = await self._fenced(writes, self._completer.ack)
+        for w, outcome in zip(writes, out, strict=True):
+            if outcome is Outcome.OK:
+                self._acked.add(w.key.id)
+        return out
+
+    def _revive(self) -> None:
+        if self._stalled:
+            self._stalled = False
+            self._registry.wake_dispatcher()
+
+    async def heartbeat(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        """Extend the leases (fenced)."""
+        self._revive()
+        return await self._fenced(writes, self._completer.heartbeat)
+
+    async def checkpoint(self, key: TaskKey, token: int, data: JSON) -> Outcome:
+        """Store progress for a resume (fenced)."""
+        if not isinstance(data, dict):
+            raise InvalidArgument("checkpoint.data", "must be a JSON object")
+
+        async def run(mine: list[FencedWrite]) -> list[Outcome]:
+            return [await self._completer.checkpoint(key, token, data)]
+
+        return (await self._fenced([FencedWrite(key=key, token=token)], run))[0]
+
+    async def complete(self, items: Sequence[Completion]) -> list[Outcome]:
+        """RUNNING -> COMPLETED (fenced)."""
+        self._revive()
+        by_id = {c.key.id: c for c in items}
+
+        async def run(mine: list[FencedWrite]) -> list[Outcome]:
+            return await self._completer.complete([by_id[w.key.id] for w in mine])
+
+        out = await self._fenced([FencedWrite(key=c.key, token=c.token) for c in items], run)
+        self._forget(items, out)
+        return out
+
+    async def fail(self, items: Sequence[FailureReport]) -> list[Outcome]:
+        """A failed attempt: RETRYING with backoff, or DEAD_LETTER (fenced)."""
+        self._revive()
+        by_id = {
+            f.key.id: dataclasses.replace(
+                f,
+                attempt=f.attempt or self._attempts.get(f.key.id, 1),
+                tenant_id=self.tenant_id,
+            )
+            for f in items
+        }
+
+        async def run(mine: list[FencedWrite]) -> list[Outcome]:
+            return await self._completer.fail([by_id[w.key.id] for w in mine])
+
+        out = await self._fenced([FencedWrite(key=f.key, token=f.token) for f in items], run)
+        self._forget(items, out)
+        return out
+
+    async def release(self, items: Sequence[Release]) -> list[Outcome]:
+        """Give tasks back without using an attempt (fenced)."""
+        by_id = {r.key.id: r for r in items}
+
+        async def run(mine: list[FencedWrite]) -> list[Outcome]:
+            return await self._completer.release([by_id[w.key.id] for w in mine])
+
+        out = await self._fenced([FencedWrite(key=r.key, token=r.token) for r in items], run)
+        self._forget(items, out)
+        return out
+
+    async def confirm_cancel(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
+        """The worker stopped cancelled tasks: RUNNING -> CANCELLED (fenced)."""
+        out = await self._fenced(writes, self._completer.confirm_cancel)
+        self._forget(writes, out)
+        return out
+
+    def _forget(self, items: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
+        for item, outcome in zip(items, outcomes, strict=True):
+            if outcome is not Outcome.NOT_FOUND:
+                self.let_go(item.key.id)
+
+    async def close(self) -> None:
+        """End the session; tasks dispatched to it but not acked go back to PRELOADED.
+
+        Safe to call twice. RUNNING tasks keep their lease: the worker may reconnect
+        and carry on; if it does not, lease expiry reclaims them. For a worker that
+        starts on delivery every pushed task is RUNNING already; only those still held
+        for their due tick, never pushed, go back.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        self._registry.closed(self)
+        self._queue.put_nowait(None)
+        unacked = [v for k, v in self._held.items() if k not in self._acked]
+        self._held.clear()
+        if unacked and self.outlet is None:  # broker tasks belong to their consumers
+            await self._completer.release_unacked(unacked)
+
+
+class Sessions:
+    """This node's open sessions (worker streams, the canary's, outlets')."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: EngineConfig,
+        completer: Completer,
+        wake_dispatcher: Callable[[], None],
+        publish: Publish,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.completer = completer
+        self.wake_dispatcher = wake_dispatcher
+        self.publish = publish
+        self._sessions: dict[str, WorkerSession] = {}
+        self._outlets: list[WorkerSession] = []
+
+    def __iter__(self) -> Iterator[WorkerSession]:
+        return iter(list(self._sessions.values()))
+
+    def open(self, hello: WorkerHello, *, shared: bool) -> WorkerSession:
+        """Register a worker stream's session."""
+        session = WorkerSession(self, hello, shared=shared)
+        self._sessions[session.session_id] = session
+        self.wake_dispatcher()
+        return session
+
+    def open_outlet(self, outlet: Outlet) -> WorkerSession:
+        """The built-in session that publishes ``outlet``'s pool to its broker."""
+        session = WorkerSession(
+            self,
+            WorkerHello(
+                worker_id=f"{OUTLET_WORKER_PREFIX}{outlet.name}",
+                tenant_id=uuid.UUID(int=0),
+                task_types=frozenset(),
+                pools=frozenset({outlet.pool}),
+                slots=outlet.capacity,
+            ),
+            shared=True,
+        )
+        session.task_types = None
+        session.outlet = outlet
+        self._sessions[session.session_id] = session
+        self._outlets.append(session)
+        return session
+
+    def closed(self, session: WorkerSession) -> None:
+        """``session`` ended (called by its ``close``)."""
+        self._sessions.pop(session.session_id, None)
+
+    async def close_all(self) -> None:
+        """Close every session (the engine stops)."""
+        for session in list(self._sessions.values()):
+            await session.close()
+        self._outlets.clear()
+
+    def streams(self) -> tuple[WorkerSession, ...]:
+        """The open worker streams (outlets' built-in sessions excluded)."""
+        return tuple(s for s in self._sessions.values() if s.outlet is None)
+
+    def takers(self) -> list[WorkerSession]:
+        """Sessions that may be given a task now, in registration order."""
+        return [s for s in self._sessions.values() if s.can_take]
+
+    def holders(self, task_id: uuid.UUID) -> list[WorkerSession]:
+        """Sessions that hold ``task_id``."""
+        return [s for s in self._sessions.values() if s.holding(task_id) is not None]
+
+    def hand_over(self, task_id: uuid.UUID, to: WorkerSession) -> None:
+        """``to`` adopted ``task_id`` (its worker reconnected): no other stream session
+        holds it any more, so none gives it back when it closes."""
+        for session in self._sessions.values():
+            # An outlet's session keeps its entry: it counts the broker's capacity.
+            if session is not to and session.outlet is None:
+                session.let_go(task_id)
+
+    def expired(self, task_id: uuid.UUID, *, requeued: bool) -> None:
+        """The reaper took ``task_id`` back (its lease lapsed): its session lets it go,
+        and stalls if the worker never acked it (or, starting on delivery, neither
+        heartbeated nor finished it) within a whole lease."""
+        for session in self._sessions.values():
+            if session.let_go(task_id) and (requeued or session.start_on_delivery):
+                session.stall()
+
+    def freed(self, task_id: uuid.UUID) -> None:
+        """A task left its worker: an outlet that published it has room again."""
+        for session in self._outlets:
+            if session.let_go(task_id):
+                session.return_credit()

@@ -1,0 +1,159 @@
+"""The timeline: the timing wheel of this node's PRELOADED tasks and its key maps.
+
+Owns the wheel, the wheel-key -> task map and the task-id -> wheel-key map, and the
+decision to keep a task in the wheel or spill it to the index mirror when the wheel is
+over its memory cap. Calls the wheel, the index mirror and the shard state (only this
+node's shards enter). Called by admission's callers (new PRELOADED tasks), the
+pre-loader (claims, loads, reloads), the completer (released DAG children), the reaper
+(requeued tasks), the shard handler (drops on a loss) and the dispatcher (what is due).
+"""
+
+from __future__ import annotations
+
+import array
+import itertools
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._index_mirror import IndexMirror
+from scheduler.engine._shard_state import ShardState
+from scheduler.engine._stats import EngineStats
+from scheduler.states import TaskState
+from scheduler.types import InsertResult, Preloaded
+from scheduler.wheel import TimingWheel
+
+
+def to_ms(ts: datetime) -> int:
+    """Epoch milliseconds of an aware datetime."""
+    return int(ts.timestamp() * 1000)
+
+
+class Timeline:
+    """PRELOADED tasks of this node by due time."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        shards: ShardState,
+        mirror: IndexMirror,
+        stats: EngineStats,
+        wake_dispatcher: Callable[[], None],
+        start_ms: int,
+    ) -> None:
+        self._config = config
+        self._shards = shards
+        self._mirror = mirror
+        self._stats = stats
+        self._wake_dispatcher = wake_dispatcher
+        self._wheel = TimingWheel(tick_ms=config.tick_ms, start_ms=start_ms)
+        self._ids = itertools.count(1)
+        self._entries: dict[int, Preloaded] = {}
+        self._keys: dict[uuid.UUID, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._wheel)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._keys
+
+    def reset(self, start_ms: int) -> None:
+        """An empty wheel starting at ``start_ms`` (the engine's start)."""
+        self._wheel.clear()
+        self._wheel = TimingWheel(tick_ms=self._config.tick_ms, start_ms=start_ms)
+
+    def next_due_ms(self) -> int | None:
+        """The earliest due time in the wheel."""
+        return self._wheel.next_due_ms()
+
+    def admit(self, results: Sequence[InsertResult]) -> None:
+        """Put freshly inserted PRELOADED tasks into the wheel (any inserting caller)."""
+        fresh = [
+            Preloaded(
+                key=r.task.key,
+                due_at=r.task.due_at,
+                tenant_id=r.task.tenant_id,
+                shard_id=r.task.shard_id,
+                pool=r.task.pool,
+                type=r.task.type,
+            )
+            for r in results
+            if r.created and r.task.status is TaskState.PRELOADED
+        ]
+        self._stats.submitted += sum(r.created for r in results)
+        self.add(fresh)
+
+    def add(self, items: Sequence[Preloaded], *, index: bool = True, spill: bool = True) -> None:
+        """Index PRELOADED tasks in the wheel by due time (one ``add_many`` per batch).
+
+        ``index``: mirror them into the index; ``spill``: over the wheel's cap, keep the
+        farthest in the index instead.
+        """
+        if self._shards.clustered:
+            # Only our shards: the rest belong to other nodes, whose reconcile finds them.
+            owned = self._shards.owned_or_gaining()
+            items = [p for p in items if p.shard_id in owned]
+        cap = self._config.wheel_max_timers
+        if cap and spill and self._mirror.enabled:
+            fresh = [p for p in items if p.key.id not in self._keys]
+            room = max(0, cap - len(self._wheel))
+            if len(fresh) > room:
+                # Over the wheel's memory cap: the nearest stay in the wheel, the rest
+                # wait in the Redis index and the dispatcher pops them when due. Not
+                # while a shard's index is being rebuilt (the rebuild would erase them).
+                fresh.sort(key=lambda p: p.due_at)
+                keep = fresh[:room]
+                out: list[Preloaded] = []
+                rebuilding = self._mirror.rebuilding
+                for p in fresh[room:]:
+                    (keep if p.shard_id in rebuilding else out).append(p)
+                items = keep
+                if out:
+                    self._mirror.spill(out, self._add_unspilled)
+        keys = array.array("q")
+        dues = array.array("q")
+        for p in items:
+            if p.key.id in self._keys:
+                continue  # already indexed (a reload after a release, say)
+            k = next(self._ids)
+            self._entries[k] = p
+            self._keys[p.key.id] = k
+            keys.append(k)
+            dues.append(max(to_ms(p.due_at), 0))
+        if keys:
+            if index:
+                self._mirror.add([self._entries[k] for k in keys])
+            self._wheel.add_many(keys, dues)
+            self._stats.preloaded += len(keys)
+            self._wake_dispatcher()
+
+    def _add_unspilled(self, items: Sequence[Preloaded]) -> None:
+        self.add(items, index=False, spill=False)
+
+    def drop(self, task_id: uuid.UUID) -> None:
+        """Forget ``task_id`` (cancelled)."""
+        k = self._keys.pop(task_id, None)
+        if k is not None:
+            self._wheel.cancel(k)
+            self._entries.pop(k, None)
+
+    def drop_shards(self, shards: frozenset[int]) -> int:
+        """Forget every task of ``shards`` (lost to another node); how many."""
+        dropped = [k for k, p in self._entries.items() if p.shard_id in shards]
+        for k in dropped:
+            p = self._entries.pop(k)
+            self._keys.pop(p.key.id, None)
+            self._wheel.cancel(k)
+        return len(dropped)
+
+    def fire(self, until_ms: int) -> list[Preloaded]:
+        """Take every task due by ``until_ms`` out of the wheel, in due order."""
+        out: list[Preloaded] = []
+        for k in self._wheel.advance(until_ms):
+            p = self._entries.pop(int(k), None)
+            if p is None:
+                continue
+            self._keys.pop(p.key.id, None)
+            out.append(p)
+        return out
