@@ -38,6 +38,23 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         raise SystemExit(1) from None
 
 
+def _run_node(coro: Coroutine[Any, Any, None]) -> None:
+    """Run a node (``serve``, ``dev``): a busy port or a database another node holds
+    is a one-line error and exit code 1, not a traceback."""
+    from scheduler.cluster import LeaseHeld
+    from scheduler.server import ListenError
+
+    try:
+        asyncio.run(coro)
+    except (ListenError, LeaseHeld) as exc:
+        # click, not rich: the console would wrap the line at 80 columns.
+        click.echo(f"error: {exc.args[-1] if isinstance(exc, OSError) else exc}", err=True)
+        raise SystemExit(1) from None
+    except TickwheelError as exc:
+        err_console.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
+        raise SystemExit(1) from None
+
+
 def _tune_gc() -> None:
     """Garbage collection for a long-running service (``serve``, ``worker``, ``dev``).
 
@@ -154,11 +171,6 @@ def _store_url(store: str | None, postgres_dsn: str | None) -> str:
     if store and postgres_dsn:
         raise click.UsageError("give --store or --postgres-dsn, not both")
     return postgres_dsn or store or DEFAULT_SQLITE
-
-
-def _ensure_sqlite_dir(url: str) -> None:
-    if url.startswith("sqlite:///") and ":memory:" not in url:
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
 
 
 async def _wait_for_signal() -> None:
@@ -324,6 +336,13 @@ def _check_cluster_name(_ctx: click.Context, param: click.Parameter, value: str)
 )
 @kafka_options
 @cluster_options
+@click.option(
+    "--reuse-port",
+    envvar="TICKWHEEL_REUSE_PORT",
+    is_flag=True,
+    help="Share the listening port with other processes (SO_REUSEPORT); off: a port "
+    "in use is an error.",
+)
 def serve(
     listen: str,
     store: str | None,
@@ -348,8 +367,13 @@ def serve(
     redis_url: str | None,
     node_share: float,
     etcd_lease_ttl_s: float,
+    reuse_port: bool,
 ) -> None:
-    """Run a scheduler node until SIGINT/SIGTERM."""
+    """Run a scheduler node until SIGINT/SIGTERM.
+
+    Without --etcd the node takes an exclusive lease on its database first (a
+    PostgreSQL advisory lock, or a lock file beside an SQLite file): a second node on
+    the same database is refused. To run several nodes, give each --etcd."""
     from scheduler.engine import EngineConfig
     from scheduler.server import ServerConfig
 
@@ -387,6 +411,7 @@ def serve(
             tls_cert_path=tls_cert,
             tls_key_path=tls_key,
             tls_client_ca_path=tls_client_ca,
+            reuse_port=reuse_port,
         )
         kafka_config = None
         if kafka_bootstrap:
@@ -397,85 +422,41 @@ def serve(
                 pools=_kafka_pools(kafka_pools) or frozenset(Pool),
                 topic_prefix=kafka_topic_prefix,
             )
+        from scheduler.node import NodeConfig
+
+        node_config = NodeConfig(
+            store_url=url,
+            node_id=node,
+            store_actor=node,
+            engine=engine_config,
+            server=server_config,
+            cluster=cluster_config,
+            quota=quota_config,
+            kafka=kafka_config,
+        )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     _tune_gc()
-    _run(
-        _serve(
-            url,
-            engine_config,
-            server_config,
-            kafka_config,
-            node_id=node,
-            cluster_config=cluster_config,
-            quota_config=quota_config,
-        )
-    )
+    _run_node(_serve(node_config))
 
 
-async def _serve(
-    url: str,
-    engine_config: Any,
-    server_config: Any,
-    kafka_config: Any = None,
-    *,
-    node_id: str = "local",
-    cluster_config: Any = None,
-    quota_config: Any = None,
-) -> None:
-    from scheduler.engine import Engine
-    from scheduler.quota import open_quota
-    from scheduler.server import Server
-    from scheduler.store import open_store
+async def _serve(node_config: Any) -> None:
+    from scheduler.node import Node
 
-    _ensure_sqlite_dir(url)
-    store = await open_store(url, actor=node_id)
-    quota = await open_quota(quota_config) if quota_config is not None else None
-    membership = None
-    if cluster_config is not None:
-        from scheduler.cluster import Membership
-
-        membership = Membership(cluster_config)
-    index = None
-    if quota_config is not None and quota_config.redis_url:
-        from scheduler.index import RedisTimeIndex
-
-        index = RedisTimeIndex.from_url(quota_config.redis_url, key_prefix=quota_config.key_prefix)
-    outlets: list[Any] = []
-    if kafka_config is not None:
-        from scheduler.kafka import open_outlets
-
-        outlets = await open_outlets(kafka_config)
-        err_console.print(f"kafka dispatch: {', '.join(o.name for o in outlets)}")
-    engine = Engine(
-        store,
-        engine_config,
-        node_id=node_id,
-        outlets=outlets,
-        quota=quota,
-        membership=membership,
-        index=index,
-    )
-    server = Server(engine, server_config)
+    node = Node(node_config)
     try:
-        await engine.start()
+        await node.start()
         # The recovered wheel entries live as long as the process: keep them out of the
         # collector's full passes (1M tracked objects cost a ~0.7 s stop-the-world pause).
         gc.freeze()
-        port = await server.start()
-        err_console.print(f"tickwheel serving on port {port} (store: {url.split('@')[-1]})")
+        if node.outlet_names:
+            err_console.print(f"kafka dispatch: {', '.join(node.outlet_names)}")
+        url = node_config.store_url
+        err_console.print(f"tickwheel serving on port {node.port} (store: {url.split('@')[-1]})")
         await _wait_for_signal()
         err_console.print("stopping...")
     finally:
-        await server.stop()
-        await engine.stop()
-        for outlet in outlets:
-            await outlet.stop()
-        if quota is not None:
-            await quota.close()
-        if index is not None:
-            await index.close()
-        await store.close()
+        await node.stop()
 
 
 @main.command()
@@ -485,12 +466,18 @@ async def _serve(
     "--demo", is_flag=True, help="Run a demo worker and a 20,000-task workload, then exit."
 )
 @click.option("--demo-tasks", default=20_000, show_default=True, hidden=True)
-def dev(listen: str, db: str, demo: bool, demo_tasks: int) -> None:
-    """Run Tickwheel embedded (SQLite, no other service) on localhost."""
+@click.option("--reuse-port", is_flag=True, help="Share the listening port with other processes.")
+def dev(listen: str, db: str, demo: bool, demo_tasks: int, reuse_port: bool) -> None:
+    """Run Tickwheel embedded (SQLite, no other service) on localhost.
+
+    The SQLite file is locked (DB.lock beside it): a second dev or serve on the same
+    file is refused."""
     from scheduler.cli._dev import run_dev
 
     _tune_gc()
-    _run(run_dev(listen=listen, db=db, demo=demo, demo_tasks=demo_tasks))
+    _run_node(
+        run_dev(listen=listen, db=db, demo=demo, demo_tasks=demo_tasks, reuse_port=reuse_port)
+    )
 
 
 @main.command()
