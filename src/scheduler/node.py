@@ -30,6 +30,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,8 +114,15 @@ class Node:
     """One running node. ``start``/``stop`` are idempotent; ``stop`` is safe before
     ``start`` and twice; a failed ``start`` closes what it opened and re-raises."""
 
-    def __init__(self, config: NodeConfig | None = None) -> None:
+    def __init__(
+        self,
+        config: NodeConfig | None = None,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        """``clock`` is the engine's (tests pass a fake one, as to :class:`Engine`)."""
         self.config = config or NodeConfig()
+        self._clock = clock
         self._store: Store | None = None
         self._quota: QuotaGate | None = None
         self._index: TimeIndex | None = None
@@ -159,8 +168,13 @@ class Node:
         return self._lease
 
     @property
-    def outlet_names(self) -> list[str]:
+    def outlets(self) -> list[KafkaOutlet]:
         """The broker outlets the node dispatches through (Kafka mode)."""
+        return list(self._outlets)
+
+    @property
+    def outlet_names(self) -> list[str]:
+        """The names of :attr:`outlets`."""
         return [o.name for o in self._outlets]
 
     @property
@@ -231,6 +245,7 @@ class Node:
         self._engine = Engine(
             self._store,
             cfg.engine,
+            clock=self._clock,
             node_id=cfg.node_id,
             outlets=self._outlets,
             quota=self._quota,
