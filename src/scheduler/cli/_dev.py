@@ -1,4 +1,8 @@
-"""``tickwheel dev``: the embedded server on a laptop, and the ``--demo`` workload."""
+"""``tickwheel dev``: the embedded server on a laptop, and the ``--demo`` workload.
+
+Runs a :class:`~scheduler.node.Node` on SQLite and, for the demo, workers and a client
+of the SDKs; called by the ``dev`` command (``_serve``).
+"""
 
 from __future__ import annotations
 
@@ -15,8 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from scheduler._errors import AlreadyExists
-from scheduler.cli._main import _wait_for_signal
 from scheduler.cli._output import console
+from scheduler.cli._runner import wait_for_signal
 from scheduler.client import Client, JitterMode, TaskSpec
 from scheduler.cluster import FileLease
 from scheduler.engine import Engine, EngineConfig
@@ -79,7 +83,7 @@ async def run_dev(
         if demo:
             await run_demo(engine, target, secret, demo_tasks)
         else:
-            await _wait_for_signal()
+            await wait_for_signal()
     finally:
         await node.stop(1.0)
 
