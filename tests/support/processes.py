@@ -134,9 +134,17 @@ class ServeProcess(TickwheelProcess):
             *self.extra_args,
         ]
 
+    def _spawn(self) -> None:
+        # A restart appends to the same log: readiness counts this run's lines only.
+        self._log_mark = self.log_path.stat().st_size if self.log_path.exists() else 0
+        super()._spawn()
+
     def ready(self) -> bool:
-        # The CLI starts the engine (recovery included) before it opens the port.
-        return port_open(self.host, self.port)
+        # The port is bound before the engine starts (a node that cannot serve claims
+        # no shard), so an open port is not enough: the CLI says when it serves.
+        if not port_open(self.host, self.port):
+            return False
+        return "tickwheel serving on port" in self.log()[getattr(self, "_log_mark", 0) :]
 
 
 class WorkerProcess(TickwheelProcess):
@@ -248,6 +256,48 @@ def process_group(base_dir: Path) -> Iterator[ProcessGroup]:
         raise
     finally:
         group.stop_all()
+
+
+class CommandProcess(TickwheelProcess):
+    """Any long-running ``tickwheel`` command, ready when its log matches ``ready_log``."""
+
+    def __init__(self, base_dir: Path, name: str, args: Sequence[str], *, ready_log: str) -> None:
+        super().__init__(base_dir, name)
+        self.args = tuple(args)
+        self.ready_log = ready_log
+
+    def command(self) -> Sequence[str]:
+        return [TICKWHEEL, *self.args]
+
+    def start(self, attempts: int = 1) -> None:
+        """Start once (the command names its own port) and wait until ready."""
+        self.prepare()
+        self._spawn()
+        self._wait_ready()
+
+    def ready(self) -> bool:
+        return self.log_has(self.ready_log)
+
+
+def run_cli_result(
+    args: Sequence[str], *, timeout_s: float = 60.0
+) -> subprocess.CompletedProcess[str]:
+    """Run a ``tickwheel`` command that is expected to exit by itself (e.g. a refused
+    start); fails the test when it is still running after ``timeout_s``."""
+    try:
+        return subprocess.run(
+            [TICKWHEEL, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=_child_env(None),
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(
+            f"tickwheel {' '.join(args)} was still running after {timeout_s} s:\n"
+            f"{exc.stdout!r}\n{exc.stderr!r}"
+        ) from None
 
 
 def run_cli(args: Sequence[str], *, timeout_s: float = 60.0) -> str:

@@ -1,4 +1,8 @@
-"""``tickwheel dev``: the embedded server on a laptop, and the ``--demo`` workload."""
+"""``tickwheel dev``: the embedded server on a laptop, and the ``--demo`` workload.
+
+Runs a :class:`~scheduler.node.Node` on SQLite and, for the demo, workers and a client
+of the SDKs; called by the ``dev`` command (``_serve``).
+"""
 
 from __future__ import annotations
 
@@ -15,12 +19,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from scheduler._errors import AlreadyExists
-from scheduler.cli._main import _wait_for_signal
 from scheduler.cli._output import console
+from scheduler.cli._runner import wait_for_signal
 from scheduler.client import Client, JitterMode, TaskSpec
+from scheduler.cluster import FileLease
 from scheduler.engine import Engine, EngineConfig
-from scheduler.server import Server, ServerConfig
-from scheduler.store import open_store
+from scheduler.node import Node, NodeConfig
+from scheduler.server import ServerConfig
 from scheduler.worker import TaskContext, Worker
 
 DEMO_JITTER_WINDOW_S = 15
@@ -32,18 +37,24 @@ DEMO_WORKERS = 4
 DEMO_SLOTS_PER_WORKER = 2_500
 
 
-async def run_dev(*, listen: str, db: str, demo: bool, demo_tasks: int) -> None:
-    """Start store, engine and server; print how to connect; serve or run the demo."""
-    path = _prepare_db(Path(db), fresh=demo)
+async def run_dev(
+    *, listen: str, db: str, demo: bool, demo_tasks: int, reuse_port: bool = False
+) -> None:
+    """Start the embedded node; print how to connect; serve or run the demo."""
+    path = await _prepare_db(Path(db), fresh=demo)
     admin_token = secrets.token_urlsafe(24)
-    store = await open_store("sqlite:///" + str(path))
     config = EngineConfig(jitter_window_s=DEMO_JITTER_WINDOW_S) if demo else EngineConfig()
-    engine = Engine(store, config)
-    server = Server(engine, ServerConfig(listen=listen, admin_token=admin_token))
+    node = Node(
+        NodeConfig(
+            store_url="sqlite:///" + str(path),
+            engine=config,
+            server=ServerConfig(listen=listen, admin_token=admin_token, reuse_port=reuse_port),
+        )
+    )
     try:
-        await engine.start()
-        port = await server.start()
-        target = f"127.0.0.1:{port}"
+        await node.start()
+        engine = node.engine
+        target = f"127.0.0.1:{node.port}"
         # The dev tenant gets quotas far above the seed's defaults (1,000/s, 200 in
         # flight) so the demo's stampede measures the scheduler, not the throttle.
         big = 1_000_000
@@ -72,22 +83,30 @@ async def run_dev(*, listen: str, db: str, demo: bool, demo_tasks: int) -> None:
         if demo:
             await run_demo(engine, target, secret, demo_tasks)
         else:
-            await _wait_for_signal()
+            await wait_for_signal()
     finally:
-        await server.stop(1.0)
-        await engine.stop()
-        await store.close()
+        await node.stop(1.0)
 
 
-def _prepare_db(path: Path, *, fresh: bool) -> Path:
+async def _prepare_db(path: Path, *, fresh: bool) -> Path:
     if fresh:
         # The demo measures a fresh workload: keep it apart from the dev database.
         path = path.with_name("demo.db")
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            with contextlib.suppress(FileNotFoundError):
-                Path(f"{path}{suffix}").unlink()
+        # Not while another demo runs on it (the node takes the lock again itself).
+        lease = FileLease.beside(path, "tickwheel dev --demo (clearing the database)")
+        await lease.acquire()
+        try:
+            _remove_db(path)
+        finally:
+            await lease.release()
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(f"{path}{suffix}").unlink()
 
 
 class _Recorder:

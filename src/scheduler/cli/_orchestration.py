@@ -12,6 +12,8 @@ Node keys: ``id``, ``type`` (required), ``payload``, ``scheduled_at`` (ISO, UTC 
 offset), ``pool``, ``strict_timing``, ``jitter_mode``, ``max_retries``, ``timeout_s`` and
 ``depends_on`` (parent ids, the same as edges). Edges are ``[parent, child]`` pairs or
 ``{"parent": ..., "child": ...}`` objects.
+
+Calls the client SDK through ``_runner.with_client``; registered by ``_main``.
 """
 
 from __future__ import annotations
@@ -24,13 +26,7 @@ from typing import Any
 import click
 
 from scheduler._errors import NotFound
-from scheduler.cli._main import (
-    _run,
-    _with_client,
-    api_key_option,
-    client_options,
-    json_option,
-)
+from scheduler.cli._options import api_key_option, client_options, json_option
 from scheduler.cli._output import (
     print_expectations,
     print_json,
@@ -38,6 +34,7 @@ from scheduler.cli._output import (
     print_schedules,
     print_workflow,
 )
+from scheduler.cli._runner import run_coro, with_client
 from scheduler.client import (
     Client,
     JitterMode,
@@ -201,7 +198,7 @@ def workflows_submit(file: Any, as_json: bool, **kw: Any) -> None:
         args = parse_workflow_file(json.load(file))
     except ValueError as exc:  # JSONDecodeError and WorkflowFileError
         raise click.BadParameter(str(exc), param_hint="FILE") from None
-    wf = _run(_with_client(kw, lambda c: c.submit_workflow(**args)))
+    wf = run_coro(with_client(kw, lambda c: c.submit_workflow(**args)))
     print_json(wf) if as_json else print_workflow(wf)
 
 
@@ -212,7 +209,7 @@ def workflows_submit(file: Any, as_json: bool, **kw: Any) -> None:
 @json_option
 def workflows_get(workflow_id: str, as_json: bool, **kw: Any) -> None:
     """Show a workflow and every node's state."""
-    wf = _run(_with_client(kw, lambda c: c.get_workflow(workflow_id)))
+    wf = run_coro(with_client(kw, lambda c: c.get_workflow(workflow_id)))
     print_json(wf) if as_json else print_workflow(wf)
 
 
@@ -280,8 +277,8 @@ def schedules_create(
     if bool(cron) == (interval_s is not None):
         raise click.UsageError("give exactly one of --cron and --interval-s")
     data = _payload(payload, "--payload")
-    s = _run(
-        _with_client(
+    s = run_coro(
+        with_client(
             kw,
             lambda c: c.create_schedule(
                 name,
@@ -312,7 +309,7 @@ def _on_schedule(action: str, ref: str, as_json: bool, kw: dict[str, Any]) -> No
             return await c.resume_schedule(sid)
         return await c.get_schedule(sid)
 
-    s = _run(_with_client(kw, run))
+    s = run_coro(with_client(kw, run))
     print_json(s) if as_json else print_schedule(s)
 
 
@@ -332,7 +329,7 @@ def schedules_get(schedule: str, as_json: bool, **kw: Any) -> None:
 @json_option
 def schedules_list(as_json: bool, **kw: Any) -> None:
     """List the tenant's schedules."""
-    found = _run(_with_client(kw, lambda c: c.list_schedules()))
+    found = run_coro(with_client(kw, lambda c: c.list_schedules()))
     print_json(found) if as_json else print_schedules(found)
 
 
@@ -369,7 +366,7 @@ def schedules_delete(schedule: str, as_json: bool, **kw: Any) -> None:
         await c.delete_schedule(sid)
         return sid
 
-    sid = _run(_with_client(kw, run))
+    sid = run_coro(with_client(kw, run))
     if as_json:
         print_json({"id": str(sid), "deleted": True})
     else:
@@ -419,7 +416,7 @@ def expectations_register(
             max_runtime_s=max_runtime_s,
         )
 
-    e = _run(_with_client(kw, run))
+    e = run_coro(with_client(kw, run))
     print_json(e) if as_json else print_expectations([e])
 
 
@@ -429,5 +426,5 @@ def expectations_register(
 @json_option
 def expectations_list(as_json: bool, **kw: Any) -> None:
     """List the tenant's expectations."""
-    found = _run(_with_client(kw, lambda c: c.list_expectations()))
+    found = run_coro(with_client(kw, lambda c: c.list_expectations()))
     print_json(found) if as_json else print_expectations(found)

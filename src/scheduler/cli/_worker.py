@@ -1,63 +1,120 @@
-"""``tickwheel worker``: run handlers and drain in two phases on SIGTERM.
+"""``tickwheel worker``: load handlers, run a worker until a signal, drain it.
 
-First SIGTERM (or SIGINT): the worker stops taking work at once and gives running
-handlers the grace period to finish or to checkpoint and raise ``Interrupted``.
-A second signal releases whatever is still running at once. The exit code is 0 when
-every task was completed, failed, cancelled or released explicitly, 1 when some
-outcome could not be committed (its lease will expire and the task is retried).
+The drain itself is ``_drain.run_until_drained``; calls the worker SDK; registered by
+``_main``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import signal
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
 
+import click
+
+from scheduler.cli._options import (
+    api_key_option,
+    client_options,
+    kafka_options,
+    parse_kafka_pools,
+)
 from scheduler.cli._output import err_console
-from scheduler.worker import DrainReport, Worker
+from scheduler.cli._runner import run_coro, tls_config, tune_gc
+from scheduler.client import Pool
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-
-async def run_until_drained(worker: Worker, grace_s: float) -> DrainReport:
-    """Run ``worker`` until a signal, then drain it; the drain's report."""
-    loop = asyncio.get_running_loop()
-    signals: asyncio.Queue[int] = asyncio.Queue()
-    for sig in _SIGNALS:
-        loop.add_signal_handler(sig, signals.put_nowait, sig)
-    run = asyncio.create_task(worker.run(), name="tickwheel-cli-worker")
-    first = asyncio.create_task(signals.get(), name="tickwheel-cli-signal")
-    second: asyncio.Task[int] | None = None
+def _load_handler(spec: str) -> tuple[str, Callable[..., Any]]:
+    name, sep, target = spec.partition("=")
+    module_name, colon, attr = target.partition(":")
+    if not sep or not colon or not name or not module_name or not attr:
+        raise click.BadParameter(f"{spec!r}: expected NAME=module:function", param_hint="--type")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
-        await asyncio.wait({run, first}, return_when=asyncio.FIRST_COMPLETED)
-        if run.done():  # ended without a signal: a fatal error (re-raised here)
-            await run
-            return await worker.shutdown(grace_s=0)
-        err_console.print(
-            f"draining: taking no more work; {worker.running_tasks} task(s) running, "
-            f"{grace_s:g} s grace (signal again to release them now)"
-        )
-        drain = asyncio.create_task(worker.shutdown(grace_s), name="tickwheel-cli-drain")
-        second = asyncio.create_task(signals.get(), name="tickwheel-cli-signal-2")
-        await asyncio.wait({drain, second}, return_when=asyncio.FIRST_COMPLETED)
-        if not drain.done():
-            err_console.print("second signal: releasing the running tasks now")
-            await worker.shutdown(grace_s=0)
-        report = await drain
-        await run
-        return report
-    finally:
-        for task in (first, second):
-            if task is not None:
-                task.cancel()
-        for sig in _SIGNALS:
-            loop.remove_signal_handler(sig)
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"{spec!r}: {exc}", param_hint="--type") from None
+    return name, fn
 
 
-def summary(report: DrainReport) -> str:
-    """One line for the operator."""
-    return (
-        f"drained: {report.completed} completed, {report.failed} failed, "
-        f"{report.cancelled} cancelled, {report.released} released with a checkpoint, "
-        f"{report.released_at_deadline} released at the deadline, "
-        f"{report.uncommitted} left to lease expiry"
+@click.command()
+@click.option(
+    "--type", "types", multiple=True, required=True, help="NAME=module:function (repeatable)."
+)
+@click.option("--slots", type=int, default=10, show_default=True)
+@click.option("--worker-id")
+@click.option(
+    "--grace-s", type=float, default=30.0, show_default=True, help="Drain grace on SIGTERM."
+)
+@click.option(
+    "--start-on-delivery",
+    is_flag=True,
+    help="Start each task as it arrives, without an ack (dispatch commits RUNNING): one "
+    "write and two messages less per task; a push lost in flight costs an attempt and "
+    "waits for its lease.",
+)
+@kafka_options
+@click.option(
+    "--kafka-group",
+    envvar="TICKWHEEL_KAFKA_GROUP",
+    default="tickwheel-workers",
+    show_default=True,
+    help="Consumer group (Kafka mode; needs a SYSTEM tenant's API key).",
+)
+@client_options
+@api_key_option
+def worker(
+    types: tuple[str, ...],
+    slots: int,
+    worker_id: str | None,
+    grace_s: float,
+    start_on_delivery: bool,
+    kafka_bootstrap: str | None,
+    kafka_pools: str | None,
+    kafka_topic_prefix: str,
+    kafka_group: str,
+    **kw: Any,
+) -> None:
+    """Run handlers until SIGINT/SIGTERM, then drain: stop taking work, let running
+    tasks finish or checkpoint within --grace-s, release the rest (a second signal
+    releases them at once). Exit code 0 when nothing was left to lease expiry."""
+    from scheduler.cli._drain import run_until_drained, summary
+    from scheduler.worker import KafkaSource, Worker
+
+    handlers = dict(_load_handler(t) for t in types)
+    tls = tls_config(kw)
+    source = None
+    if kafka_bootstrap and start_on_delivery:
+        raise click.UsageError("--start-on-delivery applies to the stream, not to Kafka mode")
+    if kafka_bootstrap:
+        try:
+            source = KafkaSource(
+                bootstrap_servers=kafka_bootstrap,
+                pools=parse_kafka_pools(kafka_pools) or frozenset(Pool),
+                topic_prefix=kafka_topic_prefix,
+                group_id=kafka_group,
+            )
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+    w = Worker(
+        kw["target"],
+        api_key=kw["api_key"],
+        handlers=handlers,
+        slots=slots,
+        worker_id=worker_id,
+        tls=tls,
+        kafka=source,
+        start_on_delivery=start_on_delivery,
     )
+    tune_gc()
+    report = run_coro(run_until_drained(w, grace_s))
+    err_console.print(summary(report))
+    code = 0 if report.clean else 1
+    if w.busy_handler_threads:
+        # Released sync handlers still run in threads the interpreter would join.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise SystemExit(code)

@@ -27,6 +27,10 @@ class ServerConfig:
     """How long a new worker stream may take to send its hello."""
     stop_grace_s: float = 5.0
     """How long :meth:`Server.stop` lets in-flight calls finish."""
+    reuse_port: bool = False
+    """Share the port with other processes (``SO_REUSEPORT``). Off by default: grpcio
+    turns it on, and then a second server on the same port starts normally and clients
+    land on either."""
 
     def __post_init__(self) -> None:
         if not self.listen:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import socket
 from pathlib import Path
 
 import grpc
@@ -39,8 +41,51 @@ def server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
     )
 
 
+class ListenError(OSError):
+    """The server cannot listen on its address (in use, or not an address of this host)."""
+
+
+def _split_listen(listen: str) -> tuple[str, int] | None:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def check_listen(listen: str, *, reuse_port: bool = False) -> None:
+    """Raise :class:`ListenError` when ``listen`` is in use right now.
+
+    grpcio logs a core error line of its own when a bind fails; a plain socket says so
+    quietly first (the bind through grpcio stays the authority).
+    """
+    parts = _split_listen(listen)
+    if parts is None or parts[1] == 0:
+        return
+    host, port = parts
+    try:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise ListenError(
+            errno.EADDRNOTAVAIL, f"cannot listen on {listen}: {exc.strerror}"
+        ) from None
+    for family, kind, proto, _name, addr in infos[:1]:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port and hasattr(socket, "SO_REUSEPORT"):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            try:
+                sock.bind(addr)
+            except OSError as exc:
+                reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+                raise ListenError(exc.errno, f"cannot listen on {listen}: {reason}") from None
+
+
 def _assemble(engine: Engine, config: ServerConfig) -> tuple[grpc.aio.Server, int, HealthServicer]:
+    check_listen(config.listen, reuse_port=config.reuse_port)
     options = [
+        ("grpc.so_reuseport", 1 if config.reuse_port else 0),
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
         ("grpc.keepalive_permit_without_calls", 1),
@@ -66,12 +111,17 @@ def _assemble(engine: Engine, config: ServerConfig) -> tuple[grpc.aio.Server, in
         (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
     creds = server_credentials(config)
-    if creds is None:
-        port = server.add_insecure_port(config.listen)
-    else:
-        port = server.add_secure_port(config.listen, creds)
+    try:
+        if creds is None:
+            port = server.add_insecure_port(config.listen)
+        else:
+            port = server.add_secure_port(config.listen, creds)
+    except RuntimeError:  # grpcio's "Failed to bind to address"
+        port = 0
     if port == 0:
-        raise OSError(f"could not bind {config.listen}")
+        raise ListenError(
+            errno.EADDRINUSE, f"cannot listen on {config.listen}: address already in use"
+        )
     return server, port, health_servicer
 
 
@@ -95,8 +145,10 @@ class Server:
         self._engine = engine
         self._config = config
         self._server: grpc.aio.Server | None = None
+        self._bound: tuple[grpc.aio.Server, int, HealthServicer] | None = None
         self._health: HealthServicer | None = None
         self._port = 0
+        self._serving = True
         self._lock = asyncio.Lock()
 
     @property
@@ -109,24 +161,60 @@ class Server:
         """The configuration this server runs with."""
         return self._config
 
+    def bind(self) -> int:
+        """Take the listening port without serving yet; returns it.
+
+        Raises :class:`ListenError` when the address is in use. A node binds first so
+        that it claims nothing when it could not serve; :meth:`start` binds itself when
+        this was not called.
+        """
+        if self._bound is None and self._server is None:
+            self._bound = _assemble(self._engine, self._config)
+            self._port = self._bound[1]
+        return self._port
+
     async def start(self) -> int:
-        """Bind, start serving and report SERVING; returns the bound port."""
+        """Bind (unless :meth:`bind` did), start serving and report SERVING (or
+        NOT_SERVING when :meth:`set_serving` said so); returns the bound port."""
         async with self._lock:
             if self._server is not None:
                 return self._port
-            server, port, health_servicer = _assemble(self._engine, self._config)
+            self.bind()
+            assert self._bound is not None
+            (server, port, health_servicer), self._bound = self._bound, None
             await server.start()
             self._server, self._port, self._health = server, port, health_servicer
-            await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-            for name in SERVICE_NAMES:
-                await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+            await self._report()
             return port
+
+    async def set_serving(self, serving: bool) -> None:
+        """Report SERVING or NOT_SERVING on the health service (e.g. while the node has
+        lost its shards); remembered across :meth:`start`."""
+        self._serving = serving
+        if self._health is not None:
+            await self._report()
+
+    async def _report(self) -> None:
+        health_servicer = self._health
+        if health_servicer is None:
+            return
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if self._serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        await health_servicer.set("", status)
+        for name in SERVICE_NAMES:
+            await health_servicer.set(name, status)
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Report NOT_SERVING, let in-flight calls finish for the grace, then stop."""
         async with self._lock:
             server, health_servicer = self._server, self._health
             self._server = self._health = None
+            bound, self._bound = self._bound, None
+            if server is None and bound is not None:
+                await bound[0].stop(0)  # bound, never started: free the port
             if server is None:
                 return
             if health_servicer is not None:

@@ -17,9 +17,9 @@ import pytest
 
 from scheduler.client import AdminClient, Client
 from scheduler.engine import Engine, EngineConfig
-from scheduler.kafka import KafkaConfig, KafkaOutlet, open_outlets
-from scheduler.server import Server, ServerConfig
-from scheduler.store import open_store
+from scheduler.kafka import KafkaConfig, KafkaOutlet
+from scheduler.node import Node, NodeConfig
+from scheduler.server import ServerConfig
 from scheduler.types import Pool
 from scheduler.worker import KafkaSource, ReconnectConfig, Worker
 from tests.support.servers import KafkaServer
@@ -90,24 +90,20 @@ async def make_stack(
     async def make(
         config: EngineConfig | None = None, clock: Callable[[], datetime] | None = None
     ) -> KafkaStack:
-        store = await open_store("sqlite:///" + str(tmp_path / "k.db"))
-        cleanups.append(store.close)
         kafka = kafka_config(kafka_server, kafka_prefix)
-        outlets = await open_outlets(kafka)
-        for o in outlets:
-            cleanups.append(o.stop)
-        engine = Engine(
-            store,
-            config or EngineConfig(lease_ttl_s=10, heartbeat_interval_s=1, preload_interval_s=0.1),
+        node = Node(
+            NodeConfig(
+                store_url="sqlite:///" + str(tmp_path / "k.db"),
+                engine=config
+                or EngineConfig(lease_ttl_s=10, heartbeat_interval_s=1, preload_interval_s=0.1),
+                server=ServerConfig(listen="127.0.0.1:0", admin_token=ADMIN_TOKEN),
+                kafka=kafka,
+            ),
             clock=clock,
-            outlets=outlets,
         )
-        await engine.start()
-        cleanups.append(engine.stop)
-        server = Server(engine, ServerConfig(listen="127.0.0.1:0", admin_token=ADMIN_TOKEN))
-        port = await server.start()
-        cleanups.append(lambda: server.stop(0))
-        target = f"127.0.0.1:{port}"
+        cleanups.append(lambda: node.stop(0))
+        await node.start()
+        engine, outlets, target = node.engine, node.outlets, node.target
         admin = await AdminClient.connect(target, admin_token=ADMIN_TOKEN)
         try:
             platform = await admin.create_tenant("platform", tier="SYSTEM")

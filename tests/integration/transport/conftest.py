@@ -14,8 +14,8 @@ import pytest
 
 from scheduler.client import AdminClient, Client
 from scheduler.engine import Engine, EngineConfig
+from scheduler.node import Node, NodeConfig
 from scheduler.server import Server, ServerConfig
-from scheduler.store import open_store
 
 ADMIN_TOKEN = "test-admin-token-0123456789"
 
@@ -66,14 +66,17 @@ def engine_config() -> EngineConfig:
 
 @contextlib.asynccontextmanager
 async def running_stack(url: str) -> AsyncIterator[Stack]:
-    """A server over the real engine and the store at ``url``, with two tenants."""
-    store = await open_store(url)
-    engine = Engine(store, engine_config())
-    await engine.start()
-    server = Server(engine, ServerConfig(listen="127.0.0.1:0", admin_token=ADMIN_TOKEN))
+    """A node (the composition root) on the store at ``url``, with two tenants."""
+    node = Node(
+        NodeConfig(
+            store_url=url,
+            engine=engine_config(),
+            server=ServerConfig(listen="127.0.0.1:0", admin_token=ADMIN_TOKEN),
+        )
+    )
     try:
-        port = await server.start()
-        target = f"127.0.0.1:{port}"
+        await node.start()
+        engine, server, target = node.engine, node.server, node.target
         admin = await AdminClient.connect(target, admin_token=ADMIN_TOKEN)
         try:
             a = await admin.create_tenant("tenant-a")
@@ -84,9 +87,7 @@ async def running_stack(url: str) -> AsyncIterator[Stack]:
         finally:
             await admin.close()
     finally:
-        await server.stop(0)
-        await engine.stop()
-        await store.close()
+        await node.stop(0)
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from scheduler.client import AdminClient, Client
 from scheduler.engine import Engine, EngineConfig
-from scheduler.server import Server, ServerConfig
-from scheduler.store import open_store
+from scheduler.node import Node, NodeConfig
+from scheduler.server import ServerConfig
 from tests.support.clock import FakeClock
 
 ADMIN_TOKEN = "worker-lifecycle-admin-token"
@@ -52,12 +52,17 @@ def span_exporter() -> InMemorySpanExporter:
 async def _stack(
     tmp_path: Path, config: EngineConfig, clock: Callable[[], datetime] | None
 ) -> AsyncIterator[Stack]:
-    store = await open_store("sqlite:///" + str(tmp_path / "t.db"))
-    engine = Engine(store, config, clock=clock)
-    await engine.start()
-    server = Server(engine, ServerConfig(listen="127.0.0.1:0", admin_token=ADMIN_TOKEN))
+    node = Node(
+        NodeConfig(
+            store_url="sqlite:///" + str(tmp_path / "t.db"),
+            engine=config,
+            server=ServerConfig(listen="127.0.0.1:0", admin_token=ADMIN_TOKEN),
+        ),
+        clock=clock,
+    )
     try:
-        target = f"127.0.0.1:{await server.start()}"
+        await node.start()
+        engine, target = node.engine, node.target
         async with await AdminClient.connect(target, admin_token=ADMIN_TOKEN) as admin:
             tenant = await admin.create_tenant("lifecycle")
             key = (await admin.create_api_key(tenant.id, "k")).secret
@@ -67,9 +72,7 @@ async def _stack(
         finally:
             await client.close()
     finally:
-        await server.stop(0)
-        await engine.stop()
-        await store.close()
+        await node.stop(0)
 
 
 @pytest.fixture

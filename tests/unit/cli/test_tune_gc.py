@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.cli._main import _tune_gc
+from scheduler.cli._runner import tune_gc
 
 
 @pytest.fixture
@@ -24,6 +24,6 @@ def restored_gc() -> Iterator[None]:
 def test_startup_objects_are_frozen_and_young_collections_wait_for_50k() -> None:
     gc.unfreeze()
     assert gc.get_freeze_count() == 0
-    _tune_gc()
+    tune_gc()
     assert gc.get_freeze_count() > 1_000  # every module and class alive at start-up
     assert gc.get_threshold() == (50_000, 20, 20)

@@ -11,6 +11,7 @@ import scheduler.worker
 
 def test_server_exports() -> None:
     assert sorted(scheduler.server.__all__) == [
+        "ListenError",
         "SERVICE_NAMES",
         "STATUS_CODES",
         "Server",

@@ -1,0 +1,115 @@
+"""Options shared by several commands: server target and TLS, credentials, ``--json``,
+Kafka mode. Every flag can also come from a ``TICKWHEEL_*`` env var.
+
+Used by the command modules; calls nothing but click.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from scheduler.client import Pool
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_TARGET = "localhost:50051"
+"""Where the client commands connect unless told (``--target``, ``TICKWHEEL_TARGET``)."""
+DEFAULT_SQLITE = "sqlite:///.tickwheel/tickwheel.db"
+"""The store of ``serve`` without ``--store`` or ``--postgres-dsn``."""
+
+
+def client_options(fn: F) -> F:
+    """--target, credentials and client TLS for commands that call a server."""
+    options = [
+        click.option(
+            "--target",
+            envvar="TICKWHEEL_TARGET",
+            default=DEFAULT_TARGET,
+            show_default=True,
+            help="Server host:port.",
+        ),
+        click.option(
+            "--tls-ca",
+            envvar="TICKWHEEL_TLS_CA",
+            type=click.Path(exists=True, dir_okay=False),
+            help="PEM CA that signed the server certificate (turns TLS on).",
+        ),
+        click.option(
+            "--tls-cert",
+            "tls_client_cert",
+            envvar="TICKWHEEL_TLS_CLIENT_CERT",
+            type=click.Path(exists=True, dir_okay=False),
+            help="PEM client certificate (mutual TLS).",
+        ),
+        click.option(
+            "--tls-key",
+            "tls_client_key",
+            envvar="TICKWHEEL_TLS_CLIENT_KEY",
+            type=click.Path(exists=True, dir_okay=False),
+            help="PEM client key (mutual TLS).",
+        ),
+        click.option(
+            "--tls",
+            "tls_system",
+            is_flag=True,
+            envvar="TICKWHEEL_TLS",
+            help="TLS with the system roots.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def api_key_option(fn: F) -> F:
+    """--api-key (TICKWHEEL_API_KEY)."""
+    return click.option(
+        "--api-key", envvar="TICKWHEEL_API_KEY", required=True, help="Tenant API key."
+    )(fn)
+
+
+def json_option(fn: F) -> F:
+    """--json output."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
+
+
+def parse_kafka_pools(value: str | None) -> frozenset[Pool]:
+    """``--kafka-pools`` as pools (empty when not given); a bad name is a usage error."""
+    if not value:
+        return frozenset()
+    try:
+        return frozenset(Pool(p.strip().lower()) for p in value.split(",") if p.strip())
+    except ValueError:
+        names = ", ".join(p.value for p in Pool)
+        raise click.BadParameter(
+            f"{value!r}: pools are {names}", param_hint="--kafka-pools"
+        ) from None
+
+
+def kafka_options(fn: F) -> F:
+    """``--kafka-bootstrap``, ``--kafka-pools``, ``--kafka-topic-prefix``."""
+    fn = click.option(
+        "--kafka-topic-prefix",
+        envvar="TICKWHEEL_KAFKA_TOPIC_PREFIX",
+        default="tickwheel.tasks",
+        show_default=True,
+    )(fn)
+    fn = click.option(
+        "--kafka-pools",
+        envvar="TICKWHEEL_KAFKA_POOLS",
+        help="Pools dispatched through Kafka, e.g. critical,bulk (docs/kafka.md).",
+    )(fn)
+    fn = click.option(
+        "--kafka-bootstrap",
+        envvar="TICKWHEEL_KAFKA_BOOTSTRAP",
+        help="Kafka bootstrap servers HOST:PORT[,...]; enables Kafka dispatch mode.",
+    )(fn)
+    return fn
+
+
+def admin_token_option(fn: F) -> F:
+    """--admin-token (TICKWHEEL_ADMIN_TOKEN)."""
+    return click.option("--admin-token", envvar="TICKWHEEL_ADMIN_TOKEN", required=True)(fn)

@@ -1,0 +1,64 @@
+"""``tickwheel watchdog``: the dead man's switch as a command (docs/watchdog.md).
+
+Calls ``scheduler.watchdog``; registered by ``_main``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from scheduler.cli._runner import run_coro
+
+
+@click.command()
+@click.option("--postgres-dsn", envvar="TICKWHEEL_WATCHDOG_POSTGRES_DSN", help="Read replica ok.")
+@click.option("--sqlite", "sqlite_path", help="The embedded store's SQLite file instead.")
+@click.option("--check-interval-s", type=float, default=60.0, show_default=True)
+@click.option("--webhook-url", envvar="TICKWHEEL_WATCHDOG_WEBHOOK_URL")
+@click.option("--webhook-retries", type=int, default=3, show_default=True)
+@click.option("--canary/--no-canary", default=True, show_default=True)
+@click.option("--canary-stale-s", type=float, default=180.0, show_default=True)
+@click.option("--canary-max-lag-s", type=float, default=5.0, show_default=True)
+@click.option("--once", is_flag=True, help="Check once; exit 1 when anything alerts (cron use).")
+def watchdog(
+    postgres_dsn: str | None,
+    sqlite_path: str | None,
+    check_interval_s: float,
+    webhook_url: str | None,
+    webhook_retries: int,
+    canary: bool,
+    canary_stale_s: float,
+    canary_max_lag_s: float,
+    once: bool,
+) -> None:
+    """The dead man's switch: alert when an expected job has gone silent."""
+    from scheduler.watchdog import Watchdog, WatchdogConfig
+
+    if bool(postgres_dsn) == bool(sqlite_path):
+        raise click.UsageError("give exactly one of --postgres-dsn and --sqlite")
+    url = postgres_dsn or f"sqlite:///{sqlite_path}"
+    try:
+        config = WatchdogConfig(
+            database_url=url,
+            check_interval_s=check_interval_s,
+            webhook_url=webhook_url,
+            webhook_retries=webhook_retries,
+            canary=canary,
+            canary_stale_s=canary_stale_s,
+            canary_max_lag_s=canary_max_lag_s,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    dog = Watchdog(config)
+    if not once:
+        run_coro(dog.run())
+        return
+
+    async def one() -> int:
+        try:
+            return len(await dog.check_once())
+        finally:
+            await dog.source.close()
+
+    firing = run_coro(one())
+    raise SystemExit(1 if firing else 0)
