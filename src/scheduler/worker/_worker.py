@@ -78,6 +78,7 @@ from scheduler.worker._context import (
     ApplicationError,
     Interrupted,
     TaskContext,
+    cancel,
 )
 from scheduler.worker._kafka import KafkaFeed, KafkaSource
 from scheduler.worker._tracing import start_attempt_span, tracing_off, worker_tracer
@@ -412,7 +413,7 @@ class Worker:
         wall = datetime.now(UTC) + timedelta(seconds=max(0.0, self._deadline - loop.time()))
         for held in list(self._held.values()):
             held.ctx.drain_deadline = held.ctx.drain_deadline or wall
-            held.ctx._cancel(DRAIN)
+            cancel(held.ctx, DRAIN)
         _log.info(
             "worker %s draining: %d task(s) running, %.1f s grace",
             self.worker_id,
@@ -466,7 +467,7 @@ class Worker:
         checkpoint; then stop the handlers (a sync handler's thread runs on unseen)."""
         for held in leftovers:
             held.released = True
-            held.ctx._cancel(DRAIN)
+            cancel(held.ctx, DRAIN)
             if held.span is not None:
                 held.span.set_attribute("tickwheel.outcome", "released_at_deadline")
         msgs = [self._release_message(h) for h in leftovers]
@@ -611,7 +612,7 @@ class Worker:
                         res.task_id,
                         res.reason,
                     )
-                    held.ctx._cancel(LEASE_LOST)
+                    cancel(held.ctx, LEASE_LOST)
 
     def _heartbeat_message(self) -> pb.WorkerMessage | None:
         refs = [h.ref for h in self._held.values() if h.acked and not h.released]
@@ -751,7 +752,7 @@ class Worker:
             held = self._held.get(uuid.UUID(msg.cancel.task.task_id))
             if held is not None and held.ref.fencing_token == msg.cancel.task.fencing_token:
                 _log.info("task %s: cancel requested by a client", held.ctx.task_id)
-                held.ctx._cancel(CANCELLED)
+                cancel(held.ctx, CANCELLED)
         else:
             _log.debug("ignoring server message %s", kind)
 
@@ -811,7 +812,7 @@ class Worker:
                     current.ref.fencing_token,
                     a.fencing_token,
                 )
-                current.ctx._cancel(LEASE_LOST)
+                cancel(current.ctx, LEASE_LOST)
                 del self._held[task_id]
             submit = trace_headers(record.headers or ()) or conv.trace_from_proto(a.trace_context)
             held = self._held_from(a, received_at, submit, task_id)
