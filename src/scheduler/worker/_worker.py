@@ -81,6 +81,7 @@ from scheduler.worker._context import (
     cancel,
 )
 from scheduler.worker._kafka import KafkaFeed, KafkaSource
+from scheduler.worker._slots import Held, Slots
 from scheduler.worker._tracing import start_attempt_span, tracing_off, worker_tracer
 
 _log = logging.getLogger("tickwheel.worker")
@@ -137,17 +138,6 @@ _OUTCOME_OF_KIND = {
     "cancel_confirmed": "cancelled",
     "release": "released",
 }
-
-
-@dataclasses.dataclass(slots=True, eq=False)
-class _Held:
-    ref: pb.TaskRef
-    ctx: TaskContext
-    dispatch_trace: dict[str, str] | None = None
-    acked: bool = False
-    released: bool = False
-    task: asyncio.Task[None] | None = None
-    span: Span | None = None
 
 
 class _Conn:
@@ -255,7 +245,6 @@ class Worker:
         self._metadata = (("x-api-key", api_key),)
         self._handlers = dict(handlers)
         self._async_types = {t for t, h in self._handlers.items() if inspect.iscoroutinefunction(h)}
-        self._slots = slots
         self._start_on_delivery = start_on_delivery
         self.worker_id = worker_id or _default_worker_id()
         self._tls = tls
@@ -264,12 +253,9 @@ class Worker:
         self._heartbeat_s = heartbeat_interval_s or 10.0
         self._request_timeout_s = request_timeout_s
         self._reconnect = reconnect or ReconnectConfig()
-        self._held: dict[uuid.UUID, _Held] = {}
         self._conn: _Conn | None = None
         self._connected = asyncio.Event()
         self._ids = itertools.count(1)
-        self._credit_due = 0
-        self._credit_flush_scheduled = False
         self._completion_batch: (
             tuple[pb.WorkerMessage, asyncio.Future[dict[str, pb.TaskResult]]] | None
         ) = None
@@ -301,6 +287,13 @@ class Worker:
                 ready=self._connected.wait,
                 deliver=self._on_records,
             )
+        self._slots = Slots(
+            slots,
+            send=self._send,
+            stopping=self._is_stopping,
+            wakeup=self._kafka.slot_freed if self._kafka is not None else None,
+        )
+        self._held = self._slots.held  # read and written per task
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -462,7 +455,7 @@ class Worker:
         if self._tally is not None:
             self._tally[what] += 1
 
-    async def _release(self, leftovers: list[_Held]) -> None:
+    async def _release(self, leftovers: list[Held]) -> None:
         """Release tasks whose handlers are still running, at once, with their last
         checkpoint; then stop the handlers (a sync handler's thread runs on unseen)."""
         for held in leftovers:
@@ -470,7 +463,7 @@ class Worker:
             cancel(held.ctx, DRAIN)
             if held.span is not None:
                 held.span.set_attribute("tickwheel.outcome", "released_at_deadline")
-        msgs = [self._release_message(h) for h in leftovers]
+        msgs = [h.release_message() for h in leftovers]
         results = await asyncio.gather(
             *(self._request(m, timeout_s=5.0) for m in msgs), return_exceptions=True
         )
@@ -486,15 +479,6 @@ class Worker:
             if held.task is not None:
                 held.task.cancel()
         await asyncio.gather(*(h.task for h in leftovers if h.task), return_exceptions=True)
-
-    @staticmethod
-    def _release_message(held: _Held) -> pb.WorkerMessage:
-        data = held.ctx.checkpoint_data
-        return pb.WorkerMessage(
-            release=pb.Release(
-                task=held.ref, checkpoint=dict_to_struct(data) if data is not None else None
-            )
-        )
 
     # -- the stream ------------------------------------------------------------------
 
@@ -620,24 +604,11 @@ class Worker:
             return None
         return pb.WorkerMessage(heartbeat=pb.Heartbeat(tasks=refs))
 
-    def _give_credit(self, slots: int) -> None:
-        """Return slots to the server; all returned in one loop turn ride in one message."""
-        if self._kafka is not None:
-            self._kafka.slot_freed.set()  # the consumer fetches again
-            return
-        self._credit_due += slots
-        if not self._credit_flush_scheduled:
-            self._credit_flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_credit)
-
-    def _flush_credit(self) -> None:
-        self._credit_flush_scheduled = False
-        slots, self._credit_due = self._credit_due, 0
-        if slots and not self._stopping:
-            self._send(pb.WorkerMessage(credit=pb.Credit(slots=slots)))
-
     def _free_slots(self) -> int:
-        return max(0, self._slots - len(self._held))
+        return self._slots.free()
+
+    def _is_stopping(self) -> bool:
+        return self._stopping
 
     # -- requests --------------------------------------------------------------------
 
@@ -758,7 +729,7 @@ class Worker:
 
     def _on_assignments(self, tasks: Iterable[pb.Assignment]) -> None:
         received_at = datetime.now(UTC)
-        fresh: list[_Held] = []
+        fresh: list[Held] = []
         give_back: list[pb.TaskRef] = []
         for a in tasks:
             task_id = uuid.UUID(a.task_id)
@@ -776,7 +747,7 @@ class Worker:
         """Kafka mode: start the handlers of fetched records; returns once every one
         was acked (or rejected) or skipped, so the caller may commit their offsets."""
         received_at = datetime.now(UTC)
-        fresh: list[_Held] = []
+        fresh: list[Held] = []
         give_back: list[pb.TaskRef] = []
         for record in records:
             a = pb.Assignment()
@@ -836,7 +807,7 @@ class Worker:
         received_at: datetime,
         submit_trace: dict[str, str] | None,
         task_id: uuid.UUID,
-    ) -> _Held:
+    ) -> Held:
         assert self._loop is not None
         ctx = TaskContext(
             task_id=task_id,
@@ -854,11 +825,11 @@ class Worker:
             loop=self._loop,
             checkpointer=self._checkpoint,
         )
-        return _Held(
+        return Held(
             ref=_ref(a), ctx=ctx, dispatch_trace=conv.trace_from_proto(a.dispatch_trace_context)
         )
 
-    def _launch(self, fresh: list[_Held]) -> asyncio.Future[dict[str, pb.TaskResult]] | None:
+    def _launch(self, fresh: list[Held]) -> asyncio.Future[dict[str, pb.TaskResult]] | None:
         """Ack the new tasks in one message and start their handlers (no ack when
         starting on delivery: the server committed them as RUNNING)."""
         if not fresh:
@@ -876,7 +847,7 @@ class Worker:
             )
         return ack
 
-    async def _run(self, held: _Held, ack: asyncio.Future[dict[str, pb.TaskResult]] | None) -> None:
+    async def _run(self, held: Held, ack: asyncio.Future[dict[str, pb.TaskResult]] | None) -> None:
         ctx = held.ctx
         try:
             if ack is not None and not await self._acked(held, ack):
@@ -891,12 +862,9 @@ class Worker:
             ):
                 await self._attempt(held, span)
         finally:
-            if self._held.get(ctx.task_id) is held:
-                del self._held[ctx.task_id]
-            if not self._stopping:
-                self._give_credit(1)
+            self._slots.drop(held)
 
-    async def _acked(self, held: _Held, ack: asyncio.Future[dict[str, pb.TaskResult]]) -> bool:
+    async def _acked(self, held: Held, ack: asyncio.Future[dict[str, pb.TaskResult]]) -> bool:
         """Wait for the ack of the task's batch; whether the task is ours to run."""
         ctx = held.ctx
         try:
@@ -913,7 +881,7 @@ class Worker:
         held.acked = True
         return True
 
-    async def _attempt(self, held: _Held, span: Span) -> None:
+    async def _attempt(self, held: Held, span: Span) -> None:
         """Run the handler and commit what it came to, under the attempt's token."""
         ctx = held.ctx
         outcome = await self._invoke(held)
@@ -924,7 +892,7 @@ class Worker:
         if reason == CANCELLED:
             msg = pb.WorkerMessage(cancel_confirmed=pb.CancelConfirmed(task=held.ref))
         elif isinstance(outcome, Interrupted) and reason == DRAIN:
-            msg = self._release_message(held)
+            msg = held.release_message()
         elif isinstance(outcome, Interrupted) and reason == LEASE_LOST:
             msg = None  # any write would be rejected: another attempt owns the task
         elif isinstance(outcome, BaseException):
@@ -961,7 +929,7 @@ class Worker:
             if kind == "release":
                 _log.info("task %s: released with checkpoint %s", ctx.task_id, ctx.checkpoint_data)
 
-    async def _invoke(self, held: _Held) -> struct_pb2.Struct | BaseException:
+    async def _invoke(self, held: Held) -> struct_pb2.Struct | BaseException:
         """Run the handler; its result as a Struct, or the exception it raised (a
         result JSON cannot hold, such as a set or a NaN, fails the attempt)."""
         ctx = held.ctx
