@@ -3,12 +3,20 @@
 Handlers take a :class:`TaskContext` and may be sync (run in a thread pool) or async.
 :meth:`Worker.shutdown` drains in two phases (see ``docs/worker.md``): stop taking work,
 then let handlers finish or checkpoint and raise :class:`Interrupted` within the grace.
+
+Re-exports only; how the parts behind :class:`Worker` are cut is in ``_worker.py`` and
+``docs/worker.md`` ("How the SDK is built").
 """
+
+from __future__ import annotations
 
 from scheduler.client._tls import TLSConfig
 from scheduler.worker._context import ApplicationError, Interrupted, TaskContext
+from scheduler.worker._drain import DrainReport
 from scheduler.worker._kafka import KafkaSource
-from scheduler.worker._worker import DrainReport, Handler, ReconnectConfig, Worker
+from scheduler.worker._runner import Handler
+from scheduler.worker._stream import ReconnectConfig
+from scheduler.worker._worker import Worker
 
 __all__ = [
     "ApplicationError",

@@ -1,4 +1,10 @@
-"""What a task handler receives."""
+"""What a task handler receives: :class:`TaskContext`, the cancel reasons, and the two
+exceptions a handler raises on purpose (:class:`Interrupted`, :class:`ApplicationError`).
+
+May call: nothing in the worker SDK (a checkpoint goes through the ``checkpointer`` it
+is given). Called by: handlers, and the handler runner and the drain, which make the
+contexts and cancel them (:func:`cancel`).
+"""
 
 from __future__ import annotations
 
@@ -133,3 +139,9 @@ class TaskContext:
             f"TaskContext(task_id={self.task_id}, type={self.type!r}, attempt={self.attempt}, "
             f"fencing_token={self.fencing_token})"
         )
+
+
+def cancel(ctx: TaskContext, reason: str) -> None:
+    """Set ``ctx.cancelled`` with ``reason`` (the first reason wins). The SDK's way to
+    tell a handler to stop; not part of the handler's API."""
+    ctx._cancel(reason)

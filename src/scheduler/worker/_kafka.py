@@ -23,6 +23,12 @@ between topic and store as fast as the broker allows.)
 
 Drain: the consumer stops fetching and leaves its group at once (its partitions move
 to the other members), before the running tasks' grace period begins.
+
+Owns the consumer, its group membership and its offsets. May call: aiokafka,
+``scheduler._kafka_wire`` and the three callables it is given (free slots, wait for
+a stream, deliver records to the handler runner). Called by: the
+:class:`~scheduler.worker.Worker` facade (start, stop), the drain (stop) and the slots
+(``slot_freed``, when a handler ends).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ the assignment. The span is parented on the server's dispatch span when the serv
 records one (else on the submission context), and always *linked* to the submission
 context, so a tracing UI shows the whole path from the user's click to the result.
 Uses opentelemetry-api only: without an SDK ``TracerProvider`` every call is a no-op.
+
+May call: opentelemetry-api. Called by: the handler runner (one span per attempt).
 """
 
 from __future__ import annotations

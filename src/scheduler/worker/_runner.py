@@ -1,0 +1,453 @@
+"""The handler runner: one handler task per assignment, and what it came to.
+
+Owns the handlers, the thread pool of sync handlers (and the count of busy threads),
+and the life of each attempt: holding an assignment (from the stream or a Kafka
+record), acking it first or starting it on delivery, the handler's timeout, the
+CONSUMER span, and committing the outcome with the attempt's own fencing token (a
+task whose lease was lost commits nothing). It is the stream's
+:class:`~scheduler.worker._stream.StreamListener`: it reacts to pushes and cancels,
+heartbeats the held tasks (at once on every reconnect, then every interval) and turns
+a rejected heartbeat into ``cancel_reason == "lease_lost"``.
+
+May call: the stream (send, requests, commits), the slots (the held table, credit),
+the drain (``stopping``, tallies), ``_context`` and ``_tracing``. Called by: the
+stream (listener callbacks), the Kafka feed (:meth:`HandlerRunner.on_records`), the
+handlers' contexts (checkpoints) and the :class:`~scheduler.worker.Worker` facade.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import functools
+import inspect
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import struct_pb2
+from google.protobuf.message import DecodeError
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
+
+from scheduler._errors import StaleFencingToken, TickwheelError
+from scheduler._kafka_wire import trace_headers
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._wellknown import dict_to_struct, struct_to_dict
+from scheduler.client import _convert as conv
+from scheduler.worker._context import (
+    CANCELLED,
+    DRAIN,
+    JSON,
+    LEASE_LOST,
+    ApplicationError,
+    Interrupted,
+    TaskContext,
+    cancel,
+)
+from scheduler.worker._drain import Drain
+from scheduler.worker._slots import Held, Slots
+from scheduler.worker._stream import IndexedResults, Stream
+from scheduler.worker._tracing import start_attempt_span, tracing_off, worker_tracer
+
+_log = logging.getLogger("tickwheel.worker")
+
+Handler = Callable[[TaskContext], Any]
+"""``fn(ctx)``, sync or async, returning a JSON object (or None, or a value stored
+under ``{"result": value}``)."""
+
+_OUTCOME_OF_KIND = {
+    "completion": "completed",
+    "failure": "failed",
+    "cancel_confirmed": "cancelled",
+    "release": "released",
+}
+
+
+class HandlerRunner:
+    """Runs the handlers of the tasks held, and commits their outcomes."""
+
+    def __init__(
+        self,
+        handlers: Mapping[str, Handler],
+        *,
+        stream: Stream,
+        slots: Slots,
+        drain: Drain,
+        kafka_mode: bool,
+        start_on_delivery: bool,
+        tracer_provider: TracerProvider | None,
+    ) -> None:
+        self._handlers = dict(handlers)
+        self._async_types = {t for t, h in self._handlers.items() if inspect.iscoroutinefunction(h)}
+        self._stream = stream
+        self._slots = slots
+        self._held = slots.held  # the slots' table, read and written per task
+        self._drain = drain
+        self._kafka_mode = kafka_mode
+        self._start_on_delivery = start_on_delivery
+        self._tracer_provider = tracer_provider
+        self._tracer = worker_tracer(tracer_provider)
+        self.threads_busy = 0
+        """Sync handlers executing in threads right now."""
+        self._threads_lock = threading.Lock()
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=slots.capacity, thread_name_prefix="tickwheel-handler"
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The loop the handlers' contexts live on (``checkpoint_sync`` posts to it)."""
+        self._loop = loop
+
+    async def stop_all(self) -> None:
+        """Cancel every handler task still held and wait for them."""
+        for held in list(self._held.values()):
+            if held.task is not None:
+                held.task.cancel()
+        await asyncio.gather(
+            *(h.task for h in list(self._held.values()) if h.task), return_exceptions=True
+        )
+
+    def close_executor(self, *, cancel_futures: bool) -> None:
+        """Shut the thread pool down without waiting (a busy thread runs on unseen)."""
+        self._executor.shutdown(wait=False, cancel_futures=cancel_futures)
+
+    # -- the stream's listener -------------------------------------------------------
+
+    def hello_slots(self) -> int:
+        """The slots to announce: the free ones (none in Kafka mode)."""
+        return 0 if self._kafka_mode else self._slots.free()
+
+    def on_welcome(self, announced: int) -> None:
+        """A stream is up: say we drain, or top the credit up; keep held leases alive."""
+        if self._drain.stopping:
+            self._stream.send(pb.WorkerMessage(drain=pb.Drain()))
+        elif not self._kafka_mode:
+            extra = self._slots.free() - announced
+            if extra > 0:
+                self._stream.send(pb.WorkerMessage(credit=pb.Credit(slots=extra)))
+        # Tasks still held from a previous stream: keep their leases alive now.
+        if self._held:
+            heart_now = self._heartbeat_message()
+            if heart_now is not None:
+                self._stream.send(heart_now)
+
+    def on_cancel(self, ref: pb.TaskRef) -> None:
+        """A client cancelled a task: tell its handler, if it runs this attempt."""
+        held = self._held.get(uuid.UUID(ref.task_id))
+        if held is not None and held.ref.fencing_token == ref.fencing_token:
+            _log.info("task %s: cancel requested by a client", held.ctx.task_id)
+            cancel(held.ctx, CANCELLED)
+
+    async def heartbeat(self) -> None:
+        """Renew the leases of the tasks held; a rejected one lost its lease."""
+        msg = self._heartbeat_message()
+        if msg is None:
+            return
+        try:
+            results = await self._stream.request(msg)
+        except TickwheelError as exc:
+            _log.debug("heartbeat failed: %s", exc)
+            return
+        for res in results:
+            if res.ok:
+                continue
+            held = self._held.get(uuid.UUID(res.task_id))
+            if held is not None and not held.released:
+                _log.warning(
+                    "zombie: task %s lost its lease (%s); its result will be rejected",
+                    res.task_id,
+                    res.reason,
+                )
+                cancel(held.ctx, LEASE_LOST)
+
+    def _heartbeat_message(self) -> pb.WorkerMessage | None:
+        refs = [h.ref for h in self._held.values() if h.acked and not h.released]
+        if not refs:
+            return None
+        return pb.WorkerMessage(heartbeat=pb.Heartbeat(tasks=refs))
+
+    # -- assignments -----------------------------------------------------------------
+
+    def on_assignments(self, tasks: Iterable[pb.Assignment]) -> None:
+        """Hold the pushed tasks and start their handlers; give back what we cannot
+        run (draining, no handler, already held)."""
+        received_at = datetime.now(UTC)
+        fresh: list[Held] = []
+        give_back: list[pb.TaskRef] = []
+        stopping = self._drain.stopping
+        for a in tasks:
+            task_id = uuid.UUID(a.task_id)
+            if stopping or a.type not in self._handlers or task_id in self._held:
+                give_back.append(_ref(a))
+                continue
+            held = self._held_from(a, received_at, conv.trace_from_proto(a.trace_context), task_id)
+            self._held[task_id] = held
+            fresh.append(held)
+        for ref in give_back:
+            self._stream.send(pb.WorkerMessage(release=pb.Release(task=ref)))
+        self._launch(fresh)
+
+    async def on_records(self, records: Sequence[Any]) -> None:
+        """Kafka mode: start the handlers of fetched records; returns once every one
+        was acked (or rejected) or skipped, so the caller may commit their offsets."""
+        received_at = datetime.now(UTC)
+        fresh: list[Held] = []
+        give_back: list[pb.TaskRef] = []
+        for record in records:
+            a = pb.Assignment()
+            try:
+                a.ParseFromString(record.value or b"")
+                task_id = uuid.UUID(a.task_id)
+            except (DecodeError, ValueError):
+                _log.warning("kafka record %s/%s is not an Assignment; skipped", *_where(record))
+                continue
+            if self._drain.stopping:
+                give_back.append(_ref(a))
+                continue
+            if a.type not in self._handlers:
+                _log.warning(
+                    "task %s: no handler for type %r in this worker; skipped (its lease "
+                    "lapses and it is produced again; give every group member the same types)",
+                    task_id,
+                    a.type,
+                )
+                continue
+            current = self._held.get(task_id)
+            if current is not None:
+                if a.fencing_token <= current.ref.fencing_token:
+                    _log.info(
+                        "task %s: duplicate record (token %d) skipped", task_id, a.fencing_token
+                    )
+                    continue
+                # A later attempt of a task still running here: this attempt lost its
+                # lease; its writes will be rejected. The new attempt takes over.
+                _log.warning(
+                    "zombie: task %s token %d superseded by token %d",
+                    task_id,
+                    current.ref.fencing_token,
+                    a.fencing_token,
+                )
+                cancel(current.ctx, LEASE_LOST)
+                del self._held[task_id]
+            submit = trace_headers(record.headers or ()) or conv.trace_from_proto(a.trace_context)
+            held = self._held_from(a, received_at, submit, task_id)
+            self._held[task_id] = held
+            fresh.append(held)
+        if give_back:
+            await asyncio.gather(
+                *(
+                    self._stream.commit(
+                        pb.WorkerMessage(release=pb.Release(task=r)), uuid.UUID(r.task_id)
+                    )
+                    for r in give_back
+                )
+            )
+        ack = self._launch(fresh)
+        if ack is not None:
+            with contextlib.suppress(TickwheelError):  # it expires on its own (_launch)
+                await asyncio.shield(ack)
+
+    def _held_from(
+        self,
+        a: pb.Assignment,
+        received_at: datetime,
+        submit_trace: dict[str, str] | None,
+        task_id: uuid.UUID,
+    ) -> Held:
+        assert self._loop is not None
+        ctx = TaskContext(
+            task_id=task_id,
+            type=a.type,
+            attempt=a.attempt,
+            max_retries=a.max_retries,
+            payload=struct_to_dict(a.payload),
+            fencing_token=a.fencing_token,
+            checkpoint_data=struct_to_dict(a.checkpoint) if a.HasField("checkpoint") else None,
+            trace_context=submit_trace,
+            scheduled_at=conv.from_timestamp(a.scheduled_at),
+            due_at=conv.from_timestamp(a.due_at),
+            timeout_s=a.timeout_s,
+            received_at=received_at,
+            loop=self._loop,
+            checkpointer=self._checkpoint,
+        )
+        return Held(
+            ref=_ref(a), ctx=ctx, dispatch_trace=conv.trace_from_proto(a.dispatch_trace_context)
+        )
+
+    def _launch(self, fresh: list[Held]) -> IndexedResults | None:
+        """Ack the new tasks in one message and start their handlers (no ack when
+        starting on delivery: the server committed them as RUNNING)."""
+        if not fresh:
+            return None
+        ack: IndexedResults | None = None
+        if not self._start_on_delivery:
+            ack = self._stream.start_batch(
+                pb.WorkerMessage(ack=pb.Ack(tasks=[h.ref for h in fresh]))
+            )
+        for held in fresh:
+            held.acked = ack is None  # starting on delivery: RUNNING from the dispatch
+            held.task = asyncio.create_task(
+                self._run(held, ack), name=f"tickwheel-task-{held.ctx.task_id}"
+            )
+        return ack
+
+    async def _checkpoint(self, ctx: TaskContext, data: JSON) -> None:
+        held = self._held.get(ctx.task_id)
+        if held is None or held.ctx is not ctx:  # superseded by a later attempt
+            raise StaleFencingToken(str(ctx.task_id), ctx.fencing_token, "task no longer held")
+        msg = pb.WorkerMessage(checkpoint=pb.Checkpoint(task=held.ref, data=dict_to_struct(data)))
+        results = await self._stream.request(msg)
+        if results and not results[0].ok:
+            raise StaleFencingToken(str(ctx.task_id), ctx.fencing_token, results[0].reason)
+
+    # -- one attempt -----------------------------------------------------------------
+
+    async def _run(self, held: Held, ack: IndexedResults | None) -> None:
+        ctx = held.ctx
+        try:
+            if ack is not None and not await self._acked(held, ack):
+                return
+            if tracing_off(self._tracer_provider):
+                held.span = trace.INVALID_SPAN  # every call on it is a no-op
+                await self._attempt(held, held.span)
+                return
+            held.span = span = start_attempt_span(self._tracer, ctx, held.dispatch_trace)
+            with trace.use_span(
+                span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+            ):
+                await self._attempt(held, span)
+        finally:
+            self._slots.drop(held)
+
+    async def _acked(self, held: Held, ack: IndexedResults) -> bool:
+        """Wait for the ack of the task's batch; whether the task is ours to run."""
+        ctx = held.ctx
+        try:
+            results = await asyncio.shield(ack)  # expires with its batch (_launch)
+        except TickwheelError as exc:
+            # Not acked: the server put the task back (session closed) or its lease
+            # lapses; either way another attempt will run it.
+            _log.info("task %s: not acknowledged (%s); dropped", ctx.task_id, exc)
+            return False
+        mine = results.get(held.ref.task_id)
+        if mine is None or not mine.ok:
+            _log.info("task %s: ack rejected (%s)", ctx.task_id, mine.reason if mine else "missing")
+            return False
+        held.acked = True
+        return True
+
+    async def _attempt(self, held: Held, span: Span) -> None:
+        """Run the handler and commit what it came to, under the attempt's token."""
+        ctx = held.ctx
+        outcome = await self._invoke(held)
+        if held.released:  # released at the drain deadline while it ran
+            return
+        reason = ctx.cancel_reason
+        msg: pb.WorkerMessage | pb.Completion | None
+        if reason == CANCELLED:
+            msg = pb.WorkerMessage(cancel_confirmed=pb.CancelConfirmed(task=held.ref))
+        elif isinstance(outcome, Interrupted) and reason == DRAIN:
+            msg = held.release_message()
+        elif isinstance(outcome, Interrupted) and reason == LEASE_LOST:
+            msg = None  # any write would be rejected: another attempt owns the task
+        elif isinstance(outcome, BaseException):
+            retryable = not (isinstance(outcome, ApplicationError) and outcome.non_retryable)
+            text = str(outcome) or type(outcome).__name__
+            msg = pb.WorkerMessage(
+                failure=pb.Failure(task=held.ref, error=text[:4000], retryable=retryable)
+            )
+            span.record_exception(outcome)
+            span.set_status(Status(StatusCode.ERROR, text[:200]))
+        else:
+            msg = pb.Completion(task=held.ref, result=outcome)  # joins a Completions batch
+        if msg is None:
+            span.set_attribute("tickwheel.outcome", "lease_lost")
+            self._drain.count("rejected")
+            return
+        kind = "completion" if isinstance(msg, pb.Completion) else str(msg.WhichOneof("kind"))
+        span.set_attribute("tickwheel.outcome", _OUTCOME_OF_KIND[kind])
+        res = await self._stream.commit(msg, ctx.task_id)
+        if res is None:
+            self._drain.count("uncommitted")
+        elif not res.ok:
+            self._drain.count("rejected")
+            _log.warning(
+                "zombie: %s of task %s with fencing token %d was rejected (%s); "
+                "another attempt owns the task, this outcome is discarded",
+                kind,
+                ctx.task_id,
+                ctx.fencing_token,
+                res.reason,
+            )
+        else:
+            self._drain.count(_OUTCOME_OF_KIND[kind])
+            if kind == "release":
+                _log.info("task %s: released with checkpoint %s", ctx.task_id, ctx.checkpoint_data)
+
+    async def _invoke(self, held: Held) -> struct_pb2.Struct | BaseException:
+        """Run the handler; its result as a Struct, or the exception it raised (a
+        result JSON cannot hold, such as a set or a NaN, fails the attempt)."""
+        ctx = held.ctx
+        handler = self._handlers[ctx.type]
+        try:
+            if ctx.timeout_s > 0:
+                async with asyncio.timeout(ctx.timeout_s):
+                    value = await self._call(handler, ctx)
+            else:
+                value = await self._call(handler, ctx)
+        except TimeoutError:
+            return TimeoutError(f"handler exceeded its timeout of {ctx.timeout_s} s")
+        except Exception as exc:
+            if ctx.cancel_reason is None:
+                _log.info("task %s: handler raised %r", ctx.task_id, exc)
+            return exc
+        try:
+            return dict_to_struct(_as_result(value))
+        except (TypeError, ValueError) as exc:
+            _log.warning("task %s: the handler's result is not JSON: %s", ctx.task_id, exc)
+            return TypeError(f"the handler's result is not JSON: {exc}")
+
+    async def _call(self, handler: Handler, ctx: TaskContext) -> Any:
+        if ctx.type in self._async_types:
+            return await handler(ctx)
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, self._in_thread, handler, ctx)
+        value = await loop.run_in_executor(self._executor, call)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    def _in_thread(self, handler: Handler, ctx: TaskContext) -> Any:
+        with self._threads_lock:
+            self.threads_busy += 1
+        try:
+            return handler(ctx)
+        finally:
+            with self._threads_lock:
+                self.threads_busy -= 1
+
+
+def _ref(a: pb.Assignment) -> pb.TaskRef:
+    return pb.TaskRef(task_id=a.task_id, fencing_token=a.fencing_token, scheduled_at=a.scheduled_at)
+
+
+def _where(record: Any) -> tuple[str, str]:
+    return f"{record.topic}[{record.partition}]", str(record.offset)
+
+
+def _as_result(value: Any) -> JSON:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {"result": value}

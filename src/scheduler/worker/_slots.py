@@ -1,0 +1,102 @@
+"""Slots and credit: the table of tasks this worker holds, and the credit it grants.
+
+Owns :class:`Held` (one row per task held: its fenced ref, its context, whether it
+was acked or released, its handler task and span) and :class:`Slots` (the table, the
+slot count, and the credit owed back to the server). A slot is taken when an
+assignment is held and given back when its handler task ends; credit given back in
+one loop turn rides in one ``Credit`` message. In Kafka mode a freed slot wakes the
+consumer instead (it fetches as many records as there are free slots).
+
+May call: the ``send`` and ``stopping`` callables it is given (the stream's send, the
+drain's flag). Called by: the handler runner (adds and drops rows), the drain (reads
+the rows it must finish or release), the stream listener (free slots in ``Hello``)
+and the :class:`~scheduler.worker.Worker` facade (``running_tasks``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import Callable
+
+from opentelemetry.trace import Span
+
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._wellknown import dict_to_struct
+from scheduler.worker._context import TaskContext
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Held:
+    """One task this worker holds (one attempt: its ``ref`` carries the token)."""
+
+    ref: pb.TaskRef
+    ctx: TaskContext
+    dispatch_trace: dict[str, str] | None = None
+    acked: bool = False
+    """RUNNING in the store (acked, or started on delivery): heartbeats renew it."""
+    released: bool = False
+    """Released at the drain deadline while its handler ran: nothing more to commit."""
+    task: asyncio.Task[None] | None = None
+    span: Span | None = None
+
+    def release_message(self) -> pb.WorkerMessage:
+        """A ``Release`` of this attempt with its last checkpoint."""
+        data = self.ctx.checkpoint_data
+        return pb.WorkerMessage(
+            release=pb.Release(
+                task=self.ref, checkpoint=dict_to_struct(data) if data is not None else None
+            )
+        )
+
+
+class Slots:
+    """The held-task table, the slot count and the credit owed to the server."""
+
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        send: Callable[[pb.WorkerMessage], None],
+        stopping: Callable[[], bool],
+        wakeup: asyncio.Event | None = None,
+    ) -> None:
+        self.capacity = capacity
+        self.held: dict[uuid.UUID, Held] = {}
+        """The tasks held, by id; the handler runner adds and drops the rows."""
+        self._send = send
+        self._stopping = stopping
+        self._wakeup = wakeup
+        self._credit_due = 0
+        self._flush_scheduled = False
+
+    def free(self) -> int:
+        """Slots not taken by a held task."""
+        return max(0, self.capacity - len(self.held))
+
+    def drop(self, held: Held) -> None:
+        """``held``'s handler task ended: forget it (unless a later attempt of the task
+        replaced it) and, unless the worker is draining, give its slot back."""
+        task_id = held.ctx.task_id
+        if self.held.get(task_id) is held:
+            del self.held[task_id]
+        if not self._stopping():
+            self.give_back(1)
+
+    def give_back(self, slots: int) -> None:
+        """Return slots to the server; all returned in one loop turn ride in one message
+        (Kafka mode: wake the consumer, which fetches again)."""
+        if self._wakeup is not None:
+            self._wakeup.set()
+            return
+        self._credit_due += slots
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        slots, self._credit_due = self._credit_due, 0
+        if slots and not self._stopping():
+            self._send(pb.WorkerMessage(credit=pb.Credit(slots=slots)))

@@ -1,0 +1,445 @@
+"""The worker's stream protocol: one ``WorkerService.Connect`` stream at a time.
+
+Owns the gRPC channel, the current stream attempt (:class:`Conn`: its outbound queue
+and the requests awaiting a ``Result``), request ids, the batching of completions into
+one ``Completions`` message, the reconnect loop with exponential backoff (full jitter)
+and the per-stream writer and heartbeat-timer tasks. It knows the wire, not the tasks:
+what an assignment, a cancel or a heartbeat *means* belongs to its
+:class:`StreamListener` (the handler runner, ``_runner.py``).
+
+May call: ``scheduler.client`` (channel, conversions, error mapping), the generated
+proto, and its listener. Called by: the :class:`~scheduler.worker.Worker` facade (run,
+close), the handler runner (send, requests, commits), the drain (send, finish) and
+the slots (credit, through ``send``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import logging
+import random
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+import grpc
+
+from scheduler._aio import wait_event
+from scheduler._errors import (
+    InvalidArgument,
+    PermissionDenied,
+    TickwheelError,
+    Unauthenticated,
+    Unavailable,
+)
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
+from scheduler.client import _convert as conv
+from scheduler.client._channel import open_channel
+from scheduler.client._errors import from_rpc_error
+from scheduler.client._tls import TLSConfig
+from scheduler.types import Pool
+
+_log = logging.getLogger("tickwheel.worker")
+
+FATAL = (Unauthenticated, PermissionDenied, InvalidArgument)
+"""Errors that end :meth:`Stream.run` instead of reconnecting."""
+_EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
+
+Results = asyncio.Future[list[pb.TaskResult]]
+"""The per-task results of one request, in the order the server sent them."""
+IndexedResults = asyncio.Future[dict[str, pb.TaskResult]]
+"""The per-task results of one batched request, by task id."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ReconnectConfig:
+    """Exponential backoff between stream attempts."""
+
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.initial_backoff_s <= self.max_backoff_s:
+            raise ValueError("ReconnectConfig needs 0 < initial_backoff_s <= max_backoff_s")
+
+
+class Backoff:
+    """The delays between stream attempts: full jitter over a ceiling that doubles
+    after each attempt up to ``max_backoff_s``, and starts again from
+    ``initial_backoff_s`` once a stream was welcomed."""
+
+    def __init__(
+        self, config: ReconnectConfig, jitter: Callable[[float, float], float] = random.uniform
+    ) -> None:
+        self._config = config
+        self._jitter = jitter
+        self._ceiling_s = config.initial_backoff_s
+
+    def reset(self) -> None:
+        """A stream was welcomed: the next delay is short again."""
+        self._ceiling_s = self._config.initial_backoff_s
+
+    def next_delay_s(self) -> float:
+        """The delay before the next attempt; doubles the ceiling for the one after."""
+        delay = self._jitter(0, self._ceiling_s)
+        self._ceiling_s = min(self._ceiling_s * 2, self._config.max_backoff_s)
+        return delay
+
+
+class StreamListener(Protocol):
+    """What the stream needs from the worker's task side (the handler runner)."""
+
+    def hello_slots(self) -> int:
+        """The slots announced in ``Hello``."""
+
+    def on_welcome(self, announced: int) -> None:
+        """The stream is up (``send`` works): top up credit, heartbeat held tasks."""
+
+    def on_assignments(self, tasks: Sequence[pb.Assignment]) -> None:
+        """The server pushed assignments."""
+
+    def on_cancel(self, ref: pb.TaskRef) -> None:
+        """A client cancelled the task ``ref`` names."""
+
+    async def heartbeat(self) -> None:
+        """Every heartbeat interval while a stream is up: renew the held leases."""
+
+
+class Conn:
+    """One stream attempt: its outbound queue and the requests awaiting a Result."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
+        self.pending: dict[int, Results] = {}
+
+    def fail_pending(self) -> None:
+        """The stream broke: every request still waiting fails with Unavailable."""
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(Unavailable("worker stream closed"))
+        self.pending.clear()
+
+
+def indexed(fut: Results) -> IndexedResults:
+    """The per-task results of a batched request, indexed once by task id."""
+    out: IndexedResults = fut.get_loop().create_future()
+
+    def done(f: Results) -> None:
+        if out.done():  # expired first (see expire)
+            return
+        if f.cancelled():
+            out.cancel()
+        elif (exc := f.exception()) is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result({r.task_id: r for r in f.result()})
+
+    fut.add_done_callback(done)
+    return out
+
+
+def expire(fut: asyncio.Future[Any], timeout_s: float) -> None:
+    """Fail ``fut`` with Unavailable if it is still pending after ``timeout_s``.
+
+    One timer for a whole batch (an ack or a completion message), instead of an
+    ``asyncio.timeout`` per task awaiting it: per task, that timer was a tenth of the
+    worker's CPU in a burst.
+    """
+
+    def expired() -> None:
+        if not fut.done():
+            fut.set_exception(Unavailable("no answer from the server in time"))
+
+    handle = fut.get_loop().call_later(timeout_s, expired)
+    fut.add_done_callback(lambda _: handle.cancel())
+
+
+class Stream:
+    """The worker's side of ``WorkerService.Connect``, across reconnects."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        api_key: str,
+        tls: TLSConfig | None,
+        worker_id: str,
+        task_types: Iterable[str],
+        pools: Sequence[Pool],
+        start_on_delivery: bool,
+        heartbeat_interval_s: float | None,
+        request_timeout_s: float,
+        reconnect: ReconnectConfig,
+    ) -> None:
+        self._target = target
+        self._metadata = (("x-api-key", api_key),)
+        self._tls = tls
+        self.worker_id = worker_id
+        self._task_types = sorted(task_types)
+        self.pools = tuple(pools)
+        self._start_on_delivery = start_on_delivery
+        self._heartbeat_override = heartbeat_interval_s
+        self.heartbeat_s = heartbeat_interval_s or 10.0
+        """Seconds between heartbeats: the override, else the server's (Welcome)."""
+        self.request_timeout_s = request_timeout_s
+        self._reconnect = reconnect
+        self._listener: StreamListener | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self._conn: Conn | None = None
+        self.connected = asyncio.Event()
+        """Set while a welcomed stream is up."""
+        self.closing = asyncio.Event()
+        """Set when the worker stops: no more reconnects; commits stop retrying."""
+        self._ids = itertools.count(1)
+        self._completion_batch: tuple[pb.WorkerMessage, IndexedResults] | None = None
+
+    def attach(self, listener: StreamListener) -> None:
+        """Name the listener (before :meth:`run`)."""
+        self._listener = listener
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open the channel (no I/O yet)."""
+        self._channel = open_channel(self._target, self._tls)
+
+    async def run(self) -> None:
+        """Stream attempts until :attr:`closing` is set; raises the :data:`FATAL`
+        errors (bad API key, rejected hello). Transient failures reconnect with backoff."""
+        assert self._channel is not None
+        stub = pbg.WorkerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        backoff = Backoff(self._reconnect)
+        while not self.closing.is_set():
+            welcomed = False
+            try:
+                welcomed = await self._stream(stub)
+            except FATAL:
+                raise
+            except (TickwheelError, grpc.aio.AioRpcError, OSError) as exc:
+                _log.warning("worker %s: stream broke: %s", self.worker_id, exc)
+            if self.closing.is_set():
+                break
+            if welcomed:
+                backoff.reset()
+            await wait_event(self.closing, backoff.next_delay_s())
+
+    async def close(self) -> None:
+        """Close the channel (after :meth:`run` returned)."""
+        if self._channel is not None:
+            await self._channel.close(None)
+
+    def finish(self) -> None:
+        """Stop reconnecting and half-close the current stream (the server ends it)."""
+        self.closing.set()
+        conn = self._conn
+        if conn is not None:
+            conn.queue.put_nowait(None)
+
+    # -- one stream attempt ----------------------------------------------------------
+
+    async def _stream(self, stub: Any) -> bool:
+        """One stream attempt; returns whether the server welcomed it."""
+        listener = self._listener
+        assert listener is not None
+        call = stub.Connect(metadata=self._metadata)
+        conn = Conn()
+        announced = listener.hello_slots()
+        hello = pb.Hello(
+            worker_id=self.worker_id,
+            task_types=self._task_types,
+            pools=[conv.pool_to_proto(p) for p in self.pools],
+            slots=announced,
+            start_on_delivery=self._start_on_delivery,
+        )
+        writer: asyncio.Task[None] | None = None
+        heart: asyncio.Task[None] | None = None
+        try:
+            try:
+                await asyncio.wait_for(
+                    call.write(pb.WorkerMessage(hello=hello)), self.request_timeout_s
+                )
+                first = await asyncio.wait_for(call.read(), self.request_timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                raise from_rpc_error(exc) from None
+            if first is _EOF or first.WhichOneof("kind") != "welcome":
+                raise Unavailable("server did not welcome the worker")
+            welcome = first.welcome
+            if self._heartbeat_override is None and welcome.heartbeat_interval_s > 0:
+                self.heartbeat_s = welcome.heartbeat_interval_s
+            _log.info(
+                "worker %s connected (session %s, %d slots)",
+                self.worker_id,
+                welcome.session_id,
+                announced,
+            )
+            name = f"tickwheel-worker-{self.worker_id}"
+            writer = asyncio.create_task(self._write_loop(call, conn), name=f"{name}-write")
+            heart = asyncio.create_task(self._heartbeat_loop(), name=f"{name}-heartbeat")
+            self._conn = conn
+            self.connected.set()
+            listener.on_welcome(announced)
+            while True:
+                try:
+                    msg = await call.read()
+                except grpc.aio.AioRpcError as exc:
+                    if exc.code() is grpc.StatusCode.CANCELLED and self.closing.is_set():
+                        break
+                    raise from_rpc_error(exc) from None
+                if msg is _EOF:
+                    break
+                self._on_message(msg, conn, listener)
+            return True
+        finally:
+            self.connected.clear()
+            if self._conn is conn:
+                self._conn = None
+            conn.fail_pending()
+            for task in (writer, heart):
+                if task is not None:
+                    task.cancel()
+            for task in (writer, heart):
+                if task is not None:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            call.cancel()
+
+    def _on_message(self, msg: pb.ServerMessage, conn: Conn, listener: StreamListener) -> None:
+        kind = msg.WhichOneof("kind")
+        if kind == "result":
+            fut = conn.pending.pop(msg.result.request_id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(list(msg.result.results))
+        elif kind == "assignments":
+            listener.on_assignments(msg.assignments.tasks)
+        elif kind == "cancel":
+            listener.on_cancel(msg.cancel.task)
+        else:
+            _log.debug("ignoring server message %s", kind)
+
+    async def _write_loop(self, call: Any, conn: Conn) -> None:
+        while True:
+            msg = await conn.queue.get()
+            try:
+                if msg is None:
+                    await asyncio.wait_for(call.done_writing(), self.request_timeout_s)
+                    return
+                async with asyncio.timeout(self.request_timeout_s):
+                    await call.write(msg)
+            except (
+                grpc.aio.AioRpcError,
+                grpc.aio.UsageError,
+                TimeoutError,
+                asyncio.InvalidStateError,  # "RPC already finished": the server went away
+            ) as exc:
+                _log.debug("worker %s: write failed: %s", self.worker_id, exc)
+                call.cancel()
+                return
+
+    async def _heartbeat_loop(self) -> None:
+        listener = self._listener
+        assert listener is not None
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            await listener.heartbeat()
+
+    # -- requests --------------------------------------------------------------------
+
+    def send(self, msg: pb.WorkerMessage) -> None:
+        """Fire and forget on the current stream (dropped when disconnected)."""
+        conn = self._conn
+        if conn is not None:
+            conn.queue.put_nowait(msg)
+
+    def start_request(self, msg: pb.WorkerMessage) -> Results:
+        """Send ``msg`` with a fresh request id; the future of its Result (failed at
+        once when no stream is up, or when the stream breaks before the answer)."""
+        conn = self._conn
+        fut: Results = asyncio.get_running_loop().create_future()
+        if conn is None:
+            fut.set_exception(Unavailable("worker stream not connected"))
+            return fut
+        msg.request_id = next(self._ids)
+        conn.pending[msg.request_id] = fut
+        conn.queue.put_nowait(msg)
+        return fut
+
+    def start_batch(self, msg: pb.WorkerMessage) -> IndexedResults:
+        """:meth:`start_request` for a message about many tasks (an ack): the results by
+        task id, failed with Unavailable after the request timeout."""
+        fut = indexed(self.start_request(msg))
+        expire(fut, self.request_timeout_s)
+        return fut
+
+    async def request(
+        self, msg: pb.WorkerMessage, timeout_s: float | None = None
+    ) -> list[pb.TaskResult]:
+        """Send ``msg`` (waiting for a stream if there is none) and its results."""
+        timeout = self.request_timeout_s if timeout_s is None else timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                if not self.connected.is_set():
+                    await self.connected.wait()
+                return await self.start_request(msg)
+        except TimeoutError:
+            raise Unavailable("no answer from the server in time") from None
+
+    async def commit(
+        self, msg: pb.WorkerMessage | pb.Completion, task_id: uuid.UUID
+    ) -> pb.TaskResult | None:
+        """Send a fenced write, retrying across reconnects; None if it never got through.
+
+        A completion (given as a bare ``Completion``) joins the others finished in the
+        same loop turn in one ``Completions`` message (one write and one Result for
+        many tasks).
+        """
+        for attempt in range(5):
+            try:
+                if isinstance(msg, pb.Completion):
+                    return await self._complete_batched(msg)
+                results = await self.request(msg)
+                return results[0] if results else None
+            except Unavailable as exc:
+                if self.closing.is_set():
+                    break
+                _log.info("task %s: commit retry %d: %s", task_id, attempt + 1, exc)
+        _log.warning("task %s: could not commit its outcome; its lease will expire", task_id)
+        return None
+
+    async def _complete_batched(self, completion: pb.Completion) -> pb.TaskResult | None:
+        if not self.connected.is_set():
+            try:
+                async with asyncio.timeout(self.request_timeout_s):
+                    await self.connected.wait()
+            except TimeoutError:
+                raise Unavailable("no answer from the server in time") from None
+        if self._completion_batch is None:
+            batch: IndexedResults = asyncio.get_running_loop().create_future()
+            expire(batch, self.request_timeout_s)
+            self._completion_batch = (pb.WorkerMessage(completions=pb.Completions()), batch)
+            asyncio.get_running_loop().call_soon(self._flush_completions)
+        msg, fut = self._completion_batch
+        msg.completions.items.append(completion)  # built into the message that is sent
+        results = await asyncio.shield(fut)
+        return results.get(completion.task.task_id)
+
+    def _flush_completions(self) -> None:
+        assert self._completion_batch is not None
+        msg, fut = self._completion_batch
+        self._completion_batch = None
+        sent = indexed(self.start_request(msg))
+
+        def done(f: IndexedResults) -> None:
+            if fut.done():
+                return
+            if f.cancelled():
+                fut.cancel()
+            elif (exc := f.exception()) is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(f.result())
+
+        sent.add_done_callback(done)

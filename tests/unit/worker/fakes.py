@@ -1,0 +1,83 @@
+"""Fakes of the worker parts' neighbours (not of servers): a stream that records what
+it is asked to send and answers from a script, and a drain flag with its tally."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import uuid
+from collections.abc import Callable
+
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+
+Answer = Callable[[pb.WorkerMessage], list[pb.TaskResult]]
+
+
+def all_ok(msg: pb.WorkerMessage) -> list[pb.TaskResult]:
+    """Every task the message names is accepted."""
+    kind = msg.WhichOneof("kind")
+    body = getattr(msg, str(kind))
+    refs = list(body.tasks) if hasattr(body, "tasks") else [body.task]
+    return [pb.TaskResult(task_id=r.task_id, ok=True) for r in refs]
+
+
+def all_stale(msg: pb.WorkerMessage) -> list[pb.TaskResult]:
+    """Every task the message names has moved on to another attempt."""
+    return [pb.TaskResult(task_id=r.task_id, ok=False, reason="stale") for r in all_ok(msg)]
+
+
+class FakeStream:
+    """Stands in for ``_stream.Stream``: records, answers with ``answer``."""
+
+    def __init__(self, answer: Answer = all_ok) -> None:
+        self.answer = answer
+        self.request_timeout_s = 1.0
+        self.closing = asyncio.Event()
+        self.sent: list[pb.WorkerMessage] = []
+        self.requested: list[pb.WorkerMessage] = []
+        self.committed: list[pb.WorkerMessage | pb.Completion] = []
+        self.finished = False
+        self.commit_seen = asyncio.Event()
+
+    def send(self, msg: pb.WorkerMessage) -> None:
+        self.sent.append(msg)
+
+    def start_batch(self, msg: pb.WorkerMessage) -> asyncio.Future[dict[str, pb.TaskResult]]:
+        self.requested.append(msg)
+        fut: asyncio.Future[dict[str, pb.TaskResult]] = asyncio.get_running_loop().create_future()
+        fut.set_result({r.task_id: r for r in self.answer(msg)})
+        return fut
+
+    async def request(
+        self, msg: pb.WorkerMessage, timeout_s: float | None = None
+    ) -> list[pb.TaskResult]:
+        self.requested.append(msg)
+        return self.answer(msg)
+
+    async def commit(
+        self, msg: pb.WorkerMessage | pb.Completion, task_id: uuid.UUID
+    ) -> pb.TaskResult | None:
+        self.committed.append(msg)
+        self.commit_seen.set()
+        if isinstance(msg, pb.Completion):
+            return self.answer(pb.WorkerMessage(completion=msg))[0]
+        return self.answer(msg)[0]
+
+    def finish(self) -> None:
+        self.finished = True
+        self.closing.set()
+
+    def kinds(self) -> list[str]:
+        """The kinds of the messages sent fire-and-forget, in order."""
+        return [str(m.WhichOneof("kind")) for m in self.sent]
+
+
+class FakeDrain:
+    """Stands in for ``_drain.Drain``: the ``stopping`` flag and the tally."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.tally: collections.Counter[str] = collections.Counter()
+
+    def count(self, what: str) -> None:
+        self.tally[what] += 1

@@ -1,0 +1,206 @@
+"""The handler runner, alone: a fake stream and drain flag, the real slots.
+
+Pins the fencing rules (every write carries the token the attempt was assigned; an
+attempt that lost its lease commits nothing), ack-first vs start-on-delivery, and the
+heartbeat of held tasks when a stream (re)connects."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.worker import Interrupted, TaskContext
+from scheduler.worker._runner import HandlerRunner
+from scheduler.worker._slots import Slots
+from tests.unit.worker.fakes import FakeDrain, FakeStream, all_ok, all_stale
+
+Handler = Callable[[TaskContext], Any]
+
+
+def _runner(
+    handler: Handler, stream: FakeStream, *, start_on_delivery: bool = False, slots: int = 4
+) -> tuple[HandlerRunner, Slots, FakeDrain]:
+    drain = FakeDrain()
+    table = Slots(slots, send=stream.send, stopping=lambda: drain.stopping)
+    runner = HandlerRunner(
+        {"t": handler},
+        stream=stream,
+        slots=table,
+        drain=drain,
+        kafka_mode=False,
+        start_on_delivery=start_on_delivery,
+        tracer_provider=None,
+    )
+    runner.bind(asyncio.get_running_loop())
+    return runner, table, drain
+
+
+def _assignment(token: int = 7, type: str = "t") -> pb.Assignment:
+    return pb.Assignment(task_id=str(uuid.uuid4()), type=type, fencing_token=token, attempt=1)
+
+
+async def _finish(table: Slots, a: pb.Assignment) -> None:
+    task = table.held[uuid.UUID(a.task_id)].task
+    assert task is not None
+    await asyncio.wait_for(task, 5.0)
+
+
+async def _done(ctx: TaskContext) -> dict[str, int]:
+    return {"n": 1}
+
+
+async def test_ack_first_then_complete_with_the_assigned_token() -> None:
+    stream = FakeStream()
+    runner, table, _ = _runner(_done, stream)
+    a = _assignment(token=7)
+    runner.on_assignments([a])
+    assert [m.WhichOneof("kind") for m in stream.requested] == ["ack"]
+    assert [r.fencing_token for r in stream.requested[0].ack.tasks] == [7]
+    await _finish(table, a)
+    (completion,) = stream.committed
+    assert isinstance(completion, pb.Completion)
+    assert (completion.task.task_id, completion.task.fencing_token) == (a.task_id, 7)
+    assert dict(completion.result) == {"n": 1}
+    assert table.held == {}
+
+
+async def test_a_rejected_ack_never_runs_the_handler() -> None:
+    ran = asyncio.Event()
+
+    async def handler(ctx: TaskContext) -> None:
+        ran.set()
+
+    stream = FakeStream(all_stale)
+    runner, table, _ = _runner(handler, stream)
+    a = _assignment()
+    runner.on_assignments([a])
+    await _finish(table, a)
+    assert not ran.is_set()
+    assert stream.committed == []
+
+
+async def test_start_on_delivery_sends_no_ack_and_the_task_is_running_at_once() -> None:
+    stream = FakeStream()
+    runner, table, _ = _runner(_done, stream, start_on_delivery=True)
+    a = _assignment(token=3)
+    runner.on_assignments([a])
+    assert table.held[uuid.UUID(a.task_id)].acked
+    await _finish(table, a)
+    assert stream.requested == []
+    (completion,) = stream.committed
+    assert isinstance(completion, pb.Completion)
+    assert completion.task.fencing_token == 3
+
+
+async def test_a_task_whose_lease_was_lost_is_not_completed() -> None:
+    async def handler(ctx: TaskContext) -> None:
+        await ctx.cancelled.wait()
+        raise Interrupted(ctx.cancel_reason)
+
+    stream = FakeStream()
+    runner, table, drain = _runner(handler, stream, start_on_delivery=True)
+    a = _assignment()
+    runner.on_assignments([a])
+    ctx = table.held[uuid.UUID(a.task_id)].ctx
+    stream.answer = all_stale  # the heartbeat finds another attempt owns the task
+    await runner.heartbeat()
+    assert ctx.cancel_reason == "lease_lost"
+    await _finish(table, a)
+    assert stream.committed == []
+    assert drain.tally["rejected"] == 1
+
+
+async def test_a_failure_carries_the_assigned_token() -> None:
+    async def handler(ctx: TaskContext) -> None:
+        raise RuntimeError("boom")
+
+    stream = FakeStream()
+    runner, table, _ = _runner(handler, stream, start_on_delivery=True)
+    a = _assignment(token=11)
+    runner.on_assignments([a])
+    await _finish(table, a)
+    (failure,) = stream.committed
+    assert isinstance(failure, pb.WorkerMessage)
+    assert (failure.failure.task.fencing_token, failure.failure.error) == (11, "boom")
+    assert failure.failure.retryable
+
+
+async def test_on_reconnect_the_held_tasks_are_heartbeaten_at_once() -> None:
+    release = asyncio.Event()
+
+    async def handler(ctx: TaskContext) -> None:
+        await release.wait()
+
+    stream = FakeStream()
+    runner, table, _ = _runner(handler, stream, start_on_delivery=True, slots=4)
+    a, b = _assignment(token=5), _assignment(token=6)
+    runner.on_assignments([a, b])
+    runner.on_welcome(announced=table.free())
+    assert stream.kinds() == ["heartbeat"]
+    assert sorted(r.fencing_token for r in stream.sent[0].heartbeat.tasks) == [5, 6]
+    tasks = [h.task for h in table.held.values() if h.task is not None]
+    release.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 5.0)
+    assert table.held == {}
+
+
+async def test_on_welcome_a_draining_worker_says_so_and_takes_no_credit() -> None:
+    stream = FakeStream()
+    runner, _, drain = _runner(_done, stream)
+    runner.on_welcome(announced=0)
+    assert stream.kinds() == ["credit"]  # the slots freed while disconnected
+    assert stream.sent[0].credit.slots == 4
+    stream.sent.clear()
+    drain.stopping = True
+    runner.on_welcome(announced=0)
+    assert stream.kinds() == ["drain"]
+
+
+async def test_what_cannot_run_here_is_given_back() -> None:
+    stream = FakeStream()
+    runner, table, drain = _runner(_done, stream, start_on_delivery=True)
+    unknown = _assignment(type="other")
+    runner.on_assignments([unknown])
+    drain.stopping = True
+    late = _assignment()
+    runner.on_assignments([late])
+    assert stream.kinds() == ["release", "release"]
+    assert [m.release.task.task_id for m in stream.sent] == [unknown.task_id, late.task_id]
+    assert table.held == {}
+
+
+async def test_a_client_cancel_reaches_only_the_attempt_it_names() -> None:
+    async def handler(ctx: TaskContext) -> None:
+        await ctx.cancelled.wait()
+        raise Interrupted(ctx.cancel_reason)
+
+    stream = FakeStream()
+    runner, table, _ = _runner(handler, stream, start_on_delivery=True)
+    a = _assignment(token=4)
+    runner.on_assignments([a])
+    ctx = table.held[uuid.UUID(a.task_id)].ctx
+    runner.on_cancel(pb.TaskRef(task_id=a.task_id, fencing_token=3))  # an older attempt
+    assert not ctx.is_cancelled
+    runner.on_cancel(pb.TaskRef(task_id=a.task_id, fencing_token=4))
+    await _finish(table, a)
+    (confirmed,) = stream.committed
+    assert isinstance(confirmed, pb.WorkerMessage)
+    assert confirmed.cancel_confirmed.task.fencing_token == 4
+
+
+async def test_a_checkpoint_is_fenced_with_the_attempts_token() -> None:
+    async def handler(ctx: TaskContext) -> dict[str, int]:
+        await ctx.checkpoint({"row": 10})
+        return {"row": 10}
+
+    stream = FakeStream(all_ok)
+    runner, table, _ = _runner(handler, stream, start_on_delivery=True)
+    a = _assignment(token=8)
+    runner.on_assignments([a])
+    await _finish(table, a)
+    (checkpoint,) = stream.requested
+    assert checkpoint.checkpoint.task.fencing_token == 8
+    assert dict(checkpoint.checkpoint.data) == {"row": 10}

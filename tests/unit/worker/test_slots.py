@@ -1,0 +1,109 @@
+"""Slots and credit, alone: free slots, the held table, credit batched per loop turn."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.worker._context import TaskContext
+from scheduler.worker._slots import Held, Slots
+
+
+class _Sent:
+    def __init__(self) -> None:
+        self.messages: list[pb.WorkerMessage] = []
+        self.arrived = asyncio.Event()
+
+    def __call__(self, msg: pb.WorkerMessage) -> None:
+        self.messages.append(msg)
+        self.arrived.set()
+
+
+def _held(task_id: uuid.UUID, token: int = 1, checkpoint: dict[str, int] | None = None) -> Held:
+    now = datetime.now(UTC)
+    ctx = TaskContext(
+        task_id=task_id,
+        type="t",
+        attempt=1,
+        max_retries=3,
+        payload={},
+        fencing_token=token,
+        checkpoint_data=checkpoint,
+        trace_context=None,
+        scheduled_at=now,
+        due_at=now,
+        timeout_s=0,
+        received_at=now,
+        loop=asyncio.get_running_loop(),
+        checkpointer=_no_checkpoints,
+    )
+    return Held(ref=pb.TaskRef(task_id=str(task_id), fencing_token=token), ctx=ctx)
+
+
+async def _no_checkpoints(ctx: TaskContext, data: dict[str, int]) -> None:
+    raise AssertionError("no checkpoint expected")
+
+
+async def test_free_slots_count_the_held_tasks() -> None:
+    slots = Slots(3, send=_Sent(), stopping=lambda: False)
+    assert slots.free() == 3
+    for _ in range(4):
+        task_id = uuid.uuid4()
+        slots.held[task_id] = _held(task_id)
+    assert slots.free() == 0  # never negative
+
+
+async def test_credit_given_back_in_one_loop_turn_rides_in_one_message() -> None:
+    sent = _Sent()
+    slots = Slots(10, send=sent, stopping=lambda: False)
+    for _ in range(3):
+        slots.give_back(1)
+    assert sent.messages == []  # not yet: at the end of the turn
+    await asyncio.wait_for(sent.arrived.wait(), 1.0)
+    assert sent.messages == [pb.WorkerMessage(credit=pb.Credit(slots=3))]
+
+
+async def test_a_dropped_task_gives_its_slot_back_unless_draining() -> None:
+    stopping = False
+    sent = _Sent()
+    slots = Slots(2, send=sent, stopping=lambda: stopping)
+    first, second = uuid.uuid4(), uuid.uuid4()
+    slots.held[first] = a = _held(first)
+    slots.held[second] = b = _held(second)
+    slots.drop(a)
+    assert list(slots.held) == [second]
+    await asyncio.wait_for(sent.arrived.wait(), 1.0)
+    assert sent.messages == [pb.WorkerMessage(credit=pb.Credit(slots=1))]
+    stopping = True
+    slots.drop(b)
+    assert slots.held == {}
+    assert slots.free() == 2
+    assert len(sent.messages) == 1  # a draining worker asks for nothing more
+
+
+async def test_a_superseded_row_is_not_dropped_by_the_old_attempt() -> None:
+    slots = Slots(2, send=_Sent(), stopping=lambda: True)
+    task_id = uuid.uuid4()
+    old, new = _held(task_id, token=1), _held(task_id, token=2)
+    slots.held[task_id] = new
+    slots.drop(old)
+    assert slots.held[task_id] is new
+
+
+async def test_in_kafka_mode_a_freed_slot_wakes_the_consumer() -> None:
+    sent = _Sent()
+    wakeup = asyncio.Event()
+    slots = Slots(1, send=sent, stopping=lambda: False, wakeup=wakeup)
+    slots.give_back(1)
+    assert wakeup.is_set()
+    assert sent.messages == []
+
+
+async def test_a_release_carries_the_attempts_token_and_last_checkpoint() -> None:
+    task_id = uuid.uuid4()
+    msg = _held(task_id, token=9, checkpoint={"row": 450_000}).release_message()
+    assert msg.release.task.fencing_token == 9
+    assert dict(msg.release.checkpoint) == {"row": 450_000}
+    assert not _held(task_id).release_message().release.HasField("checkpoint")

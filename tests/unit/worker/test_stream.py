@@ -1,0 +1,106 @@
+"""The stream protocol's parts that need no server: the reconnect schedule (full jitter
+under a ceiling that doubles, capped, and starts again once a stream was welcomed) and
+the request futures (no stream: Unavailable at once; a broken stream fails what waits;
+one timer expires a whole batch)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from scheduler._errors import Unavailable
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.worker import ReconnectConfig
+from scheduler.worker._stream import Backoff, Conn, Stream, expire, indexed
+
+
+def _ceiling(_low: float, high: float) -> float:
+    return high  # the jitter's upper bound: the schedule's ceiling
+
+
+def test_the_ceiling_doubles_up_to_the_maximum() -> None:
+    backoff = Backoff(ReconnectConfig(initial_backoff_s=0.1, max_backoff_s=0.5), _ceiling)
+    assert [backoff.next_delay_s() for _ in range(5)] == pytest.approx([0.1, 0.2, 0.4, 0.5, 0.5])
+
+
+def test_a_welcomed_stream_resets_the_schedule() -> None:
+    backoff = Backoff(ReconnectConfig(initial_backoff_s=1.0, max_backoff_s=8.0), _ceiling)
+    backoff.next_delay_s()
+    backoff.next_delay_s()
+    backoff.reset()
+    assert backoff.next_delay_s() == 1.0
+
+
+def test_the_delay_is_drawn_between_zero_and_the_ceiling() -> None:
+    drawn: list[tuple[float, float]] = []
+
+    def jitter(low: float, high: float) -> float:
+        drawn.append((low, high))
+        return low
+
+    backoff = Backoff(ReconnectConfig(initial_backoff_s=0.25, max_backoff_s=1.0), jitter)
+    assert backoff.next_delay_s() == 0
+    backoff.next_delay_s()
+    assert drawn == [(0, 0.25), (0, 0.5)]
+
+
+def test_the_config_is_checked() -> None:
+    with pytest.raises(ValueError, match="initial_backoff_s <= max_backoff_s"):
+        ReconnectConfig(initial_backoff_s=2.0, max_backoff_s=1.0)
+
+
+def _stream(request_timeout_s: float = 1.0) -> Stream:
+    return Stream(
+        "127.0.0.1:9",
+        api_key="k",
+        tls=None,
+        worker_id="w",
+        task_types=["t"],
+        pools=(),
+        start_on_delivery=False,
+        heartbeat_interval_s=None,
+        request_timeout_s=request_timeout_s,
+        reconnect=ReconnectConfig(),
+    )
+
+
+async def test_without_a_stream_a_request_fails_at_once_and_a_send_is_dropped() -> None:
+    stream = _stream()
+    stream.send(pb.WorkerMessage(drain=pb.Drain()))  # no stream: nothing to do
+    fut = stream.start_request(pb.WorkerMessage(heartbeat=pb.Heartbeat()))
+    with pytest.raises(Unavailable, match="not connected"):
+        await fut
+
+
+async def test_a_request_waits_for_a_stream_no_longer_than_its_timeout() -> None:
+    with pytest.raises(Unavailable, match="in time"):
+        await _stream().request(pb.WorkerMessage(heartbeat=pb.Heartbeat()), timeout_s=0.01)
+
+
+async def test_a_broken_stream_fails_the_requests_awaiting_a_result() -> None:
+    conn = Conn()
+    fut: asyncio.Future[list[pb.TaskResult]] = asyncio.get_running_loop().create_future()
+    conn.pending[1] = fut
+    conn.fail_pending()
+    assert conn.pending == {}
+    with pytest.raises(Unavailable, match="closed"):
+        await fut
+
+
+async def test_batched_results_are_indexed_by_task_id() -> None:
+    raw: asyncio.Future[list[pb.TaskResult]] = asyncio.get_running_loop().create_future()
+    by_id = indexed(raw)
+    raw.set_result([pb.TaskResult(task_id="a", ok=True), pb.TaskResult(task_id="b")])
+    results = await by_id
+    assert (results["a"].ok, results["b"].ok) == (True, False)
+
+
+async def test_one_timer_expires_a_batch_nobody_answered() -> None:
+    raw: asyncio.Future[list[pb.TaskResult]] = asyncio.get_running_loop().create_future()
+    by_id = indexed(raw)
+    expire(by_id, 0.01)
+    with pytest.raises(Unavailable, match="in time"):
+        await by_id
+    raw.set_result([])  # a late answer changes nothing
+    assert isinstance(by_id.exception(), Unavailable)
