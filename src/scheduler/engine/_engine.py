@@ -180,8 +180,8 @@ class Engine:
             store, node_id, self.now, self._shards, self._preloader, self._timeline, self._ready
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._lifecycle = asyncio.Lock()
         self._started = False
-        self._stopping = False
         self.workflows = Workflows(store, cfg, self.now, self._admission, self._timeline)
         self.schedules = Schedules(
             store, cfg, self.now, self._admission, self._timeline, self.stats
@@ -202,7 +202,14 @@ class Engine:
         return to_ms(self.now())
 
     async def start(self) -> None:
-        """Recover PRELOADED tasks into the wheel, then start the background loops."""
+        """Recover PRELOADED tasks into the wheel, then start the background loops.
+
+        Idempotent; concurrent calls of ``start`` and ``stop`` run one after another.
+        """
+        async with self._lifecycle:
+            await self._start()
+
+    async def _start(self) -> None:
         if self._started:
             return
         self._started = True
@@ -229,9 +236,12 @@ class Engine:
 
     async def stop(self) -> None:
         """Stop the loops and close every session; safe twice or before start."""
-        if not self._started or self._stopping:
+        async with self._lifecycle:
+            await self._stop()
+
+    async def _stop(self) -> None:
+        if not self._started:
             return
-        self._stopping = True
         self._preloader.stopping = True
         await self.canary.stop()
         for task in self._tasks:
@@ -247,7 +257,6 @@ class Engine:
         await self.membership.stop()
         await self._background.cancel_all()
         self._started = False
-        self._stopping = False
         self._preloader.stopping = False
 
     def wake(self) -> None:
