@@ -58,6 +58,7 @@ from scheduler.engine._timeline import Timeline, to_ms
 from scheduler.engine._types import FailureReport, Outlet, SubmitSpec, WorkerHello
 from scheduler.engine._workflows import Workflows
 from scheduler.index import TimeIndex
+from scheduler.limits import MAX_PAGE_SIZE, MAX_WORKER_ID_CHARS
 from scheduler.quota import LocalQuota, QuotaGate
 from scheduler.states import TaskState
 from scheduler.store import Store
@@ -350,8 +351,8 @@ class Engine:
         self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
     ) -> Page:
         """A page of ``tenant_id``'s tasks."""
-        if not 1 <= page_size <= 1000:
-            raise InvalidArgument("page_size", "must be 1..1000")
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise InvalidArgument("page_size", f"must be 1..{MAX_PAGE_SIZE}")
         return await self.store.list_tasks(tenant_id, flt, page_size, page_token)
 
     async def cancel(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> TaskRecord:
@@ -464,8 +465,8 @@ class Engine:
     # ------------------------------------------------------------------ sessions
     async def open_session(self, hello: WorkerHello) -> WorkerSession:
         """Register a worker stream; assignments flow once it has credit."""
-        if not hello.worker_id or len(hello.worker_id) > 256:
-            raise InvalidArgument("hello.worker_id", "must be 1..256 characters")
+        if not hello.worker_id or len(hello.worker_id) > MAX_WORKER_ID_CHARS:
+            raise InvalidArgument("hello.worker_id", f"must be 1..{MAX_WORKER_ID_CHARS} characters")
         if not hello.task_types:
             raise InvalidArgument("hello.task_types", "at least one task type is required")
         if hello.slots < 0:
