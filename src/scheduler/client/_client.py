@@ -30,12 +30,12 @@ from scheduler.client._types import (
     WorkflowInfo,
 )
 from scheduler.jitter import JitterMode
+from scheduler.limits import MAX_SUBMIT_BATCH
 from scheduler.states import TaskState
 from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
 
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
-MAX_SUBMIT_BATCH = 10_000
 
 _T = TypeVar("_T")
 _W3C = TraceContextTextMapPropagator()

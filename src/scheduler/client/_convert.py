@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from google.protobuf import timestamp_pb2
 
+from scheduler import wire
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import (
     fill_struct,
@@ -25,33 +26,24 @@ from scheduler.client._types import (
     TenantInfo,
     WorkflowInfo,
 )
-from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
 from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
 
-_POOL_TO_PROTO: Mapping[Pool, pb.Pool] = {
-    Pool.CRITICAL: pb.POOL_CRITICAL,
-    Pool.STANDARD: pb.POOL_STANDARD,
-    Pool.BULK: pb.POOL_BULK,
-}
-_POOL_FROM_PROTO: Mapping[int, Pool] = {v: k for k, v in _POOL_TO_PROTO.items()}
-_JITTER_TO_PROTO: Mapping[JitterMode, pb.JitterMode] = {
-    JitterMode.SYMMETRIC: pb.JITTER_MODE_SYMMETRIC,
-    JitterMode.LATE_ONLY: pb.JITTER_MODE_LATE_ONLY,
-    JitterMode.NONE: pb.JITTER_MODE_NONE,
-}
+_POOL_TO_PROTO = wire.POOL_TO_PROTO
+_POOL_FROM_PROTO = wire.POOL_FROM_PROTO
+_JITTER_TO_PROTO = wire.JITTER_TO_PROTO
 
 
 def state_to_proto(state: TaskState) -> pb.TaskState:
     """The proto enum of a task state."""
-    return cast(pb.TaskState, pb.TaskState.Value(f"TASK_STATE_{state.value}"))
+    return wire.STATE_TO_PROTO[state]
 
 
 def _state_by_name(value: int) -> TaskState:
     return TaskState(pb.TaskState.Name(cast(pb.TaskState, value)).removeprefix("TASK_STATE_"))
 
 
-_STATE_FROM_PROTO = {pb.TaskState.Value(f"TASK_STATE_{state.value}"): state for state in TaskState}
+_STATE_FROM_PROTO = wire.STATE_FROM_PROTO
 
 
 def state_from_proto(value: int) -> TaskState:
@@ -166,17 +158,10 @@ def tenant_from_proto(msg: pb.Tenant) -> TenantInfo:
 
 # -- workflows, schedules, expectations ------------------------------------------------
 
-_UPSTREAM_TO_PROTO: Mapping[UpstreamPolicy, pb.UpstreamPolicy] = {
-    UpstreamPolicy.CANCEL: pb.UPSTREAM_POLICY_CANCEL,
-    UpstreamPolicy.CONTINUE: pb.UPSTREAM_POLICY_CONTINUE,
-}
-_UPSTREAM_FROM_PROTO: Mapping[int, UpstreamPolicy] = {v: k for k, v in _UPSTREAM_TO_PROTO.items()}
-_OVERLAP_TO_PROTO: Mapping[OverlapPolicy, pb.OverlapPolicy] = {
-    OverlapPolicy.SKIP: pb.OVERLAP_POLICY_SKIP,
-    OverlapPolicy.ALLOW: pb.OVERLAP_POLICY_ALLOW,
-    OverlapPolicy.BUFFER_ONE: pb.OVERLAP_POLICY_BUFFER_ONE,
-}
-_OVERLAP_FROM_PROTO: Mapping[int, OverlapPolicy] = {v: k for k, v in _OVERLAP_TO_PROTO.items()}
+_UPSTREAM_TO_PROTO = wire.UPSTREAM_TO_PROTO
+_UPSTREAM_FROM_PROTO = wire.UPSTREAM_FROM_PROTO
+_OVERLAP_TO_PROTO = wire.OVERLAP_TO_PROTO
+_OVERLAP_FROM_PROTO = wire.OVERLAP_FROM_PROTO
 
 
 def upstream_to_proto(policy: UpstreamPolicy) -> pb.UpstreamPolicy:

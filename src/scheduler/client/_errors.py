@@ -9,9 +9,7 @@ import grpc
 
 from scheduler import _errors
 from scheduler._errors import TickwheelError
-
-ERROR_TYPE_KEY = "tickwheel-error-type"
-ERROR_FIELDS_KEY = "tickwheel-error-fields"
+from scheduler.wire import ERROR_FIELDS_KEY, ERROR_TYPE_KEY
 
 _RETRYABLE = frozenset(
     {

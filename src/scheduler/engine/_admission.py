@@ -15,18 +15,15 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from scheduler._errors import InvalidArgument
+from scheduler._errors import InvalidArgument, ResourceExhausted
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
 from scheduler.jitter import JitterMode, jitter_offset_ms, shard_of
+from scheduler.limits import MAX_IDEMPOTENCY_KEY_CHARS, MAX_RETRIES, MAX_TYPE_CHARS
 from scheduler.states import TaskState
 from scheduler.types import NewTask
-
-MAX_TYPE_LEN = 64
-MAX_IDEMPOTENCY_KEY_LEN = 128
-MAX_RETRIES_LIMIT = 100
 
 _check_json = json.JSONEncoder(allow_nan=False).encode
 """One encoder for every payload check (``json.dumps`` with an option builds a new
@@ -50,14 +47,15 @@ class Admission:
             raise InvalidArgument("tasks", "at least one task is required")
         limit = self._config.max_submit_batch
         if len(specs) > limit:
-            raise InvalidArgument("tasks", f"at most {limit} tasks per call")
+            # The same answer as the server's (scheduler.limits.MAX_SUBMIT_BATCH).
+            raise ResourceExhausted("tasks", f"at most {limit} tasks per call")
 
     def validate(self, spec: SubmitSpec, prefix: str) -> None:
         """InvalidArgument naming ``prefix``'s field for anything a task may not be."""
         if not isinstance(spec.type, str) or not spec.type:
             raise InvalidArgument(f"{prefix}.type", "is required")
-        if len(spec.type) > MAX_TYPE_LEN:
-            raise InvalidArgument(f"{prefix}.type", f"longer than {MAX_TYPE_LEN} characters")
+        if len(spec.type) > MAX_TYPE_CHARS:
+            raise InvalidArgument(f"{prefix}.type", f"longer than {MAX_TYPE_CHARS} characters")
         if not isinstance(spec.payload, dict):
             raise InvalidArgument(f"{prefix}.payload", "must be a JSON object")
         try:
@@ -67,13 +65,13 @@ class Admission:
         if spec.scheduled_at is not None and spec.scheduled_at.tzinfo is None:
             raise InvalidArgument(f"{prefix}.scheduled_at", "must carry a time zone")
         if spec.idempotency_key is not None and len(spec.idempotency_key) > (
-            MAX_IDEMPOTENCY_KEY_LEN
+            MAX_IDEMPOTENCY_KEY_CHARS
         ):
             raise InvalidArgument(
-                f"{prefix}.idempotency_key", f"longer than {MAX_IDEMPOTENCY_KEY_LEN} characters"
+                f"{prefix}.idempotency_key", f"longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters"
             )
-        if not 0 <= spec.max_retries <= MAX_RETRIES_LIMIT:
-            raise InvalidArgument(f"{prefix}.max_retries", f"must be 0..{MAX_RETRIES_LIMIT}")
+        if not 0 <= spec.max_retries <= MAX_RETRIES:
+            raise InvalidArgument(f"{prefix}.max_retries", f"must be 0..{MAX_RETRIES}")
         if spec.timeout_s < 0:
             raise InvalidArgument(f"{prefix}.timeout_s", "must not be negative")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from scheduler.limits import MAX_SUBMIT_BATCH
+
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class EngineConfig:
@@ -44,8 +46,8 @@ class EngineConfig:
     """Fixed number of shards for the cluster."""
     jitter_window_s: int = 120
     """Half-width of the symmetric jitter window."""
-    max_submit_batch: int = 10_000
-    """Most tasks in one SubmitTasks call."""
+    max_submit_batch: int = MAX_SUBMIT_BATCH
+    """Most tasks in one SubmitTasks call (RESOURCE_EXHAUSTED over it)."""
     tick_ms: int = 1
     """Timing wheel tick."""
     throttle_retry_s: float = 0.02

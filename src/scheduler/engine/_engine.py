@@ -58,6 +58,7 @@ from scheduler.engine._timeline import Timeline, to_ms
 from scheduler.engine._types import FailureReport, Outlet, SubmitSpec, WorkerHello
 from scheduler.engine._workflows import Workflows
 from scheduler.index import TimeIndex
+from scheduler.limits import MAX_PAGE_SIZE, MAX_WORKER_ID_CHARS
 from scheduler.quota import LocalQuota, QuotaGate
 from scheduler.states import TaskState
 from scheduler.store import Store
@@ -180,8 +181,8 @@ class Engine:
             store, node_id, self.now, self._shards, self._preloader, self._timeline, self._ready
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._lifecycle = asyncio.Lock()
         self._started = False
-        self._stopping = False
         self.workflows = Workflows(store, cfg, self.now, self._admission, self._timeline)
         self.schedules = Schedules(
             store, cfg, self.now, self._admission, self._timeline, self.stats
@@ -202,7 +203,14 @@ class Engine:
         return to_ms(self.now())
 
     async def start(self) -> None:
-        """Recover PRELOADED tasks into the wheel, then start the background loops."""
+        """Recover PRELOADED tasks into the wheel, then start the background loops.
+
+        Idempotent; concurrent calls of ``start`` and ``stop`` run one after another.
+        """
+        async with self._lifecycle:
+            await self._start()
+
+    async def _start(self) -> None:
         if self._started:
             return
         self._started = True
@@ -229,9 +237,12 @@ class Engine:
 
     async def stop(self) -> None:
         """Stop the loops and close every session; safe twice or before start."""
-        if not self._started or self._stopping:
+        async with self._lifecycle:
+            await self._stop()
+
+    async def _stop(self) -> None:
+        if not self._started:
             return
-        self._stopping = True
         self._preloader.stopping = True
         await self.canary.stop()
         for task in self._tasks:
@@ -247,7 +258,6 @@ class Engine:
         await self.membership.stop()
         await self._background.cancel_all()
         self._started = False
-        self._stopping = False
         self._preloader.stopping = False
 
     def wake(self) -> None:
@@ -341,8 +351,8 @@ class Engine:
         self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
     ) -> Page:
         """A page of ``tenant_id``'s tasks."""
-        if not 1 <= page_size <= 1000:
-            raise InvalidArgument("page_size", "must be 1..1000")
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise InvalidArgument("page_size", f"must be 1..{MAX_PAGE_SIZE}")
         return await self.store.list_tasks(tenant_id, flt, page_size, page_token)
 
     async def cancel(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> TaskRecord:
@@ -455,8 +465,8 @@ class Engine:
     # ------------------------------------------------------------------ sessions
     async def open_session(self, hello: WorkerHello) -> WorkerSession:
         """Register a worker stream; assignments flow once it has credit."""
-        if not hello.worker_id or len(hello.worker_id) > 256:
-            raise InvalidArgument("hello.worker_id", "must be 1..256 characters")
+        if not hello.worker_id or len(hello.worker_id) > MAX_WORKER_ID_CHARS:
+            raise InvalidArgument("hello.worker_id", f"must be 1..{MAX_WORKER_ID_CHARS} characters")
         if not hello.task_types:
             raise InvalidArgument("hello.task_types", "at least one task type is required")
         if hello.slots < 0:

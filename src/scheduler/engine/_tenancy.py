@@ -15,6 +15,7 @@ from typing import Any
 
 from scheduler._errors import InvalidArgument, Unauthenticated
 from scheduler.engine._config import EngineConfig
+from scheduler.limits import MAX_NAME_CHARS
 from scheduler.store import Store
 from scheduler.types import ApiKey, Tenant
 
@@ -46,8 +47,8 @@ class Tenancy:
         home_region: str = "",
     ) -> Tenant:
         """Create a tenant; zero quotas mean the defaults."""
-        if not name or len(name) > 128:
-            raise InvalidArgument("tenant.name", "must be 1..128 characters")
+        if not name or len(name) > MAX_NAME_CHARS:
+            raise InvalidArgument("tenant.name", f"must be 1..{MAX_NAME_CHARS} characters")
         if tier not in TIERS:
             raise InvalidArgument("tenant.tier", "must be STANDARD, ENTERPRISE or SYSTEM")
         if rate_limit_rps < 0 or max_concurrent_workers < 0:

@@ -12,10 +12,11 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
 
+from scheduler import wire
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import (
@@ -27,6 +28,16 @@ from scheduler._wellknown import (
 )
 from scheduler.engine import FailureReport, SubmitSpec
 from scheduler.jitter import JitterMode
+from scheduler.limits import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_PAGE_SIZE,
+    MAX_ERROR_CHARS,
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_NAME_CHARS,
+    MAX_PAGE_SIZE,
+    MAX_RETRIES,
+    MAX_TYPE_CHARS,
+)
 from scheduler.states import TaskState
 from scheduler.types import (
     JSON,
@@ -41,38 +52,17 @@ from scheduler.types import (
     Tenant,
 )
 
-MAX_TYPE_CHARS = 64
-MAX_IDEMPOTENCY_KEY_CHARS = 128
-MAX_RETRIES = 1000
-MAX_PAGE_SIZE = 1000
-DEFAULT_PAGE_SIZE = 100
-DEFAULT_MAX_RETRIES = 3
-MAX_ERROR_CHARS = 4096
-MAX_NAME_CHARS = 128
 TIERS = frozenset({"STANDARD", "ENTERPRISE", "SYSTEM"})
 
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _TYPE_CHARS = re.compile(r"^[\x21-\x7e]+$")
 
-_POOL_TO_PROTO: Mapping[Pool, pb.Pool] = {
-    Pool.CRITICAL: pb.POOL_CRITICAL,
-    Pool.STANDARD: pb.POOL_STANDARD,
-    Pool.BULK: pb.POOL_BULK,
-}
-_POOL_FROM_PROTO: Mapping[int, Pool] = {
-    **{v: k for k, v in _POOL_TO_PROTO.items()},
-    pb.POOL_UNSPECIFIED: Pool.STANDARD,
-}
-_JITTER_TO_PROTO: Mapping[JitterMode, pb.JitterMode] = {
-    JitterMode.SYMMETRIC: pb.JITTER_MODE_SYMMETRIC,
-    JitterMode.LATE_ONLY: pb.JITTER_MODE_LATE_ONLY,
-    JitterMode.NONE: pb.JITTER_MODE_NONE,
-}
-_JITTER_FROM_PROTO: Mapping[int, JitterMode] = {v: k for k, v in _JITTER_TO_PROTO.items()}
-_STATE_TO_PROTO: Mapping[TaskState, pb.TaskState] = {
-    s: cast(pb.TaskState, pb.TaskState.Value(f"TASK_STATE_{s.value}")) for s in TaskState
-}
-_STATE_FROM_PROTO: Mapping[int, TaskState] = {v: k for k, v in _STATE_TO_PROTO.items()}
+_POOL_TO_PROTO = wire.POOL_TO_PROTO
+_POOL_FROM_PROTO: Mapping[int, Pool] = {**wire.POOL_FROM_PROTO, pb.POOL_UNSPECIFIED: Pool.STANDARD}
+_JITTER_TO_PROTO = wire.JITTER_TO_PROTO
+_JITTER_FROM_PROTO = wire.JITTER_FROM_PROTO
+_STATE_TO_PROTO = wire.STATE_TO_PROTO
+_STATE_FROM_PROTO = wire.STATE_FROM_PROTO
 
 
 # -- scalars -------------------------------------------------------------------------

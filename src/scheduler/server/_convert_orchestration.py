@@ -15,6 +15,7 @@ import math
 import uuid
 from collections.abc import Mapping, Sequence
 
+from scheduler import wire
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import dict_to_struct
@@ -39,21 +40,14 @@ MAX_CATCHUP_WINDOW_S = 30 * 86400
 DEFAULT_CATCHUP_WINDOW_S = 60.0
 MAX_TIMEZONE_CHARS = 64
 
-_UPSTREAM_TO_PROTO: Mapping[UpstreamPolicy, pb.UpstreamPolicy] = {
-    UpstreamPolicy.CANCEL: pb.UPSTREAM_POLICY_CANCEL,
-    UpstreamPolicy.CONTINUE: pb.UPSTREAM_POLICY_CONTINUE,
-}
+_UPSTREAM_TO_PROTO = wire.UPSTREAM_TO_PROTO
 _UPSTREAM_FROM_PROTO: Mapping[int, UpstreamPolicy] = {
-    **{v: k for k, v in _UPSTREAM_TO_PROTO.items()},
+    **wire.UPSTREAM_FROM_PROTO,
     pb.UPSTREAM_POLICY_UNSPECIFIED: UpstreamPolicy.CANCEL,
 }
-_OVERLAP_TO_PROTO: Mapping[OverlapPolicy, pb.OverlapPolicy] = {
-    OverlapPolicy.SKIP: pb.OVERLAP_POLICY_SKIP,
-    OverlapPolicy.ALLOW: pb.OVERLAP_POLICY_ALLOW,
-    OverlapPolicy.BUFFER_ONE: pb.OVERLAP_POLICY_BUFFER_ONE,
-}
+_OVERLAP_TO_PROTO = wire.OVERLAP_TO_PROTO
 _OVERLAP_FROM_PROTO: Mapping[int, OverlapPolicy] = {
-    **{v: k for k, v in _OVERLAP_TO_PROTO.items()},
+    **wire.OVERLAP_FROM_PROTO,
     pb.OVERLAP_POLICY_UNSPECIFIED: OverlapPolicy.SKIP,
 }
 

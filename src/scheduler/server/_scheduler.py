@@ -25,6 +25,7 @@ from scheduler._errors import InvalidArgument, ResourceExhausted
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.engine import Engine
+from scheduler.limits import MAX_SUBMIT_BATCH
 from scheduler.server import _convert as conv
 from scheduler.server._auth import tenant_of
 from scheduler.server._config import ServerConfig
@@ -33,8 +34,6 @@ from scheduler.server._status import unary
 from scheduler.types import JSON, InsertResult
 
 Context = grpc.aio.ServicerContext[Any, Any]
-
-MAX_SUBMIT_BATCH = 10_000
 
 _tracer = trace.get_tracer("tickwheel.server")
 _W3C = TraceContextTextMapPropagator()

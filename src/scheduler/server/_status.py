@@ -32,6 +32,7 @@ from scheduler._errors import (
     Unauthenticated,
     Unavailable,
 )
+from scheduler.wire import ERROR_FIELDS_KEY, ERROR_TYPE_KEY
 
 STATUS_CODES: Mapping[type[TickwheelError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -46,11 +47,6 @@ STATUS_CODES: Mapping[type[TickwheelError], grpc.StatusCode] = {
     Unavailable: grpc.StatusCode.UNAVAILABLE,
 }
 """Error class -> status code. A subclass not listed inherits its nearest listed base."""
-
-ERROR_TYPE_KEY = "tickwheel-error-type"
-"""Trailing metadata key: the error's class name."""
-ERROR_FIELDS_KEY = "tickwheel-error-fields"
-"""Trailing metadata key: the error's constructor arguments as a JSON object."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.engine import AssignmentBatch, CancelNotice, Engine, WorkerHello, WorkerSession
+from scheduler.limits import MAX_SLOTS, MAX_TASK_TYPES, MAX_TYPE_CHARS, MAX_WORKER_ID_CHARS
 from scheduler.server import _convert as conv
 from scheduler.server._auth import tenant_of
 from scheduler.server._config import ServerConfig
@@ -43,9 +44,6 @@ _log = logging.getLogger("tickwheel.server")
 _tracer = trace.get_tracer("tickwheel.server")
 _W3C = TraceContextTextMapPropagator()
 
-MAX_SLOTS = 100_000
-MAX_TASK_TYPES = 256
-MAX_WORKER_ID_CHARS = 256
 
 REASONS = {
     Outcome.OK: "",
@@ -76,7 +74,7 @@ def hello_from_proto(hello: pb.Hello, tenant_id: uuid.UUID) -> WorkerHello:
     if len(hello.task_types) > MAX_TASK_TYPES:
         raise InvalidArgument("hello.task_types", f"at most {MAX_TASK_TYPES}")
     for i, t in enumerate(hello.task_types):
-        if not t or len(t) > conv.MAX_TYPE_CHARS:
+        if not t or len(t) > MAX_TYPE_CHARS:
             raise InvalidArgument(f"hello.task_types[{i}]", "must be 1-64 characters")
     pools = frozenset(
         conv.pool_from_proto(p, f"hello.pools[{i}]") for i, p in enumerate(hello.pools)

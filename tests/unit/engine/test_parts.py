@@ -13,10 +13,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler import InvalidArgument
+from scheduler import InvalidArgument, ResourceExhausted
 from scheduler._aio import Background
 from scheduler.engine import EngineConfig, SubmitSpec
-from scheduler.engine._admission import MAX_RETRIES_LIMIT, Admission
+from scheduler.engine._admission import Admission
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._shard_state import ShardState
@@ -24,6 +24,7 @@ from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats
 from scheduler.engine._timeline import Timeline, to_ms
 from scheduler.jitter import JitterMode
+from scheduler.limits import MAX_RETRIES
 from scheduler.states import TaskState
 from scheduler.types import Assignment, InsertResult, Pool, Preloaded, TaskKey, TaskRecord
 
@@ -112,7 +113,7 @@ def test_admission_takes_the_callers_due_time_and_keys() -> None:
         (SubmitSpec(type="t", payload={"n": float("nan")}), "task.payload"),
         (SubmitSpec(type="t", scheduled_at=datetime(2030, 1, 1)), "task.scheduled_at"),
         (SubmitSpec(type="t", idempotency_key="k" * 129), "task.idempotency_key"),
-        (SubmitSpec(type="t", max_retries=MAX_RETRIES_LIMIT + 1), "task.max_retries"),
+        (SubmitSpec(type="t", max_retries=MAX_RETRIES + 1), "task.max_retries"),
         (SubmitSpec(type="t", timeout_s=-1), "task.timeout_s"),
     ],
 )
@@ -125,10 +126,13 @@ def test_admission_names_the_field(spec: SubmitSpec, field: str) -> None:
 def test_admission_bounds_a_batch() -> None:
     admission = Admission(EngineConfig(max_submit_batch=2), shard_state())
     admission.check_batch([SubmitSpec(type="t")] * 2)
-    for specs in ([], [SubmitSpec(type="t")] * 3):
-        with pytest.raises(InvalidArgument) as info:
-            admission.check_batch(specs)
-        assert info.value.field == "tasks"
+    with pytest.raises(InvalidArgument) as info:
+        admission.check_batch([])
+    assert info.value.field == "tasks"
+    # Over the bound: the same answer the server gives (RESOURCE_EXHAUSTED, "tasks").
+    with pytest.raises(ResourceExhausted) as over:
+        admission.check_batch([SubmitSpec(type="t")] * 3)
+    assert over.value.limit == "tasks"
 
 
 # -- shard state -------------------------------------------------------------------------
