@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 
-from scheduler.store._protocol import WorkCallback
+from scheduler.store.protocol import WorkCallback
 
 log = logging.getLogger(__name__)
 

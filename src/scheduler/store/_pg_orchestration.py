@@ -1,4 +1,5 @@
-"""PostgreSQL side of :class:`~scheduler.store._orchestration.OrchestrationStore`.
+"""PostgreSQL side of :class:`~scheduler.store.protocol.workflows.WorkflowStore` and
+:class:`~scheduler.store.protocol.schedules.ScheduleStore`.
 
 A mixin of :class:`~scheduler.store.postgres.PostgresStore` (kept apart so the hot-path
 module stays about tasks); SQL in ``sql/postgres/orchestration.sql``.

@@ -1,4 +1,5 @@
-"""SQLite side of :class:`~scheduler.store._orchestration.OrchestrationStore`.
+"""SQLite side of :class:`~scheduler.store.protocol.workflows.WorkflowStore` and
+:class:`~scheduler.store.protocol.schedules.ScheduleStore`.
 
 A mixin of :class:`~scheduler.store.sqlite.SqliteStore`; SQL in
 ``sql/sqlite/orchestration.sql``. Every method is one transaction on the store's thread.

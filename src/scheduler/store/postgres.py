@@ -31,7 +31,7 @@ from scheduler.store import _common, _sql, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._pg_notices import WORK_CHANNEL, PgWorkNotices, notify_work
 from scheduler.store._pg_orchestration import PostgresOrchestration
-from scheduler.store._protocol import WorkCallback, WorkNotices
+from scheduler.store.protocol import WorkCallback, WorkNotices
 from scheduler.types import (
     ApiKey,
     Assignment,

@@ -29,8 +29,8 @@ from scheduler.jitter import JitterMode
 from scheduler.states import TaskState, check_transition, sources
 from scheduler.store import _common, _sql, _validate
 from scheduler.store._config import StoreConfig
-from scheduler.store._protocol import WorkCallback, WorkNotices
 from scheduler.store._sqlite_orchestration import SqliteOrchestration
+from scheduler.store.protocol import WorkCallback, WorkNotices
 from scheduler.types import (
     ApiKey,
     Assignment,
