@@ -250,7 +250,7 @@ class SqliteStore(SqliteOrchestration):
         def fn(c: sqlite3.Connection) -> Tenant:
             try:
                 c.execute(
-                    "INSERT INTO tenants VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    Q["insert_tenant"],
                     (
                         str(tenant.id),
                         tenant.name,
@@ -263,9 +263,7 @@ class SqliteStore(SqliteOrchestration):
                 )
             except sqlite3.IntegrityError as exc:
                 raise AlreadyExists("tenant", str(tenant.id)) from exc
-            return _tenant(
-                c.execute("SELECT * FROM tenants WHERE id = ?", (str(tenant.id),)).fetchone()
-            )
+            return _tenant(c.execute(Q["get_tenant"], (str(tenant.id),)).fetchone())
 
         return await self._tx(fn)
 
@@ -273,7 +271,7 @@ class SqliteStore(SqliteOrchestration):
         """A tenant by id; NotFound when absent."""
 
         def fn(c: sqlite3.Connection) -> Tenant:
-            row = c.execute("SELECT * FROM tenants WHERE id = ?", (str(tenant_id),)).fetchone()
+            row = c.execute(Q["get_tenant"], (str(tenant_id),)).fetchone()
             if row is None:
                 raise NotFound("tenant", str(tenant_id))
             return _tenant(row)
@@ -286,8 +284,7 @@ class SqliteStore(SqliteOrchestration):
 
         def fn(c: sqlite3.Connection) -> Tenant:
             c.execute(
-                "UPDATE tenants SET name = ?, tier = ?, rate_limit_rps = ?,"
-                " max_concurrent_workers = ?, home_region = ? WHERE id = ?",
+                Q["update_tenant"],
                 (
                     t.name,
                     t.tier,
@@ -297,9 +294,7 @@ class SqliteStore(SqliteOrchestration):
                     str(tenant_id),
                 ),
             )
-            return _tenant(
-                c.execute("SELECT * FROM tenants WHERE id = ?", (str(tenant_id),)).fetchone()
-            )
+            return _tenant(c.execute(Q["get_tenant"], (str(tenant_id),)).fetchone())
 
         return await self._tx(fn)
 
@@ -313,8 +308,7 @@ class SqliteStore(SqliteOrchestration):
 
         def fn(c: sqlite3.Connection) -> None:
             c.execute(
-                "INSERT INTO api_keys (id, tenant_id, name, secret_hash, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
+                Q["insert_api_key"],
                 (str(key.id), str(tenant_id), name, secret_hash, created),
             )
 
@@ -326,7 +320,7 @@ class SqliteStore(SqliteOrchestration):
 
         def fn(c: sqlite3.Connection) -> uuid.UUID | None:
             row = c.execute(
-                "SELECT tenant_id FROM api_keys WHERE secret_hash = ? AND NOT revoked",
+                Q["tenant_for_key_hash"],
                 (secret_hash,),
             ).fetchone()
             return None if row is None else uuid.UUID(row[0])
@@ -339,15 +333,13 @@ class SqliteStore(SqliteOrchestration):
         _validate.aware("now", now)
         if not tasks:
             return []
-        encoded = [
-            _validate.new_task(i, t, self.config.payload_limit_bytes) for i, t in enumerate(tasks)
-        ]
+        encoded = _validate.new_tasks(tasks, self.config.payload_limit_bytes)
         n = _us(now)
 
         def fn(c: sqlite3.Connection) -> list[InsertResult]:
             tenants = {str(t.tenant_id) for t in tasks}
             for tid in sorted(tenants):
-                if c.execute("SELECT 1 FROM tenants WHERE id = ?", (tid,)).fetchone() is None:
+                if c.execute(Q["known_tenant"], (tid,)).fetchone() is None:
                     raise NotFound("tenant", tid)
             out = []
             for t, (payload, trace) in zip(tasks, encoded, strict=True):
@@ -380,7 +372,7 @@ class SqliteStore(SqliteOrchestration):
                 created = cur.rowcount == 1
                 if created:
                     c.executemany(
-                        "INSERT OR IGNORE INTO task_dependencies VALUES (?, ?, ?)",
+                        Q["insert_dependency"],
                         [
                             (str(t.workflow_id), str(p), str(t.id))
                             for p in dict.fromkeys(t.depends_on)
@@ -425,11 +417,7 @@ class SqliteStore(SqliteOrchestration):
 
         def fn(c: sqlite3.Connection) -> list[sqlite3.Row]:
             return c.execute(
-                "SELECT * FROM tasks WHERE tenant_id = ?1"
-                " AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))"
-                " AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5"
-                " AND (scheduled_at > ?6 OR (scheduled_at = ?6 AND id > ?7))"
-                " ORDER BY scheduled_at, id LIMIT ?8",
+                Q["list_tasks"],
                 (str(tenant_id), statuses, flt.type, lo, hi, a_t, a_id, page_size + 1),
             ).fetchall()
 
@@ -453,24 +441,23 @@ class SqliteStore(SqliteOrchestration):
             for row in c.execute(Q["claim_candidates"], (h,)).fetchall():
                 if len(out) >= limit:
                     break
-                full = c.execute(Q["get_task"], (row["id"],)).fetchone()
-                if allowed is not None and full["shard_id"] not in allowed:
+                if allowed is not None and row["shard_id"] not in allowed:
                     continue
-                c.execute(
-                    "UPDATE tasks SET status = 'PRELOADED', updated_at = ? WHERE id = ?",
-                    (n, row["id"]),
-                )
+                # The guard again on the write itself (like every other write).
+                moved = c.execute(Q["claim_preload"], (n, row["id"], h)).fetchone()
+                if moved is None:
+                    continue
                 _audit(
                     c,
                     row["id"],
-                    full["scheduled_at"],
+                    moved["scheduled_at"],
                     TaskState(row["status"]),
                     TaskState.PRELOADED,
-                    full["fencing_token"],
+                    moved["fencing_token"],
                     actor,
                     n,
                 )
-                out.append(_preloaded(full))
+                out.append(_preloaded(moved))
             return out
 
         return await self._tx(fn)
@@ -538,9 +525,7 @@ class SqliteStore(SqliteOrchestration):
         """PRELOADED -> DISPATCHED (RUNNING when ``running``) with token + 1."""
         n = _us(_validate.aware("now", now))
         _validate.keys("requests", requests)
-        for i, r in enumerate(requests):
-            _validate.text(f"requests[{i}].worker_id", r.worker_id, _validate.WORKER_ID_MAX_CHARS)
-            _validate.aware(f"requests[{i}].lease_expires_at", r.lease_expires_at)
+        _validate.dispatch_requests(requests)
         actor = self.config.actor
 
         def fn(c: sqlite3.Connection) -> list[Assignment | None]:
@@ -726,10 +711,7 @@ class SqliteStore(SqliteOrchestration):
         task's upstream policy is applied in the same transaction."""
         n = _us(_validate.aware("now", now))
         _validate.keys("items", items)
-        for i, f in enumerate(items):
-            _validate.text(f"items[{i}].error", f.error, 64 * 1024, allow_empty=True)
-            if f.retry_at is not None:
-                _validate.aware(f"items[{i}].retry_at", f.retry_at)
+        _validate.failures(items)
 
         def fn(c: sqlite3.Connection) -> list[FailResult]:
             out = []
@@ -975,10 +957,7 @@ class SqliteStore(SqliteOrchestration):
         _validate.keys("key", [FencedWrite(key=key, token=0)])
 
         def fn(c: sqlite3.Connection) -> TaskRecord:
-            row = c.execute(
-                "SELECT * FROM tasks WHERE id = ? AND scheduled_at = ?",
-                (str(key.id), _us(key.scheduled_at)),
-            ).fetchone()
+            row = c.execute(Q["get_task_by_key"], (str(key.id), _us(key.scheduled_at))).fetchone()
             if row is None:
                 raise NotFound("task", str(key.id))
             moved = self._move(c, row, to_state, n, actor)
