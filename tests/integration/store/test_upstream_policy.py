@@ -18,6 +18,7 @@ import pytest
 from scheduler.ids import uuid7
 from scheduler.states import TaskState
 from scheduler.store import Store
+from scheduler.store.postgres import upstream as postgres_upstream
 from scheduler.store.sqlite import SqliteStore
 from scheduler.store.sqlite import upstream as sqlite_upstream
 from scheduler.types import (
@@ -263,10 +264,8 @@ class Boom(Exception):
 
 def break_policy(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Make the upstream policy run, then raise; returns a list counting its calls."""
-    owner: Any = store
-    name = "_apply_upstream"
-    if isinstance(store, SqliteStore):
-        owner, name = sqlite_upstream, "apply_upstream"
+    owner: Any = sqlite_upstream if isinstance(store, SqliteStore) else postgres_upstream
+    name = "apply_upstream"
     real = getattr(owner, name)
     calls: list[int] = []
     wrapper: Any
