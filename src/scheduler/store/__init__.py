@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.store._config import StoreConfig
-from scheduler.store._protocol import Store, WorkCallback, WorkNotices
+from scheduler.store.protocol import Store, WorkCallback, WorkNotices
 from scheduler.types import (
     JSON,
     UPSTREAM_FAILED,

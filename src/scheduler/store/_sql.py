@@ -122,6 +122,18 @@ def queries(dialect: str) -> dict[str, str]:
     return parse_sections(read_text(dialect, "queries.sql"))
 
 
+@functools.cache
+def all_queries(dialect: str) -> dict[str, str]:
+    """``queries.sql`` and ``orchestration.sql`` of ``dialect`` in one map, expanded (a
+    name may appear in only one of them)."""
+    out = dict(queries(dialect))
+    for name, sql in parse_sections(read_text(dialect, "orchestration.sql")).items():
+        if name in out:
+            raise ValueError(f"duplicate query section {name}")
+        out[name] = sql
+    return out
+
+
 def migrations() -> list[tuple[int, str, str]]:
     """(version, name, sql) of every PostgreSQL migration, in order."""
     root = importlib.resources.files("scheduler.store").joinpath("sql", "postgres", "migrations")

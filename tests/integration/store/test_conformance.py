@@ -331,6 +331,31 @@ async def test_claim_preload_respects_shards_horizon_and_limit(
     assert [p.key.id for p in page1 + page2] == [t.id for t in tasks[:6]]
 
 
+async def test_claim_preload_moves_only_scheduled_without_deps_or_retrying(
+    store: Store, tenant: Tenant
+) -> None:
+    """The claim's guard (docs/architecture.md): every row due, in every state; only
+    SCHEDULED rows with no unresolved dependency and RETRYING rows move, and only they
+    gain an audit row."""
+    tasks = {state: new_task(tenant) for state in S}
+    waiting = new_task(tenant)
+    inserted = await store.insert_tasks([*tasks.values(), waiting], NOW)
+    keys = {r.task.id: r.task.key for r in inserted}
+    for state, t in tasks.items():
+        await force_status(store, keys[t.id], state)
+    await force_status(store, keys[waiting.id], S.SCHEDULED, unresolved_dependencies=1)
+    trails = {t.id: await store.transitions_of(t.id) for t in [*tasks.values(), waiting]}
+    got = await store.claim_preload(None, HORIZON, 100, NOW)
+    assert {p.key.id for p in got} == {tasks[S.SCHEDULED].id, tasks[S.RETRYING].id}
+    for state, t in tasks.items():
+        moved = state in (S.SCHEDULED, S.RETRYING)
+        assert (await store.get_task(None, t.id)).status is (S.PRELOADED if moved else state)
+        trail = await store.transitions_of(t.id)
+        assert len(trail) == len(trails[t.id]) + (1 if moved else 0)
+    assert (await store.get_task(None, waiting.id)).status is S.SCHEDULED
+    assert await store.transitions_of(waiting.id) == trails[waiting.id]
+
+
 async def test_load_preloaded_since_a_time_returns_only_rows_changed_since(
     store: Store, tenant: Tenant
 ) -> None:

@@ -18,6 +18,9 @@ import pytest
 from scheduler.ids import uuid7
 from scheduler.states import TaskState
 from scheduler.store import Store
+from scheduler.store.postgres import upstream as postgres_upstream
+from scheduler.store.sqlite import SqliteStore
+from scheduler.store.sqlite import upstream as sqlite_upstream
 from scheduler.types import (
     UPSTREAM_FAILED,
     Completion,
@@ -260,8 +263,10 @@ class Boom(Exception):
 
 
 def break_policy(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Make ``_apply_upstream`` run, then raise; returns a list counting its calls."""
-    real = store._apply_upstream  # type: ignore[attr-defined]
+    """Make the upstream policy run, then raise; returns a list counting its calls."""
+    owner: Any = sqlite_upstream if isinstance(store, SqliteStore) else postgres_upstream
+    name = "apply_upstream"
+    real = getattr(owner, name)
     calls: list[int] = []
     wrapper: Any
     if inspect.iscoroutinefunction(real):
@@ -278,7 +283,7 @@ def break_policy(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
             real(*args)
             raise Boom
 
-    monkeypatch.setattr(store, "_apply_upstream", wrapper)
+    monkeypatch.setattr(owner, name, wrapper)
     return calls
 
 

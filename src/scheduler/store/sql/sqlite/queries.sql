@@ -1,6 +1,26 @@
 -- SQLite statements (one connection, one thread; a batch is a loop inside one
 -- transaction). Guards are expanded from scheduler.states like the PostgreSQL ones.
 
+-- name: insert_tenant
+INSERT INTO tenants VALUES (?, ?, ?, ?, ?, ?, ?)
+
+-- name: get_tenant
+SELECT * FROM tenants WHERE id = ?
+
+-- name: known_tenant
+SELECT 1 FROM tenants WHERE id = ?
+
+-- name: update_tenant
+UPDATE tenants SET name = ?, tier = ?, rate_limit_rps = ?,
+    max_concurrent_workers = ?, home_region = ?
+WHERE id = ?
+
+-- name: insert_api_key
+INSERT INTO api_keys (id, tenant_id, name, secret_hash, created_at) VALUES (?, ?, ?, ?, ?)
+
+-- name: tenant_for_key_hash
+SELECT tenant_id FROM api_keys WHERE secret_hash = ? AND NOT revoked
+
 -- name: insert_task
 INSERT INTO tasks (id, tenant_id, type, scheduled_at, due_at, status, idempotency_key,
     max_retries, payload, unresolved_dependencies, shard_id, pool, strict_timing,
@@ -14,11 +34,32 @@ SELECT * FROM tasks WHERE tenant_id = ? AND idempotency_key = ?
 -- name: get_task
 SELECT * FROM tasks WHERE id = ?
 
+-- name: get_task_by_key
+SELECT * FROM tasks WHERE id = ? AND scheduled_at = ?
+
+-- name: list_tasks
+SELECT * FROM tasks WHERE tenant_id = ?1
+  AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
+  AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND (scheduled_at > ?6 OR (scheduled_at = ?6 AND id > ?7))
+ORDER BY scheduled_at, id LIMIT ?8
+
+-- name: insert_dependency
+INSERT OR IGNORE INTO task_dependencies VALUES (?, ?, ?)
+
 -- name: claim_candidates
-SELECT id, status FROM tasks
+SELECT id, status, shard_id FROM tasks
 WHERE status IN ({{from:SCHEDULED,RETRYING|to:PRELOADED}})
   AND due_at <= ? AND unresolved_dependencies = 0
 ORDER BY due_at
+
+-- name: claim_preload
+-- One candidate of claim_candidates; the write carries the claim's whole guard itself
+-- (state, dependencies, horizon), as PostgreSQL's claim_preload does.
+UPDATE tasks SET status = 'PRELOADED', updated_at = ?1
+WHERE id = ?2 AND status IN ({{from:SCHEDULED,RETRYING|to:PRELOADED}})
+  AND due_at <= ?3 AND unresolved_dependencies = 0
+RETURNING *
 
 -- name: load_preloaded
 SELECT * FROM tasks

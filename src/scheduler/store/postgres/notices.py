@@ -1,5 +1,11 @@
 """Work notices on PostgreSQL: ``NOTIFY`` from the writing transaction, ``LISTEN`` on a
-connection of the node's own (see :meth:`scheduler.store.Store.listen_work`)."""
+connection of the node's own (see :meth:`scheduler.store.Store.listen_work`).
+
+Owns :data:`WORK_CHANNEL`, :func:`notify_work` (called by the parts that make work for
+another node, inside their transaction: ``tasks``, ``writes``, ``upstream``) and
+:class:`PgWorkNotices` (opened by the facade's ``listen_work``). Calls asyncpg; imports
+only the protocol's :data:`WorkCallback` of the store.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from scheduler.store._protocol import WorkCallback
+from scheduler.store.protocol import WorkCallback
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,9 @@
-"""Store methods for DAG workflows, cron schedules, expectations and canaries (issue 8).
+"""The schedule protocol: cron schedules, dead man's switch expectations and canaries.
 
-Their value types live in :mod:`scheduler.types`.
-
-The methods that read and write them are :class:`OrchestrationStore`; both store
-implementations provide it (``_pg_orchestration.py``, ``_sqlite_orchestration.py``), and
-the :class:`~scheduler.store.Store` protocol includes it.
+Owns :class:`ScheduleStore` (part of :class:`~scheduler.store.Store`). Imports only value
+types; implemented by ``scheduler.store.postgres.schedules`` and
+``scheduler.store.sqlite.schedules``; called by the engine's scheduler loop, the watchdog
+set-up and the canary.
 """
 
 from __future__ import annotations
@@ -17,24 +16,11 @@ from typing import Protocol
 from scheduler.types import (
     Expectation,
     Schedule,
-    Workflow,
-    WorkflowView,
 )
 
 
-class OrchestrationStore(Protocol):
-    """Workflow, schedule, expectation and canary records (part of the Store)."""
-
-    async def create_workflow(self, workflow: Workflow) -> tuple[Workflow, bool]:
-        """Insert, or return the tenant's workflow with the same idempotency key
-        (``created`` False)."""
-        ...
-
-    async def get_workflow(
-        self, tenant_id: uuid.UUID | None, workflow_id: uuid.UUID
-    ) -> WorkflowView:
-        """The workflow with all its tasks and edges; NotFound for other tenants."""
-        ...
+class ScheduleStore(Protocol):
+    """Schedules, expectations and canary records."""
 
     async def create_schedule(self, schedule: Schedule) -> Schedule:
         """Insert; AlreadyExists when the tenant has a schedule of that name."""

@@ -1,7 +1,9 @@
-"""The store protocol: what the engine needs from the durable record.
+"""The task protocol: submission, the hot path, worker writes and operator moves.
 
-Two implementations satisfy it (PostgreSQL for production, SQLite for the embedded
-default) and one conformance suite runs against both.
+Owns :class:`TaskStore`, the largest part of :class:`~scheduler.store.Store`. Imports only
+value types (:mod:`scheduler.types`, :mod:`scheduler.states`); the backends
+(``scheduler.store.postgres.tasks`` and friends, ``scheduler.store.sqlite.*``) implement
+it and the engine calls it through ``Store``.
 
 Conventions:
 - Every hot-path call is batched: it takes a sequence and makes one statement (or a
@@ -19,15 +21,13 @@ Conventions:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from scheduler.states import TaskState
-from scheduler.store._orchestration import OrchestrationStore
 from scheduler.types import (
     JSON,
-    ApiKey,
     Assignment,
     CancelResult,
     CompleteResult,
@@ -37,46 +37,21 @@ from scheduler.types import (
     Failure,
     FencedWrite,
     InsertResult,
-    MaintenanceResult,
     NewTask,
     Outcome,
     Page,
     Preloaded,
     ReclaimResult,
     Release,
-    ShardClaim,
     TaskFilter,
     TaskKey,
     TaskRecord,
-    Tenant,
     Transition,
 )
 
 
-class Store(OrchestrationStore, Protocol):
-    """The durable record. Every method is a coroutine and safe to call concurrently.
-
-    Workflow, schedule, expectation and canary methods come from
-    :class:`~scheduler.store._orchestration.OrchestrationStore`.
-    """
-
-    # -- lifecycle ---------------------------------------------------------
-    async def close(self) -> None:
-        """Release connections; safe to call twice."""
-        ...
-
-    # -- tenants and keys ----------------------------------------------------
-    async def create_tenant(self, tenant: Tenant) -> Tenant: ...
-
-    async def get_tenant(self, tenant_id: uuid.UUID) -> Tenant: ...
-
-    async def update_tenant(self, tenant_id: uuid.UUID, changes: Mapping[str, Any]) -> Tenant: ...
-
-    async def create_api_key(
-        self, tenant_id: uuid.UUID, name: str, secret_hash: bytes
-    ) -> ApiKey: ...
-
-    async def tenant_for_key_hash(self, secret_hash: bytes) -> uuid.UUID | None: ...
+class TaskStore(Protocol):
+    """Tasks: submission, pre-load, dispatch, worker writes, lease expiry, operator moves."""
 
     # -- submission ------------------------------------------------------------
     async def insert_tasks(self, tasks: Sequence[NewTask], now: datetime) -> list[InsertResult]:
@@ -163,18 +138,6 @@ class Store(OrchestrationStore, Protocol):
         task has its upstream policy applied in the same transaction."""
         ...
 
-    # -- shards (scale-out) -----------------------------------------------------------
-    async def claim_shards(
-        self, shards: Sequence[int], owner: str, now: datetime
-    ) -> dict[int, int]:
-        """A node took these shards: each shard's epoch rises by one (recorded with its
-        owner in the append-only ``shard_claims``). Returns shard -> new epoch."""
-        ...
-
-    async def shard_claims(self) -> list[ShardClaim]:
-        """Every (shard, epoch, owner, when) claimed, for audits and tests."""
-        ...
-
     # -- operator actions ----------------------------------------------------------
     async def cancel(
         self, tenant_id: uuid.UUID | None, task_id: uuid.UUID, now: datetime
@@ -202,36 +165,4 @@ class Store(OrchestrationStore, Protocol):
 
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
         """The audit trail of a task, oldest first."""
-        ...
-
-    # -- upkeep ----------------------------------------------------------------------
-    async def maintain(self, now: datetime) -> MaintenanceResult:
-        """Create partitions ahead, detach expired ones (PostgreSQL); no-op for SQLite."""
-        ...
-
-    # -- work notices (a cluster's nodes share one store) -----------------------------
-    async def listen_work(self, on_notice: WorkCallback) -> WorkNotices | None:
-        """Hear, from any process, that a shard has work its owner should pick up:
-        tasks inserted SCHEDULED (``reconcile=False``: the pre-loader claims them) and
-        workflow children released to PRELOADED (``reconcile=True``: the owner re-reads
-        its PRELOADED rows). Each write that makes such work sends one notice naming its
-        shards, delivered when (and only if) it commits. ``None``: this store has no
-        channel to other processes (SQLite; one process owns every shard)."""
-        ...
-
-
-WorkCallback = Callable[[frozenset[int], bool], None]
-"""``on_notice(shards, reconcile)`` for :meth:`Store.listen_work`; called on the event
-loop, must not block."""
-
-
-class WorkNotices(Protocol):
-    """An open :meth:`Store.listen_work` subscription."""
-
-    async def wait_closed(self) -> None:
-        """Return when the subscription ended (its connection was lost, or closed)."""
-        ...
-
-    async def close(self) -> None:
-        """Stop listening; safe twice."""
         ...

@@ -1,0 +1,197 @@
+"""The scheduler's own task moves on PostgreSQL: pre-load, dispatch and lease expiry.
+
+Owns :class:`Dispatch`: ``claim_preload`` (one statement per day partition of the
+look-ahead window, every ``preload_sweep_interval_s`` a sweep of all of them; the time of
+the last sweep is this part's state), ``load_preloaded``, ``mark_dispatched`` and
+``reclaim_expired`` (part of :class:`~scheduler.store.protocol.TaskStore`). Calls
+:class:`~scheduler.store.postgres._db.Db`, :mod:`.rows` and, for workflow tasks that lapse
+into DEAD_LETTER or CANCELLED, :func:`.upstream.apply_upstream` in the same transaction;
+called by the facade :class:`~scheduler.store.postgres.PostgresStore`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from scheduler.jitter import JITTER_WINDOW_S
+from scheduler.states import TaskState
+from scheduler.store import _common, _validate
+from scheduler.store._config import StoreConfig
+from scheduler.store._records import FAILED
+from scheduler.store.postgres import rows, upstream
+from scheduler.store.postgres._db import Db
+from scheduler.types import Assignment, DispatchRequest, Preloaded, ReclaimResult, TaskKey
+
+
+class Dispatch:
+    """SCHEDULED/RETRYING -> PRELOADED -> DISPATCHED, and back on lease expiry."""
+
+    def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
+        self._db = db
+        self._q = q
+        self._config = config
+        self._last_sweep: datetime | None = None
+
+    async def claim_preload(
+        self, shards: Sequence[int] | None, horizon: datetime, limit: int, now: datetime
+    ) -> list[Preloaded]:
+        """Move due SCHEDULED/RETRYING tasks to PRELOADED, one statement per day partition
+        of the look-ahead window; every ``preload_sweep_interval_s`` also every day."""
+        _validate.aware("horizon", horizon)
+        _validate.aware("now", now)
+        if limit <= 0:
+            return []
+        jitter = timedelta(seconds=JITTER_WINDOW_S)
+        hi = horizon + jitter + timedelta(microseconds=1)
+        sweep = self._last_sweep is None or (now - self._last_sweep).total_seconds() >= (
+            self._config.preload_sweep_interval_s
+        )
+        if sweep:
+            self._last_sweep = now
+            windows = [(_common.FAR_PAST, hi)]
+        else:
+            windows = _common.day_windows(_common.day_start(min(now, horizon) - jitter), hi)
+        shard_list = list(shards) if shards is not None else None
+        out: list[Preloaded] = []
+        async with self._db.conn() as conn:
+            for lo, end in windows:
+                found = await conn.fetch(
+                    self._q["claim_preload"],
+                    horizon,
+                    shard_list,
+                    lo,
+                    end,
+                    limit - len(out),
+                    now,
+                    self._config.actor,
+                )
+                out.extend(rows.preloaded(r) for r in found)
+                if len(out) >= limit:
+                    break
+        out.sort(key=lambda p: p.due_at)
+        return out
+
+    async def load_preloaded(
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        after: TaskKey | None,
+        changed_since: datetime | None = None,
+    ) -> list[Preloaded]:
+        """PRELOADED tasks (recovery), keyset-paginated by (scheduled_at, id)."""
+        _validate.aware("horizon", horizon)
+        if changed_since is not None:
+            _validate.aware("changed_since", changed_since)
+        async with self._db.conn() as conn:
+            found = await conn.fetch(
+                self._q["load_preloaded"],
+                horizon,
+                list(shards) if shards is not None else None,
+                after.scheduled_at if after else _common.FAR_PAST,
+                after.id if after else _common.ZERO_UUID,
+                limit,
+                changed_since,
+            )
+        return [rows.preloaded(r) for r in found]
+
+    async def mark_dispatched(
+        self, requests: Sequence[DispatchRequest], now: datetime
+    ) -> list[Assignment | None]:
+        """PRELOADED -> DISPATCHED (RUNNING when ``running``) with token + 1, in one
+        statement."""
+        _validate.aware("now", now)
+        if not requests:
+            return []
+        _validate.keys("requests", requests)
+        _validate.dispatch_requests(requests)
+        # One row per task: the first request for a key wins, a repeat gets None.
+        first: dict[uuid.UUID, DispatchRequest] = {}
+        for r in requests:
+            first.setdefault(r.key.id, r)
+        todo = list(first.values())
+        lo, hi = _common.bounds([r.key for r in todo])
+        async with self._db.conn() as conn:
+            found = await conn.fetch(
+                self._q["mark_dispatched"],
+                [r.key.id for r in todo],
+                [r.key.scheduled_at for r in todo],
+                [r.worker_id for r in todo],
+                [r.lease_expires_at for r in todo],
+                now,
+                lo,
+                hi,
+                self._config.actor,
+                [r.epoch for r in todo],
+                [r.running for r in todo],
+            )
+        # The key, worker and lease are the request's (written as given); the rest is
+        # the row's. Columns by position, in mark_dispatched's SELECT order.
+        by_id = {r[0]: r for r in found}
+        pools = rows.POOLS
+        loads = json.loads
+        out: list[Assignment | None] = []
+        append = out.append
+        for req in requests:
+            row = by_id.pop(req.key.id, None)
+            if row is None:
+                append(None)
+                continue
+            _id, tenant, typ, payload, token, retries, max_retries, due, cp, trace, pool, tmo = row
+            append(
+                Assignment(
+                    key=req.key,
+                    tenant_id=tenant,
+                    type=typ,
+                    payload=loads(payload),
+                    fencing_token=token,
+                    attempt=retries + 1,
+                    max_retries=max_retries,
+                    due_at=due,
+                    lease_expires_at=req.lease_expires_at,
+                    checkpoint=None if cp is None else loads(cp),
+                    trace_context=None if trace is None else loads(trace),
+                    pool=pools[pool],
+                    worker_id=req.worker_id,
+                    timeout_s=tmo,
+                )
+            )
+        return out
+
+    async def reclaim_expired(
+        self, shards: Sequence[int] | None, now: datetime, limit: int
+    ) -> ReclaimResult:
+        """Apply lease expiry (state table): DISPATCHED -> PRELOADED, RUNNING ->
+        RETRYING / DEAD_LETTER, pending cancels -> CANCELLED."""
+        _validate.aware("now", now)
+        async with self._db.conn() as conn, conn.transaction():
+            found = await conn.fetch(
+                self._q["reclaim_expired"],
+                now,
+                list(shards) if shards is not None else None,
+                limit,
+                self._config.actor,
+            )
+            failed = [
+                TaskKey(r["id"], r["scheduled_at"])
+                for r in found
+                if r["workflow_id"] is not None and r["status"] in FAILED
+            ]
+            if failed:
+                await upstream.apply_upstream(conn, self._q, failed, now, self._config.actor)
+        requeued, retrying, dead, cancelled = [], [], [], []
+        for r in found:
+            key = TaskKey(r["id"], r["scheduled_at"])
+            status = TaskState(r["status"])
+            if status is TaskState.PRELOADED:
+                requeued.append(rows.preloaded(r))
+            elif status is TaskState.RETRYING:
+                retrying.append(key)
+            elif status is TaskState.DEAD_LETTER:
+                dead.append(key)
+            else:
+                cancelled.append(key)
+        return ReclaimResult(tuple(requeued), tuple(retrying), tuple(dead), tuple(cancelled))

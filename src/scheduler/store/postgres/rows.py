@@ -1,0 +1,150 @@
+"""PostgreSQL row -> record conversions (asyncpg already decodes UUIDs and times).
+
+Owns how ``tasks``, ``tenants``, ``workflows``, ``cron_schedules`` and
+``job_expectations`` rows become :mod:`scheduler.types` records. Pure functions; calls
+nothing but the value types. Every PostgreSQL part uses it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import asyncpg
+
+from scheduler.jitter import JitterMode
+from scheduler.states import TaskState
+from scheduler.store import _common
+from scheduler.types import (
+    Expectation,
+    OverlapPolicy,
+    Pool,
+    Preloaded,
+    Schedule,
+    TaskKey,
+    TaskRecord,
+    Tenant,
+    UpstreamPolicy,
+    Workflow,
+)
+
+POOLS = {p.value: p for p in Pool}
+"""Pool by its column value (a dict lookup on the dispatch path)."""
+
+
+def task(row: asyncpg.Record) -> TaskRecord:
+    """A ``tasks`` row (``SELECT *``)."""
+    return TaskRecord(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        type=row["type"],
+        status=TaskState(row["status"]),
+        scheduled_at=row["scheduled_at"],
+        due_at=row["due_at"],
+        idempotency_key=row["idempotency_key"],
+        shard_id=row["shard_id"],
+        pool=Pool(row["pool"]),
+        strict_timing=row["strict_timing"],
+        jitter_mode=JitterMode(row["jitter_mode"]),
+        fencing_token=row["fencing_token"],
+        retry_count=row["retry_count"],
+        max_retries=row["max_retries"],
+        timeout_s=row["timeout_s"],
+        payload=json.loads(row["payload"]),
+        result_payload=_common.loads(row["result_payload"]),
+        checkpoint=_common.loads(row["checkpoint"]),
+        trace_context=_common.loads(row["trace_context"]),
+        last_error=row["last_error"],
+        worker_id=row["worker_id"],
+        lease_expires_at=row["lease_expires_at"],
+        cancel_requested=row["cancel_requested"],
+        workflow_id=row["workflow_id"],
+        unresolved_dependencies=row["unresolved_dependencies"],
+        schedule_id=row["schedule_id"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def preloaded(row: asyncpg.Record) -> Preloaded:
+    """What the wheel needs of a ``tasks`` row."""
+    return Preloaded(
+        TaskKey(row["id"], row["scheduled_at"]),
+        row["due_at"],
+        row["tenant_id"],
+        row["shard_id"],
+        Pool(row["pool"]),
+        row["type"],
+    )
+
+
+def keys_of(keys: Sequence[TaskKey], found: Sequence[asyncpg.Record]) -> list[TaskKey]:
+    """The keys (each once) of the tasks a batch statement returned (column ``id``)."""
+    ids = {r["id"] for r in found}
+    return list({k.id: k for k in keys if k.id in ids}.values())
+
+
+def tenant(row: asyncpg.Record) -> Tenant:
+    """A ``tenants`` row."""
+    return Tenant(
+        id=row["id"],
+        name=row["name"],
+        tier=row["tier"],
+        rate_limit_rps=row["rate_limit_rps"],
+        max_concurrent_workers=row["max_concurrent_workers"],
+        home_region=row["home_region"],
+        created_at=row["created_at"],
+    )
+
+
+def workflow(r: asyncpg.Record) -> Workflow:
+    """A ``workflows`` row."""
+    return Workflow(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        name=r["name"],
+        idempotency_key=r["idempotency_key"],
+        on_upstream_failure=UpstreamPolicy(r["on_upstream_failure"]),
+        node_count=r["node_count"],
+        created_at=r["created_at"],
+    )
+
+
+def schedule(r: asyncpg.Record) -> Schedule:
+    """A ``cron_schedules`` row."""
+    return Schedule(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        name=r["name"],
+        cron_expr=r["cron_expr"],
+        interval_s=r["interval_s"],
+        timezone=r["timezone"],
+        task_type=r["task_type"],
+        payload=json.loads(r["payload"]),
+        pool=Pool(r["pool"]),
+        max_retries=r["max_retries"],
+        timeout_s=r["timeout_s"],
+        overlap_policy=OverlapPolicy(r["overlap_policy"]),
+        catchup_window_s=r["catchup_window_s"],
+        jitter_s=r["jitter_s"],
+        enabled=r["enabled"],
+        next_fire_at=r["next_fire_at"],
+        last_fired_at=r["last_fired_at"],
+        buffered_at=r["buffered_at"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+    )
+
+
+def expectation(r: asyncpg.Record) -> Expectation:
+    """A ``job_expectations`` row."""
+    return Expectation(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        job_id=r["job_id"],
+        interval_s=r["interval_s"],
+        tolerance_s=r["tolerance_s"],
+        schedule_id=r["schedule_id"],
+        max_runtime_s=r["max_runtime_s"],
+        created_at=r["created_at"],
+    )

@@ -1,0 +1,43 @@
+"""Shard epochs on PostgreSQL (:class:`~scheduler.store.protocol.ShardStore`).
+
+Owns :class:`Shards`: ``claim_shards`` (one statement; history in the append-only
+``shard_claims``) and ``shard_claims``. Calls :class:`~scheduler.store.postgres._db.Db`;
+called by the facade :class:`~scheduler.store.postgres.PostgresStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from scheduler.store import _validate
+from scheduler.store.postgres._db import Db
+from scheduler.types import ShardClaim
+
+
+class Shards:
+    """Epoch claims and their history."""
+
+    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
+        self._db = db
+        self._q = q
+
+    async def claim_shards(
+        self, shards: Sequence[int], owner: str, now: datetime
+    ) -> dict[int, int]:
+        """Raise each shard's epoch by one for ``owner`` (one statement)."""
+        _validate.aware("now", now)
+        if not shards:
+            return {}
+        async with self._db.conn() as conn:
+            found = await conn.fetch(self._q["claim_shards"], sorted(set(shards)), owner, now)
+        return {int(r["shard_id"]): int(r["epoch"]) for r in found}
+
+    async def shard_claims(self) -> list[ShardClaim]:
+        """The whole ownership history."""
+        async with self._db.conn() as conn:
+            found = await conn.fetch(self._q["shard_claims"])
+        return [
+            ShardClaim(int(r["shard_id"]), int(r["epoch"]), r["owner"], r["claimed_at"])
+            for r in found
+        ]

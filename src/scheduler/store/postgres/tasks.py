@@ -1,0 +1,178 @@
+"""Task submission and reads on PostgreSQL (part of
+:class:`~scheduler.store.protocol.TaskStore`).
+
+Owns :class:`Tasks`: ``insert_tasks`` (one statement through ``task_keys``, idempotent per
+tenant and key whatever the time; DAG edges; the SCHEDULED ones noticed to their shard's
+owner), ``get_task`` (by id through ``task_keys``), ``list_tasks`` and
+``transitions_of``. Calls :class:`~scheduler.store.postgres._db.Db`, :mod:`.rows`,
+:mod:`.notices`, the ``partitions`` and ``tenants`` parts (days and tenants an insert
+needs) and the shared validation; called by the facade
+:class:`~scheduler.store.postgres.PostgresStore`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import asyncpg
+
+from scheduler._errors import InvalidArgument, NotFound, StoreError
+from scheduler.states import TaskState
+from scheduler.store import _common, _validate
+from scheduler.store._config import StoreConfig
+from scheduler.store._records import record_from_new, unresolved
+from scheduler.store.postgres import rows
+from scheduler.store.postgres._db import Db
+from scheduler.store.postgres.notices import notify_work
+from scheduler.store.postgres.partitions import Partitions, utc_day
+from scheduler.store.postgres.tenants import Tenants
+from scheduler.types import InsertResult, NewTask, Page, TaskFilter, TaskRecord, Transition
+
+
+class Tasks:
+    """Inserts and reads of ``tasks`` and ``task_transitions``."""
+
+    def __init__(
+        self,
+        db: Db,
+        q: Mapping[str, str],
+        config: StoreConfig,
+        partitions: Partitions,
+        tenants: Tenants,
+    ) -> None:
+        self._db = db
+        self._q = q
+        self._config = config
+        self._partitions = partitions
+        self._tenants = tenants
+
+    async def insert_tasks(self, tasks: Sequence[NewTask], now: datetime) -> list[InsertResult]:
+        """Insert many in one statement; a result per item (created or duplicate)."""
+        _validate.aware("now", now)
+        if not tasks:
+            return []
+        encoded = _validate.new_tasks(tasks, self._config.payload_limit_bytes)
+        await self._tenants.check_tenants({t.tenant_id for t in tasks})
+        await self._partitions.ensure_days({utc_day(t.scheduled_at) for t in tasks})
+        try:
+            return await self._insert(tasks, encoded, now)
+        except StoreError as exc:
+            # A partition detached or dropped behind our back: forget, re-create, retry.
+            if not isinstance(exc.__cause__, asyncpg.CheckViolationError):
+                raise
+            await self._partitions.load()
+            await self._partitions.ensure_days({utc_day(t.scheduled_at) for t in tasks})
+            return await self._insert(tasks, encoded, now)
+
+    async def _insert(
+        self, tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
+    ) -> list[InsertResult]:
+        q = self._q
+        args = (
+            [t.id for t in tasks],
+            [t.tenant_id for t in tasks],
+            [t.type for t in tasks],
+            [t.scheduled_at for t in tasks],
+            [t.due_at for t in tasks],
+            [t.initial_state.value for t in tasks],
+            [t.idempotency_key for t in tasks],
+            [t.max_retries for t in tasks],
+            [p for p, _ in encoded],
+            [unresolved(t) for t in tasks],
+            [t.shard_id for t in tasks],
+            [t.pool.value for t in tasks],
+            [t.strict_timing for t in tasks],
+            [t.jitter_mode.value for t in tasks],
+            [float(t.timeout_s) for t in tasks],
+            [tr for _, tr in encoded],
+            [t.workflow_id for t in tasks],
+            [t.schedule_id for t in tasks],
+            now,
+        )
+        edges = [
+            (t.workflow_id, parent, t.id, t.scheduled_at)
+            for t in tasks
+            for parent in dict.fromkeys(t.depends_on)
+        ]
+        async with self._db.conn() as conn, conn.transaction():
+            created = {r[0] for r in await conn.fetch(q["insert_tasks"], *args)}
+            await notify_work(
+                conn,
+                {
+                    t.shard_id
+                    for t in tasks
+                    if t.id in created and t.initial_state is TaskState.SCHEDULED
+                },
+                reconcile=False,
+            )
+            if edges:
+                created_edges = [e for e in edges if e[2] in created]
+                if created_edges:
+                    await conn.execute(
+                        q["insert_dependencies"],
+                        [e[0] for e in created_edges],
+                        [e[1] for e in created_edges],
+                        [e[2] for e in created_edges],
+                        [e[3] for e in created_edges],
+                    )
+            dups = [i for i, t in enumerate(tasks) if t.id not in created]
+            existing: dict[int, TaskRecord] = {}
+            if dups:
+                found = await conn.fetch(
+                    q["tasks_by_idempotency"],
+                    [tasks[i].tenant_id for i in dups],
+                    [tasks[i].idempotency_key for i in dups],
+                )
+                existing = {dups[r["ord"] - 1]: rows.task(r) for r in found}
+        out = []
+        seen: set[uuid.UUID] = set()
+        for i, t in enumerate(tasks):
+            if t.id in created and t.id not in seen:
+                seen.add(t.id)
+                out.append(InsertResult(record_from_new(t, *encoded[i], now), True))
+            elif i in existing:
+                out.append(InsertResult(existing[i], False))
+            else:
+                raise StoreError(f"task {t.id}: key conflict without a visible task")
+        return out
+
+    async def get_task(self, tenant_id: uuid.UUID | None, task_id: uuid.UUID) -> TaskRecord:
+        """By id alone: task_keys maps id -> scheduled_at, then one partition is read."""
+        async with self._db.conn() as conn:
+            row = await conn.fetchrow(self._q["get_task"], task_id)
+        if row is None or (tenant_id is not None and row["tenant_id"] != tenant_id):
+            raise NotFound("task", str(task_id))
+        return rows.task(row)
+
+    async def list_tasks(
+        self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
+    ) -> Page:
+        """Keyset-paginated by (scheduled_at, id)."""
+        if not 1 <= page_size <= 1000:
+            raise InvalidArgument("page_size", "must be between 1 and 1000")
+        after = _common.decode_page_token(page_token)
+        lo = _validate.aware("scheduled_from", flt.scheduled_from or _common.FAR_PAST)
+        hi = _validate.aware("scheduled_to", flt.scheduled_to or _common.FAR_FUTURE)
+        async with self._db.conn() as conn:
+            found = await conn.fetch(
+                self._q["list_tasks"],
+                tenant_id,
+                [s.value for s in flt.statuses] or None,
+                flt.type,
+                lo,
+                hi,
+                after.scheduled_at if after else _common.FAR_PAST,
+                after.id if after else _common.ZERO_UUID,
+                page_size + 1,
+            )
+        tasks = tuple(rows.task(r) for r in found[:page_size])
+        token = _common.encode_page_token(tasks[-1].key) if len(found) > page_size else ""
+        return Page(tasks, token)
+
+    async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
+        """The audit trail of a task."""
+        async with self._db.conn() as conn:
+            found = await conn.fetch(self._q["transitions_of"], task_id)
+        return [Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], r[4]) for r in found]

@@ -1,0 +1,65 @@
+"""Workflow records on PostgreSQL (:class:`~scheduler.store.protocol.WorkflowStore`).
+
+Owns :class:`Workflows`: ``create_workflow`` (idempotent per tenant and key) and
+``get_workflow`` (the workflow, its tasks and edges). The upstream policy is
+:mod:`.upstream`, applied by the task writes. Calls
+:class:`~scheduler.store.postgres._db.Db` and :mod:`.rows`; called by the facade
+:class:`~scheduler.store.postgres.PostgresStore`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+
+from scheduler._errors import NotFound
+from scheduler.store.postgres import rows
+from scheduler.store.postgres._db import Db
+from scheduler.types import Workflow, WorkflowView
+
+
+class Workflows:
+    """Workflow inserts and views."""
+
+    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
+        self._db = db
+        self._q = q
+
+    # -- workflows ----------------------------------------------------------------------
+    async def create_workflow(self, workflow: Workflow) -> tuple[Workflow, bool]:
+        """Insert, or return the existing workflow of the same idempotency key."""
+        async with self._db.conn() as conn:
+            row = await conn.fetchrow(
+                self._q["insert_workflow"],
+                workflow.id,
+                workflow.tenant_id,
+                workflow.name,
+                workflow.idempotency_key,
+                workflow.on_upstream_failure.value,
+                workflow.node_count,
+                workflow.created_at,
+            )
+            if row is not None:
+                return rows.workflow(row), True
+            row = await conn.fetchrow(
+                self._q["workflow_by_key"], workflow.tenant_id, workflow.idempotency_key
+            )
+        if row is None:
+            raise NotFound("workflow", workflow.idempotency_key)
+        return rows.workflow(row), False
+
+    async def get_workflow(
+        self, tenant_id: uuid.UUID | None, workflow_id: uuid.UUID
+    ) -> WorkflowView:
+        """The workflow, its tasks and edges."""
+        async with self._db.conn() as conn:
+            row = await conn.fetchrow(self._q["get_workflow"], workflow_id)
+            if row is None or (tenant_id is not None and row["tenant_id"] != tenant_id):
+                raise NotFound("workflow", str(workflow_id))
+            tasks = await conn.fetch(self._q["workflow_tasks"], workflow_id)
+            edges = await conn.fetch(self._q["workflow_edges"], workflow_id)
+        return WorkflowView(
+            rows.workflow(row),
+            tuple(rows.task(t) for t in tasks),
+            tuple((e[0], e[1]) for e in edges),
+        )

@@ -1,0 +1,77 @@
+"""The SQLite connection handle the parts share: one thread, one connection, one SQL map.
+
+Owns :class:`Db` (open, ``tx``, close) and :data:`SQL`, every named section of
+``sql/sqlite/{queries,orchestration}.sql`` with its state-machine guards expanded. Calls
+only :mod:`sqlite3` and :mod:`scheduler.store._sql`; the facade
+(:class:`~scheduler.store.sqlite.SqliteStore`) opens it and hands it to every part.
+Driver errors become :class:`StoreError` here, at the adapter boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import sqlite3
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from scheduler._errors import StoreError, TickwheelError
+from scheduler.store import _sql
+
+T = TypeVar("T")
+
+SQL: Mapping[str, str] = _sql.all_queries("sqlite")
+"""Every named SQLite statement, templates expanded."""
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """Open the file (or ``:memory:``) in WAL mode and create the schema if needed."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=5000")
+    conn.executescript(_sql.read_text("sqlite", "schema.sql"))
+    return conn
+
+
+class Db:
+    """The only connection, used only on its executor's single thread."""
+
+    def __init__(self, conn: sqlite3.Connection, executor: concurrent.futures.Executor) -> None:
+        self._conn = conn
+        self._executor = executor
+        self._closed = False
+
+    async def tx(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in one IMMEDIATE transaction on the store's thread."""
+        if self._closed:
+            raise StoreError("SQLite store is closed")
+
+        def run() -> T:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                out = fn(c)
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+            return out
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+        except TickwheelError:
+            raise
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite: {type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        """Close the connection and stop the thread; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._conn.close)
+        self._executor.shutdown(wait=True)

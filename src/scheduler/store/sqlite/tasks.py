@@ -1,0 +1,144 @@
+"""Task submission and reads on SQLite (part of :class:`~scheduler.store.protocol.TaskStore`).
+
+Owns :class:`Tasks`: ``insert_tasks`` (idempotent per tenant and key, DAG edges),
+``get_task``, ``list_tasks`` and ``transitions_of``. Calls
+:class:`~scheduler.store.sqlite._db.Db`, :mod:`.rows` and the shared validation; called
+by the facade :class:`~scheduler.store.sqlite.SqliteStore`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from scheduler._errors import InvalidArgument, NotFound, StoreError
+from scheduler.states import TaskState
+from scheduler.store import _common, _validate
+from scheduler.store._config import StoreConfig
+from scheduler.store._records import unresolved
+from scheduler.store.sqlite import rows
+from scheduler.store.sqlite._db import Db
+from scheduler.types import InsertResult, NewTask, Page, TaskFilter, TaskRecord, Transition
+
+
+class Tasks:
+    """Inserts and reads of ``tasks`` and ``task_transitions``."""
+
+    def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
+        self._db = db
+        self._q = q
+        self._config = config
+
+    async def insert_tasks(self, tasks: Sequence[NewTask], now: datetime) -> list[InsertResult]:
+        """Insert many in one transaction; a result per item (created or duplicate)."""
+        _validate.aware("now", now)
+        if not tasks:
+            return []
+        encoded = _validate.new_tasks(tasks, self._config.payload_limit_bytes)
+        n = rows.us(now)
+        q = self._q
+
+        def fn(c: sqlite3.Connection) -> list[InsertResult]:
+            tenants = {str(t.tenant_id) for t in tasks}
+            for tid in sorted(tenants):
+                if c.execute(q["known_tenant"], (tid,)).fetchone() is None:
+                    raise NotFound("tenant", tid)
+            out = []
+            for t, (payload, trace) in zip(tasks, encoded, strict=True):
+                cur = c.execute(
+                    q["insert_task"],
+                    (
+                        str(t.id),
+                        str(t.tenant_id),
+                        t.type,
+                        rows.us(t.scheduled_at),
+                        rows.us(t.due_at),
+                        t.initial_state.value,
+                        t.idempotency_key,
+                        t.max_retries,
+                        payload,
+                        unresolved(t),
+                        t.shard_id,
+                        t.pool.value,
+                        int(t.strict_timing),
+                        t.jitter_mode.value,
+                        float(t.timeout_s),
+                        trace,
+                        rows.opt_str(t.workflow_id),
+                        rows.opt_str(t.schedule_id),
+                        n,
+                        n,
+                    ),
+                )
+                created = cur.rowcount == 1
+                if created:
+                    c.executemany(
+                        q["insert_dependency"],
+                        [
+                            (str(t.workflow_id), str(p), str(t.id))
+                            for p in dict.fromkeys(t.depends_on)
+                        ],
+                    )
+                row = c.execute(
+                    q["task_by_idempotency"], (str(t.tenant_id), t.idempotency_key)
+                ).fetchone()
+                out.append(InsertResult(rows.task(row), created))
+            return out
+
+        try:
+            return await self._db.tx(fn)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, sqlite3.IntegrityError) and "tasks.id" in str(exc):
+                raise InvalidArgument("tasks.id", "a task with this id already exists") from exc
+            raise
+
+    async def get_task(self, tenant_id: uuid.UUID | None, task_id: uuid.UUID) -> TaskRecord:
+        """By id; NotFound for other tenants."""
+        q = self._q
+
+        def fn(c: sqlite3.Connection) -> TaskRecord:
+            row = c.execute(q["get_task"], (str(task_id),)).fetchone()
+            if row is None or (tenant_id is not None and row["tenant_id"] != str(tenant_id)):
+                raise NotFound("task", str(task_id))
+            return rows.task(row)
+
+        return await self._db.tx(fn)
+
+    async def list_tasks(
+        self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
+    ) -> Page:
+        """Keyset-paginated by (scheduled_at, id)."""
+        if not 1 <= page_size <= 1000:
+            raise InvalidArgument("page_size", "must be between 1 and 1000")
+        after = _common.decode_page_token(page_token)
+        lo = rows.us(_validate.aware("scheduled_from", flt.scheduled_from or _common.FAR_PAST))
+        hi = rows.us(_validate.aware("scheduled_to", flt.scheduled_to or _common.FAR_FUTURE))
+        a_t = rows.us(after.scheduled_at) if after else rows.us(_common.FAR_PAST)
+        a_id = str(after.id) if after else str(_common.ZERO_UUID)
+        statuses = json.dumps([s.value for s in flt.statuses]) if flt.statuses else None
+        args = (str(tenant_id), statuses, flt.type, lo, hi, a_t, a_id, page_size + 1)
+        q = self._q
+
+        def fn(c: sqlite3.Connection) -> list[sqlite3.Row]:
+            return c.execute(q["list_tasks"], args).fetchall()
+
+        found = await self._db.tx(fn)
+        tasks = tuple(rows.task(r) for r in found[:page_size])
+        token = _common.encode_page_token(tasks[-1].key) if len(found) > page_size else ""
+        return Page(tasks, token)
+
+    async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
+        """The audit trail of a task."""
+        q = self._q
+
+        def fn(c: sqlite3.Connection) -> list[Transition]:
+            found = c.execute(q["transitions_of"], (str(task_id),)).fetchall()
+            return [
+                Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], rows.dt(r[4]))
+                for r in found
+            ]
+
+        return await self._db.tx(fn)
