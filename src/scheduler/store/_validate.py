@@ -9,15 +9,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from scheduler import limits
 from scheduler._errors import InvalidArgument
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
 from scheduler.types import NewTask, Pool, TaskKey
 
-TYPE_MAX_CHARS = 64
-IDEMPOTENCY_KEY_MAX_CHARS = 128
-WORKER_ID_MAX_CHARS = 256
-TENANT_NAME_MAX_CHARS = 128
+# The bounds are stated once, in scheduler.limits; the store checks them again because
+# a row must be right whoever wrote it.
+TYPE_MAX_CHARS = limits.MAX_TYPE_CHARS
+IDEMPOTENCY_KEY_MAX_CHARS = limits.MAX_IDEMPOTENCY_KEY_CHARS
+WORKER_ID_MAX_CHARS = limits.MAX_WORKER_ID_CHARS
+TENANT_NAME_MAX_CHARS = limits.MAX_NAME_CHARS
 
 
 def aware(field: str, value: object) -> datetime:
@@ -101,7 +104,7 @@ def _new_task_ok(task: object) -> bool:
         and type(t.shard_id) is int
         and 0 <= t.shard_id <= 2**31 - 1
         and type(t.max_retries) is int
-        and 0 <= t.max_retries <= 10_000
+        and 0 <= t.max_retries <= limits.MAX_RETRIES
         and type(t.unresolved_dependencies) is int
         and 0 <= t.unresolved_dependencies <= 2**31 - 1
         and type(t.pool) is Pool
@@ -164,7 +167,7 @@ def new_task(i: int, task: object, limit_bytes: int) -> tuple[str, str | None]:
     aware(f"{p}.scheduled_at", task.scheduled_at)
     aware(f"{p}.due_at", task.due_at)
     non_negative_int(f"{p}.shard_id", task.shard_id)
-    non_negative_int(f"{p}.max_retries", task.max_retries, 10_000)
+    non_negative_int(f"{p}.max_retries", task.max_retries, limits.MAX_RETRIES)
     non_negative_int(f"{p}.unresolved_dependencies", task.unresolved_dependencies)
     if not isinstance(task.pool, Pool):
         raise InvalidArgument(f"{p}.pool", "must be a Pool")
