@@ -89,6 +89,11 @@ class Membership:
     # -- the ShardMembership contract ----------------------------------------------------
 
     @property
+    def exclusive(self) -> bool:
+        """Other nodes serve the other shards and write work for ours."""
+        return False
+
+    @property
     def node_id(self) -> str:
         """This node's id."""
         return self.config.node_id

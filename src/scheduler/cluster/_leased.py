@@ -64,6 +64,11 @@ class LeasedMembership:
         """How many times it was taken back after a loss."""
 
     @property
+    def exclusive(self) -> bool:
+        """The database lease keeps every other node out."""
+        return True
+
+    @property
     def node_id(self) -> str:
         """This node's id."""
         return self._node_id

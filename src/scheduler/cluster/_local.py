@@ -30,6 +30,11 @@ class LocalMembership:
         self._stopped = False
 
     @property
+    def exclusive(self) -> bool:
+        """Alone: nobody else serves these shards."""
+        return True
+
+    @property
     def node_id(self) -> str:
         """This node's id."""
         return self._node_id

@@ -64,6 +64,13 @@ class ShardMembership(Protocol):
         """The shards this node may dispatch from right now."""
         ...
 
+    @property
+    def exclusive(self) -> bool:
+        """True when no other node can serve this store's shards while this one runs
+        (a single node, or one holding the database lease): nobody else writes work for
+        its shards, so it needs neither reconcile passes nor work notices."""
+        ...
+
     def owns(self, shard: int) -> bool:
         """Whether ``shard`` is in :meth:`owned` right now (cheaper for one shard)."""
         ...

@@ -228,7 +228,7 @@ class Engine:
             asyncio.create_task(self._preloader.run(), name="tickwheel-preloader"),
             asyncio.create_task(self.schedules.run(), name="tickwheel-schedules"),
         ]
-        if self._shards.clustered:
+        if self._shards.shared:
             self._tasks.append(
                 asyncio.create_task(self._preloader.hear_notices(), name="tickwheel-notices")
             )

@@ -82,7 +82,7 @@ class Preloader:
                 await self._preload_once()
                 if self._reaper is not None:
                     await self._reaper.reclaim_once()
-                if self._shards.clustered and time.monotonic() >= self._reconcile_at:
+                if self._shards.shared and time.monotonic() >= self._reconcile_at:
                     await self.reconcile()
             except asyncio.CancelledError:
                 raise

@@ -21,6 +21,10 @@ class ShardState:
         self.membership = membership
         self.clustered = clustered
         """False: a single node that serves every shard (no filters, no epoch checks)."""
+        self.shared = clustered and not getattr(membership, "exclusive", False)
+        """Other nodes serve other shards of this store and write work for ours: the
+        pre-loader reconciles and hears their work notices. False for a node alone on
+        its database (the lease keeps others out), even though it is clustered."""
         self._epochs: dict[int, int] = {}
         self._gaining: frozenset[int] = frozenset()
 

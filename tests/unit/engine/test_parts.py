@@ -286,3 +286,13 @@ def test_delivery_pushes_at_the_due_tick_and_a_cancel_follows_its_task() -> None
     assert stats.delivered == 2
     # Once delivered, a cancel is no longer delivery's to hold.
     assert not delivery.cancel_on_delivery(early.key.id)
+
+
+def test_a_node_alone_on_its_database_neither_reconciles_nor_listens() -> None:
+    """Clustered (ownership is checked, dispatches carry epochs) is not shared: a node
+    that holds the database lease has nobody else writing work for its shards."""
+    lone = FakeMembership(frozenset({1}))
+    lone.exclusive = True  # type: ignore[attr-defined]
+    assert ShardState(lone, clustered=True).shared is False  # type: ignore[arg-type]
+    assert ShardState(FakeMembership(frozenset({1})), clustered=True).shared is True  # type: ignore[arg-type]
+    assert shard_state().shared is False
