@@ -1,0 +1,391 @@
+"""The dispatcher built alone: real ready queues, fair share, slots, timeline, delivery,
+shard state, quota and sessions registry; a fake store. ``match_and_commit`` is called
+directly (no loop), so every test is one round and what it left behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduler._aio import Background
+from scheduler.engine import EngineConfig, _dispatcher
+from scheduler.engine._delivery import Delivery
+from scheduler.engine._dispatcher import Dispatcher
+from scheduler.engine._fair_share import FairShare
+from scheduler.engine._index_mirror import IndexMirror
+from scheduler.engine._ready import ReadyQueues
+from scheduler.engine._sessions import Sessions, WorkerSession
+from scheduler.engine._shard_state import ShardState
+from scheduler.engine._slots import Slots
+from scheduler.engine._stats import EngineStats
+from scheduler.engine._timeline import Timeline, to_ms
+from scheduler.engine._types import AssignmentBatch, WorkerHello
+from scheduler.quota import LocalQuota
+from scheduler.types import Assignment, DispatchRequest, Pool, Preloaded, TaskKey, Tenant
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+TENANT = uuid.UUID(int=7)
+OTHER = uuid.UUID(int=8)
+
+
+class FakeMembership:
+    """A membership that owns exactly the shards it is given (mutable)."""
+
+    def __init__(self, owned: frozenset[int]) -> None:
+        self.owned_shards = owned
+        self.node_id = "n"
+        self.shard_count = 256
+
+    def set_listener(self, listener: object) -> None: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def owned(self) -> frozenset[int]:
+        return self.owned_shards
+
+    def owns(self, shard: int) -> bool:
+        return shard in self.owned_shards
+
+
+class FakeStore:
+    """``get_tenant`` from a dict; ``mark_dispatched`` records each call and answers
+    an assignment per request (None for ids in ``cancelled``, or raises ``fail``)."""
+
+    def __init__(self) -> None:
+        self.tenants: dict[uuid.UUID, Tenant] = {}
+        self.calls: list[list[DispatchRequest]] = []
+        self.cancelled: set[uuid.UUID] = set()
+        self.fail: Exception | None = None
+        self.tick: FakeClock | None = None
+        self.commit_ms = 0.0
+
+    async def get_tenant(self, tenant_id: uuid.UUID) -> Tenant:
+        return self.tenants.get(tenant_id, Tenant(id=tenant_id, name="t"))
+
+    async def get_task(self, tenant_id: uuid.UUID | None, task_id: uuid.UUID) -> object:
+        raise AssertionError("the dispatcher reads no task")
+
+    async def mark_dispatched(
+        self, requests: Sequence[DispatchRequest], now: datetime
+    ) -> list[Assignment | None]:
+        self.calls.append(list(requests))
+        if self.tick is not None:
+            self.tick.t += self.commit_ms / 1000.0
+        if self.fail is not None:
+            raise self.fail
+        return [
+            None
+            if r.key.id in self.cancelled
+            else Assignment(
+                key=r.key,
+                tenant_id=TENANT,
+                type="t",
+                payload={},
+                fencing_token=1,
+                attempt=1,
+                max_retries=3,
+                due_at=r.key.scheduled_at,
+                lease_expires_at=r.lease_expires_at,
+                checkpoint=None,
+                trace_context=None,
+                pool=Pool.STANDARD,
+                worker_id=r.worker_id,
+                timeout_s=0.0,
+            )
+            for r in requests
+        ]
+
+
+class FakeCompleter:
+    """Sessions need a completer; no test here writes through one."""
+
+    def count_stale(self, outcomes: object) -> None: ...
+
+    async def release_unacked(self, held: object) -> None: ...
+
+
+class FakeClock:
+    """Stands in for the dispatcher's ``time`` module (commit durations)."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+
+class Rig:
+    """One dispatcher and the real parts around it."""
+
+    def __init__(self, config: EngineConfig | None = None, owned: frozenset[int] | None = None):
+        self.config = config or EngineConfig()
+        self.store = FakeStore()
+        self.stats = EngineStats()
+        self.membership = FakeMembership(owned if owned is not None else frozenset(range(256)))
+        self.shards = ShardState(self.membership, clustered=owned is not None)  # type: ignore[arg-type]
+        self.mirror = IndexMirror(
+            None, self.config, self.stats, Background(logging.getLogger("test")), lambda: None
+        )
+        self.timeline = Timeline(
+            self.config, self.shards, self.mirror, self.stats, lambda: None, to_ms(T0)
+        )
+        self.fair_share = FairShare(self.store, self.config)  # type: ignore[arg-type]
+        self.ready = ReadyQueues(self.fair_share.weight)
+        self.slots = Slots(lambda _id: None)
+        self.delivery = Delivery(lambda: to_ms(T0), self.stats)
+        self.quota = LocalQuota()
+        self.sessions = Sessions(
+            self.store,  # type: ignore[arg-type]
+            self.config,
+            FakeCompleter(),  # type: ignore[arg-type]
+            lambda: None,
+            lambda _o, _a: None,
+        )
+        self.dispatcher = Dispatcher(
+            store=self.store,  # type: ignore[arg-type]
+            config=self.config,
+            now=lambda: T0,
+            quota=self.quota,
+            shards=self.shards,
+            timeline=self.timeline,
+            mirror=self.mirror,
+            ready=self.ready,
+            fair_share=self.fair_share,
+            sessions=self.sessions,
+            slots=self.slots,
+            delivery=self.delivery,
+            stats=self.stats,
+            outlet_pools=frozenset(),
+            reload_shard=lambda _s: None,
+        )
+
+    def session(
+        self,
+        slots: int = 1,
+        *,
+        tenant: uuid.UUID = TENANT,
+        shared: bool = False,
+        pools: frozenset[Pool] = frozenset(Pool),
+    ) -> WorkerSession:
+        hello = WorkerHello(
+            worker_id=f"w-{uuid.uuid4().hex[:6]}",
+            tenant_id=tenant,
+            task_types=frozenset({"t"}),
+            pools=pools,
+            slots=slots,
+        )
+        return self.sessions.open(hello, shared=shared)
+
+
+def task(
+    pool: Pool = Pool.STANDARD, *, tenant: uuid.UUID = TENANT, shard: int = 0, at_ms: int = 0
+) -> Preloaded:
+    due = T0 + timedelta(milliseconds=at_ms)
+    return Preloaded(
+        key=TaskKey(uuid.uuid4(), due),
+        due_at=due,
+        tenant_id=tenant,
+        shard_id=shard,
+        pool=pool,
+        type="t",
+    )
+
+
+def pushed(s: WorkerSession) -> list[Assignment]:
+    """What the session's stream was given so far."""
+    out: list[Assignment] = []
+    while not s._queue.empty():
+        event = s._queue.get_nowait()
+        assert isinstance(event, AssignmentBatch)
+        out.extend(event.assignments)
+    return out
+
+
+async def test_ready_tasks_are_matched_to_sessions_with_credit_in_one_commit() -> None:
+    rig = Rig()
+    a, b = rig.session(2), rig.session(1)
+    tasks = [task(at_ms=i) for i in range(4)]
+    rig.ready.extend(tasks)
+    assert await rig.dispatcher.match_and_commit() == 3
+    assert len(rig.store.calls) == 1
+    committed = {r.key for r in rig.store.calls[0]}
+    assert len(committed) == 3
+    assert committed <= {t.key for t in tasks}
+    # Each request names the session's worker and a lease from the due time.
+    by_worker = {r.worker_id for r in rig.store.calls[0]}
+    assert by_worker == {a.worker_id, b.worker_id}
+    for r in rig.store.calls[0]:
+        assert r.lease_expires_at == r.key.scheduled_at + timedelta(seconds=rig.config.lease_ttl_s)
+    assert (a.credits, b.credits) == (0, 0)
+    assert len(rig.slots) == 3
+    assert len(rig.ready) == 1  # no credit left for the fourth
+    assert rig.stats.dispatched == 3
+    # No credit anywhere: the next round matches nothing and calls no store.
+    assert await rig.dispatcher.match_and_commit() == 0
+    assert len(rig.store.calls) == 1
+
+
+async def test_assignments_are_held_in_delivery_until_their_due_tick() -> None:
+    rig = Rig()
+    s = rig.session(2)
+    soon, later = task(at_ms=0), task(at_ms=40)
+    rig.ready.extend([soon, later])
+    assert await rig.dispatcher.match_and_commit() == 2
+    assert len(rig.delivery) == 2
+    assert pushed(s) == []  # committed ahead, not pushed yet
+    assert s.holding(soon.key.id) == (soon.key, 1)
+    rig.delivery.deliver_due(to_ms(T0))
+    assert [x.key for x in pushed(s)] == [soon.key]
+    rig.delivery.deliver_due(to_ms(T0) + 40)
+    assert [x.key for x in pushed(s)] == [later.key]
+    assert len(rig.delivery) == 0
+
+
+async def test_bulk_never_holds_more_than_its_cap() -> None:
+    rig = Rig(EngineConfig(bulk_max_slots=2))
+    rig.session(5)
+    rig.ready.extend([task(Pool.BULK) for _ in range(4)])
+    assert await rig.dispatcher.match_and_commit() == 2
+    assert rig.slots.in_pool(Pool.BULK) == 2
+    assert rig.ready.depth(Pool.BULK) == 2
+    # Standard work still goes to the remaining credit.
+    rig.ready.push(task(Pool.STANDARD))
+    assert await rig.dispatcher.match_and_commit() == 1
+    assert rig.slots.in_pool(Pool.STANDARD) == 1
+
+
+async def test_the_critical_reserve_holds_only_while_a_critical_task_waits() -> None:
+    # Capacity is credit plus slots in use: 4. Two are kept for critical work.
+    rig = Rig(EngineConfig(critical_reserved_slots=2))
+    rig.session(4, pools=frozenset({Pool.STANDARD, Pool.BULK}))  # cannot run critical
+    crit = task(Pool.CRITICAL)
+    rig.ready.push(crit)
+    rig.ready.extend([task(Pool.STANDARD) for _ in range(4)])
+    assert await rig.dispatcher.match_and_commit() == 2
+    assert rig.slots.in_pool(Pool.STANDARD) == 2
+    assert rig.ready.depth(Pool.STANDARD) == 2
+    # Once no critical task waits, standard may take the reserve too (work stealing).
+    assert rig.ready.remove(crit.key.id)
+    assert await rig.dispatcher.match_and_commit() == 2
+    assert rig.slots.in_pool(Pool.STANDARD) == 4
+
+
+async def test_critical_takes_a_free_slot_first_whatever_the_reserve() -> None:
+    rig = Rig(EngineConfig(critical_reserved_slots=10))
+    rig.session(1)
+    crit = task(Pool.CRITICAL, at_ms=5)
+    rig.ready.extend([task(Pool.STANDARD), crit])
+    assert await rig.dispatcher.match_and_commit() == 1
+    assert [r.key for r in rig.store.calls[0]] == [crit.key]
+    assert rig.ready.depth(Pool.STANDARD) == 1
+
+
+async def test_a_session_of_another_tenant_never_gets_the_task_a_shared_one_does() -> None:
+    rig = Rig()
+    other = rig.session(3, tenant=OTHER)
+    t = task(tenant=TENANT)
+    rig.ready.push(t)
+    assert await rig.dispatcher.match_and_commit() == 0
+    assert rig.store.calls == []
+    assert other.credits == 3
+    assert len(rig.ready) == 1
+    shared = rig.session(1, tenant=OTHER, shared=True)
+    assert await rig.dispatcher.match_and_commit() == 1
+    assert [r.worker_id for r in rig.store.calls[0]] == [shared.worker_id]
+    assert other.credits == 3
+    assert shared.holding(t.key.id) is not None
+
+
+async def test_a_failed_commit_puts_everything_back_as_it_was() -> None:
+    rig = Rig()
+    s = rig.session(3)
+    tasks = [task(at_ms=i) for i in range(4)]
+    rig.ready.extend(tasks)
+    rig.store.fail = RuntimeError("disk on fire")
+    assert await rig.dispatcher.match_and_commit() == 0
+    assert len(rig.store.calls) == 1
+    assert [r.key for r in rig.store.calls[0]] == [t.key for t in tasks[:3]]
+    assert s.credits == 3
+    assert len(rig.slots) == 0
+    assert len(rig.delivery) == 0
+    assert rig.stats.dispatched == 0
+    assert rig.quota.in_flight() == {}  # the grants went back too
+    # The three taken are back at the front, in their order, ahead of the fourth.
+    assert len(rig.ready) == 4
+    order = [rig.ready.pop(Pool.STANDARD, None, TENANT) for _ in range(4)]
+    assert [p.key for p in order if p] == [t.key for t in tasks]
+
+
+async def test_a_task_cancelled_meanwhile_gives_its_credit_and_slot_back() -> None:
+    rig = Rig()
+    s = rig.session(2)
+    gone, kept = task(at_ms=0), task(at_ms=1)
+    rig.ready.extend([gone, kept])
+    rig.store.cancelled.add(gone.key.id)
+    assert await rig.dispatcher.match_and_commit() == 2
+    assert s.credits == 1
+    assert len(rig.slots) == 1
+    assert s.holding(gone.key.id) is None
+    assert s.holding(kept.key.id) is not None
+    assert len(rig.delivery) == 1
+    assert rig.stats.dispatched == 1
+    assert rig.quota.in_flight() == {TENANT: 1}
+
+
+async def test_in_a_cluster_a_task_of_a_lost_shard_is_not_committed() -> None:
+    rig = Rig(owned=frozenset({1, 2}))
+    rig.shards.claimed({1: 5, 2: 6})
+    s = rig.session(3)
+    mine, lost = task(shard=1), task(shard=2, at_ms=1)
+    rig.ready.extend([mine, lost])
+    rig.membership.owned_shards = frozenset({1})  # shard 2 went to another node
+    assert await rig.dispatcher.match_and_commit() == 1
+    [request] = rig.store.calls[0]
+    assert (request.key, request.epoch) == (mine.key, 5)
+    assert s.credits == 2
+    assert len(rig.slots) == 1
+    assert rig.quota.in_flight() == {TENANT: 1}
+    # Only the lost one left: no commit at all.
+    rig.ready.push(task(shard=2))
+    assert await rig.dispatcher.match_and_commit() == 0
+    assert len(rig.store.calls) == 1
+    assert s.credits == 2
+
+
+@pytest.mark.parametrize(("commit_ms", "lead"), [(0.0, 50), (100.0, 151), (5000.0, 1000)])
+async def test_the_lead_follows_commit_times_within_its_bounds(
+    monkeypatch: pytest.MonkeyPatch, commit_ms: float, lead: int
+) -> None:
+    rig = Rig(EngineConfig(dispatch_lead_ms=50, dispatch_lead_max_ms=1000))
+    assert rig.dispatcher.lead_ms() == 50  # no commit yet
+    clock = FakeClock()
+    monkeypatch.setattr(_dispatcher, "time", clock)
+    rig.store.tick, rig.store.commit_ms = clock, commit_ms
+    rig.session(1)
+    rig.ready.push(task())
+    assert await rig.dispatcher.match_and_commit() == 1
+    assert rig.dispatcher.lead_ms() == lead
+
+
+async def test_pool_metrics_report_depth_and_slots_used() -> None:
+    # Capacity 5, 3 kept for the waiting critical task: bulk gets 2 of its 3.
+    rig = Rig(EngineConfig(critical_reserved_slots=3, bulk_max_slots=7))
+    rig.session(5, pools=frozenset({Pool.BULK}))
+    rig.ready.extend([task(Pool.BULK), task(Pool.BULK), task(Pool.BULK), task(Pool.CRITICAL)])
+    assert await rig.dispatcher.match_and_commit() == 2
+    metrics = rig.dispatcher.pool_metrics()
+    assert (metrics[Pool.BULK].depth, metrics[Pool.BULK].slots_used) == (1, 2)
+    assert (metrics[Pool.CRITICAL].depth, metrics[Pool.CRITICAL].slots_used) == (1, 0)
+    assert (metrics[Pool.STANDARD].depth, metrics[Pool.STANDARD].slots_used) == (0, 0)
+    assert metrics[Pool.CRITICAL].slots_reserved == 3
+    assert metrics[Pool.BULK].slots_max == 7
+    assert metrics[Pool.STANDARD].slots_max is None
+    assert metrics[Pool.BULK].wait_p50_ms == 0.0  # due at T0, committed at T0
+    assert metrics[Pool.STANDARD].wait_p50_ms is None
