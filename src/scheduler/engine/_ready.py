@@ -85,7 +85,9 @@ class _PoolQueue:
                 return None
             task = self._pop_type(tenant, types)
             if task is not None:
-                self.deficit[tenant] -= 1
+                # Its own workers' tasks use up the share it banked, never below none:
+                # a debt here would starve the shared workers of this tenant for good.
+                self.deficit[tenant] = max(0, self.deficit[tenant] - 1)
                 self._drop_if_empty(tenant)
             return task
         for _ in range(2 * len(self.ring) + 1):

@@ -389,3 +389,15 @@ async def test_pool_metrics_report_depth_and_slots_used() -> None:
     assert metrics[Pool.STANDARD].slots_max is None
     assert metrics[Pool.BULK].wait_p50_ms == 0.0  # due at T0, committed at T0
     assert metrics[Pool.STANDARD].wait_p50_ms is None
+
+
+async def test_a_shared_session_gets_a_waiting_task_after_scoped_sessions_took_others() -> None:
+    """The tenant's own worker took three tasks; a shared session that comes later gets
+    the fourth (the deficit of a tenant's own takes no longer goes below zero)."""
+    rig = Rig()
+    rig.session(3)  # the tenant's own worker
+    rig.ready.extend([task(at_ms=i) for i in range(4)])
+    assert await rig.dispatcher.match_and_commit() == 3
+    shared = rig.session(1, tenant=OTHER, shared=True)
+    assert await rig.dispatcher.match_and_commit() == 1
+    assert shared.credits == 0

@@ -94,3 +94,15 @@ def test_remove_drops_a_cancelled_task() -> None:
     assert not rq.remove(drop.key.id)
     assert rq.pop(Pool.STANDARD, frozenset({"t"}), a) == keep
     assert len(rq) == 0
+
+
+def test_a_shared_worker_still_gets_a_tenant_whose_own_workers_were_busy() -> None:
+    """Tasks a tenant's own (scoped) workers take count against its banked share, but
+    never below nothing: a shared worker that comes later still gets its waiting tasks
+    (found by the dispatcher's unit tests: it got none for 100 rounds)."""
+    a = uuid.uuid4()
+    rq = ReadyQueues(lambda t: 1)
+    rq.extend(task(a, at=i) for i in range(301))
+    for _ in range(300):
+        assert rq.pop(Pool.STANDARD, frozenset({"t"}), a) is not None
+    assert rq.pop(Pool.STANDARD, frozenset({"t"}), None) is not None
