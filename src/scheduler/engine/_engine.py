@@ -72,6 +72,7 @@ from scheduler.types import (
     Page,
     Pool,
     TaskFilter,
+    TaskKey,
     TaskRecord,
     Tenant,
 )
@@ -310,7 +311,7 @@ class Engine:
         """Depth, wait time, slots used and reserved, per pool."""
         return self._dispatcher.pool_metrics()
 
-    def retry_at(self, key: Any, tenant_id: uuid.UUID, attempt: int) -> datetime:
+    def retry_at(self, key: TaskKey, tenant_id: uuid.UUID, attempt: int) -> datetime:
         """When a failed attempt ``attempt`` of ``key`` is retried."""
         return self._completer.retry_at(key, tenant_id, attempt)
 

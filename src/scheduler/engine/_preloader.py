@@ -23,7 +23,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._leases import Reaper
 from scheduler.engine._shard_state import ShardState
-from scheduler.engine._timeline import Timeline
+from scheduler.engine._timeline import Timeline, preloaded
 from scheduler.index import IndexUnavailable
 from scheduler.states import TaskState
 from scheduler.store import Store
@@ -230,14 +230,5 @@ class Preloader:
             except NotFound:
                 continue
             if task.status is TaskState.PRELOADED:
-                reloaded.append(
-                    Preloaded(
-                        key=task.key,
-                        due_at=min(task.due_at, now),
-                        tenant_id=task.tenant_id,
-                        shard_id=task.shard_id,
-                        pool=task.pool,
-                        type=task.type,
-                    )
-                )
+                reloaded.append(preloaded(task, min(task.due_at, now)))
         self._timeline.add(reloaded)

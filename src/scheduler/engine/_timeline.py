@@ -21,13 +21,25 @@ from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._stats import EngineStats
 from scheduler.states import TaskState
-from scheduler.types import InsertResult, Preloaded
+from scheduler.types import InsertResult, Preloaded, TaskRecord
 from scheduler.wheel import TimingWheel
 
 
 def to_ms(ts: datetime) -> int:
     """Epoch milliseconds of an aware datetime."""
     return int(ts.timestamp() * 1000)
+
+
+def preloaded(task: TaskRecord, due_at: datetime | None = None) -> Preloaded:
+    """The wheel's entry for a PRELOADED row (due at ``due_at`` if given)."""
+    return Preloaded(
+        key=task.key,
+        due_at=task.due_at if due_at is None else due_at,
+        tenant_id=task.tenant_id,
+        shard_id=task.shard_id,
+        pool=task.pool,
+        type=task.type,
+    )
 
 
 class Timeline:
@@ -70,16 +82,7 @@ class Timeline:
     def admit(self, results: Sequence[InsertResult]) -> None:
         """Put freshly inserted PRELOADED tasks into the wheel (any inserting caller)."""
         fresh = [
-            Preloaded(
-                key=r.task.key,
-                due_at=r.task.due_at,
-                tenant_id=r.task.tenant_id,
-                shard_id=r.task.shard_id,
-                pool=r.task.pool,
-                type=r.task.type,
-            )
-            for r in results
-            if r.created and r.task.status is TaskState.PRELOADED
+            preloaded(r.task) for r in results if r.created and r.task.status is TaskState.PRELOADED
         ]
         self._stats.submitted += sum(r.created for r in results)
         self.add(fresh)
