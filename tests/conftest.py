@@ -55,29 +55,35 @@ def pg_template(postgres_server: PostgresServer) -> str:
     """Name of a database with every migration applied; tests clone it."""
     from tests.support.db import migrate_sync
 
-    postgres_server.psql(f"CREATE DATABASE {TEMPLATE_DB}")
-    migrate_sync(postgres_server.dsn(TEMPLATE_DB))
+    postgres_server.ensure_app_role()
+    owner = postgres_server.app_user
+    postgres_server.psql(f"CREATE DATABASE {TEMPLATE_DB} OWNER {owner}")
+    migrate_sync(postgres_server.app_dsn(TEMPLATE_DB))
     return TEMPLATE_DB
 
 
 @pytest.fixture
 def pg_dsn(postgres_server: PostgresServer, pg_template: str) -> Iterator[str]:
-    """DSN of a fresh, migrated database of this test's own."""
+    """DSN of a fresh, migrated database of this test's own, as the application role
+    that owns its tables (not a superuser: row-level security applies)."""
     name = f"t_{next(_db_counter)}_{uuid.uuid4().hex[:8]}"
-    postgres_server.psql(f"CREATE DATABASE {name} TEMPLATE {pg_template}")
+    owner = postgres_server.app_user
+    postgres_server.psql(f"CREATE DATABASE {name} TEMPLATE {pg_template} OWNER {owner}")
     try:
-        yield postgres_server.dsn(name)
+        yield postgres_server.app_dsn(name)
     finally:
         postgres_server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture
 def pg_empty_dsn(postgres_server: PostgresServer) -> Iterator[str]:
-    """DSN of a fresh database with no schema at all (for migration tests)."""
+    """DSN of a fresh database with no schema at all (for migration tests), as the
+    application role that owns it."""
     name = f"e_{next(_db_counter)}_{uuid.uuid4().hex[:8]}"
-    postgres_server.psql(f"CREATE DATABASE {name}")
+    postgres_server.ensure_app_role()
+    postgres_server.psql(f"CREATE DATABASE {name} OWNER {postgres_server.app_user}")
     try:
-        yield postgres_server.dsn(name)
+        yield postgres_server.app_dsn(name)
     finally:
         postgres_server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 

@@ -312,8 +312,27 @@ class PostgresServer(ServerProcess):
         return result.returncode == 0
 
     def dsn(self, database: str = "postgres") -> str:
-        """A libpq/asyncpg DSN for ``database`` on this server."""
+        """A libpq/asyncpg DSN for ``database`` on this server (the superuser)."""
         return f"postgresql://{self.user}@{self.host}:{self.port}/{database}"
+
+    app_user = "tickwheel"
+    """The application's role: LOGIN, not a superuser, no BYPASSRLS; it owns the test
+    databases and their tables, as in production, so row-level security applies to it
+    (FORCE ROW LEVEL SECURITY, docs/security.md). Its default ``tickwheel.tenant`` is
+    ``'*'`` so a test's own raw connection sees every row; the store's pool overrides
+    it (empty: nothing outside a scoped transaction)."""
+
+    def app_dsn(self, database: str) -> str:
+        """A DSN for ``database`` as :attr:`app_user`."""
+        return f"postgresql://{self.app_user}@{self.host}:{self.port}/{database}"
+
+    def ensure_app_role(self) -> None:
+        """Create :attr:`app_user` once per cluster (idempotent)."""
+        self.psql(
+            "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = "
+            f"'{self.app_user}') THEN CREATE ROLE {self.app_user} LOGIN NOSUPERUSER "
+            f"NOBYPASSRLS; END IF; END $$; ALTER ROLE {self.app_user} SET tickwheel.tenant = '*'"
+        )
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         """Run SQL through psql and return its output (for set-up outside asyncio)."""

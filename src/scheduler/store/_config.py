@@ -29,6 +29,12 @@ class StoreConfig:
     actor: str = "scheduler"
     """Written as ``actor`` on audit rows for moves the scheduler makes (worker writes
     record the worker id)."""
+    row_level_security: bool = True
+    """PostgreSQL: run every call in a transaction scoped to its tenant
+    (``SET LOCAL tickwheel.tenant``; the scheduler's own paths: ``'*'``), so the
+    row-level security policies of migration 0007 hide other tenants' rows even from a
+    query that forgets ``tenant_id``. Off: the connections see every row (isolation
+    rests on the queries alone). Cost: docs/benchmarks.md; rules: docs/security.md."""
 
     def __post_init__(self) -> None:
         if self.payload_limit_bytes <= 0:

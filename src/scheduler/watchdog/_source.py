@@ -117,8 +117,13 @@ class PostgresSource:
 
     async def _c(self) -> asyncpg.Connection:
         if self._conn is None or self._conn.is_closed():
+            # Every tenant's facts: the system scope of the row-level security policies
+            # (docs/security.md), set for this read-only connection of its own.
             self._conn = await asyncpg.connect(
-                self._dsn, timeout=self._timeout_s, command_timeout=self._timeout_s
+                self._dsn,
+                timeout=self._timeout_s,
+                command_timeout=self._timeout_s,
+                server_settings={"tickwheel.tenant": "*"},
             )
         return self._conn
 

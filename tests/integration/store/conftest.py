@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import uuid
 from collections.abc import AsyncIterator
@@ -63,13 +64,22 @@ def new_task(tenant: Tenant, when: datetime = NOW, **kw: Any) -> NewTask:
     return NewTask(**fields)
 
 
+@contextlib.asynccontextmanager
+async def system_conn(store: PostgresStore) -> AsyncIterator[Any]:
+    """A pooled connection of the store in a transaction of the system scope (its pool's
+    connections see no row outside a scoped transaction: row-level security)."""
+    async with store._pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL tickwheel.tenant = '*'")
+        yield conn
+
+
 async def force_status(store: Store, key: TaskKey, state: TaskState, **cols: Any) -> None:
     """Put a task in ``state`` behind the store's back (test set-up only)."""
     if isinstance(store, PostgresStore):
         sets = ", ".join(f"{c} = ${i + 4}" for i, c in enumerate(cols))
         sql = f"UPDATE tasks SET status = $3{', ' + sets if sets else ''}"
         sql += " WHERE id = $1 AND scheduled_at = $2"
-        async with store._pool.acquire() as conn:
+        async with system_conn(store) as conn:
             await conn.execute(sql, key.id, key.scheduled_at, state.value, *cols.values())
     else:
         assert isinstance(store, SqliteStore)
@@ -91,7 +101,7 @@ async def force_status(store: Store, key: TaskKey, state: TaskState, **cols: Any
 async def count_rows(store: Store, table: str) -> int:
     """Rows in a table (ledger checks)."""
     if isinstance(store, PostgresStore):
-        async with store._pool.acquire() as conn:
+        async with system_conn(store) as conn:
             return int(await conn.fetchval(f"SELECT count(*) FROM {table}"))
     assert isinstance(store, SqliteStore)
     return int(await store._tx(lambda c: c.execute(f"SELECT count(*) FROM {table}").fetchone()[0]))

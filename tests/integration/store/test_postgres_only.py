@@ -15,7 +15,7 @@ import pytest
 from scheduler.store import StoreConfig, _sql
 from scheduler.store.postgres import PostgresStore, Q, migrate
 from scheduler.types import Completion, DispatchRequest, FencedWrite, Tenant
-from tests.integration.store.conftest import NOW, force_status, new_task
+from tests.integration.store.conftest import NOW, force_status, new_task, system_conn
 from tests.support.servers import PostgresServer
 
 pytestmark = pytest.mark.postgres
@@ -35,6 +35,13 @@ SELECT 'function', proname, md5(prosrc) FROM pg_proc
 WHERE pronamespace = 'public'::regnamespace
 UNION ALL
 SELECT 'trigger', tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal
+UNION ALL
+SELECT 'policy', tablename || '.' || policyname,
+       cmd || ' ' || coalesce(qual, '') || ' ' || coalesce(with_check, '')
+FROM pg_policies WHERE schemaname = 'public'
+UNION ALL
+SELECT 'row security', relname, relrowsecurity::text || ' ' || relforcerowsecurity::text
+FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'p')
 ORDER BY 1, 2, 3
 """
 
@@ -105,7 +112,7 @@ async def test_partitions_ahead_on_demand_and_retention(pg: PostgresStore) -> No
     assert f"tasks_p{old_done:%Y%m%d}" in result.detached
     assert f"tasks_p{old_live:%Y%m%d}" not in result.detached  # a live task keeps it
     assert f"tasks_p{old_done:%Y%m%d}" not in await pg.partitions()
-    async with pg._pool.acquire() as conn:
+    async with system_conn(pg) as conn:
         kept = await conn.fetchval(f"SELECT count(*) FROM tasks_detached_p{old_done:%Y%m%d}")
     assert kept == 1  # detached, never deleted
     # Its idempotency key is released; the day can be written again (re-created).
@@ -158,7 +165,7 @@ async def test_hot_path_statements_touch_one_partition(pg: PostgresStore, plan_m
         "release": (ids, times, tokens, [None] * 3, NOW, lo, hi),
         "existing_keys": (ids, times, lo, hi),
     }
-    async with pg._pool.acquire() as conn:
+    async with system_conn(pg) as conn:
         tx = conn.transaction()
         await tx.start()
         try:
@@ -182,7 +189,7 @@ async def test_hundred_concurrent_submits_one_key_make_one_task(pg: PostgresStor
     created = [r[0] for r in results if r[0].created]
     assert len(created) == 1
     assert {r[0].task.id for r in results} == {created[0].task.id}
-    async with pg._pool.acquire() as conn:
+    async with system_conn(pg) as conn:
         assert await conn.fetchval("SELECT count(*) FROM tasks") == 1
         assert await conn.fetchval("SELECT count(*) FROM task_keys") == 1
 
@@ -201,6 +208,12 @@ async def test_two_nodes_never_claim_the_same_task(pg: PostgresStore, pg_dsn: st
     assert len(ids) == len(set(ids)) == 300
 
 
+async def _delete_audit_without_rls(conn: Any) -> None:
+    async with conn.transaction():  # a savepoint: the error leaves the rest usable
+        await conn.execute("ALTER TABLE task_transitions NO FORCE ROW LEVEL SECURITY")
+        await conn.execute("DELETE FROM task_transitions")
+
+
 async def test_transition_log_is_append_only(pg: PostgresStore) -> None:
     tenant = await pg.create_tenant(Tenant(id=uuid.uuid4(), name="a"))
     [r] = await pg.insert_tasks([new_task(tenant)], NOW)
@@ -211,7 +224,10 @@ async def test_transition_log_is_append_only(pg: PostgresStore) -> None:
     assert a is not None
     await pg.ack([FencedWrite(key=a.key, token=a.fencing_token)], NOW, NOW)
     await pg.complete([Completion(key=a.key, token=a.fencing_token)], NOW)
-    async with pg._pool.acquire() as conn:
+    async with system_conn(pg) as conn:
+        # Row-level security: no policy lets anyone delete (or update) an audit row.
+        assert await conn.execute("DELETE FROM task_transitions") == "DELETE 0"
+        # Without RLS for the owner, the trigger refuses it.
         with pytest.raises(asyncpg.RaiseError, match="append-only"):
-            await conn.execute("DELETE FROM task_transitions")
+            await _delete_audit_without_rls(conn)
         assert await conn.fetchval("SELECT count(*) FROM task_transitions") == 4

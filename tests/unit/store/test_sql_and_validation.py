@@ -42,7 +42,10 @@ def test_status_check_constraint_lists_every_state() -> None:
 
 
 def test_migrations_are_numbered() -> None:
-    assert [v for v, _, _ in _sql.migrations()] == [1, 2, 3, 4]
+    versions = [v for v, _, _ in _sql.migrations()]
+    # Unique and ascending; gaps allowed (numbers are handed out to parallel branches).
+    assert versions == sorted(set(versions))
+    assert {1, 2, 3, 4, 7} <= set(versions)
 
 
 def test_day_windows_split_at_midnight() -> None:

@@ -17,6 +17,7 @@ partitions. Called through :func:`scheduler.store.open_store`.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -28,7 +29,9 @@ from scheduler.states import TaskState
 from scheduler.store._config import StoreConfig
 from scheduler.store.postgres._db import (
     POOL_TAKES_RESET,
+    SCOPE_SETTING,
     SQL,
+    SYSTEM,
     Db,
     driver_errors,
     no_session_state,
@@ -75,7 +78,9 @@ from scheduler.types import (
     WorkflowView,
 )
 
-__all__ = ["WORK_CHANNEL", "PostgresStore", "Q", "migrate"]
+__all__ = ["SCOPE_SETTING", "SYSTEM", "WORK_CHANNEL", "PostgresStore", "Q", "migrate"]
+
+log = logging.getLogger(__name__)
 
 Q = SQL
 """Every named PostgreSQL statement (``sql/postgres/*.sql``), templates expanded."""
@@ -89,7 +94,7 @@ class PostgresStore:
         self._dsn = dsn  # for the work-notice listener's own connection
         self.config = config
         self._closed = False
-        db, q = Db(pool), SQL
+        db, q = Db(pool, row_level_security=config.row_level_security), SQL
         self._partitions = Partitions(db, q, config)
         self._tenants = Tenants(db, q)
         self._tasks = Tasks(db, q, config, self._partitions, self._tenants)
@@ -113,17 +118,38 @@ class PostgresStore:
                 min_size=config.pool_min_size,
                 max_size=config.pool_max_size,
                 command_timeout=config.command_timeout_s,
-                server_settings={"jit": "off", "timezone": "UTC"},
+                # Row-level security on: no row outside a scoped transaction, whatever
+                # the role's default; off: every row (docs/security.md).
+                server_settings={
+                    "jit": "off",
+                    "timezone": "UTC",
+                    SCOPE_SETTING: "" if config.row_level_security else SYSTEM,
+                },
                 **extra,
             )
         store = cls(pool, config, dsn)
         try:
+            if config.row_level_security:
+                await store._warn_if_rls_bypassed()
             await store._partitions.load()
             await store._partitions.create_ahead(datetime.now(UTC))
         except BaseException:
             await store.close()
             raise
         return store
+
+    async def _warn_if_rls_bypassed(self) -> None:
+        async with driver_errors():
+            row = await self._pool.fetchrow(
+                "SELECT current_user AS name, rolsuper OR rolbypassrls AS bypass"
+                " FROM pg_roles WHERE rolname = current_user"
+            )
+        if row is not None and row["bypass"]:
+            log.warning(
+                "PostgreSQL role %s is a superuser or has BYPASSRLS: row-level security "
+                "does not apply to it; connect as the (non-superuser) owner of the tables",
+                row["name"],
+            )
 
     async def listen_work(self, on_notice: WorkCallback) -> WorkNotices | None:
         """LISTEN on its own connection (a pooled one would be reset and reused)."""

@@ -1,7 +1,8 @@
 """The PostgreSQL handle the parts share: the asyncpg pool, the SQL map, the error boundary.
 
 Owns :class:`Db` (a connection from the pool per call, driver errors turned into
-:class:`StoreError`), :func:`driver_errors`, the pool's no-op reset hook and :data:`SQL`,
+:class:`StoreError`, each call's tenant scope for row-level security), :data:`SYSTEM`,
+:func:`scope_of`, :func:`driver_errors`, the pool's no-op reset hook and :data:`SQL`,
 every named section of ``sql/postgres/{queries,orchestration}.sql`` with its
 state-machine guards expanded. Calls asyncpg and :mod:`scheduler.store._sql`; the facade
 (:class:`~scheduler.store.postgres.PostgresStore`) builds it and hands it to every part,
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, TypeAlias
+import uuid
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 import asyncpg
 
@@ -26,6 +28,33 @@ if TYPE_CHECKING:
 
 SQL: Mapping[str, str] = _sql.all_queries("postgres")
 """Every named PostgreSQL statement, templates expanded."""
+
+SCOPE_SETTING: Final = "tickwheel.tenant"
+"""The setting the row-level security policies read (migrations/0007)."""
+SYSTEM: Final = "*"
+"""The scope of the scheduler's own paths (pre-load, dispatch, worker writes, lease
+expiry, schedules firing, admin), which mix tenants by design: every row visible."""
+Scope: TypeAlias = uuid.UUID | Literal["*"]
+"""A tenant's id, or :data:`SYSTEM`."""
+
+
+def scope_of(tenant_id: uuid.UUID | None) -> Scope:
+    """The scope of a call made for ``tenant_id`` (None: a platform caller, SYSTEM)."""
+    return SYSTEM if tenant_id is None else tenant_id
+
+
+def scope_of_all(tenant_ids: Iterable[uuid.UUID]) -> Scope:
+    """One tenant's scope when every id is that tenant's; SYSTEM for a mixed batch."""
+    ids = set(tenant_ids)
+    return ids.pop() if len(ids) == 1 else SYSTEM
+
+
+def _scope_text(scope: Scope) -> str:
+    if scope == SYSTEM:
+        return SYSTEM
+    if not isinstance(scope, uuid.UUID):
+        raise TypeError(f"scope must be a tenant UUID or SYSTEM, got {scope!r}")
+    return str(scope)  # hex digits and dashes only: safe to quote into SQL text
 
 
 @contextlib.asynccontextmanager
@@ -55,13 +84,38 @@ POOL_TAKES_RESET = "reset" in inspect.signature(asyncpg.create_pool).parameters
 
 
 class Db:
-    """The pool, lent one connection at a time."""
+    """The pool, lent one connection at a time, each time for one scope."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, row_level_security: bool = True) -> None:
         self.pool = pool
+        self.row_level_security = row_level_security
 
     @contextlib.asynccontextmanager
-    async def conn(self) -> AsyncIterator[Conn]:
-        """A pooled connection; driver errors leave as StoreError."""
+    async def conn(self, scope: Scope, *, tx: bool = False) -> AsyncIterator[Conn]:
+        """A pooled connection for ``scope``; driver errors leave as StoreError.
+
+        With row-level security the call runs in one transaction that starts with
+        ``SET LOCAL tickwheel.tenant`` (sent with ``BEGIN`` in one message, so a call
+        that needed a transaction anyway costs no extra round trip; a single statement
+        costs two: ``BEGIN``/``SET`` and ``COMMIT``). The pool's connections start with
+        the setting empty, so a statement outside such a transaction sees no row.
+        Without it the connections start with ``'*'`` and ``tx`` alone decides whether
+        there is a transaction.
+        """
         async with driver_errors(), self.pool.acquire() as conn:
-            yield conn
+            if not self.row_level_security:
+                if tx:
+                    async with conn.transaction():
+                        yield conn
+                else:
+                    yield conn
+                return
+            await conn.execute(f"BEGIN; SET LOCAL {SCOPE_SETTING} = '{_scope_text(scope)}'")
+            try:
+                yield conn
+            except BaseException:
+                if not conn.is_closed():
+                    with contextlib.suppress(Exception):
+                        await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")

@@ -21,7 +21,7 @@ from scheduler.store import _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._records import FAILED
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import Db
+from scheduler.store.postgres._db import SYSTEM, Db, scope_of
 from scheduler.types import CancelResult, FencedWrite, TaskKey, TaskRecord
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class Actions:
     ) -> CancelResult:
         """Immediate from SCHEDULED/PRELOADED/RETRYING; requested from DISPATCHED/RUNNING."""
         _validate.aware("now", now)
-        async with self._db.conn() as conn, conn.transaction():
+        async with self._db.conn(scope_of(tenant_id), tx=True) as conn:
             task = await self._locked(conn, tenant_id, task_id)
             if task.status in (TaskState.DISPATCHED, TaskState.RUNNING):
                 if task.cancel_requested:
@@ -130,7 +130,7 @@ class Actions:
         """DEAD_LETTER -> SCHEDULED, retry_count reset, due at ``due_at``."""
         _validate.aware("now", now)
         _validate.aware("due_at", due_at)
-        async with self._db.conn() as conn, conn.transaction():
+        async with self._db.conn(scope_of(tenant_id), tx=True) as conn:
             task = await self._locked(conn, tenant_id, task_id)
             return await self._move(conn, task, [TaskState.SCHEDULED], now, "operator", due_at)
 
@@ -140,7 +140,7 @@ class Actions:
         """Operator move to ``to_state``; InvalidTransition (nothing written) if illegal."""
         _validate.aware("now", now)
         _validate.keys("key", [FencedWrite(key=key, token=0)])
-        async with self._db.conn() as conn, conn.transaction():
+        async with self._db.conn(SYSTEM, tx=True) as conn:
             row = await conn.fetchrow(self._q["lock_task"], key.id, key.scheduled_at)
             if row is None:
                 raise NotFound("task", str(key.id))
@@ -153,7 +153,7 @@ class Actions:
         self, key: TaskKey, to_state: TaskState, now: datetime
     ) -> bool:
         """The SQL guard alone, without the check in code (for tests of the guard)."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             row = await conn.fetchrow(
                 self._q["set_status"],
                 key.id,

@@ -22,7 +22,7 @@ from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._records import FAILED
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import Db
+from scheduler.store.postgres._db import SYSTEM, Db
 from scheduler.types import Assignment, DispatchRequest, Preloaded, ReclaimResult, TaskKey
 
 
@@ -56,7 +56,7 @@ class Dispatch:
             windows = _common.day_windows(_common.day_start(min(now, horizon) - jitter), hi)
         shard_list = list(shards) if shards is not None else None
         out: list[Preloaded] = []
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             for lo, end in windows:
                 found = await conn.fetch(
                     self._q["claim_preload"],
@@ -86,7 +86,7 @@ class Dispatch:
         _validate.aware("horizon", horizon)
         if changed_since is not None:
             _validate.aware("changed_since", changed_since)
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(
                 self._q["load_preloaded"],
                 horizon,
@@ -114,7 +114,7 @@ class Dispatch:
             first.setdefault(r.key.id, r)
         todo = list(first.values())
         lo, hi = _common.bounds([r.key for r in todo])
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(
                 self._q["mark_dispatched"],
                 [r.key.id for r in todo],
@@ -167,7 +167,7 @@ class Dispatch:
         """Apply lease expiry (state table): DISPATCHED -> PRELOADED, RUNNING ->
         RETRYING / DEAD_LETTER, pending cancels -> CANCELLED."""
         _validate.aware("now", now)
-        async with self._db.conn() as conn, conn.transaction():
+        async with self._db.conn(SYSTEM, tx=True) as conn:
             found = await conn.fetch(
                 self._q["reclaim_expired"],
                 now,

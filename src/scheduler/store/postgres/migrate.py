@@ -27,7 +27,8 @@ async def migrate(dsn: str, *, use_schema_file: bool = True) -> list[int]:
     with the fresh install).
     """
     async with driver_errors():
-        conn = await asyncpg.connect(dsn, timeout=30)
+        # The system scope: a migration that moves rows must see all of them (0007).
+        conn = await asyncpg.connect(dsn, timeout=30, server_settings={"tickwheel.tenant": "*"})
         try:
             await conn.execute("SELECT pg_advisory_lock($1)", MIGRATE_LOCK)
             try:

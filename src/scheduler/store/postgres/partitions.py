@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from scheduler.store import _validate
 from scheduler.store._config import StoreConfig
-from scheduler.store.postgres._db import Db
+from scheduler.store.postgres._db import SYSTEM, Db
 from scheduler.types import MaintenanceResult
 
 PARTITION_NAME = re.compile(r"^tasks_p(\d{8})$")
@@ -43,7 +43,7 @@ class Partitions:
 
     async def load(self) -> None:
         """Re-read which day partitions are attached."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["list_partitions"])
         self._days = {d for r in found if (d := partition_day(r[0])) is not None}
 
@@ -53,7 +53,7 @@ class Partitions:
         missing = sorted(days - self._days)
         if not missing:
             return created
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             for day in missing:
                 if await conn.fetchval(self._q["ensure_partition"], day):
                     created.append(f"tasks_p{day:%Y%m%d}")
@@ -68,7 +68,7 @@ class Partitions:
 
     async def names(self) -> list[str]:
         """Names of the attached day partitions, oldest first."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["list_partitions"])
         return sorted(r[0] for r in found)
 
@@ -94,7 +94,7 @@ class Partitions:
     async def _detach(self, day: date) -> bool:
         name = f"tasks_p{day:%Y%m%d}"
         lo = datetime(day.year, day.month, day.day, tzinfo=UTC)
-        async with self._db.conn() as conn, conn.transaction():
+        async with self._db.conn(SYSTEM, tx=True) as conn:
             await conn.execute(f"LOCK TABLE {name} IN SHARE ROW EXCLUSIVE MODE")
             live = await conn.fetchval(self._q["partition_live_count"], lo, lo + timedelta(days=1))
             if live:

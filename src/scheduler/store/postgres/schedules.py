@@ -14,7 +14,7 @@ from datetime import datetime
 
 from scheduler._errors import AlreadyExists, NotFound
 from scheduler.store.postgres import rows
-from scheduler.store.postgres._db import Db
+from scheduler.store.postgres._db import SYSTEM, Db, scope_of
 from scheduler.types import Expectation, Schedule
 
 
@@ -29,7 +29,7 @@ class Schedules:
     async def create_schedule(self, schedule: Schedule) -> Schedule:
         """Insert; AlreadyExists for a duplicate name."""
         s = schedule
-        async with self._db.conn() as conn:
+        async with self._db.conn(s.tenant_id) as conn:
             row = await conn.fetchrow(
                 self._q["insert_schedule"],
                 s.id,
@@ -56,7 +56,7 @@ class Schedules:
 
     async def get_schedule(self, tenant_id: uuid.UUID | None, schedule_id: uuid.UUID) -> Schedule:
         """One schedule; NotFound for other tenants."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(scope_of(tenant_id)) as conn:
             row = await conn.fetchrow(self._q["get_schedule"], schedule_id)
         if row is None or (tenant_id is not None and row["tenant_id"] != tenant_id):
             raise NotFound("schedule", str(schedule_id))
@@ -64,7 +64,7 @@ class Schedules:
 
     async def list_schedules(self, tenant_id: uuid.UUID) -> list[Schedule]:
         """The tenant's schedules."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(tenant_id) as conn:
             found = await conn.fetch(self._q["list_schedules"], tenant_id)
         return [rows.schedule(r) for r in found]
 
@@ -78,7 +78,7 @@ class Schedules:
     ) -> Schedule:
         """Pause or resume."""
         await self.get_schedule(tenant_id, schedule_id)
-        async with self._db.conn() as conn:
+        async with self._db.conn(scope_of(tenant_id)) as conn:
             row = await conn.fetchrow(
                 self._q["set_schedule_enabled"], schedule_id, enabled, next_fire_at, now
             )
@@ -89,12 +89,12 @@ class Schedules:
     async def delete_schedule(self, tenant_id: uuid.UUID | None, schedule_id: uuid.UUID) -> None:
         """Delete the schedule (its tasks stay)."""
         await self.get_schedule(tenant_id, schedule_id)
-        async with self._db.conn() as conn:
+        async with self._db.conn(scope_of(tenant_id)) as conn:
             await conn.execute(self._q["delete_schedule"], schedule_id)
 
     async def due_schedules(self, now: datetime, limit: int) -> list[Schedule]:
         """Schedules with an occurrence due (or buffered)."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["due_schedules"], now, limit)
         return [rows.schedule(r) for r in found]
 
@@ -108,7 +108,7 @@ class Schedules:
         now: datetime,
     ) -> bool:
         """Compare-and-set on ``next_fire_at``."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             row = await conn.fetchrow(
                 self._q["advance_schedule"],
                 schedule_id,
@@ -126,7 +126,7 @@ class Schedules:
         """Live tasks per schedule."""
         if not schedule_ids:
             return {}
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["active_schedule_tasks"], list(schedule_ids))
         return {r[0]: r[1] for r in found}
 
@@ -134,7 +134,7 @@ class Schedules:
     async def register_expectation(self, expectation: Expectation) -> Expectation:
         """Insert or replace by (tenant, job_id)."""
         e = expectation
-        async with self._db.conn() as conn:
+        async with self._db.conn(e.tenant_id) as conn:
             row = await conn.fetchrow(
                 self._q["upsert_expectation"],
                 e.id,
@@ -151,7 +151,7 @@ class Schedules:
 
     async def list_expectations(self, tenant_id: uuid.UUID | None) -> list[Expectation]:
         """Expectations of a tenant (None: all)."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(scope_of(tenant_id)) as conn:
             found = await conn.fetch(self._q["list_expectations"], tenant_id)
         return [rows.expectation(r) for r in found]
 
@@ -164,7 +164,7 @@ class Schedules:
         completed_at: datetime | None = None,
     ) -> bool:
         """Create the canary row if new, then record the times given."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             created = await conn.fetchrow(self._q["canary_insert"], canary_id, scheduled_at)
             if dispatched_at is not None or completed_at is not None:
                 await conn.execute(self._q["canary_update"], canary_id, dispatched_at, completed_at)

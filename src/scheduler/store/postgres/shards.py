@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from scheduler.store import _validate
-from scheduler.store.postgres._db import Db
+from scheduler.store.postgres._db import SYSTEM, Db
 from scheduler.types import ShardClaim
 
 
@@ -29,13 +29,13 @@ class Shards:
         _validate.aware("now", now)
         if not shards:
             return {}
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["claim_shards"], sorted(set(shards)), owner, now)
         return {int(r["shard_id"]): int(r["epoch"]) for r in found}
 
     async def shard_claims(self) -> list[ShardClaim]:
         """The whole ownership history."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["shard_claims"])
         return [
             ShardClaim(int(r["shard_id"]), int(r["epoch"]), r["owner"], r["claimed_at"])

@@ -24,7 +24,7 @@ from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._records import record_from_new, unresolved
 from scheduler.store.postgres import rows
-from scheduler.store.postgres._db import Db
+from scheduler.store.postgres._db import SYSTEM, Db, scope_of, scope_of_all
 from scheduler.store.postgres.notices import notify_work
 from scheduler.store.postgres.partitions import Partitions, utc_day
 from scheduler.store.postgres.tenants import Tenants
@@ -96,7 +96,8 @@ class Tasks:
             for t in tasks
             for parent in dict.fromkeys(t.depends_on)
         ]
-        async with self._db.conn() as conn, conn.transaction():
+        scope = scope_of_all(t.tenant_id for t in tasks)
+        async with self._db.conn(scope, tx=True) as conn:
             created = {r[0] for r in await conn.fetch(q["insert_tasks"], *args)}
             await notify_work(
                 conn,
@@ -140,7 +141,7 @@ class Tasks:
 
     async def get_task(self, tenant_id: uuid.UUID | None, task_id: uuid.UUID) -> TaskRecord:
         """By id alone: task_keys maps id -> scheduled_at, then one partition is read."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(scope_of(tenant_id)) as conn:
             row = await conn.fetchrow(self._q["get_task"], task_id)
         if row is None or (tenant_id is not None and row["tenant_id"] != tenant_id):
             raise NotFound("task", str(task_id))
@@ -155,7 +156,7 @@ class Tasks:
         after = _common.decode_page_token(page_token)
         lo = _validate.aware("scheduled_from", flt.scheduled_from or _common.FAR_PAST)
         hi = _validate.aware("scheduled_to", flt.scheduled_to or _common.FAR_FUTURE)
-        async with self._db.conn() as conn:
+        async with self._db.conn(tenant_id) as conn:
             found = await conn.fetch(
                 self._q["list_tasks"],
                 tenant_id,
@@ -173,6 +174,6 @@ class Tasks:
 
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
         """The audit trail of a task."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["transitions_of"], task_id)
         return [Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], r[4]) for r in found]

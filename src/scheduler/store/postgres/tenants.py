@@ -18,7 +18,7 @@ import asyncpg
 from scheduler._errors import AlreadyExists, NotFound
 from scheduler.store import _common, _validate
 from scheduler.store.postgres import rows
-from scheduler.store.postgres._db import Db
+from scheduler.store.postgres._db import SYSTEM, Db, scope_of_all
 from scheduler.types import ApiKey, Tenant
 
 
@@ -34,7 +34,7 @@ class Tenants:
         """Insert a tenant."""
         _common.check_tenant(tenant)
         created = tenant.created_at or datetime.now(UTC)
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             try:
                 row = await conn.fetchrow(
                     self._q["insert_tenant"],
@@ -54,7 +54,7 @@ class Tenants:
 
     async def get_tenant(self, tenant_id: uuid.UUID) -> Tenant:
         """A tenant by id; NotFound when absent."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             row = await conn.fetchrow(self._q["get_tenant"], tenant_id)
         if row is None:
             raise NotFound("tenant", str(tenant_id))
@@ -63,7 +63,7 @@ class Tenants:
     async def update_tenant(self, tenant_id: uuid.UUID, changes: Mapping[str, Any]) -> Tenant:
         """Change name, tier, quotas or home region."""
         t = _common.tenant_changes(await self.get_tenant(tenant_id), changes)
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             row = await conn.fetchrow(
                 self._q["update_tenant"],
                 tenant_id,
@@ -81,7 +81,7 @@ class Tenants:
         """Store an API key's hash for a tenant."""
         _validate.text("name", name, 128)
         await self.check_tenants({tenant_id})
-        async with self._db.conn() as conn:
+        async with self._db.conn(tenant_id) as conn:
             row = await conn.fetchrow(
                 self._q["insert_api_key"],
                 uuid.uuid4(),
@@ -101,7 +101,8 @@ class Tenants:
 
     async def tenant_for_key_hash(self, secret_hash: bytes) -> uuid.UUID | None:
         """The tenant of a (non-revoked) key hash."""
-        async with self._db.conn() as conn:
+        # The caller is not known yet: the key says whose it is.
+        async with self._db.conn(SYSTEM) as conn:
             value: uuid.UUID | None = await conn.fetchval(
                 self._q["tenant_for_key_hash"], secret_hash
             )
@@ -112,7 +113,7 @@ class Tenants:
         unknown = ids - self._known
         if not unknown:
             return
-        async with self._db.conn() as conn:
+        async with self._db.conn(scope_of_all(unknown)) as conn:
             found_rows = await conn.fetch(self._q["known_tenants"], list(unknown))
         found = {r[0] for r in found_rows}
         self._known |= found

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from scheduler._errors import NotFound
 from scheduler.store.postgres import rows
-from scheduler.store.postgres._db import Db
+from scheduler.store.postgres._db import Db, scope_of
 from scheduler.types import Workflow, WorkflowView
 
 
@@ -28,7 +28,7 @@ class Workflows:
     # -- workflows ----------------------------------------------------------------------
     async def create_workflow(self, workflow: Workflow) -> tuple[Workflow, bool]:
         """Insert, or return the existing workflow of the same idempotency key."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(workflow.tenant_id) as conn:
             row = await conn.fetchrow(
                 self._q["insert_workflow"],
                 workflow.id,
@@ -52,7 +52,7 @@ class Workflows:
         self, tenant_id: uuid.UUID | None, workflow_id: uuid.UUID
     ) -> WorkflowView:
         """The workflow, its tasks and edges."""
-        async with self._db.conn() as conn:
+        async with self._db.conn(scope_of(tenant_id)) as conn:
             row = await conn.fetchrow(self._q["get_workflow"], workflow_id)
             if row is None or (tenant_id is not None and row["tenant_id"] != tenant_id):
                 raise NotFound("workflow", str(workflow_id))

@@ -21,7 +21,7 @@ from scheduler.states import TaskState
 from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import Db
+from scheduler.store.postgres._db import SYSTEM, Db
 from scheduler.store.postgres.notices import notify_work
 from scheduler.types import (
     CompleteResult,
@@ -82,7 +82,7 @@ class WorkerWrites:
         ids = [k.id for k in keys]
         times = [k.scheduled_at for k in keys]
         tokens = [w.token for w in writes]
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             if name == "ack":
                 found = await conn.fetch(self._q["ack"], ids, times, tokens, lease, now, lo, hi)
                 ok: set[tuple[uuid.UUID, int]] = {(r[0], r[1]) for r in found}
@@ -124,7 +124,7 @@ class WorkerWrites:
         _validate.keys("key", [FencedWrite(key=key, token=token)])
         _validate.aware("now", now)
         encoded = _validate.json_object("data", data, self._config.payload_limit_bytes)
-        async with self._db.conn() as conn:
+        async with self._db.conn(SYSTEM) as conn:
             row = await conn.fetchval(
                 self._q["checkpoint"], key.id, key.scheduled_at, token, encoded, now
             )
@@ -147,7 +147,7 @@ class WorkerWrites:
         ]
         keys = [c.key for c in items]
         lo, hi = _common.bounds(keys)
-        async with self._db.conn() as conn, conn.transaction():
+        async with self._db.conn(SYSTEM, tx=True) as conn:
             found = await conn.fetch(
                 self._q["complete"],
                 [k.id for k in keys],
@@ -183,7 +183,7 @@ class WorkerWrites:
         _validate.failures(items)
         keys = [f.key for f in items]
         lo, hi = _common.bounds(keys)
-        async with self._db.conn() as conn, conn.transaction():
+        async with self._db.conn(SYSTEM, tx=True) as conn:
             found = await conn.fetch(
                 self._q["fail"],
                 [k.id for k in keys],
@@ -225,7 +225,7 @@ class WorkerWrites:
         ]
         keys = [r.key for r in items]
         lo, hi = _common.bounds(keys)
-        async with self._db.conn() as conn, conn.transaction():
+        async with self._db.conn(SYSTEM, tx=True) as conn:
             found = await conn.fetch(
                 self._q["release"],
                 [k.id for k in keys],
@@ -254,7 +254,7 @@ class WorkerWrites:
         _validate.keys("writes", writes)
         keys = [w.key for w in writes]
         lo, hi = _common.bounds(keys)
-        async with self._db.conn() as conn, conn.transaction():
+        async with self._db.conn(SYSTEM, tx=True) as conn:
             found = await conn.fetch(
                 self._q["confirm_cancel"],
                 [k.id for k in keys],
