@@ -6,9 +6,10 @@ reported as ratios against baselines measured in the same run, since the machine
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -72,12 +73,30 @@ def slice_postgres() -> Iterator[PostgresServer]:
 
 @pytest.fixture
 def slice_dsn(slice_postgres: PostgresServer) -> Iterator[str]:
-    """A fresh migrated database for one slice benchmark, dropped afterwards."""
+    """A fresh migrated database for one slice benchmark, dropped afterwards; owned by
+    the application role (not a superuser), so row-level security applies as in
+    production."""
+    with slice_database(slice_postgres) as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def new_slice_database(
+    slice_postgres: PostgresServer,
+) -> Callable[[], contextlib.AbstractContextManager[str]]:
+    """Make more fresh databases like ``slice_dsn`` (a context manager per database)."""
+    return lambda: slice_database(slice_postgres)
+
+
+@contextlib.contextmanager
+def slice_database(server: PostgresServer) -> Iterator[str]:
+    """Create and migrate a database as the application role; drop it afterwards."""
     name = f"slice_{uuid.uuid4().hex[:10]}"
-    slice_postgres.psql(f"CREATE DATABASE {name}")
+    server.ensure_app_role()
+    server.psql(f"CREATE DATABASE {name} OWNER {server.app_user}")
     try:
-        dsn = slice_postgres.dsn(name)
+        dsn = server.app_dsn(name)
         migrate_sync(dsn)
         yield dsn
     finally:
-        slice_postgres.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -240,6 +240,70 @@ def test_full_lifecycle(
     )
 
 
+# -- the cost of row-level security ------------------------------------------------------
+
+
+def test_lifecycle_row_level_security_cost(
+    benchmark: Any, new_slice_database: Any, tmp_path: Path, loop: asyncio.AbstractEventLoop
+) -> None:
+    """The lifecycle (ack, 1 worker) with ``serve --row-level-security`` on and off,
+    alternating (on, off, off, on, ...), each run on a fresh database owned by the
+    application role; ``TW_BENCH_RLS_RUNS`` runs of each (default 3)."""
+    import contextlib
+    import os
+
+    runs = int(os.environ.get("TW_BENCH_RLS_RUNS", "3"))
+    n = 40_000
+    order = [m for i in range(runs) for m in (("on", "off") if i % 2 == 0 else ("off", "on"))]
+
+    def one(i: int, mode: str) -> float:
+        with contextlib.ExitStack() as stack:
+            dsn = stack.enter_context(new_slice_database())
+            group = ProcessGroup(tmp_path / f"run{i}-{mode}")
+            stack.callback(group.stop_all)
+            flag = "--row-level-security" if mode == "on" else "--no-row-level-security"
+            server = group.serve(
+                dsn, lease_ttl_s=30.0, extra_args=("--canary-interval-s", "0", flag)
+            )
+            _tenant, key = _run(loop, _tenant_key(server.target))
+            worker = group.worker(
+                server.target, key, {"bench": f"{HANDLERS}:fast"}, name="rls-w", slots=2_000
+            )
+
+            async def go() -> float:
+                async with await Client.connect(server.target, api_key=key) as c:
+                    first = datetime.now(UTC)
+                    for start in range(0, n, 10_000):
+                        await c.submit_many(
+                            TaskSpec(type="bench", payload={"i": i}, strict_timing=True)
+                            for i in range(start, start + 10_000)
+                        )
+                    last = await _wait_completed(dsn, n, timeout_s=300)
+                return n / (last - first).total_seconds()
+
+            rate: float = _run(loop, go())
+            assert worker.running(), group.explain()
+            return rate
+
+    def all_runs() -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {"on": [], "off": []}
+        for i, mode in enumerate(order):
+            out[mode].append(one(i, mode))
+        return out
+
+    f = benchmark.pedantic(all_runs, rounds=1, iterations=1)
+    mean_on, mean_off = statistics.fmean(f["on"]), statistics.fmean(f["off"])
+    figures: dict[str, float] = {f"{m}_{i}": r for m in ("on", "off") for i, r in enumerate(f[m])}
+    _record(
+        benchmark,
+        "lifecycle rls on vs off",
+        **figures,
+        mean_on=mean_on,
+        mean_off=mean_off,
+        cost_pct=(1 - mean_on / mean_off) * 100,
+    )
+
+
 # -- streaming against one task per unary call ------------------------------------------
 
 

@@ -84,6 +84,9 @@ class NodeConfig:
     """This node's id (audit actor, shard claims, the lease holder's name)."""
     store_actor: str | None = None
     """The audit ``actor`` of the scheduler's own moves (default: the store's)."""
+    store_row_level_security: bool = True
+    """PostgreSQL: scope every store call for row-level security
+    (:attr:`StoreConfig.row_level_security`, docs/security.md)."""
     engine: EngineConfig = dataclasses.field(default_factory=EngineConfig)
     """The engine's settings."""
     server: ServerConfig = dataclasses.field(default_factory=ServerConfig)
@@ -226,6 +229,8 @@ class Node:
         if db_file is not None:
             db_file.parent.mkdir(parents=True, exist_ok=True)
         opts: dict[str, Any] = {} if cfg.store_actor is None else {"actor": cfg.store_actor}
+        if not cfg.store_row_level_security:
+            opts["row_level_security"] = False
         self._store = await open_store(url, **opts)
         if cfg.quota is not None:
             from scheduler.quota import open_quota

@@ -143,6 +143,14 @@ def _check_cluster_name(_ctx: click.Context, param: click.Parameter, value: str)
     show_default=True,
     help="Schedule a canary task this often (0: off); see docs/watchdog.md.",
 )
+@click.option(
+    "--row-level-security/--no-row-level-security",
+    envvar="TICKWHEEL_ROW_LEVEL_SECURITY",
+    default=True,
+    show_default=True,
+    help="PostgreSQL: scope every query to its tenant for the row-level security "
+    "policies (docs/security.md); off: isolation rests on the queries alone.",
+)
 @kafka_options
 @cluster_options
 @click.option(
@@ -166,6 +174,7 @@ def serve(
     preload_interval_s: float,
     retry_base_s: float,
     canary_interval_s: float,
+    row_level_security: bool,
     kafka_bootstrap: str | None,
     kafka_pools: str | None,
     kafka_topic_prefix: str,
@@ -237,6 +246,7 @@ def serve(
             store_url=url,
             node_id=node,
             store_actor=node,
+            store_row_level_security=row_level_security,
             engine=engine_config,
             server=server_config,
             cluster=cluster_config,
