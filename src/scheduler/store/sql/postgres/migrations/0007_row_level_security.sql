@@ -16,9 +16,13 @@ LANGUAGE sql STABLE AS $$
     SELECT coalesce(current_setting('tickwheel.tenant', true), '') <> ''
 $$;
 
+-- Inlined into each policy; '*' is answered before the row's tenant is looked at.
 CREATE FUNCTION tickwheel_scope_is(tenant uuid) RETURNS boolean
 LANGUAGE sql STABLE AS $$
-    SELECT coalesce(current_setting('tickwheel.tenant', true) IN ('*', tenant::text), false)
+    SELECT CASE coalesce(current_setting('tickwheel.tenant', true), '')
+        WHEN '*' THEN true
+        WHEN '' THEN false
+        ELSE tenant::text = current_setting('tickwheel.tenant', true) END
 $$;
 
 ALTER TABLE tenants ENABLE ROW LEVEL SECURITY;
