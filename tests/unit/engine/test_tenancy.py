@@ -5,8 +5,10 @@ for the module's ``time`` so the cache windows are stepped, not waited for.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -223,3 +225,55 @@ async def test_fair_share_with_no_refresh_window_reads_every_round(
     assert store.tenant_reads == [tenant, tenant]
     assert share.weight(tenant) == EngineConfig().tier_weight("SYSTEM")
     assert share.limits(tenant).rate_limit_rps == 3
+
+
+# -- API keys: last use, expiry, local revocation (issue 15) --------------------------------
+async def test_last_use_is_written_at_most_once_a_minute_per_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(_tenancy, "time", clock)
+    store = FakeStore()
+    tenancy = Tenancy(store, EngineConfig(auth_cache_s=5.0))  # type: ignore[arg-type]
+    tenant_id = uuid.uuid4()
+    key, secret = await tenancy.create_api_key(tenant_id, "ci")
+    for _ in range(100):
+        await tenancy.authenticate(secret)
+        clock.t += 0.5  # 50 s of calls, every half second
+    assert [list(t) for t in store.touches] == [[key.id]]
+    clock.t += _tenancy.KEY_TOUCH_INTERVAL_S
+    await tenancy.authenticate(secret)
+    assert len(store.touches) == 2
+
+
+async def test_an_expired_key_is_refused_even_from_the_cache() -> None:
+    store = FakeStore()
+    tenancy = Tenancy(store, EngineConfig(auth_cache_s=3600.0))  # type: ignore[arg-type]
+    soon = datetime.now(UTC) + timedelta(milliseconds=50)
+    _, secret = await tenancy.create_api_key(uuid.uuid4(), "ci", expires_at=soon)
+    assert (await tenancy.authenticate(secret)).expires_at == soon
+    await asyncio.sleep(0.06)
+    with pytest.raises(Unauthenticated, match="expired"):
+        await tenancy.authenticate(secret)
+    assert store.key_reads == 1  # the cached answer, checked against the clock
+
+
+async def test_a_revocation_on_this_node_empties_its_cache_at_once() -> None:
+    store = FakeStore()
+    tenancy = Tenancy(store, EngineConfig(auth_cache_s=3600.0))  # type: ignore[arg-type]
+    key, secret = await tenancy.create_api_key(uuid.uuid4(), "ci")
+    await tenancy.authenticate(secret)
+    assert tenancy.knows(secret)
+
+    async def revoke(key_id: uuid.UUID, at: Any) -> ApiKey:
+        (digest,) = [d for d, k in store.key_rows.items() if k.id == key_id]
+        store.key_rows[digest] = ApiKey(
+            id=key.id, tenant_id=key.tenant_id, name=key.name, revoked=True, revoked_at=at
+        )
+        return store.key_rows[digest]
+
+    store.revoke_api_key = revoke  # type: ignore[attr-defined]
+    await tenancy.revoke_api_key(key.id)
+    assert not tenancy.knows(secret)
+    with pytest.raises(Unauthenticated, match="revoked"):
+        await tenancy.authenticate(secret)
