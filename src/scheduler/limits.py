@@ -33,3 +33,26 @@ MAX_TASK_TYPES = 256
 """Task types one worker stream declares."""
 MAX_SLOTS = 100_000
 """Slots one worker stream may grant at once."""
+
+# -- API keys and server protection (issue 15; docs/keys.md) ----------------------------
+MAX_STREAMS_PER_TENANT = 1000
+"""Open worker streams (``Connect``) of one tenant on one node (RESOURCE_EXHAUSTED
+``max_streams_per_tenant`` past it; ``--max-streams-per-tenant``)."""
+MAX_INFLIGHT_CALLS_PER_KEY = 500
+"""Unary calls of one API key being served at once on one node (RESOURCE_EXHAUSTED
+``max_inflight_calls_per_key``; ``--max-inflight-calls-per-key``)."""
+AUTH_FAILURES_PER_SOURCE = 10
+"""Failed authentications (unknown, revoked or expired key; wrong admin token) one
+source address may make within :data:`AUTH_FAILURE_WINDOW_S` before it is throttled."""
+AUTH_FAILURE_WINDOW_S = 60.0
+"""The window over which failed authentications of a source are counted."""
+AUTH_THROTTLE_S = 60.0
+"""How long a throttled source gets RESOURCE_EXHAUSTED ``auth_failures_per_source``
+without its keys being looked up (keys this node verified lately still pass)."""
+STREAM_KEY_RECHECK_S = 5.0
+"""How often an open worker stream re-checks its API key: a revoked or expired key ends
+it within this (plus the auth cache, ``auth_cache_s``, for a revocation on another node)."""
+DEFAULT_ROTATION_GRACE_S = 3600
+"""How long the old key keeps working after a rotation, unless the caller says."""
+MAX_ROTATION_GRACE_S = 30 * 86400
+"""The longest rotation grace (30 days)."""

@@ -11,8 +11,10 @@ import contextlib
 import math
 import secrets
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -38,7 +40,13 @@ DEMO_SLOTS_PER_WORKER = 2_500
 
 
 async def run_dev(
-    *, listen: str, db: str, demo: bool, demo_tasks: int, reuse_port: bool = False
+    *,
+    listen: str,
+    db: str,
+    demo: bool,
+    demo_tasks: int,
+    reuse_port: bool = False,
+    limits: Mapping[str, Any] | None = None,
 ) -> None:
     """Start the embedded node; print how to connect; serve or run the demo."""
     path = await _prepare_db(Path(db), fresh=demo)
@@ -48,7 +56,9 @@ async def run_dev(
         NodeConfig(
             store_url="sqlite:///" + str(path),
             engine=config,
-            server=ServerConfig(listen=listen, admin_token=admin_token, reuse_port=reuse_port),
+            server=ServerConfig(
+                listen=listen, admin_token=admin_token, reuse_port=reuse_port, **(limits or {})
+            ),
         )
     )
     try:

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from scheduler.cli._limits import server_limit_options
 from scheduler.cli._options import DEFAULT_SQLITE, kafka_options, parse_kafka_pools
 from scheduler.cli._output import err_console
 from scheduler.cli._runner import run_coro, run_node, tune_gc, wait_for_signal
@@ -160,6 +161,7 @@ def _check_cluster_name(_ctx: click.Context, param: click.Parameter, value: str)
     help="Share the listening port with other processes (SO_REUSEPORT); off: a port "
     "in use is an error.",
 )
+@server_limit_options
 def serve(
     listen: str,
     store: str | None,
@@ -186,6 +188,7 @@ def serve(
     node_share: float,
     etcd_lease_ttl_s: float,
     reuse_port: bool,
+    limits: dict[str, Any],
 ) -> None:
     """Run a scheduler node until SIGINT/SIGTERM.
 
@@ -230,6 +233,7 @@ def serve(
             tls_key_path=tls_key,
             tls_client_ca_path=tls_client_ca,
             reuse_port=reuse_port,
+            **limits,
         )
         kafka_config = None
         if kafka_bootstrap:
@@ -286,7 +290,10 @@ async def _serve(node_config: Any) -> None:
 )
 @click.option("--demo-tasks", default=20_000, show_default=True, hidden=True)
 @click.option("--reuse-port", is_flag=True, help="Share the listening port with other processes.")
-def dev(listen: str, db: str, demo: bool, demo_tasks: int, reuse_port: bool) -> None:
+@server_limit_options
+def dev(
+    listen: str, db: str, demo: bool, demo_tasks: int, reuse_port: bool, limits: dict[str, Any]
+) -> None:
     """Run Tickwheel embedded (SQLite, no other service) on localhost.
 
     The SQLite file is locked (DB.lock beside it): a second dev or serve on the same
@@ -294,7 +301,16 @@ def dev(listen: str, db: str, demo: bool, demo_tasks: int, reuse_port: bool) -> 
     from scheduler.cli._dev import run_dev
 
     tune_gc()
-    run_node(run_dev(listen=listen, db=db, demo=demo, demo_tasks=demo_tasks, reuse_port=reuse_port))
+    run_node(
+        run_dev(
+            listen=listen,
+            db=db,
+            demo=demo,
+            demo_tasks=demo_tasks,
+            reuse_port=reuse_port,
+            limits=limits,
+        )
+    )
 
 
 @click.command()

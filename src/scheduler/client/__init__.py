@@ -20,8 +20,10 @@ from scheduler.client._client import AdminClient, Client
 from scheduler.client._errors import RPCError
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import (
+    ApiKeyInfo,
     ApiKeySecret,
     ExpectationInfo,
+    RotatedApiKey,
     ScheduleInfo,
     Task,
     TaskPage,
@@ -31,11 +33,12 @@ from scheduler.client._types import (
 )
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, Scope, UpstreamPolicy
 
 __all__ = [
     "AdminClient",
     "AlreadyExists",
+    "ApiKeyInfo",
     "ApiKeySecret",
     "Client",
     "ExpectationInfo",
@@ -48,7 +51,9 @@ __all__ = [
     "Pool",
     "RPCError",
     "ResourceExhausted",
+    "RotatedApiKey",
     "ScheduleInfo",
+    "Scope",
     "StaleFencingToken",
     "StoreError",
     "TLSConfig",

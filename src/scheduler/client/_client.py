@@ -20,8 +20,10 @@ from scheduler.client._errors import from_rpc_error
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import (
     JSON,
+    ApiKeyInfo,
     ApiKeySecret,
     ExpectationInfo,
+    RotatedApiKey,
     ScheduleInfo,
     Task,
     TaskPage,
@@ -32,7 +34,7 @@ from scheduler.client._types import (
 from scheduler.jitter import JitterMode
 from scheduler.limits import MAX_SUBMIT_BATCH
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, Scope, UpstreamPolicy
 
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
@@ -494,12 +496,26 @@ class Client(_Base):
 
 
 class AdminClient(_Base):
-    """An operator's connection for tenants and API keys. Create with :meth:`connect`."""
+    """An operator's connection for tenants and API keys. Create with :meth:`connect`.
+
+    With ``admin_token`` (the platform admin token) it may manage every tenant; with
+    ``api_key`` instead (a key with the ``admin`` scope) only that key's tenant's keys
+    (docs/keys.md)."""
 
     def __init__(
-        self, channel: grpc.aio.Channel, *, admin_token: str, rpc_timeout_s: float = 30.0
+        self,
+        channel: grpc.aio.Channel,
+        *,
+        admin_token: str | None = None,
+        api_key: str | None = None,
+        rpc_timeout_s: float = 30.0,
     ) -> None:
-        super().__init__(channel, ((ADMIN_TOKEN_HEADER, admin_token),), rpc_timeout_s)
+        metadata = (
+            ((API_KEY_HEADER, api_key),)
+            if api_key is not None and admin_token is None
+            else ((ADMIN_TOKEN_HEADER, admin_token or ""),)
+        )
+        super().__init__(channel, metadata, rpc_timeout_s)
         self._admin = pbg.AdminServiceStub(channel)  # type: ignore[no-untyped-call]
 
     @classmethod
@@ -507,7 +523,8 @@ class AdminClient(_Base):
         cls,
         target: str,
         *,
-        admin_token: str,
+        admin_token: str | None = None,
+        api_key: str | None = None,
         tls: TLSConfig | None = None,
         rpc_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
@@ -519,7 +536,7 @@ class AdminClient(_Base):
         except BaseException:
             await channel.close(None)
             raise
-        return cls(channel, admin_token=admin_token, rpc_timeout_s=rpc_timeout_s)
+        return cls(channel, admin_token=admin_token, api_key=api_key, rpc_timeout_s=rpc_timeout_s)
 
     async def create_tenant(
         self,
@@ -576,13 +593,86 @@ class AdminClient(_Base):
         )
         return conv.tenant_from_proto(resp.tenant)
 
-    async def create_api_key(self, tenant_id: uuid.UUID | str, name: str) -> ApiKeySecret:
-        """Create an API key for a tenant; the secret is returned only now."""
+    # -- API keys and tenants (issue 15, issue 19) ----------------------------------------
+    async def create_api_key(
+        self,
+        tenant_id: uuid.UUID | str,
+        name: str,
+        *,
+        scopes: Iterable[Scope | str] | None = None,
+        expires_at: datetime | None = None,
+    ) -> ApiKeySecret:
+        """Create an API key for a tenant; the secret is returned only now.
+
+        ``scopes`` None: submit, read and work (everything but admin). ``expires_at``
+        None: the key never expires."""
+        req = pb.CreateApiKeyRequest(
+            tenant_id=str(tenant_id), name=name, scopes=[str(s) for s in scopes or ()]
+        )
+        if expires_at is not None:
+            req.expires_at.CopyFrom(conv.to_timestamp(expires_at))
         resp = await self._call(
-            self._admin.CreateApiKey(
-                pb.CreateApiKeyRequest(tenant_id=str(tenant_id), name=name),
+            self._admin.CreateApiKey(req, metadata=self._metadata, timeout=self._timeout_s)
+        )
+        return ApiKeySecret(key_id=uuid.UUID(resp.key_id), secret=resp.secret)
+
+    async def list_api_keys(self, tenant_id: uuid.UUID | str) -> list[ApiKeyInfo]:
+        """Every key of a tenant, revoked and expired ones too (never a secret)."""
+        resp = await self._call(
+            self._admin.ListApiKeys(
+                pb.ListApiKeysRequest(tenant_id=str(tenant_id)),
                 metadata=self._metadata,
                 timeout=self._timeout_s,
             )
         )
-        return ApiKeySecret(key_id=uuid.UUID(resp.key_id), secret=resp.secret)
+        return [conv.api_key_from_proto(k) for k in resp.keys]
+
+    async def revoke_api_key(self, key_id: uuid.UUID | str) -> ApiKeyInfo:
+        """Revoke a key (new calls fail at once on that server, within seconds on the
+        others; open worker streams end within the re-check bound)."""
+        resp = await self._call(
+            self._admin.RevokeApiKey(
+                pb.RevokeApiKeyRequest(key_id=str(key_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return conv.api_key_from_proto(resp.key)
+
+    async def rotate_api_key(
+        self,
+        key_id: uuid.UUID | str,
+        *,
+        grace_s: int = 0,
+        expires_at: datetime | None = None,
+    ) -> RotatedApiKey:
+        """A new key with the old one's name and scopes; the old one keeps working for
+        ``grace_s`` seconds (0: the server's default, an hour) and then expires."""
+        req = pb.RotateApiKeyRequest(key_id=str(key_id), grace_s=grace_s)
+        if expires_at is not None:
+            req.expires_at.CopyFrom(conv.to_timestamp(expires_at))
+        resp = await self._call(
+            self._admin.RotateApiKey(req, metadata=self._metadata, timeout=self._timeout_s)
+        )
+        return RotatedApiKey(
+            old=conv.api_key_from_proto(resp.old_key),
+            new=conv.api_key_from_proto(resp.new_key),
+            secret=resp.secret,
+        )
+
+    async def list_tenants(self, *, page_size: int = 0) -> AsyncIterator[TenantInfo]:
+        """Every tenant, in id order (pages fetched as needed; platform admin only)."""
+        token = ""
+        while True:
+            resp = await self._call(
+                self._admin.ListTenants(
+                    pb.ListTenantsRequest(page_size=page_size, page_token=token),
+                    metadata=self._metadata,
+                    timeout=self._timeout_s,
+                )
+            )
+            for t in resp.tenants:
+                yield conv.tenant_from_proto(t)
+            token = resp.next_page_token
+            if not token:
+                return

@@ -19,6 +19,7 @@ from scheduler._wellknown import (
     utc_datetime,
 )
 from scheduler.client._types import (
+    ApiKeyInfo,
     ExpectationInfo,
     ScheduleInfo,
     Task,
@@ -27,7 +28,7 @@ from scheduler.client._types import (
     WorkflowInfo,
 )
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, Scope, UpstreamPolicy
 
 _POOL_TO_PROTO = wire.POOL_TO_PROTO
 _POOL_FROM_PROTO = wire.POOL_FROM_PROTO
@@ -257,4 +258,22 @@ def expectation_from_proto(msg: pb.Expectation) -> ExpectationInfo:
         tolerance_s=msg.tolerance_s,
         max_runtime_s=msg.max_runtime_s or None,
         created_at=_opt_time(msg, "created_at"),
+    )
+
+
+# -- API keys (issue 15) -----------------------------------------------------------------
+def api_key_from_proto(msg: pb.ApiKey) -> ApiKeyInfo:
+    """An API key's public part from the wire (unknown scope names are skipped)."""
+    known = {s.value: s for s in Scope}
+    return ApiKeyInfo(
+        id=uuid.UUID(msg.id),
+        tenant_id=uuid.UUID(msg.tenant_id),
+        name=msg.name,
+        scopes=frozenset(known[s] for s in msg.scopes if s in known),
+        created_at=_opt_time(msg, "created_at"),
+        expires_at=_opt_time(msg, "expires_at"),
+        revoked=msg.revoked,
+        revoked_at=_opt_time(msg, "revoked_at"),
+        last_used_at=_opt_time(msg, "last_used_at"),
+        rotated_from=uuid.UUID(msg.rotated_from) if msg.rotated_from else None,
     )

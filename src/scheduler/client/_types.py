@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, Scope, UpstreamPolicy
 
 JSON = dict[str, Any]
 
@@ -162,3 +162,29 @@ class ExpectationInfo:
     tolerance_s: int
     max_runtime_s: int | None
     created_at: datetime | None
+
+
+# -- API keys (issue 15) -----------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ApiKeyInfo:
+    """An API key's public part (never its secret)."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    name: str
+    scopes: frozenset[Scope]
+    created_at: datetime | None
+    expires_at: datetime | None
+    revoked: bool
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+    rotated_from: uuid.UUID | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RotatedApiKey:
+    """A rotation: the old key (with its grace expiry), the new one and its secret."""
+
+    old: ApiKeyInfo
+    new: ApiKeyInfo
+    secret: str

@@ -63,6 +63,7 @@ from scheduler.quota import LocalQuota, QuotaGate
 from scheduler.states import TaskState
 from scheduler.store import Store
 from scheduler.types import (
+    DEFAULT_SCOPES,
     JSON,
     ApiKey,
     Completion,
@@ -71,6 +72,7 @@ from scheduler.types import (
     Outcome,
     Page,
     Pool,
+    Scope,
     TaskFilter,
     TaskKey,
     TaskRecord,
@@ -455,13 +457,49 @@ class Engine:
         """Change a tenant's tier or quotas."""
         return await self._tenancy.update_tenant(tenant_id, changes)
 
-    async def create_api_key(self, tenant_id: uuid.UUID, name: str) -> tuple[ApiKey, str]:
+    async def create_api_key(
+        self,
+        tenant_id: uuid.UUID,
+        name: str,
+        *,
+        scopes: frozenset[Scope] = DEFAULT_SCOPES,
+        expires_at: datetime | None = None,
+    ) -> tuple[ApiKey, str]:
         """A new key; the secret is returned once and stored only as a hash."""
-        return await self._tenancy.create_api_key(tenant_id, name)
+        return await self._tenancy.create_api_key(
+            tenant_id, name, scopes=scopes, expires_at=expires_at
+        )
 
-    async def authenticate(self, secret: str) -> uuid.UUID:
-        """The tenant of an API key secret; Unauthenticated when unknown."""
+    async def authenticate(self, secret: str) -> ApiKey:
+        """The key of an API key secret (its tenant, scopes, expiry); Unauthenticated
+        when unknown, revoked or expired."""
         return await self._tenancy.authenticate(secret)
+
+    def knows_key(self, secret: str) -> bool:
+        """Whether this node verified ``secret`` lately (the auth throttle lets it by)."""
+        return self._tenancy.knows(secret)
+
+    async def get_api_key(self, key_id: uuid.UUID) -> ApiKey:
+        """One key's public part; NotFound."""
+        return await self._tenancy.get_api_key(key_id)
+
+    async def list_api_keys(self, tenant_id: uuid.UUID) -> list[ApiKey]:
+        """Every key of a tenant, revoked and expired ones too (never a secret)."""
+        return await self._tenancy.list_api_keys(tenant_id)
+
+    async def revoke_api_key(self, key_id: uuid.UUID) -> ApiKey:
+        """Revoke a key (at once on this node, within ``auth_cache_s`` on others)."""
+        return await self._tenancy.revoke_api_key(key_id)
+
+    async def rotate_api_key(
+        self, key_id: uuid.UUID, *, grace_s: float = 0, expires_at: datetime | None = None
+    ) -> tuple[ApiKey, ApiKey, str]:
+        """A new key like ``key_id``; the old one expires after the grace."""
+        return await self._tenancy.rotate_api_key(key_id, grace_s=grace_s, expires_at=expires_at)
+
+    async def list_tenants(self, after: uuid.UUID | None, limit: int) -> list[Tenant]:
+        """A page of tenants in id order."""
+        return await self._tenancy.list_tenants(after, limit)
 
     # ------------------------------------------------------------------ sessions
     async def open_session(self, hello: WorkerHello) -> WorkerSession:

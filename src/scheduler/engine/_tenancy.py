@@ -7,21 +7,32 @@ facade, which the gRPC services use to authenticate every call.
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import time
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler._errors import InvalidArgument, Unauthenticated
+from scheduler._errors import InvalidArgument, StoreError, Unauthenticated
 from scheduler.engine._config import EngineConfig
-from scheduler.limits import MAX_NAME_CHARS
+from scheduler.limits import (
+    DEFAULT_ROTATION_GRACE_S,
+    MAX_NAME_CHARS,
+    MAX_PAGE_SIZE,
+    MAX_ROTATION_GRACE_S,
+)
 from scheduler.store import Store
-from scheduler.types import ApiKey, Tenant
+from scheduler.types import DEFAULT_SCOPES, ApiKey, Scope, Tenant
 
 TIERS = ("STANDARD", "ENTERPRISE", "SYSTEM")
 AUTH_CACHE_MAX = 10_000
 """Verified digests remembered at most; the cache starts over past it."""
+KEY_TOUCH_INTERVAL_S = 60.0
+"""A key's ``last_used_at`` is written at most this often per node (not once per call)."""
+
+_log = logging.getLogger("tickwheel.tenancy")
 
 
 def hash_secret(secret: str) -> bytes:
@@ -35,7 +46,8 @@ class Tenancy:
     def __init__(self, store: Store, config: EngineConfig) -> None:
         self._store = store
         self._config = config
-        self._auth_cache: dict[bytes, tuple[uuid.UUID, float]] = {}
+        self._auth_cache: dict[bytes, tuple[ApiKey, float]] = {}
+        self._touched: dict[uuid.UUID, float] = {}
 
     async def create_tenant(
         self,
@@ -72,26 +84,136 @@ class Tenancy:
         """Change a tenant's tier or quotas."""
         return await self._store.update_tenant(tenant_id, changes)
 
-    async def create_api_key(self, tenant_id: uuid.UUID, name: str) -> tuple[ApiKey, str]:
-        """A new key; the secret is returned once and stored only as a hash."""
-        secret = "tw_" + secrets.token_urlsafe(32)
-        key = await self._store.create_api_key(tenant_id, name, hash_secret(secret))
+    async def create_api_key(
+        self,
+        tenant_id: uuid.UUID,
+        name: str,
+        *,
+        scopes: frozenset[Scope] = DEFAULT_SCOPES,
+        expires_at: datetime | None = None,
+    ) -> tuple[ApiKey, str]:
+        """A new key; the secret is returned once and stored only as a hash.
+
+        No scopes given means :data:`~scheduler.types.DEFAULT_SCOPES` (submit, read,
+        work); ``expires_at`` None means it never expires."""
+        if not name or len(name) > MAX_NAME_CHARS:
+            raise InvalidArgument("name", f"must be 1..{MAX_NAME_CHARS} characters")
+        if expires_at is not None and expires_at <= datetime.now(UTC):
+            raise InvalidArgument("expires_at", "must be in the future")
+        secret = _new_secret()
+        key = await self._store.create_api_key(
+            tenant_id,
+            name,
+            hash_secret(secret),
+            scopes=scopes or DEFAULT_SCOPES,
+            expires_at=expires_at,
+        )
         return key, secret
 
-    async def authenticate(self, secret: str) -> uuid.UUID:
-        """The tenant of an API key secret; Unauthenticated when unknown."""
+    async def get_api_key(self, key_id: uuid.UUID) -> ApiKey:
+        """One key (never its secret); NotFound."""
+        return await self._store.get_api_key(key_id)
+
+    async def list_api_keys(self, tenant_id: uuid.UUID) -> list[ApiKey]:
+        """Every key of a tenant (NotFound for an unknown tenant)."""
+        await self._store.get_tenant(tenant_id)
+        return await self._store.list_api_keys(tenant_id)
+
+    async def revoke_api_key(self, key_id: uuid.UUID) -> ApiKey:
+        """Revoke a key: on this node it stops working at once (the cache forgets it);
+        other nodes stop trusting it within ``auth_cache_s``."""
+        key = await self._store.revoke_api_key(key_id, datetime.now(UTC))
+        self._forget(key_id)
+        return key
+
+    async def rotate_api_key(
+        self,
+        key_id: uuid.UUID,
+        *,
+        grace_s: float = 0,
+        expires_at: datetime | None = None,
+    ) -> tuple[ApiKey, ApiKey, str]:
+        """A new key with the old one's name and scopes; the old one keeps working for
+        ``grace_s`` (0: :data:`~scheduler.limits.DEFAULT_ROTATION_GRACE_S`) and then
+        expires. Returns (old, new, the new secret)."""
+        if grace_s < 0 or grace_s > MAX_ROTATION_GRACE_S:
+            raise InvalidArgument("grace_s", f"must be 0..{MAX_ROTATION_GRACE_S} seconds")
+        now = datetime.now(UTC)
+        if expires_at is not None and expires_at <= now:
+            raise InvalidArgument("expires_at", "must be in the future")
+        current = await self._store.get_api_key(key_id)
+        if not current.usable_at(now):
+            state = "revoked" if current.revoked else "expired"
+            raise InvalidArgument("key_id", f"the key is {state}: create a new one instead")
+        secret = _new_secret()
+        grace_until = now + timedelta(seconds=grace_s or DEFAULT_ROTATION_GRACE_S)
+        old, new = await self._store.rotate_api_key(
+            key_id,
+            uuid.uuid4(),
+            hash_secret(secret),
+            at=now,
+            grace_until=grace_until,
+            expires_at=expires_at,
+        )
+        self._forget(key_id)
+        return old, new, secret
+
+    async def list_tenants(self, after: uuid.UUID | None, limit: int) -> list[Tenant]:
+        """Tenants in id order after ``after`` (a page of at most ``limit``)."""
+        if limit < 1 or limit > MAX_PAGE_SIZE:
+            raise InvalidArgument("page_size", f"must be 1..{MAX_PAGE_SIZE}")
+        return await self._store.list_tenants(after, limit)
+
+    def knows(self, secret: str) -> bool:
+        """Whether this node has verified ``secret`` lately (its answer is cached, or
+        was and is being re-checked): the auth throttle lets such keys through."""
+        return hash_secret(secret) in self._auth_cache
+
+    async def authenticate(self, secret: str) -> ApiKey:
+        """The key of an API key secret; Unauthenticated when unknown, revoked or
+        expired. Expiry is checked on every call; a revocation on another node is seen
+        within ``auth_cache_s``."""
         if not secret:
             raise Unauthenticated("missing API key (x-api-key metadata)")
         digest = hash_secret(secret)
         cached = self._auth_cache.get(digest)
         now = time.monotonic()
         if cached is not None and cached[1] > now:
-            return cached[0]
-        tenant_id = await self._store.tenant_for_key_hash(digest)
-        if tenant_id is None:
-            raise Unauthenticated("unknown or revoked API key")
-        if len(self._auth_cache) > AUTH_CACHE_MAX:
-            self._auth_cache.clear()
-        # A revoked key keeps working for at most auth_cache_s on this node.
-        self._auth_cache[digest] = (tenant_id, now + self._config.auth_cache_s)
-        return tenant_id
+            key = cached[0]
+        else:
+            found = await self._store.api_key_for_hash(digest)
+            if found is None:
+                self._auth_cache.pop(digest, None)
+                raise Unauthenticated("unknown API key")
+            key = found
+            if len(self._auth_cache) > AUTH_CACHE_MAX:
+                self._auth_cache.clear()
+            # A revoked key keeps working for at most auth_cache_s on other nodes.
+            self._auth_cache[digest] = (key, now + self._config.auth_cache_s)
+        wall = datetime.now(UTC)
+        if key.revoked:
+            raise Unauthenticated(f"API key {key.id} is revoked")
+        if key.expires_at is not None and wall >= key.expires_at:
+            raise Unauthenticated(f"API key {key.id} expired at {key.expires_at.isoformat()}")
+        await self._touch(key.id, now, wall)
+        return key
+
+    async def _touch(self, key_id: uuid.UUID, now: float, wall: datetime) -> None:
+        last = self._touched.get(key_id)
+        if last is not None and now - last < KEY_TOUCH_INTERVAL_S:
+            return
+        if len(self._touched) > AUTH_CACHE_MAX:
+            self._touched.clear()
+        self._touched[key_id] = now
+        try:
+            await self._store.touch_api_keys({key_id: wall})
+        except StoreError as exc:  # last use is advisory: never fail a call for it
+            _log.warning("could not record the last use of API key %s: %s", key_id, exc)
+
+    def _forget(self, key_id: uuid.UUID) -> None:
+        for digest in [d for d, (k, _) in self._auth_cache.items() if k.id == key_id]:
+            del self._auth_cache[digest]
+
+
+def _new_secret() -> str:
+    return "tw_" + secrets.token_urlsafe(32)

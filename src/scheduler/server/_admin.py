@@ -1,19 +1,25 @@
-"""AdminService: tenants and API keys, behind the operator's admin token."""
+"""AdminService: tenants and API keys, behind the operator's admin token or, for its
+own tenant's keys, a tenant's API key with the ``admin`` scope (docs/keys.md)."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
 from typing import Any
 
 import grpc
 
-from scheduler._errors import InvalidArgument
+from scheduler._errors import InvalidArgument, NotFound
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
+from scheduler._wellknown import timestamp
 from scheduler.engine import Engine
+from scheduler.limits import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from scheduler.server import _convert as conv
-from scheduler.server._auth import check_admin
+from scheduler.server._auth import Gatekeeper
 from scheduler.server._config import ServerConfig
 from scheduler.server._status import unary
+from scheduler.types import ApiKey, Scope
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -21,16 +27,18 @@ Context = grpc.aio.ServicerContext[Any, Any]
 class AdminService(pbg.AdminServiceServicer):
     """gRPC adapter over the engine's tenant and key management."""
 
-    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+    def __init__(
+        self, engine: Engine, config: ServerConfig, gate: Gatekeeper | None = None
+    ) -> None:
         self._engine = engine
-        self._token = config.admin_token
+        self._gate = gate or Gatekeeper(engine, config)
 
     @unary
     async def CreateTenant(
         self, request: pb.CreateTenantRequest, context: Context
     ) -> pb.CreateTenantResponse:
-        """Create a tenant."""
-        check_admin(self._token, context)
+        """Create a tenant (platform admin token only)."""
+        self._gate.platform_admin(context)
         if not request.HasField("tenant"):
             raise InvalidArgument("tenant", "required")
         t = request.tenant
@@ -51,9 +59,10 @@ class AdminService(pbg.AdminServiceServicer):
     async def GetTenant(
         self, request: pb.GetTenantRequest, context: Context
     ) -> pb.GetTenantResponse:
-        """Read a tenant."""
-        check_admin(self._token, context)
+        """Read a tenant (the admin token, or an admin key of that tenant)."""
+        admin_of = await self._gate.tenant_admin(context)
         tenant_id = conv.parse_uuid(request.tenant_id, "tenant_id")
+        self._gate.same_tenant(admin_of, tenant_id)
         tenant = await self._engine.get_tenant(tenant_id)
         return pb.GetTenantResponse(tenant=conv.tenant_to_proto(tenant))
 
@@ -61,8 +70,9 @@ class AdminService(pbg.AdminServiceServicer):
     async def UpdateTenant(
         self, request: pb.UpdateTenantRequest, context: Context
     ) -> pb.UpdateTenantResponse:
-        """Change a tenant's tier or quotas (zero/empty fields are unchanged)."""
-        check_admin(self._token, context)
+        """Change a tenant's tier or quotas (zero/empty fields are unchanged; platform
+        admin token only)."""
+        self._gate.platform_admin(context)
         tenant_id = conv.parse_uuid(request.tenant_id, "tenant_id")
         changes: dict[str, Any] = {}
         if request.tier:
@@ -83,8 +93,121 @@ class AdminService(pbg.AdminServiceServicer):
         self, request: pb.CreateApiKeyRequest, context: Context
     ) -> pb.CreateApiKeyResponse:
         """Create an API key; the secret is returned once."""
-        check_admin(self._token, context)
+        admin_of = await self._gate.tenant_admin(context)
         tenant_id = conv.parse_uuid(request.tenant_id, "tenant_id")
+        self._gate.same_tenant(admin_of, tenant_id)
         name = conv.name_from_proto(request.name, "name")
-        key, secret = await self._engine.create_api_key(tenant_id, name)
+        scopes = scopes_from_proto(request.scopes, "scopes")
+        expires_at = (
+            conv.to_datetime(request.expires_at, "expires_at")
+            if request.HasField("expires_at")
+            else None
+        )
+        key, secret = await self._engine.create_api_key(
+            tenant_id, name, scopes=scopes, expires_at=expires_at
+        )
         return pb.CreateApiKeyResponse(key_id=str(key.id), secret=secret)
+
+    # -- API keys ------------------------------------------------------------------------
+    @unary
+    async def ListApiKeys(
+        self, request: pb.ListApiKeysRequest, context: Context
+    ) -> pb.ListApiKeysResponse:
+        """Every key of a tenant; never a secret."""
+        admin_of = await self._gate.tenant_admin(context)
+        tenant_id = conv.parse_uuid(request.tenant_id, "tenant_id")
+        self._gate.same_tenant(admin_of, tenant_id)
+        keys = await self._engine.list_api_keys(tenant_id)
+        return pb.ListApiKeysResponse(keys=[api_key_to_proto(k) for k in keys])
+
+    @unary
+    async def RevokeApiKey(
+        self, request: pb.RevokeApiKeyRequest, context: Context
+    ) -> pb.RevokeApiKeyResponse:
+        """Revoke a key (at once on this node; see the proto for the bounds)."""
+        admin_of = await self._gate.tenant_admin(context)
+        key_id = conv.parse_uuid(request.key_id, "key_id")
+        await self._own_key(admin_of, key_id)
+        key = await self._engine.revoke_api_key(key_id)
+        return pb.RevokeApiKeyResponse(key=api_key_to_proto(key))
+
+    @unary
+    async def RotateApiKey(
+        self, request: pb.RotateApiKeyRequest, context: Context
+    ) -> pb.RotateApiKeyResponse:
+        """A new key like the old one; the old one expires after the grace."""
+        admin_of = await self._gate.tenant_admin(context)
+        key_id = conv.parse_uuid(request.key_id, "key_id")
+        await self._own_key(admin_of, key_id)
+        expires_at = (
+            conv.to_datetime(request.expires_at, "expires_at")
+            if request.HasField("expires_at")
+            else None
+        )
+        old, new, secret = await self._engine.rotate_api_key(
+            key_id, grace_s=request.grace_s, expires_at=expires_at
+        )
+        return pb.RotateApiKeyResponse(
+            old_key=api_key_to_proto(old), new_key=api_key_to_proto(new), secret=secret
+        )
+
+    @unary
+    async def ListTenants(
+        self, request: pb.ListTenantsRequest, context: Context
+    ) -> pb.ListTenantsResponse:
+        """A page of tenants in id order (platform admin token only)."""
+        self._gate.platform_admin(context)
+        size = request.page_size or DEFAULT_PAGE_SIZE
+        if size > MAX_PAGE_SIZE:
+            raise InvalidArgument("page_size", f"must be at most {MAX_PAGE_SIZE}")
+        after = conv.parse_uuid(request.page_token, "page_token") if request.page_token else None
+        tenants = await self._engine.list_tenants(after, size + 1)
+        more = len(tenants) > size
+        tenants = tenants[:size]
+        return pb.ListTenantsResponse(
+            tenants=[conv.tenant_to_proto(t) for t in tenants],
+            next_page_token=str(tenants[-1].id) if more else "",
+        )
+
+    async def _own_key(self, admin_of: uuid.UUID | None, key_id: uuid.UUID) -> None:
+        """NotFound for a key of another tenant (as for one that does not exist)."""
+        if admin_of is None:
+            return
+        key = await self._engine.get_api_key(key_id)
+        if key.tenant_id != admin_of:
+            raise NotFound("api key", str(key_id))
+
+
+def scopes_from_proto(values: Any, field: str) -> frozenset[Scope]:
+    """Scope names; empty means the defaults (the engine fills them)."""
+    out: set[Scope] = set()
+    known = {s.value: s for s in Scope}
+    for i, value in enumerate(values):
+        scope = known.get(value)
+        if scope is None:
+            names = ", ".join(s.value for s in Scope)
+            raise InvalidArgument(f"{field}[{i}]", f"{value[:32]!r} is not a scope ({names})")
+        out.add(scope)
+    return frozenset(out)
+
+
+def _ts(value: datetime | None, msg: Any) -> None:
+    if value is not None:
+        msg.CopyFrom(timestamp(value))
+
+
+def api_key_to_proto(key: ApiKey) -> pb.ApiKey:
+    """The proto view of a key (never its secret)."""
+    msg = pb.ApiKey(
+        id=str(key.id),
+        tenant_id=str(key.tenant_id),
+        name=key.name,
+        scopes=sorted(s.value for s in key.scopes),
+        revoked=key.revoked,
+        rotated_from=str(key.rotated_from) if key.rotated_from else "",
+    )
+    _ts(key.created_at, msg.created_at)
+    _ts(key.expires_at, msg.expires_at)
+    _ts(key.revoked_at, msg.revoked_at)
+    _ts(key.last_used_at, msg.last_used_at)
+    return msg

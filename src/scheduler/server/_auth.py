@@ -1,19 +1,73 @@
-"""Caller identity from call metadata."""
+"""Caller identity from call metadata: API keys and their scopes, the admin token, and
+the limits that protect the server from one caller (docs/keys.md).
+
+Owns :class:`Gatekeeper` (one per server: authentication with the per-source throttle,
+scope checks, in-flight unary calls per key, open streams per tenant, the re-check of
+an open stream's key) and :data:`RPC_SCOPES`, the scope each RPC needs. Calls the
+engine's tenancy (``Engine.authenticate``); used by every service.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
 
-from scheduler._errors import PermissionDenied, Unauthenticated
+from scheduler._errors import (
+    PermissionDenied,
+    ResourceExhausted,
+    StoreError,
+    TickwheelError,
+    Unauthenticated,
+)
 from scheduler.engine import Engine
+from scheduler.server._config import ServerConfig
+from scheduler.types import ApiKey, Scope
 
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+RPC_SCOPES: Mapping[str, Scope] = {
+    # SchedulerService: writes need submit, reads need read.
+    "SubmitTask": Scope.SUBMIT,
+    "SubmitTasks": Scope.SUBMIT,
+    "CancelTask": Scope.SUBMIT,
+    "RedriveTask": Scope.SUBMIT,
+    "SubmitWorkflow": Scope.SUBMIT,
+    "CreateSchedule": Scope.SUBMIT,
+    "PauseSchedule": Scope.SUBMIT,
+    "ResumeSchedule": Scope.SUBMIT,
+    "DeleteSchedule": Scope.SUBMIT,
+    "RegisterExpectation": Scope.SUBMIT,
+    "GetTask": Scope.READ,
+    "ListTasks": Scope.READ,
+    "GetWorkflow": Scope.READ,
+    "GetSchedule": Scope.READ,
+    "ListSchedules": Scope.READ,
+    "ListExpectations": Scope.READ,
+    # WorkerService.
+    "Connect": Scope.WORK,
+    "CompleteTask": Scope.WORK,
+    "FailTask": Scope.WORK,
+    # AdminService with a tenant's key (the admin token may call all of it).
+    "GetTenant": Scope.ADMIN,
+    "CreateApiKey": Scope.ADMIN,
+    "ListApiKeys": Scope.ADMIN,
+    "RevokeApiKey": Scope.ADMIN,
+    "RotateApiKey": Scope.ADMIN,
+}
+"""The scope each RPC needs from an API key (docs/keys.md prints this table; a test
+checks every RPC of the proto against it)."""
+
+PLATFORM_ONLY_RPCS = frozenset({"CreateTenant", "UpdateTenant", "ListTenants"})
+"""AdminService RPCs only the platform admin token may call."""
 
 
 def metadata_value(metadata: Iterable[tuple[str, str | bytes]] | None, key: str) -> str | None:
@@ -24,16 +78,237 @@ def metadata_value(metadata: Iterable[tuple[str, str | bytes]] | None, key: str)
     return None
 
 
-async def tenant_of(engine: Engine, context: grpc.aio.ServicerContext[Any, Any]) -> uuid.UUID:
-    """The caller's tenant, from the API key in ``x-api-key``; Unauthenticated otherwise."""
-    secret = metadata_value(context.invocation_metadata(), API_KEY_HEADER)
-    if not secret:
-        raise Unauthenticated(f"missing API key ({API_KEY_HEADER} metadata)")
-    return await engine.authenticate(secret)
+def source_of(context: Context) -> str:
+    """The caller's address without its port (``ipv4:1.2.3.4:5`` -> ``1.2.3.4``)."""
+    peer = context.peer() or ""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0] or rest
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]") or rest
+    return kind or "unknown"
 
 
-def check_admin(configured: str | None, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-    """Raise unless the call carries the configured admin token (constant-time compare)."""
+def require_scope(key: ApiKey, scope: Scope) -> None:
+    """PermissionDenied naming ``scope`` unless ``key`` has it."""
+    if scope not in key.scopes:
+        have = ", ".join(sorted(s.value for s in key.scopes)) or "none"
+        raise PermissionDenied(
+            f"this call needs the API key scope '{scope.value}' (key {key.id} has: {have})"
+        )
+
+
+class AuthThrottle:
+    """Failed authentications per source address: after ``limit`` failures within
+    ``window_s``, the source is refused for ``block_s`` without a store look-up."""
+
+    MAX_SOURCES = 100_000
+    """Sources remembered at most (old windows are dropped first)."""
+
+    def __init__(
+        self,
+        limit: int,
+        window_s: float,
+        block_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self.block_s = block_s
+        self._clock = clock
+        self._failures: dict[str, tuple[float, int]] = {}  # source -> (window start, count)
+        self._blocked: dict[str, float] = {}  # source -> until
+
+    def retry_after(self, source: str) -> float | None:
+        """Seconds until ``source`` may try again, or None when it is not throttled."""
+        until = self._blocked.get(source)
+        if until is None:
+            return None
+        left = until - self._clock()
+        if left <= 0:
+            del self._blocked[source]
+            return None
+        return left
+
+    def check(self, source: str) -> None:
+        """ResourceExhausted (``auth_failures_per_source``) while ``source`` is throttled."""
+        left = self.retry_after(source)
+        if left is not None:
+            raise ResourceExhausted(
+                "auth_failures_per_source",
+                f"{self.limit} failed authentications from {source} within "
+                f"{self.window_s:g} s; retry in {max(1, round(left))} s",
+            )
+
+    def failed(self, source: str) -> None:
+        """Count one failed authentication of ``source``."""
+        now = self._clock()
+        start, count = self._failures.get(source, (now, 0))
+        if now - start > self.window_s:
+            start, count = now, 0
+        count += 1
+        if count >= self.limit:
+            self._failures.pop(source, None)
+            self._blocked[source] = now + self.block_s
+        else:
+            self._failures[source] = (start, count)
+        if len(self._failures) > self.MAX_SOURCES:
+            self._failures = {
+                s: w for s, w in self._failures.items() if now - w[0] <= self.window_s
+            }
+            if len(self._failures) > self.MAX_SOURCES:
+                self._failures.clear()
+        if len(self._blocked) > self.MAX_SOURCES:
+            self._blocked = {s: u for s, u in self._blocked.items() if u > now}
+
+
+class Gatekeeper:
+    """Who is calling, what they may do, and how much of the server they hold."""
+
+    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+        self._engine = engine
+        self._admin_token = config.admin_token
+        self._max_inflight = config.max_inflight_calls_per_key
+        self._max_streams = config.max_streams_per_tenant
+        self._recheck_s = config.stream_key_recheck_s
+        self.throttle = AuthThrottle(
+            config.auth_failures_per_source, config.auth_failure_window_s, config.auth_throttle_s
+        )
+        self._inflight: dict[uuid.UUID, int] = {}
+        self._streams: dict[uuid.UUID, int] = {}
+
+    # -- API keys ------------------------------------------------------------------------
+    async def key(self, context: Context) -> ApiKey:
+        """The caller's API key (``x-api-key``), throttled per source address."""
+        secret = metadata_value(context.invocation_metadata(), API_KEY_HEADER)
+        if not secret:
+            raise Unauthenticated(f"missing API key ({API_KEY_HEADER} metadata)")
+        source = source_of(context)
+        if not self._engine.knows_key(secret):
+            self.throttle.check(source)
+        try:
+            return await self._engine.authenticate(secret)
+        except Unauthenticated:
+            self.throttle.failed(source)
+            raise
+
+    async def tenant(self, context: Context, scope: Scope) -> uuid.UUID:
+        """The caller's tenant for a unary call that needs ``scope``; counts the call
+        against ``max_inflight_calls_per_key`` until it ends."""
+        key = await self.key(context)
+        require_scope(key, scope)
+        held = self._inflight.get(key.id, 0)
+        if held >= self._max_inflight:
+            raise ResourceExhausted(
+                "max_inflight_calls_per_key",
+                f"{self._max_inflight} calls with API key {key.id} are already in flight "
+                "on this server",
+            )
+        self._inflight[key.id] = held + 1
+        context.add_done_callback(_done(self._inflight, key.id))
+        return key.tenant_id
+
+    async def stream(self, context: Context) -> uuid.UUID:
+        """The tenant of a worker stream (scope ``work``); counts the stream against
+        ``max_streams_per_tenant`` until it ends."""
+        key = await self.key(context)
+        require_scope(key, Scope.WORK)
+        held = self._streams.get(key.tenant_id, 0)
+        if held >= self._max_streams:
+            raise ResourceExhausted(
+                "max_streams_per_tenant",
+                f"{self._max_streams} worker streams of tenant {key.tenant_id} are already "
+                "open on this server",
+            )
+        self._streams[key.tenant_id] = held + 1
+        context.add_done_callback(_done(self._streams, key.tenant_id))
+        return key.tenant_id
+
+    async def lapsed(self, context: Context) -> TickwheelError:
+        """Wait until the stream's key stops working (revoked, expired, or gone), re-
+        checking it every ``stream_key_recheck_s``; returns the error to end it with.
+
+        A revocation on this node is seen at the next re-check; on another node, within
+        the re-check plus the auth cache (``auth_cache_s``). A store that cannot answer
+        does not end the stream."""
+        secret = metadata_value(context.invocation_metadata(), API_KEY_HEADER) or ""
+        while True:
+            await asyncio.sleep(self._recheck_s)
+            try:
+                await self._engine.authenticate(secret)
+            except Unauthenticated as exc:
+                return Unauthenticated(f"{exc.message}: the worker stream is closed")
+            except StoreError:
+                continue
+
+    def in_flight(self, key_id: uuid.UUID) -> int:
+        """Unary calls of ``key_id`` being served now."""
+        return self._inflight.get(key_id, 0)
+
+    def open_streams(self, tenant_id: uuid.UUID) -> int:
+        """Worker streams of ``tenant_id`` open now."""
+        return self._streams.get(tenant_id, 0)
+
+    # -- the admin API ---------------------------------------------------------------------
+    def platform_admin(self, context: Context) -> None:
+        """Raise unless the call carries the platform admin token."""
+        if self._admin_token is None:
+            raise PermissionDenied("the admin API is disabled on this server (no admin token)")
+        given = metadata_value(context.invocation_metadata(), ADMIN_TOKEN_HEADER)
+        if not given:
+            raise Unauthenticated(f"missing admin token ({ADMIN_TOKEN_HEADER} metadata)")
+        source = source_of(context)
+        self.throttle.check(source)
+        if not hmac.compare_digest(given.encode(), self._admin_token.encode()):
+            self.throttle.failed(source)
+            raise Unauthenticated("invalid admin token")
+
+    async def tenant_admin(self, context: Context) -> uuid.UUID | None:
+        """Who administers: None for the platform admin token (every tenant), else the
+        tenant of an API key with the ``admin`` scope (that tenant only)."""
+        metadata = context.invocation_metadata()
+        if metadata_value(metadata, ADMIN_TOKEN_HEADER) or not metadata_value(
+            metadata, API_KEY_HEADER
+        ):
+            self.platform_admin(context)
+            return None
+        key = await self.key(context)
+        require_scope(key, Scope.ADMIN)
+        return key.tenant_id
+
+    @staticmethod
+    def same_tenant(admin_of: uuid.UUID | None, tenant_id: uuid.UUID) -> None:
+        """PermissionDenied when a tenant's admin key names another tenant."""
+        if admin_of is not None and admin_of != tenant_id:
+            raise PermissionDenied(
+                f"this API key administers tenant {admin_of} only, not {tenant_id}"
+            )
+
+
+def _done(counts: dict[uuid.UUID, int], key: uuid.UUID) -> Any:
+    """A done-callback that gives back one count of ``key`` when the call ends."""
+
+    def release(_call: object) -> None:
+        left = counts.get(key, 0) - 1
+        if left > 0:
+            counts[key] = left
+        else:
+            counts.pop(key, None)
+
+    return release
+
+
+async def tenant_of(gate: Gatekeeper, context: Context, scope: Scope) -> uuid.UUID:
+    """The caller's tenant, from the API key in ``x-api-key``, for a unary call that
+    needs ``scope``: Unauthenticated, PermissionDenied (naming the scope) or
+    ResourceExhausted (a limit) otherwise."""
+    return await gate.tenant(context, scope)
+
+
+def check_admin(configured: str | None, context: Context) -> None:
+    """Raise unless the call carries the configured admin token (constant-time compare).
+
+    Unthrottled; the services use :meth:`Gatekeeper.platform_admin`."""
     if configured is None:
         raise PermissionDenied("the admin API is disabled on this server (no admin token)")
     given = metadata_value(context.invocation_metadata(), ADMIN_TOKEN_HEADER)

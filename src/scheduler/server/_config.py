@@ -4,6 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from scheduler.limits import (
+    AUTH_FAILURE_WINDOW_S,
+    AUTH_FAILURES_PER_SOURCE,
+    AUTH_THROTTLE_S,
+    MAX_INFLIGHT_CALLS_PER_KEY,
+    MAX_STREAMS_PER_TENANT,
+    STREAM_KEY_RECHECK_S,
+)
+
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ServerConfig:
@@ -31,6 +40,21 @@ class ServerConfig:
     """Share the port with other processes (``SO_REUSEPORT``). Off by default: grpcio
     turns it on, and then a second server on the same port starts normally and clients
     land on either."""
+    # -- API keys and server protection (docs/keys.md) --------------------------------
+    max_streams_per_tenant: int = MAX_STREAMS_PER_TENANT
+    """Open worker streams of one tenant on this server (RESOURCE_EXHAUSTED past it)."""
+    max_inflight_calls_per_key: int = MAX_INFLIGHT_CALLS_PER_KEY
+    """Unary calls of one API key served at once (RESOURCE_EXHAUSTED past it)."""
+    auth_failures_per_source: int = AUTH_FAILURES_PER_SOURCE
+    """Failed authentications of one source address within ``auth_failure_window_s``
+    before it is throttled."""
+    auth_failure_window_s: float = AUTH_FAILURE_WINDOW_S
+    """The window the failures are counted over."""
+    auth_throttle_s: float = AUTH_THROTTLE_S
+    """How long a throttled source is refused without a store look-up."""
+    stream_key_recheck_s: float = STREAM_KEY_RECHECK_S
+    """How often an open worker stream re-checks its key (a revoked or expired key ends
+    it within this, plus the auth cache for a revocation on another node)."""
 
     def __post_init__(self) -> None:
         if not self.listen:
@@ -41,6 +65,16 @@ class ServerConfig:
             raise ValueError("ServerConfig.tls_client_ca_path needs tls_cert_path/tls_key_path")
         if self.admin_token is not None and len(self.admin_token) < 16:
             raise ValueError("ServerConfig.admin_token must be at least 16 characters")
+        for name in (
+            "max_streams_per_tenant",
+            "max_inflight_calls_per_key",
+            "auth_failures_per_source",
+            "auth_failure_window_s",
+            "auth_throttle_s",
+            "stream_key_recheck_s",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"ServerConfig.{name} must be positive")
         for name in ("max_payload_bytes", "max_message_bytes", "hello_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"ServerConfig.{name} must be positive")

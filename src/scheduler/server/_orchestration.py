@@ -17,9 +17,10 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.engine import Engine
 from scheduler.server import _convert as conv
 from scheduler.server import _convert_orchestration as oconv
-from scheduler.server._auth import tenant_of
+from scheduler.server._auth import Gatekeeper, tenant_of
 from scheduler.server._config import ServerConfig
 from scheduler.server._status import unary
+from scheduler.types import Scope
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -30,6 +31,7 @@ class OrchestrationRpcs:
 
     _engine: Engine
     _config: ServerConfig
+    _gate: Gatekeeper
 
     # -- workflows ---------------------------------------------------------------------
     @unary
@@ -37,7 +39,7 @@ class OrchestrationRpcs:
         self, request: pb.SubmitWorkflowRequest, context: Context
     ) -> pb.SubmitWorkflowResponse:
         """Validate the DAG and insert it in one batch."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         cfg = self._engine.config
         spec = oconv.workflow_spec_from_proto(
             request,
@@ -58,7 +60,7 @@ class OrchestrationRpcs:
         self, request: pb.GetWorkflowRequest, context: Context
     ) -> pb.GetWorkflowResponse:
         """A workflow with every node's task and the edges."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.READ)
         workflow_id = conv.parse_uuid(request.workflow_id, "workflow_id")
         return oconv.view_to_proto(await self._engine.workflows.get(tenant, workflow_id))
 
@@ -68,7 +70,7 @@ class OrchestrationRpcs:
         self, request: pb.CreateScheduleRequest, context: Context
     ) -> pb.CreateScheduleResponse:
         """Create a cron or interval schedule."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         if not request.HasField("schedule"):
             raise InvalidArgument("schedule", "required")
         spec = oconv.schedule_spec_from_proto(
@@ -82,7 +84,7 @@ class OrchestrationRpcs:
         self, request: pb.GetScheduleRequest, context: Context
     ) -> pb.GetScheduleResponse:
         """One schedule."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.READ)
         schedule_id = conv.parse_uuid(request.schedule_id, "schedule_id")
         s = await self._engine.schedules.get(tenant, schedule_id)
         return pb.GetScheduleResponse(schedule=oconv.schedule_to_proto(s))
@@ -92,7 +94,7 @@ class OrchestrationRpcs:
         self, request: pb.ListSchedulesRequest, context: Context
     ) -> pb.ListSchedulesResponse:
         """The tenant's schedules."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.READ)
         schedules = await self._engine.schedules.list(tenant)
         return pb.ListSchedulesResponse(schedules=[oconv.schedule_to_proto(s) for s in schedules])
 
@@ -101,7 +103,7 @@ class OrchestrationRpcs:
         self, request: pb.PauseScheduleRequest, context: Context
     ) -> pb.PauseScheduleResponse:
         """Pause a schedule."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         schedule_id = conv.parse_uuid(request.schedule_id, "schedule_id")
         s = await self._engine.schedules.pause(tenant, schedule_id)
         return pb.PauseScheduleResponse(schedule=oconv.schedule_to_proto(s))
@@ -111,7 +113,7 @@ class OrchestrationRpcs:
         self, request: pb.ResumeScheduleRequest, context: Context
     ) -> pb.ResumeScheduleResponse:
         """Resume a schedule from the first occurrence after now."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         schedule_id = conv.parse_uuid(request.schedule_id, "schedule_id")
         s = await self._engine.schedules.resume(tenant, schedule_id)
         return pb.ResumeScheduleResponse(schedule=oconv.schedule_to_proto(s))
@@ -121,7 +123,7 @@ class OrchestrationRpcs:
         self, request: pb.DeleteScheduleRequest, context: Context
     ) -> pb.DeleteScheduleResponse:
         """Delete a schedule (its tasks stay)."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         schedule_id = conv.parse_uuid(request.schedule_id, "schedule_id")
         await self._engine.schedules.delete(tenant, schedule_id)
         return pb.DeleteScheduleResponse()
@@ -132,7 +134,7 @@ class OrchestrationRpcs:
         self, request: pb.RegisterExpectationRequest, context: Context
     ) -> pb.RegisterExpectationResponse:
         """Register or replace a dead man's switch expectation."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         spec = oconv.expectation_spec_from_proto(request)
         e = await self._engine.schedules.register_expectation(tenant, spec)
         return pb.RegisterExpectationResponse(expectation=oconv.expectation_to_proto(e))
@@ -142,7 +144,7 @@ class OrchestrationRpcs:
         self, request: pb.ListExpectationsRequest, context: Context
     ) -> pb.ListExpectationsResponse:
         """The tenant's expectations."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.READ)
         found = await self._engine.schedules.list_expectations(tenant)
         return pb.ListExpectationsResponse(
             expectations=[oconv.expectation_to_proto(e) for e in found]

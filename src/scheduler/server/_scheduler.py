@@ -27,11 +27,11 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.engine import Engine
 from scheduler.limits import MAX_SUBMIT_BATCH
 from scheduler.server import _convert as conv
-from scheduler.server._auth import tenant_of
+from scheduler.server._auth import Gatekeeper, tenant_of
 from scheduler.server._config import ServerConfig
 from scheduler.server._orchestration import OrchestrationRpcs
 from scheduler.server._status import unary
-from scheduler.types import JSON, InsertResult
+from scheduler.types import JSON, InsertResult, Scope
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -64,16 +64,19 @@ def _submit_response(result: InsertResult, spec: pb.TaskSpec) -> pb.SubmitTaskRe
 class SchedulerService(OrchestrationRpcs, pbg.SchedulerServiceServicer):
     """gRPC adapter over :class:`Engine` for tasks, workflows, schedules and expectations."""
 
-    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+    def __init__(
+        self, engine: Engine, config: ServerConfig, gate: Gatekeeper | None = None
+    ) -> None:
         self._engine = engine
         self._config = config
+        self._gate = gate or Gatekeeper(engine, config)
 
     @unary
     async def SubmitTask(
         self, request: pb.SubmitTaskRequest, context: Context
     ) -> pb.SubmitTaskResponse:
         """Submit one task."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         if not request.HasField("task"):
             raise InvalidArgument("task", "required")
         spec = conv.spec_from_proto(
@@ -93,7 +96,7 @@ class SchedulerService(OrchestrationRpcs, pbg.SchedulerServiceServicer):
         self, request: pb.SubmitTasksRequest, context: Context
     ) -> pb.SubmitTasksResponse:
         """Submit many tasks in one batched write."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         if not request.tasks:
             raise InvalidArgument("tasks", "at least one task is required")
         if len(request.tasks) > MAX_SUBMIT_BATCH:
@@ -118,7 +121,7 @@ class SchedulerService(OrchestrationRpcs, pbg.SchedulerServiceServicer):
     @unary
     async def GetTask(self, request: pb.GetTaskRequest, context: Context) -> pb.GetTaskResponse:
         """Read one task of the caller's tenant."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.READ)
         task_id = conv.parse_uuid(request.task_id, "task_id")
         rec = await self._engine.get_task(tenant, task_id)
         return pb.GetTaskResponse(task=conv.task_to_proto(rec))
@@ -128,7 +131,7 @@ class SchedulerService(OrchestrationRpcs, pbg.SchedulerServiceServicer):
         self, request: pb.CancelTaskRequest, context: Context
     ) -> pb.CancelTaskResponse:
         """Cancel a task in any non-terminal state."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         task_id = conv.parse_uuid(request.task_id, "task_id")
         rec = await self._engine.cancel(tenant, task_id)
         return pb.CancelTaskResponse(task=conv.task_to_proto(rec))
@@ -138,7 +141,7 @@ class SchedulerService(OrchestrationRpcs, pbg.SchedulerServiceServicer):
         self, request: pb.ListTasksRequest, context: Context
     ) -> pb.ListTasksResponse:
         """One page of the caller's tasks."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.READ)
         flt, page_size = conv.filter_from_proto(request)
         page = await self._engine.list_tasks(tenant, flt, page_size, request.page_token)
         return pb.ListTasksResponse(
@@ -151,7 +154,7 @@ class SchedulerService(OrchestrationRpcs, pbg.SchedulerServiceServicer):
         self, request: pb.RedriveTaskRequest, context: Context
     ) -> pb.RedriveTaskResponse:
         """Move a DEAD_LETTER task back to SCHEDULED."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         task_id = conv.parse_uuid(request.task_id, "task_id")
         when = (
             conv.to_datetime(request.scheduled_at, "scheduled_at")

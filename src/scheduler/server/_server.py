@@ -16,6 +16,7 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.engine import Engine
 from scheduler.server._admin import AdminService
+from scheduler.server._auth import Gatekeeper
 from scheduler.server._config import ServerConfig
 from scheduler.server._scheduler import SchedulerService
 from scheduler.server._worker import WorkerService
@@ -96,14 +97,15 @@ def _assemble(engine: Engine, config: ServerConfig) -> tuple[grpc.aio.Server, in
         ("grpc.keepalive_timeout_ms", 5_000),
     ]
     server = grpc.aio.server(options=options)
+    gate = Gatekeeper(engine, config)  # one per server: the limits count its calls
     pbg.add_SchedulerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        SchedulerService(engine, config), server
+        SchedulerService(engine, config, gate), server
     )
     pbg.add_WorkerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        WorkerService(engine, config), server
+        WorkerService(engine, config, gate), server
     )
     pbg.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        AdminService(engine, config), server
+        AdminService(engine, config, gate), server
     )
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

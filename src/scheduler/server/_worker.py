@@ -33,10 +33,10 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.engine import AssignmentBatch, CancelNotice, Engine, WorkerHello, WorkerSession
 from scheduler.limits import MAX_SLOTS, MAX_TASK_TYPES, MAX_TYPE_CHARS, MAX_WORKER_ID_CHARS
 from scheduler.server import _convert as conv
-from scheduler.server._auth import tenant_of
+from scheduler.server._auth import Gatekeeper, tenant_of
 from scheduler.server._config import ServerConfig
 from scheduler.server._status import abort, unary
-from scheduler.types import Outcome, Pool
+from scheduler.types import Outcome, Pool, Scope
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -261,9 +261,12 @@ async def _aclose(iterator: AsyncIterator[Any]) -> None:
 class WorkerService(pbg.WorkerServiceServicer):
     """gRPC adapter over :class:`Engine` worker sessions."""
 
-    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+    def __init__(
+        self, engine: Engine, config: ServerConfig, gate: Gatekeeper | None = None
+    ) -> None:
         self._engine = engine
         self._config = config
+        self._gate = gate or Gatekeeper(engine, config)
 
     async def Connect(
         self, request_iterator: AsyncIterator[pb.WorkerMessage], context: Context
@@ -300,6 +303,7 @@ class WorkerService(pbg.WorkerServiceServicer):
             name = f"tickwheel-session-{session.session_id}"
             pump = asyncio.create_task(self._pump(session, out), name=f"{name}-pump")
             reader = asyncio.create_task(self._read(requests, session, out), name=f"{name}-read")
+            watch = asyncio.create_task(self._watch_key(context, out), name=f"{name}-key")
             try:
                 while True:
                     item = await out.get()
@@ -308,9 +312,9 @@ class WorkerService(pbg.WorkerServiceServicer):
                         break
                     yield item
             finally:
-                for task in (pump, reader):
+                for task in (pump, reader, watch):
                     task.cancel()
-                for task in (pump, reader):
+                for task in (pump, reader, watch):
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
         finally:
@@ -322,9 +326,13 @@ class WorkerService(pbg.WorkerServiceServicer):
 
     async def _authenticate(self, context: Context) -> uuid.UUID:
         try:
-            return await tenant_of(self._engine, context)
+            return await self._gate.stream(context)
         except Exception as exc:  # mapped through the one table
             await abort(context, exc)
+
+    async def _watch_key(self, context: Context, out: asyncio.Queue[_Out]) -> None:
+        # A revoked or expired key ends the stream within stream_key_recheck_s.
+        out.put_nowait(_End(await self._gate.lapsed(context)))
 
     async def _pump(self, session: WorkerSession, out: asyncio.Queue[_Out]) -> None:
         try:
@@ -394,7 +402,7 @@ class WorkerService(pbg.WorkerServiceServicer):
         self, request: pb.CompleteTaskRequest, context: Context
     ) -> pb.CompleteTaskResponse:
         """Fenced completion outside a stream."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.WORK)
         if not request.HasField("task"):
             raise InvalidArgument("task", "required")
         task_id = conv.parse_uuid(request.task.task_id, "task.task_id")
@@ -411,7 +419,7 @@ class WorkerService(pbg.WorkerServiceServicer):
     @unary
     async def FailTask(self, request: pb.FailTaskRequest, context: Context) -> pb.FailTaskResponse:
         """Fenced failure outside a stream."""
-        tenant = await tenant_of(self._engine, context)
+        tenant = await tenant_of(self._gate, context, Scope.WORK)
         if not request.HasField("task"):
             raise InvalidArgument("task", "required")
         task_id = conv.parse_uuid(request.task.task_id, "task.task_id")

@@ -5,8 +5,10 @@ for the module's ``time`` so the cache windows are stepped, not waited for.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -37,6 +39,8 @@ class FakeStore:
     def __init__(self) -> None:
         self.tenants: dict[uuid.UUID, Tenant] = {}
         self.keys: dict[bytes, uuid.UUID] = {}
+        self.key_rows: dict[bytes, ApiKey] = {}
+        self.touches: list[dict[uuid.UUID, Any]] = []
         self.key_reads = 0
         self.tenant_reads: list[uuid.UUID] = []
 
@@ -54,13 +58,25 @@ class FakeStore:
     async def update_tenant(self, tenant_id: uuid.UUID, changes: dict[str, Any]) -> Tenant:
         raise AssertionError("not used")
 
-    async def create_api_key(self, tenant_id: uuid.UUID, name: str, secret_hash: bytes) -> ApiKey:
+    async def create_api_key(
+        self, tenant_id: uuid.UUID, name: str, secret_hash: bytes, **kw: Any
+    ) -> ApiKey:
+        key = ApiKey(id=uuid.uuid4(), tenant_id=tenant_id, name=name, **kw)
         self.keys[secret_hash] = tenant_id
-        return ApiKey(id=uuid.uuid4(), tenant_id=tenant_id, name=name)
+        self.key_rows[secret_hash] = key
+        return key
 
-    async def tenant_for_key_hash(self, secret_hash: bytes) -> uuid.UUID | None:
+    async def api_key_for_hash(self, secret_hash: bytes) -> ApiKey | None:
         self.key_reads += 1
-        return self.keys.get(secret_hash)
+        tenant_id = self.keys.get(secret_hash)
+        if tenant_id is None:
+            return None
+        return self.key_rows.get(secret_hash) or ApiKey(
+            id=uuid.uuid5(uuid.NAMESPACE_OID, secret_hash.hex()), tenant_id=tenant_id, name="k"
+        )
+
+    async def touch_api_keys(self, used: dict[uuid.UUID, Any]) -> None:
+        self.touches.append(dict(used))
 
 
 # -- tenancy -----------------------------------------------------------------------------
@@ -103,7 +119,7 @@ async def test_an_api_key_is_stored_as_its_sha256_only_and_finds_its_tenant() ->
     assert key.tenant_id == tenant_id
     assert list(store.keys) == [hashlib.sha256(secret.encode()).digest()]
     assert secret.encode() not in store.keys
-    assert await tenancy.authenticate(secret) == tenant_id
+    assert (await tenancy.authenticate(secret)).tenant_id == tenant_id
     # Two keys never share a secret.
     _, other = await tenancy.create_api_key(tenant_id, "ci-2")
     assert other != secret
@@ -119,11 +135,11 @@ async def test_the_auth_cache_answers_without_the_store_until_auth_cache_s(
     tenancy = Tenancy(store, EngineConfig(auth_cache_s=5.0))  # type: ignore[arg-type]
     tenant_id = uuid.uuid4()
     _, secret = await tenancy.create_api_key(tenant_id, "ci")
-    assert await tenancy.authenticate(secret) == tenant_id
+    assert (await tenancy.authenticate(secret)).tenant_id == tenant_id
     assert store.key_reads == 1
     store.keys.clear()  # revoked: this node trusts its cache for a while yet
     clock.t += 4.9
-    assert await tenancy.authenticate(secret) == tenant_id
+    assert (await tenancy.authenticate(secret)).tenant_id == tenant_id
     assert store.key_reads == 1
     clock.t += 0.2
     with pytest.raises(Unauthenticated):
@@ -142,7 +158,7 @@ async def test_an_unknown_or_missing_key_is_unauthenticated() -> None:
     # A refusal is not cached: the key works as soon as it exists.
     tenant_id = uuid.uuid4()
     store.keys[hashlib.sha256(b"tw_nobody").digest()] = tenant_id
-    assert await tenancy.authenticate("tw_nobody") == tenant_id
+    assert (await tenancy.authenticate("tw_nobody")).tenant_id == tenant_id
 
 
 # -- fair share --------------------------------------------------------------------------
@@ -209,3 +225,55 @@ async def test_fair_share_with_no_refresh_window_reads_every_round(
     assert store.tenant_reads == [tenant, tenant]
     assert share.weight(tenant) == EngineConfig().tier_weight("SYSTEM")
     assert share.limits(tenant).rate_limit_rps == 3
+
+
+# -- API keys: last use, expiry, local revocation (issue 15) --------------------------------
+async def test_last_use_is_written_at_most_once_a_minute_per_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(_tenancy, "time", clock)
+    store = FakeStore()
+    tenancy = Tenancy(store, EngineConfig(auth_cache_s=5.0))  # type: ignore[arg-type]
+    tenant_id = uuid.uuid4()
+    key, secret = await tenancy.create_api_key(tenant_id, "ci")
+    for _ in range(100):
+        await tenancy.authenticate(secret)
+        clock.t += 0.5  # 50 s of calls, every half second
+    assert [list(t) for t in store.touches] == [[key.id]]
+    clock.t += _tenancy.KEY_TOUCH_INTERVAL_S
+    await tenancy.authenticate(secret)
+    assert len(store.touches) == 2
+
+
+async def test_an_expired_key_is_refused_even_from_the_cache() -> None:
+    store = FakeStore()
+    tenancy = Tenancy(store, EngineConfig(auth_cache_s=3600.0))  # type: ignore[arg-type]
+    soon = datetime.now(UTC) + timedelta(milliseconds=50)
+    _, secret = await tenancy.create_api_key(uuid.uuid4(), "ci", expires_at=soon)
+    assert (await tenancy.authenticate(secret)).expires_at == soon
+    await asyncio.sleep(0.06)
+    with pytest.raises(Unauthenticated, match="expired"):
+        await tenancy.authenticate(secret)
+    assert store.key_reads == 1  # the cached answer, checked against the clock
+
+
+async def test_a_revocation_on_this_node_empties_its_cache_at_once() -> None:
+    store = FakeStore()
+    tenancy = Tenancy(store, EngineConfig(auth_cache_s=3600.0))  # type: ignore[arg-type]
+    key, secret = await tenancy.create_api_key(uuid.uuid4(), "ci")
+    await tenancy.authenticate(secret)
+    assert tenancy.knows(secret)
+
+    async def revoke(key_id: uuid.UUID, at: Any) -> ApiKey:
+        (digest,) = [d for d, k in store.key_rows.items() if k.id == key_id]
+        store.key_rows[digest] = ApiKey(
+            id=key.id, tenant_id=key.tenant_id, name=key.name, revoked=True, revoked_at=at
+        )
+        return store.key_rows[digest]
+
+    store.revoke_api_key = revoke  # type: ignore[attr-defined]
+    await tenancy.revoke_api_key(key.id)
+    assert not tenancy.knows(secret)
+    with pytest.raises(Unauthenticated, match="revoked"):
+        await tenancy.authenticate(secret)

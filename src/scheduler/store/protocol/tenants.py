@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Protocol
 
 from scheduler.types import (
+    DEFAULT_SCOPES,
     ApiKey,
+    Scope,
     Tenant,
 )
 
@@ -28,7 +31,55 @@ class TenantStore(Protocol):
     async def update_tenant(self, tenant_id: uuid.UUID, changes: Mapping[str, Any]) -> Tenant: ...
 
     async def create_api_key(
-        self, tenant_id: uuid.UUID, name: str, secret_hash: bytes
+        self,
+        tenant_id: uuid.UUID,
+        name: str,
+        secret_hash: bytes,
+        *,
+        scopes: frozenset[Scope] = DEFAULT_SCOPES,
+        expires_at: datetime | None = None,
     ) -> ApiKey: ...
 
-    async def tenant_for_key_hash(self, secret_hash: bytes) -> uuid.UUID | None: ...
+    async def tenant_for_key_hash(self, secret_hash: bytes) -> uuid.UUID | None:
+        """The tenant of a key hash that is neither revoked nor expired."""
+        ...
+
+    # -- API keys: scopes, expiry, revocation, last use, rotation (issue 15) ----------
+    async def api_key_for_hash(self, secret_hash: bytes) -> ApiKey | None:
+        """The key of a hash, revoked and expired ones too (the caller decides)."""
+        ...
+
+    async def get_api_key(self, key_id: uuid.UUID) -> ApiKey:
+        """A key by id; NotFound when absent."""
+        ...
+
+    async def list_api_keys(self, tenant_id: uuid.UUID) -> list[ApiKey]:
+        """Every key of a tenant, oldest first (revoked and expired ones too)."""
+        ...
+
+    async def revoke_api_key(self, key_id: uuid.UUID, at: datetime) -> ApiKey:
+        """Mark a key revoked (``revoked_at`` keeps the first revocation); NotFound."""
+        ...
+
+    async def rotate_api_key(
+        self,
+        key_id: uuid.UUID,
+        new_id: uuid.UUID,
+        secret_hash: bytes,
+        *,
+        at: datetime,
+        grace_until: datetime,
+        expires_at: datetime | None,
+    ) -> tuple[ApiKey, ApiKey]:
+        """In one transaction: a new key with the old one's tenant, name and scopes, and
+        the old key's expiry moved to ``grace_until`` (never later than it was).
+        Returns (old, new); NotFound when the old key is absent."""
+        ...
+
+    async def touch_api_keys(self, used: Mapping[uuid.UUID, datetime]) -> None:
+        """Record last use (a later time only ever replaces an earlier one)."""
+        ...
+
+    async def list_tenants(self, after: uuid.UUID | None, limit: int) -> list[Tenant]:
+        """Tenants in id order, those after ``after``, at most ``limit``."""
+        ...

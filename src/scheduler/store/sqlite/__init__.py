@@ -39,6 +39,7 @@ from scheduler.store.sqlite.tenants import Tenants
 from scheduler.store.sqlite.workflows import Workflows
 from scheduler.store.sqlite.writes import WorkerWrites
 from scheduler.types import (
+    DEFAULT_SCOPES,
     ApiKey,
     Assignment,
     CancelResult,
@@ -58,6 +59,7 @@ from scheduler.types import (
     ReclaimResult,
     Release,
     Schedule,
+    Scope,
     ShardClaim,
     TaskFilter,
     TaskKey,
@@ -137,13 +139,62 @@ class SqliteStore:
         """Change name, tier, quotas or home region."""
         return await self._tenants.update_tenant(tenant_id, changes)
 
-    async def create_api_key(self, tenant_id: uuid.UUID, name: str, secret_hash: bytes) -> ApiKey:
-        """Store an API key's hash for a tenant."""
-        return await self._tenants.create_api_key(tenant_id, name, secret_hash)
+    async def create_api_key(
+        self,
+        tenant_id: uuid.UUID,
+        name: str,
+        secret_hash: bytes,
+        *,
+        scopes: frozenset[Scope] = DEFAULT_SCOPES,
+        expires_at: datetime | None = None,
+    ) -> ApiKey:
+        """Store an API key's hash for a tenant, with its scopes and expiry."""
+        return await self._tenants.create_api_key(
+            tenant_id, name, secret_hash, scopes=scopes, expires_at=expires_at
+        )
 
     async def tenant_for_key_hash(self, secret_hash: bytes) -> uuid.UUID | None:
-        """The tenant of a (non-revoked) key hash."""
+        """The tenant of a key hash that is neither revoked nor expired."""
         return await self._tenants.tenant_for_key_hash(secret_hash)
+
+    async def api_key_for_hash(self, secret_hash: bytes) -> ApiKey | None:
+        """The key of a hash, revoked and expired ones too."""
+        return await self._tenants.api_key_for_hash(secret_hash)
+
+    async def get_api_key(self, key_id: uuid.UUID) -> ApiKey:
+        """A key by id; NotFound when absent."""
+        return await self._tenants.get_api_key(key_id)
+
+    async def list_api_keys(self, tenant_id: uuid.UUID) -> list[ApiKey]:
+        """Every key of a tenant, oldest first."""
+        return await self._tenants.list_api_keys(tenant_id)
+
+    async def revoke_api_key(self, key_id: uuid.UUID, at: datetime) -> ApiKey:
+        """Mark a key revoked; NotFound when absent."""
+        return await self._tenants.revoke_api_key(key_id, at)
+
+    async def rotate_api_key(
+        self,
+        key_id: uuid.UUID,
+        new_id: uuid.UUID,
+        secret_hash: bytes,
+        *,
+        at: datetime,
+        grace_until: datetime,
+        expires_at: datetime | None,
+    ) -> tuple[ApiKey, ApiKey]:
+        """A new key like the old one, and the old one's grace expiry, atomically."""
+        return await self._tenants.rotate_api_key(
+            key_id, new_id, secret_hash, at=at, grace_until=grace_until, expires_at=expires_at
+        )
+
+    async def touch_api_keys(self, used: Mapping[uuid.UUID, datetime]) -> None:
+        """Record last use."""
+        await self._tenants.touch_api_keys(used)
+
+    async def list_tenants(self, after: uuid.UUID | None, limit: int) -> list[Tenant]:
+        """Tenants in id order after ``after``."""
+        return await self._tenants.list_tenants(after, limit)
 
     # -- submission and reads ------------------------------------------------------------
     async def insert_tasks(self, tasks: Sequence[NewTask], now: datetime) -> list[InsertResult]:

@@ -33,7 +33,28 @@ def connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=5000")
     conn.executescript(_sql.read_text("sqlite", "schema.sql"))
+    upgrade(conn)
     return conn
+
+
+UPGRADE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("api_keys", "scopes", "TEXT NOT NULL DEFAULT 'submit,read,work'"),
+    ("api_keys", "expires_at", "INTEGER"),
+    ("api_keys", "revoked_at", "INTEGER"),
+    ("api_keys", "last_used_at", "INTEGER"),
+    ("api_keys", "rotated_from", "TEXT"),
+)
+"""Columns added after a table first shipped: ``schema.sql`` creates them in a new file
+(``CREATE TABLE IF NOT EXISTS`` leaves an older file's table as it was), and
+:func:`upgrade` adds them to an older file, with the same definition."""
+
+
+def upgrade(conn: sqlite3.Connection) -> None:
+    """Add every column of :data:`UPGRADE_COLUMNS` that the file's table lacks."""
+    for table, column, ddl in UPGRADE_COLUMNS:
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
 
 
 class Db:

@@ -998,7 +998,12 @@ class AdminServiceStub:
     AdminService
     ---------------------------------------------------------------------------------
 
-    Operators manage tenants and API keys (admin token in `x-admin-token`).
+    Operators manage tenants and API keys. The platform admin token (`x-admin-token`)
+    may call every RPC for every tenant. A tenant's API key with the `admin` scope (in
+    `x-api-key`) may call GetTenant, CreateApiKey, ListApiKeys, RevokeApiKey and
+    RotateApiKey for its own tenant only (PERMISSION_DENIED for another tenant's id,
+    NOT_FOUND for another tenant's key id); CreateTenant, UpdateTenant and ListTenants
+    need the admin token.
     """
 
     def __init__(self, channel):
@@ -1027,6 +1032,26 @@ class AdminServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.CreateApiKeyRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.CreateApiKeyResponse.FromString,
                 _registered_method=True)
+        self.ListApiKeys = channel.unary_unary(
+                '/tickwheel.v1.AdminService/ListApiKeys',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListApiKeysRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListApiKeysResponse.FromString,
+                _registered_method=True)
+        self.RevokeApiKey = channel.unary_unary(
+                '/tickwheel.v1.AdminService/RevokeApiKey',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RevokeApiKeyRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RevokeApiKeyResponse.FromString,
+                _registered_method=True)
+        self.RotateApiKey = channel.unary_unary(
+                '/tickwheel.v1.AdminService/RotateApiKey',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RotateApiKeyRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RotateApiKeyResponse.FromString,
+                _registered_method=True)
+        self.ListTenants = channel.unary_unary(
+                '/tickwheel.v1.AdminService/ListTenants',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -1034,7 +1059,12 @@ class AdminServiceServicer:
     AdminService
     ---------------------------------------------------------------------------------
 
-    Operators manage tenants and API keys (admin token in `x-admin-token`).
+    Operators manage tenants and API keys. The platform admin token (`x-admin-token`)
+    may call every RPC for every tenant. A tenant's API key with the `admin` scope (in
+    `x-api-key`) may call GetTenant, CreateApiKey, ListApiKeys, RevokeApiKey and
+    RotateApiKey for its own tenant only (PERMISSION_DENIED for another tenant's id,
+    NOT_FOUND for another tenant's key id); CreateTenant, UpdateTenant and ListTenants
+    need the admin token.
     """
 
     def CreateTenant(self, request, context):
@@ -1065,6 +1095,38 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListApiKeys(self, request, context):
+        """API keys (see "API keys" below for who may call these).
+        Every key of a tenant, revoked and expired ones too; never a secret.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeApiKey(self, request, context):
+        """Revoke a key: new calls with it fail at once on the node that revoked it and
+        within a few seconds (auth cache) elsewhere; open worker streams end within the
+        stream re-check bound (docs/keys.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RotateApiKey(self, request, context):
+        """A new key with the same tenant, name and scopes; the old key keeps working for
+        the grace and then expires (two keys live during a rotation).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTenants(self, request, context):
+        """Every tenant, a page at a time (platform admin token only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1088,6 +1150,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.CreateApiKeyRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.CreateApiKeyResponse.SerializeToString,
             ),
+            'ListApiKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListApiKeys,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListApiKeysRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListApiKeysResponse.SerializeToString,
+            ),
+            'RevokeApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeApiKey,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RevokeApiKeyRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RevokeApiKeyResponse.SerializeToString,
+            ),
+            'RotateApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateApiKey,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RotateApiKeyRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RotateApiKeyResponse.SerializeToString,
+            ),
+            'ListTenants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTenants,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'tickwheel.v1.AdminService', rpc_method_handlers)
@@ -1101,7 +1183,12 @@ class AdminService:
     AdminService
     ---------------------------------------------------------------------------------
 
-    Operators manage tenants and API keys (admin token in `x-admin-token`).
+    Operators manage tenants and API keys. The platform admin token (`x-admin-token`)
+    may call every RPC for every tenant. A tenant's API key with the `admin` scope (in
+    `x-api-key`) may call GetTenant, CreateApiKey, ListApiKeys, RevokeApiKey and
+    RotateApiKey for its own tenant only (PERMISSION_DENIED for another tenant's id,
+    NOT_FOUND for another tenant's key id); CreateTenant, UpdateTenant and ListTenants
+    need the admin token.
     """
 
     @staticmethod
@@ -1202,6 +1289,114 @@ class AdminService:
             '/tickwheel.v1.AdminService/CreateApiKey',
             tickwheel_dot_v1_dot_tickwheel__pb2.CreateApiKeyRequest.SerializeToString,
             tickwheel_dot_v1_dot_tickwheel__pb2.CreateApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListApiKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.AdminService/ListApiKeys',
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListApiKeysRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListApiKeysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.AdminService/RevokeApiKey',
+            tickwheel_dot_v1_dot_tickwheel__pb2.RevokeApiKeyRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.RevokeApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.AdminService/RotateApiKey',
+            tickwheel_dot_v1_dot_tickwheel__pb2.RotateApiKeyRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.RotateApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTenants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.AdminService/ListTenants',
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -28,6 +28,7 @@ RETURNING id, tenant_id, name, created_at, revoked
 
 -- name: tenant_for_key_hash
 SELECT tenant_id FROM api_keys WHERE secret_hash = $1 AND NOT revoked
+    AND (expires_at IS NULL OR expires_at > NOW())
 
 -- name: ensure_partition
 SELECT tickwheel_ensure_partition($1::date)
@@ -408,3 +409,43 @@ SELECT shard_id, epoch FROM e
 
 -- name: shard_claims
 SELECT shard_id, epoch, owner, claimed_at FROM shard_claims ORDER BY shard_id, epoch
+
+-- ---- API keys: scopes, expiry, revocation, last use, rotation (issue 15) ----
+
+-- name: insert_scoped_api_key
+INSERT INTO api_keys (id, tenant_id, name, secret_hash, created_at, scopes, expires_at,
+    rotated_from)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING id, tenant_id, name, created_at, revoked, scopes, expires_at, revoked_at, last_used_at, rotated_from
+
+-- name: api_key_by_hash
+SELECT id, tenant_id, name, created_at, revoked, scopes, expires_at, revoked_at, last_used_at, rotated_from
+FROM api_keys WHERE secret_hash = $1
+
+-- name: get_api_key
+SELECT id, tenant_id, name, created_at, revoked, scopes, expires_at, revoked_at, last_used_at, rotated_from
+FROM api_keys WHERE id = $1
+
+-- name: list_api_keys
+SELECT id, tenant_id, name, created_at, revoked, scopes, expires_at, revoked_at, last_used_at, rotated_from
+FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id
+
+-- name: revoke_api_key
+UPDATE api_keys SET revoked = TRUE, revoked_at = COALESCE(revoked_at, $2)
+WHERE id = $1
+RETURNING id, tenant_id, name, created_at, revoked, scopes, expires_at, revoked_at, last_used_at, rotated_from
+
+-- name: expire_api_key
+-- An expiry only ever moves earlier (LEAST ignores a NULL: no expiry yet).
+UPDATE api_keys SET expires_at = LEAST(expires_at, $2)
+WHERE id = $1
+RETURNING id, tenant_id, name, created_at, revoked, scopes, expires_at, revoked_at, last_used_at, rotated_from
+
+-- name: touch_api_keys
+UPDATE api_keys k SET last_used_at = GREATEST(k.last_used_at, u.at)
+FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, at)
+WHERE k.id = u.id
+
+-- name: list_tenants
+SELECT id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at
+FROM tenants WHERE ($1::uuid IS NULL OR id > $1) ORDER BY id LIMIT $2

@@ -19,7 +19,8 @@ WHERE id = ?
 INSERT INTO api_keys (id, tenant_id, name, secret_hash, created_at) VALUES (?, ?, ?, ?, ?)
 
 -- name: tenant_for_key_hash
-SELECT tenant_id FROM api_keys WHERE secret_hash = ? AND NOT revoked
+SELECT tenant_id FROM api_keys WHERE secret_hash = ?1 AND NOT revoked
+    AND (expires_at IS NULL OR expires_at > ?2)
 
 -- name: insert_task
 INSERT INTO tasks (id, tenant_id, type, scheduled_at, due_at, status, idempotency_key,
@@ -212,3 +213,34 @@ INSERT INTO shard_claims (shard_id, epoch, owner, claimed_at) VALUES (?, ?, ?, ?
 
 -- name: shard_claims
 SELECT shard_id, epoch, owner, claimed_at FROM shard_claims ORDER BY shard_id, epoch
+
+-- ---- API keys: scopes, expiry, revocation, last use, rotation (issue 15) ----
+
+-- name: insert_scoped_api_key
+INSERT INTO api_keys (id, tenant_id, name, secret_hash, created_at, scopes, expires_at,
+    rotated_from)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+
+-- name: api_key_by_hash
+SELECT id, tenant_id, name, created_at, revoked, scopes, expires_at, revoked_at, last_used_at, rotated_from
+FROM api_keys WHERE secret_hash = ?
+
+-- name: get_api_key
+SELECT id, tenant_id, name, created_at, revoked, scopes, expires_at, revoked_at, last_used_at, rotated_from
+FROM api_keys WHERE id = ?
+
+-- name: list_api_keys
+SELECT id, tenant_id, name, created_at, revoked, scopes, expires_at, revoked_at, last_used_at, rotated_from
+FROM api_keys WHERE tenant_id = ? ORDER BY created_at, id
+
+-- name: revoke_api_key
+UPDATE api_keys SET revoked = 1, revoked_at = COALESCE(revoked_at, ?2) WHERE id = ?1
+
+-- name: expire_api_key
+UPDATE api_keys SET expires_at = MIN(COALESCE(expires_at, ?2), ?2) WHERE id = ?1
+
+-- name: touch_api_key
+UPDATE api_keys SET last_used_at = MAX(COALESCE(last_used_at, ?2), ?2) WHERE id = ?1
+
+-- name: list_tenants
+SELECT * FROM tenants WHERE ?1 IS NULL OR id > ?1 ORDER BY id LIMIT ?2

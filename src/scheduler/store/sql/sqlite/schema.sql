@@ -16,7 +16,14 @@ CREATE TABLE IF NOT EXISTS api_keys (
     name TEXT NOT NULL,
     secret_hash BLOB NOT NULL UNIQUE,
     created_at INTEGER NOT NULL,
-    revoked INTEGER NOT NULL DEFAULT 0
+    revoked INTEGER NOT NULL DEFAULT 0,
+    -- API keys (issue 15); a file made before them gets these columns from
+    -- scheduler.store.sqlite._db.upgrade (same names and defaults).
+    scopes TEXT NOT NULL DEFAULT 'submit,read,work',
+    expires_at INTEGER,
+    revoked_at INTEGER,
+    last_used_at INTEGER,
+    rotated_from TEXT
 );
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
