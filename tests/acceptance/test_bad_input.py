@@ -495,3 +495,24 @@ def test_the_list_is_long_enough() -> None:
         for method in pb.DESCRIPTOR.services_by_name[service].methods:
             if not method.client_streaming:
                 assert (service, method.name) in covered, method.full_name
+
+
+@pytest.mark.parametrize("mode", [pb.JITTER_MODE_LATE_ONLY, pb.JITTER_MODE_SYMMETRIC])
+async def test_latest_accepted_time_with_jitter_is_stored(served: Served, mode: int) -> None:
+    """Case 2: the last accepted second plus a late jitter offset is a task, not
+    INTERNAL (OverflowError in the task builder before)."""
+    latest = timestamp_pb2.Timestamp(seconds=253_402_214_399)  # 9999-12-30T23:59:59Z
+    async with grpc.aio.insecure_channel(served.target) as channel:
+        call = channel.unary_unary(
+            "/tickwheel.v1.SchedulerService/SubmitTask",
+            request_serializer=pb.SubmitTaskRequest.SerializeToString,
+            response_deserializer=pb.SubmitTaskResponse.FromString,
+        )
+        answer = await call(
+            pb.SubmitTaskRequest(task=_spec(scheduled_at=latest, jitter_mode=mode)),
+            metadata=(("x-api-key", served.api_key),),
+            timeout=30,
+        )
+    assert answer.created
+    assert answer.task.scheduled_at == latest
+    assert abs(answer.task.due_at.seconds - latest.seconds) <= 120

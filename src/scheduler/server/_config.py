@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from scheduler.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_PAYLOAD_BYTES
+
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ServerConfig:
@@ -19,10 +21,11 @@ class ServerConfig:
     """PEM private key of the server certificate."""
     tls_client_ca_path: str | None = None
     """PEM CA bundle; when set clients must present a certificate it signed (mTLS)."""
-    max_payload_bytes: int = 1 << 20
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     """Largest serialised task payload accepted."""
-    max_message_bytes: int = 64 << 20
-    """Largest gRPC message (a SubmitTasks batch of 10,000 tasks fits)."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """Largest gRPC message received or sent (a SubmitTasks batch of 10,000 tasks fits);
+    set on the server explicitly, a larger request is RESOURCE_EXHAUSTED."""
     hello_timeout_s: float = 10.0
     """How long a new worker stream may take to send its hello."""
     stop_grace_s: float = 5.0
