@@ -10,7 +10,7 @@ LINT    := src tests benchmarks scripts/gen-proto
 
 .DEFAULT_GOAL := help
 
-.PHONY: help dev test deps venv build proto proto-check lint fmt typecheck unit integration acceptance bench annotate clean
+.PHONY: help dev test deps venv build proto proto-check lint fmt typecheck unit integration acceptance fuzz bench annotate clean
 
 help:
 	@echo "make dev    - set up and run Tickwheel on its embedded default (SQLite, no servers)"
@@ -73,6 +73,11 @@ integration: deps build
 
 acceptance: deps build
 	$(BIN)/pytest tests/acceptance
+
+# The fuzzers with many more examples per RPC than `make test` runs (500).
+FUZZ_EXAMPLES ?= 5000
+fuzz: deps build
+	TICKWHEEL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -p no:cacheprovider --timeout=0 tests/fuzz
 
 bench: deps build
 	$(BIN)/pytest benchmarks --benchmark-only --benchmark-columns=min,median,mean,max,ops --timeout=1800 -p no:cacheprovider

@@ -56,3 +56,30 @@ DEFAULT_ROTATION_GRACE_S = 3600
 """How long the old key keeps working after a rotation, unless the caller says."""
 MAX_ROTATION_GRACE_S = 30 * 86400
 """The longest rotation grace (30 days)."""
+# -- timestamps (every Timestamp a request carries) --------------------------------
+MIN_TIMESTAMP_SECONDS = 1
+"""Earliest accepted Timestamp, as seconds since the epoch: 1970-01-01T00:00:01Z. The
+epoch itself and anything before it are refused: a zero Timestamp is what a client
+sends by mistake (a JavaScript ``Date`` given where a Timestamp belongs arrives as
+epoch 0), and such a task must not run at once without a word."""
+MAX_TIMESTAMP_SECONDS = 253_402_214_400
+"""First refused Timestamp, as seconds since the epoch: 9999-12-31T00:00:00Z. One day
+below the largest instant a datetime holds, so jitter and backoff added to an accepted
+time never overflow (and are clamped besides)."""
+TIMESTAMP_RANGE_TEXT = "1970-01-01T00:00:01Z .. 9999-12-30T23:59:59Z"
+"""The accepted range, as error messages and the proto state it."""
+
+# -- durations and sizes -------------------------------------------------------------
+MAX_TIMEOUT_S = 7 * 86400
+"""``timeout_s`` of a task or schedule: 0 (none) .. 7 days."""
+DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
+"""A task payload's serialised size unless the server is configured otherwise (1 MiB)."""
+MAX_RESULT_BYTES = 1 << 20
+"""A result's or checkpoint's serialised size (1 MiB)."""
+MAX_JSON_DEPTH = 32
+"""Nesting of a payload, result or checkpoint: objects and lists inside one another,
+the outermost object counting as 1. A deeper Struct is refused (INVALID_ARGUMENT naming
+the field), whether or not the protobuf decoder could read it."""
+DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+"""Largest gRPC message the server receives or sends unless configured otherwise
+(64 MiB: a SubmitTasks batch of 10,000 tasks fits); larger is RESOURCE_EXHAUSTED."""

@@ -3,13 +3,18 @@
 Each table maps a domain enum to its proto value and back; the ``_FROM_PROTO`` tables
 hold only the values a peer may send on purpose (a side that accepts UNSPECIFIED as a
 default adds that mapping itself: the server for requests, the SDKs by a fallback).
-Imports the generated messages and the domain enums only (no grpc).
+The error details (``google.rpc.Status`` in the ``grpc-status-details-bin`` trailer)
+are built and read here too, so server and client share one format. Imports the
+generated messages, the googleapis error protos and the domain enums only (no grpc).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import cast
+
+from google.rpc import error_details_pb2, status_pb2
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.jitter import JitterMode
@@ -48,7 +53,59 @@ OVERLAP_TO_PROTO: Mapping[OverlapPolicy, pb.OverlapPolicy] = {
 }
 OVERLAP_FROM_PROTO: Mapping[int, OverlapPolicy] = {v: k for k, v in OVERLAP_TO_PROTO.items()}
 
-ERROR_TYPE_KEY = "tickwheel-error-type"
-"""Trailing metadata key: the error's class name."""
-ERROR_FIELDS_KEY = "tickwheel-error-fields"
-"""Trailing metadata key: the error's constructor arguments as a JSON object."""
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+"""Trailing metadata key of the standard ``google.rpc.Status`` (binary)."""
+ERROR_DOMAIN = "tickwheel.dev"
+"""``ErrorInfo.domain`` of every Tickwheel error."""
+
+
+def error_reason(class_name: str) -> str:
+    """``ErrorInfo.reason`` of an error class: ``StaleFencingToken`` -> ``STALE_FENCING_TOKEN``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).upper()
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def status_details(code: int, message: str, class_name: str, fields: Mapping[str, object]) -> bytes:
+    """The serialised ``google.rpc.Status`` of an error: ErrorInfo always, BadRequest for
+    an invalid argument (``field`` and ``problem``), QuotaFailure for an exhausted limit
+    (``limit`` and ``detail``)."""
+    status = status_pb2.Status(code=code, message=message)
+    info = error_details_pb2.ErrorInfo(
+        reason=error_reason(class_name),
+        domain=ERROR_DOMAIN,
+        metadata={k: _text(v) for k, v in fields.items()},
+    )
+    status.details.add().Pack(info)
+    if class_name == "InvalidArgument":
+        bad = error_details_pb2.BadRequest()
+        bad.field_violations.add(
+            field=_text(fields.get("field")), description=_text(fields.get("problem"))
+        )
+        status.details.add().Pack(bad)
+    elif class_name == "ResourceExhausted":
+        quota = error_details_pb2.QuotaFailure()
+        quota.violations.add(
+            subject=_text(fields.get("limit")), description=_text(fields.get("detail"))
+        )
+        status.details.add().Pack(quota)
+    return cast(bytes, status.SerializeToString())
+
+
+def error_info(details: bytes) -> error_details_pb2.ErrorInfo | None:
+    """The Tickwheel ErrorInfo inside a serialised ``google.rpc.Status``, or None."""
+    try:
+        status = status_pb2.Status.FromString(details)
+    except Exception:  # not a Status at all: no typed error
+        return None
+    for any_ in status.details:
+        if any_.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            any_.Unpack(info)
+            if info.domain == ERROR_DOMAIN:
+                return info
+    return None

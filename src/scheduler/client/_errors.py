@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import inspect
 from typing import Any
 
 import grpc
 
 from scheduler import _errors
 from scheduler._errors import TickwheelError
-from scheduler.wire import ERROR_FIELDS_KEY, ERROR_TYPE_KEY
+from scheduler.wire import STATUS_DETAILS_KEY, error_info, error_reason
 
 _RETRYABLE = frozenset(
     {
@@ -20,10 +20,11 @@ _RETRYABLE = frozenset(
 )
 
 _CLASSES: dict[str, type[TickwheelError]] = {
-    name: obj
+    error_reason(name): obj
     for name, obj in vars(_errors).items()
     if isinstance(obj, type) and issubclass(obj, TickwheelError)
 }
+"""ErrorInfo reason -> the error class it names."""
 
 
 class RPCError(TickwheelError):
@@ -39,24 +40,39 @@ class RPCError(TickwheelError):
         return f"{self.status.name}: {self.message}"
 
 
-def _trailer(exc: grpc.aio.AioRpcError, key: str) -> str | None:
+def _details(exc: grpc.aio.AioRpcError) -> bytes | None:
     metadata: Any = exc.trailing_metadata() or ()
     for k, v in metadata:
-        if k == key and isinstance(v, str):
+        if k == STATUS_DETAILS_KEY and isinstance(v, bytes):
             return v
     return None
 
 
+_CASTS: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": lambda v: v == "true"}
+
+
+def _arguments(cls: type[TickwheelError], metadata: Any) -> dict[str, Any]:
+    """The constructor arguments of ``cls`` from ErrorInfo metadata (all strings)."""
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    out: dict[str, Any] = {}
+    for param in params:
+        if param.name in metadata:
+            annotation = param.annotation if isinstance(param.annotation, str) else "str"
+            out[param.name] = _CASTS.get(annotation, str)(metadata[param.name])
+    return out
+
+
 def from_rpc_error(exc: grpc.aio.AioRpcError) -> TickwheelError:
-    """The typed error a failed call stands for (the same class the server raised)."""
+    """The typed error a failed call stands for (the same class the server raised),
+    read from the standard ``google.rpc.Status`` details (its ErrorInfo)."""
     status = exc.code()
     details = exc.details() or ""
-    name = _trailer(exc, ERROR_TYPE_KEY)
-    cls = _CLASSES.get(name or "")
-    if cls is not None:
+    raw = _details(exc)
+    info = error_info(raw) if raw is not None else None
+    cls = _CLASSES.get(info.reason) if info is not None else None
+    if cls is not None and info is not None:
         try:
-            fields: dict[str, Any] = json.loads(_trailer(exc, ERROR_FIELDS_KEY) or "{}")
-            err = cls(**fields)
+            err = cls(**_arguments(cls, info.metadata))
         except (TypeError, ValueError):
             err = cls.__new__(cls)
             TickwheelError.__init__(err, details)

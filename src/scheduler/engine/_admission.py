@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from scheduler._errors import InvalidArgument, ResourceExhausted
 from scheduler.engine._config import EngineConfig
@@ -21,13 +21,37 @@ from scheduler.engine._shard_state import ShardState
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
 from scheduler.jitter import JitterMode, jitter_offset_ms, shard_of
-from scheduler.limits import MAX_IDEMPOTENCY_KEY_CHARS, MAX_RETRIES, MAX_TYPE_CHARS
+from scheduler.limits import (
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_RETRIES,
+    MAX_TIMEOUT_S,
+    MAX_TIMESTAMP_SECONDS,
+    MAX_TYPE_CHARS,
+    MIN_TIMESTAMP_SECONDS,
+    TIMESTAMP_RANGE_TEXT,
+)
 from scheduler.states import TaskState
 from scheduler.types import NewTask
 
 _check_json = json.JSONEncoder(allow_nan=False).encode
 """One encoder for every payload check (``json.dumps`` with an option builds a new
 encoder per call)."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EARLIEST = _EPOCH + timedelta(seconds=MIN_TIMESTAMP_SECONDS)
+"""The earliest ``scheduled_at`` accepted (``scheduler.limits``)."""
+LATEST = _EPOCH + timedelta(seconds=MAX_TIMESTAMP_SECONDS)
+"""The first ``scheduled_at`` refused (``scheduler.limits``)."""
+_LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
+
+
+def shifted(when: datetime, offset_ms: int) -> datetime:
+    """``when`` moved by ``offset_ms``, clamped to the range a datetime holds: jitter
+    added to an instant near either end never overflows."""
+    try:
+        return when + timedelta(milliseconds=offset_ms)
+    except OverflowError:
+        return _LAST_INSTANT if offset_ms > 0 else datetime.min.replace(tzinfo=UTC)
 
 
 class Admission:
@@ -62,8 +86,13 @@ class Admission:
             _check_json(spec.payload)
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(f"{prefix}.payload", f"not JSON-serialisable: {exc}") from exc
-        if spec.scheduled_at is not None and spec.scheduled_at.tzinfo is None:
-            raise InvalidArgument(f"{prefix}.scheduled_at", "must carry a time zone")
+        if spec.scheduled_at is not None:
+            if spec.scheduled_at.tzinfo is None:
+                raise InvalidArgument(f"{prefix}.scheduled_at", "must carry a time zone")
+            if not EARLIEST <= spec.scheduled_at < LATEST:
+                raise InvalidArgument(
+                    f"{prefix}.scheduled_at", f"out of range: must be {TIMESTAMP_RANGE_TEXT}"
+                )
         if spec.idempotency_key is not None and len(spec.idempotency_key) > (
             MAX_IDEMPOTENCY_KEY_CHARS
         ):
@@ -72,8 +101,10 @@ class Admission:
             )
         if not 0 <= spec.max_retries <= MAX_RETRIES:
             raise InvalidArgument(f"{prefix}.max_retries", f"must be 0..{MAX_RETRIES}")
-        if spec.timeout_s < 0:
-            raise InvalidArgument(f"{prefix}.timeout_s", "must not be negative")
+        if not 0 <= spec.timeout_s <= MAX_TIMEOUT_S:
+            raise InvalidArgument(
+                f"{prefix}.timeout_s", f"must be a number of seconds in 0..{MAX_TIMEOUT_S}"
+            )
 
     def new_task(
         self,
@@ -105,7 +136,7 @@ class Admission:
             offset = jitter_offset_ms(
                 tenant_id, task_id, mode, window_s=self._config.jitter_window_s
             )
-            due_at = scheduled_at + timedelta(milliseconds=offset) if offset else scheduled_at
+            due_at = shifted(scheduled_at, offset) if offset else scheduled_at
         # Straight into this node's wheel when due soon and its shard is ours; in a
         # cluster, another node's shard waits SCHEDULED for its owner's pre-loader.
         preload = not depends_on and due_at <= horizon and self._shards.serves(shard)

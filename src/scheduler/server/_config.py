@@ -8,6 +8,8 @@ from scheduler.limits import (
     AUTH_FAILURE_WINDOW_S,
     AUTH_FAILURES_PER_SOURCE,
     AUTH_THROTTLE_S,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
     MAX_INFLIGHT_CALLS_PER_KEY,
     MAX_STREAMS_PER_TENANT,
     STREAM_KEY_RECHECK_S,
@@ -28,10 +30,11 @@ class ServerConfig:
     """PEM private key of the server certificate."""
     tls_client_ca_path: str | None = None
     """PEM CA bundle; when set clients must present a certificate it signed (mTLS)."""
-    max_payload_bytes: int = 1 << 20
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     """Largest serialised task payload accepted."""
-    max_message_bytes: int = 64 << 20
-    """Largest gRPC message (a SubmitTasks batch of 10,000 tasks fits)."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """Largest gRPC message received or sent (a SubmitTasks batch of 10,000 tasks fits);
+    set on the server explicitly, a larger request is RESOURCE_EXHAUSTED."""
     hello_timeout_s: float = 10.0
     """How long a new worker stream may take to send its hello."""
     stop_grace_s: float = 5.0

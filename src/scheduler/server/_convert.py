@@ -7,6 +7,8 @@ so bad input always answers INVALID_ARGUMENT and never reaches the engine malfor
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import math
 import re
 import uuid
@@ -33,10 +35,16 @@ from scheduler.limits import (
     DEFAULT_PAGE_SIZE,
     MAX_ERROR_CHARS,
     MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_JSON_DEPTH,
     MAX_NAME_CHARS,
     MAX_PAGE_SIZE,
+    MAX_RESULT_BYTES,
     MAX_RETRIES,
+    MAX_TIMEOUT_S,
+    MAX_TIMESTAMP_SECONDS,
     MAX_TYPE_CHARS,
+    MIN_TIMESTAMP_SECONDS,
+    TIMESTAMP_RANGE_TEXT,
 )
 from scheduler.states import TaskState
 from scheduler.types import (
@@ -68,24 +76,30 @@ _STATE_FROM_PROTO = wire.STATE_FROM_PROTO
 # -- scalars -------------------------------------------------------------------------
 
 
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+"""The canonical text form of a UUID (8-4-4-4-12 hex digits), the only one accepted:
+``uuid.UUID`` also takes braces, a ``urn:uuid:`` prefix and 32 bare digits."""
+
+
 def parse_uuid(value: str, field: str) -> uuid.UUID:
-    """A UUID from its text form; InvalidArgument naming ``field`` otherwise."""
+    """A UUID from its canonical text form; InvalidArgument naming ``field`` otherwise."""
     if not value:
         raise InvalidArgument(field, "required")
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise InvalidArgument(field, f"not a UUID: {value[:64]!r}") from None
+    if not _UUID.match(value):
+        raise InvalidArgument(field, f"not a UUID in its 8-4-4-4-12 hex form: {value[:64]!r}")
+    return uuid.UUID(value)
 
 
 def to_datetime(ts: timestamp_pb2.Timestamp, field: str) -> datetime:
-    """A timezone-aware UTC datetime from a Timestamp."""
+    """A timezone-aware UTC datetime from a Timestamp inside the accepted range
+    (``scheduler.limits``: after the epoch, before 9999-12-31)."""
     if not 0 <= ts.nanos < 1_000_000_000:
-        raise InvalidArgument(field, "nanos out of range")
-    try:
-        return utc_datetime(ts)
-    except (ValueError, OverflowError):
-        raise InvalidArgument(field, "timestamp out of range (years 1-9999)") from None
+        raise InvalidArgument(field, "nanos must be 0..999999999")
+    if not MIN_TIMESTAMP_SECONDS <= ts.seconds < MAX_TIMESTAMP_SECONDS:
+        raise InvalidArgument(
+            field, f"out of range: a Timestamp must be {TIMESTAMP_RANGE_TEXT} (UTC)"
+        )
+    return utc_datetime(ts)
 
 
 def from_datetime(dt: datetime) -> timestamp_pb2.Timestamp:
@@ -206,8 +220,10 @@ def spec_from_proto(
         max_retries = spec.max_retries or DEFAULT_MAX_RETRIES
     if max_retries > MAX_RETRIES:
         raise InvalidArgument(f"{field}.max_retries", f"at most {MAX_RETRIES}")
-    if not math.isfinite(spec.timeout_s) or spec.timeout_s < 0:
-        raise InvalidArgument(f"{field}.timeout_s", "must be a finite number >= 0")
+    if not math.isfinite(spec.timeout_s) or not 0 <= spec.timeout_s <= MAX_TIMEOUT_S:
+        raise InvalidArgument(
+            f"{field}.timeout_s", f"must be a number of seconds in 0..{MAX_TIMEOUT_S}"
+        )
     scheduled_at = (
         to_datetime(spec.scheduled_at, f"{field}.scheduled_at")
         if spec.HasField("scheduled_at")
@@ -332,17 +348,35 @@ def _require_ref(parent: Any, field: str) -> pb.TaskRef:
     return ref
 
 
-MAX_RESULT_BYTES = 1 << 20
-"""Results and checkpoints are bounded like payloads (1 MiB serialised)."""
+def _too_deep(value: Any, depth: int) -> bool:
+    """Whether ``value`` (at nesting ``depth``) nests deeper than MAX_JSON_DEPTH."""
+    if isinstance(value, dict):
+        if depth > MAX_JSON_DEPTH:
+            return True
+        return any(_too_deep(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        if depth > MAX_JSON_DEPTH:
+            return True
+        return any(_too_deep(v, depth + 1) for v in value)
+    return False
+
+
+DEPTH_PROBLEM = f"nested deeper than {MAX_JSON_DEPTH} levels (the limit of a JSON value)"
+"""The error text of a Struct nested too deep (here and where a request cannot decode)."""
 
 
 def json_of(value: struct_pb2.Struct, field: str) -> JSON:
     """A Struct as a JSON object; InvalidArgument naming ``field`` for a number JSON
-    cannot hold (a Struct can carry NaN and the infinities)."""
+    cannot hold (a Struct can carry NaN and the infinities) or nesting deeper than
+    :data:`~scheduler.limits.MAX_JSON_DEPTH`."""
     try:
-        return struct_to_dict(value)
+        data = struct_to_dict(value)
     except ValueError as exc:
         raise InvalidArgument(field, f"{exc}: NaN and infinities are not JSON") from None
+    # Each level costs at least 4 bytes on the wire: a small Struct cannot be too deep.
+    if value.ByteSize() > 4 * MAX_JSON_DEPTH and _too_deep(data, 1):
+        raise InvalidArgument(field, DEPTH_PROBLEM)
+    return data
 
 
 def bounded_struct(value: struct_pb2.Struct, field: str) -> JSON:
@@ -411,6 +445,48 @@ def filter_from_proto(req: pb.ListTasksRequest) -> tuple[TaskFilter, int]:
         raise InvalidArgument("page_token", "malformed")
     flt = TaskFilter(statuses=states, type=req.type or None, scheduled_from=start, scheduled_to=end)
     return flt, req.page_size or DEFAULT_PAGE_SIZE
+
+
+# -- page tokens ---------------------------------------------------------------------
+# A page token is bound to the tenant and filter it was issued for: the store's keyset
+# position, prefixed with a digest of both. Reused with another filter it answers
+# INVALID_ARGUMENT instead of a silently wrong (often empty) page.
+
+_PAGE_TOKEN_PREFIX = "p1."
+
+
+def _filter_digest(tenant_id: uuid.UUID, flt: TaskFilter) -> str:
+    parts = [
+        str(tenant_id),
+        ",".join(sorted(s.value for s in flt.statuses)),
+        flt.type or "",
+        flt.scheduled_from.isoformat() if flt.scheduled_from else "",
+        flt.scheduled_to.isoformat() if flt.scheduled_to else "",
+    ]
+    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=9).digest()
+    return base64.urlsafe_b64encode(digest).decode()
+
+
+def page_token_out(tenant_id: uuid.UUID, flt: TaskFilter, store_token: str) -> str:
+    """The token a client gets for the store's next-page position ('' at the end)."""
+    if not store_token:
+        return ""
+    return f"{_PAGE_TOKEN_PREFIX}{_filter_digest(tenant_id, flt)}.{store_token}"
+
+
+def page_token_in(tenant_id: uuid.UUID, flt: TaskFilter, token: str) -> str:
+    """The store's position inside a client's token ('' for the first page);
+    InvalidArgument when it is not a token of this server or was issued for another
+    filter."""
+    if not token:
+        return ""
+    prefix, dot, rest = token.partition(".")
+    digest, dot2, store_token = rest.partition(".")
+    if f"{prefix}{dot}" != _PAGE_TOKEN_PREFIX or not dot2 or not store_token:
+        raise InvalidArgument("page_token", "is not a token this server issued")
+    if digest != _filter_digest(tenant_id, flt):
+        raise InvalidArgument("page_token", "was issued for a different filter")
+    return store_token
 
 
 # -- tenants -------------------------------------------------------------------------

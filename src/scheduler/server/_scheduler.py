@@ -143,10 +143,11 @@ class SchedulerService(OrchestrationRpcs, pbg.SchedulerServiceServicer):
         """One page of the caller's tasks."""
         tenant = await tenant_of(self._gate, context, Scope.READ)
         flt, page_size = conv.filter_from_proto(request)
-        page = await self._engine.list_tasks(tenant, flt, page_size, request.page_token)
+        position = conv.page_token_in(tenant, flt, request.page_token)
+        page = await self._engine.list_tasks(tenant, flt, page_size, position)
         return pb.ListTasksResponse(
             tasks=[conv.task_to_proto(t) for t in page.tasks],
-            next_page_token=page.next_page_token,
+            next_page_token=conv.page_token_out(tenant, flt, page.next_page_token),
         )
 
     @unary

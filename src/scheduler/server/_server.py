@@ -8,16 +8,17 @@ import socket
 from pathlib import Path
 
 import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.engine import Engine
 from scheduler.server._admin import AdminService
 from scheduler.server._auth import Gatekeeper
 from scheduler.server._config import ServerConfig
+from scheduler.server._decode import add_service
 from scheduler.server._scheduler import SchedulerService
 from scheduler.server._worker import WorkerService
 
@@ -26,6 +27,52 @@ SERVICE_NAMES: tuple[str, ...] = tuple(
     for name in ("SchedulerService", "WorkerService", "AdminService")
 )
 """Fully qualified names of the Tickwheel services (``tickwheel.v1.SchedulerService``...)."""
+
+REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
+"""The stable name of server reflection; grpcio-reflection serves only v1alpha, whose
+messages are the same on the wire, so one servicer answers both names."""
+
+
+def _register_reflection_v1() -> None:
+    """Put ``grpc/reflection/v1/reflection.proto`` in the default pool (a copy of the
+    v1alpha file under the v1 package), so reflection can describe itself under v1."""
+    pool = descriptor_pool.Default()
+    try:
+        pool.FindServiceByName(REFLECTION_V1)
+        return
+    except KeyError:
+        pass
+    fdp = descriptor_pb2.FileDescriptorProto()
+    reflection_pb2.DESCRIPTOR.CopyToProto(fdp)
+    old, new = ".grpc.reflection.v1alpha.", ".grpc.reflection.v1."
+    fdp.name = "grpc/reflection/v1/reflection.proto"
+    fdp.package = "grpc.reflection.v1"
+    for msg in fdp.message_type:
+        for field in msg.field:
+            if field.type_name.startswith(old):
+                field.type_name = new + field.type_name[len(old) :]
+    for service in fdp.service:
+        for method in service.method:
+            method.input_type = new + method.input_type[len(old) :]
+            method.output_type = new + method.output_type[len(old) :]
+    pool.Add(fdp)
+
+
+def _enable_reflection(server: grpc.aio.Server, names: tuple[str, ...]) -> None:
+    """Server reflection under ``grpc.reflection.v1`` and ``v1alpha``."""
+    _register_reflection_v1()
+    servicer = reflection.aio.ReflectionServicer(  # type: ignore[attr-defined]
+        (*names, reflection.SERVICE_NAME, REFLECTION_V1)
+    )
+    handler = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    for name in (reflection.SERVICE_NAME, REFLECTION_V1):
+        handlers = {"ServerReflectionInfo": handler}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+        server.add_registered_method_handlers(name, handlers)  # type: ignore[attr-defined]
 
 
 def server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
@@ -98,20 +145,14 @@ def _assemble(engine: Engine, config: ServerConfig) -> tuple[grpc.aio.Server, in
     ]
     server = grpc.aio.server(options=options)
     gate = Gatekeeper(engine, config)  # one per server: the limits count its calls
-    pbg.add_SchedulerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        SchedulerService(engine, config, gate), server
-    )
-    pbg.add_WorkerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        WorkerService(engine, config, gate), server
-    )
-    pbg.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        AdminService(engine, config, gate), server
-    )
+    # Each service decodes its own requests: undecodable bytes answer INVALID_ARGUMENT.
+    services = pb.DESCRIPTOR.services_by_name
+    add_service(server, SchedulerService(engine, config, gate), services["SchedulerService"], pb)
+    add_service(server, WorkerService(engine, config, gate), services["WorkerService"], pb)
+    add_service(server, AdminService(engine, config, gate), services["AdminService"], pb)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
+    _enable_reflection(server, (*SERVICE_NAMES, health.SERVICE_NAME))
     creds = server_credentials(config)
     try:
         if creds is None:

@@ -1,10 +1,17 @@
 """The one table from Tickwheel errors to gRPC status codes.
 
 Every RPC handler funnels its exceptions through :func:`status_of`; nothing else in the
-transport decides a status code. Besides the code, the error's class name and
-constructor fields travel in trailing metadata so the Python client can raise the very
-same :class:`~scheduler._errors.TickwheelError` subclass (other languages read the code
-and message only).
+transport decides a status code. Besides the code and message, every error carries the
+standard ``google.rpc.Status`` in the ``grpc-status-details-bin`` trailer, which any
+gRPC library reads (``scheduler.wire`` builds and parses it, for the server and the
+Python client alike):
+
+- ``google.rpc.ErrorInfo``: ``reason`` is the Tickwheel error type in UPPER_SNAKE_CASE
+  (``INVALID_ARGUMENT``, ``STALE_FENCING_TOKEN``, ...), ``domain`` ``tickwheel.dev``,
+  ``metadata`` the error's fields as strings (``field``, ``task_id``, ``token``, ...);
+- ``google.rpc.BadRequest`` with one field violation (the field path and the problem)
+  for an invalid argument;
+- ``google.rpc.QuotaFailure`` naming the limit for RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
@@ -12,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn, TypeVar
@@ -32,7 +38,7 @@ from scheduler._errors import (
     Unauthenticated,
     Unavailable,
 )
-from scheduler.wire import ERROR_FIELDS_KEY, ERROR_TYPE_KEY
+from scheduler.wire import STATUS_DETAILS_KEY, status_details
 
 STATUS_CODES: Mapping[type[TickwheelError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -55,7 +61,7 @@ class RpcStatus:
 
     code: grpc.StatusCode
     details: str
-    trailing_metadata: tuple[tuple[str, str], ...] = ()
+    trailing_metadata: tuple[tuple[str, str | bytes], ...] = ()
 
 
 def code_of(exc: BaseException) -> grpc.StatusCode:
@@ -90,11 +96,8 @@ def status_of(exc: BaseException) -> RpcStatus:
     code = code_of(exc)
     if not isinstance(exc, TickwheelError) or code is grpc.StatusCode.INTERNAL:
         return RpcStatus(grpc.StatusCode.INTERNAL, "internal error")
-    trailers = (
-        (ERROR_TYPE_KEY, type(exc).__name__),
-        (ERROR_FIELDS_KEY, json.dumps(error_fields(exc), separators=(",", ":"))),
-    )
-    return RpcStatus(code, exc.message, trailers)
+    details = status_details(code.value[0], exc.message, type(exc).__name__, error_fields(exc))
+    return RpcStatus(code, exc.message, ((STATUS_DETAILS_KEY, details),))
 
 
 _log = logging.getLogger("tickwheel.server")

@@ -44,3 +44,33 @@ async def test_reflection_lists_services(stack: Stack) -> None:
         )
         async for resp in call:
             assert resp.file_descriptor_response.file_descriptor_proto
+
+
+async def test_reflection_answers_v1_as_well_as_v1alpha(stack: Stack) -> None:
+    """Tools that ask ``grpc.reflection.v1`` first (grpcurl, Postman) get an answer:
+    the v1 messages are v1alpha's on the wire."""
+    async with grpc.aio.insecure_channel(stack.target) as channel:
+        call = channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )(
+            iter(
+                [
+                    reflection_pb2.ServerReflectionRequest(list_services=""),
+                    reflection_pb2.ServerReflectionRequest(
+                        file_containing_symbol="grpc.reflection.v1.ServerReflection"
+                    ),
+                    reflection_pb2.ServerReflectionRequest(
+                        file_containing_symbol="tickwheel.v1.WorkerService"
+                    ),
+                ]
+            ),
+            timeout=10,
+        )
+        responses = [r async for r in call]
+    names = {s.name for s in responses[0].list_services_response.service}
+    assert {"tickwheel.v1.SchedulerService", "grpc.reflection.v1.ServerReflection"} <= names
+    assert "grpc.reflection.v1alpha.ServerReflection" in names
+    assert responses[1].file_descriptor_response.file_descriptor_proto
+    assert responses[2].file_descriptor_response.file_descriptor_proto

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import pytest
 
@@ -109,3 +111,46 @@ def test_client_fallback_is_rpc_error_with_status() -> None:
     assert isinstance(err, TickwheelError)
     assert err.status is grpc.StatusCode.DEADLINE_EXCEEDED
     assert err.retryable
+
+
+def _standard_status(exc: TickwheelError) -> Any:
+    from google.rpc import status_pb2
+
+    (key, value), *rest = status_of(exc).trailing_metadata
+    assert key == "grpc-status-details-bin"
+    assert not rest
+    assert isinstance(value, bytes)
+    return status_pb2.Status.FromString(value)
+
+
+def test_errors_carry_standard_error_info() -> None:
+    from google.rpc import error_details_pb2
+
+    status = _standard_status(StaleFencingToken("t1", 7, "token 8 is current"))
+    assert status.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    assert status.message == "task t1: stale fencing token 7: token 8 is current"
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    assert info.reason == "STALE_FENCING_TOKEN"
+    assert info.domain == "tickwheel.dev"
+    assert dict(info.metadata) == {"task_id": "t1", "token": "7", "reason": "token 8 is current"}
+
+
+def test_invalid_argument_carries_bad_request_with_the_field() -> None:
+    from google.rpc import error_details_pb2
+
+    status = _standard_status(InvalidArgument("tasks[3].payload", "too big"))
+    bad = error_details_pb2.BadRequest()
+    assert status.details[1].Unpack(bad)
+    assert [(v.field, v.description) for v in bad.field_violations] == [
+        ("tasks[3].payload", "too big")
+    ]
+
+
+def test_resource_exhausted_carries_quota_failure_with_the_limit() -> None:
+    from google.rpc import error_details_pb2
+
+    status = _standard_status(ResourceExhausted("tasks", "at most 10000 tasks per call"))
+    quota = error_details_pb2.QuotaFailure()
+    assert status.details[1].Unpack(quota)
+    assert quota.violations[0].subject == "tasks"
