@@ -31,7 +31,7 @@ from scheduler.client._types import (
 )
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, TaskOrder, Transition, UpstreamPolicy
 
 __all__ = [
     "AdminClient",
@@ -53,11 +53,13 @@ __all__ = [
     "StoreError",
     "TLSConfig",
     "Task",
+    "TaskOrder",
     "TaskPage",
     "TaskSpec",
     "TaskState",
     "TenantInfo",
     "TickwheelError",
+    "Transition",
     "Unauthenticated",
     "Unavailable",
     "UpstreamPolicy",

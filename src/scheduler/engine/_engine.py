@@ -75,6 +75,7 @@ from scheduler.types import (
     TaskKey,
     TaskRecord,
     Tenant,
+    Transition,
 )
 
 log = logging.getLogger("tickwheel.engine")
@@ -347,6 +348,11 @@ class Engine:
     async def get_task(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> TaskRecord:
         """One task of ``tenant_id`` (NotFound for any other tenant's)."""
         return await self.store.get_task(tenant_id, task_id)
+
+    async def task_history(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> list[Transition]:
+        """Every state change of one of ``tenant_id``'s tasks (NotFound for another's)."""
+        await self.store.get_task(tenant_id, task_id)
+        return await self.store.transitions_of(task_id)
 
     async def list_tasks(
         self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str

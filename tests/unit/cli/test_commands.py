@@ -16,6 +16,7 @@ def test_every_command_is_registered() -> None:
         "dev",
         "expectations",
         "get",
+        "history",
         "keys",
         "list",
         "migrate",

@@ -120,6 +120,11 @@ class SchedulerServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsResponse.FromString,
                 _registered_method=True)
+        self.GetTaskHistory = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/GetTaskHistory',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -246,6 +251,14 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTaskHistory(self, request, context):
+        """Every state change of one task, oldest first, from the append-only audit
+        (task_transitions): NOT_FOUND for another tenant's task.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -328,6 +341,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.ListExpectations,
                     request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsResponse.SerializeToString,
+            ),
+            'GetTaskHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTaskHistory,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -767,6 +785,33 @@ class SchedulerService:
             '/tickwheel.v1.SchedulerService/ListExpectations',
             tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsRequest.SerializeToString,
             tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTaskHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/GetTaskHistory',
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
