@@ -81,7 +81,7 @@ async def test_a_worker_logs_connect_failure_reconnect_and_drain(
             "--grace-s",
             "2",
         ],
-        ready_log=r"INFO tickwheel.worker: worker w1 connected to ",
+        ready_log=r"INFO tickwheel.worker: worker w1 connected \(session ",
     )
     worker.env["TW_FAIL_FLAG"] = str(flag)
     cluster.group.procs.append(worker)
@@ -102,7 +102,7 @@ async def test_a_worker_logs_connect_failure_reconnect_and_drain(
     await asyncio.to_thread(cluster.server.stop)
     await asyncio.to_thread(cluster.server.start_again)
     await eventually(
-        lambda: asyncio.to_thread(worker.log_has, r"INFO .*worker w1 reconnected to"),
+        lambda: asyncio.to_thread(worker.log_has, r"INFO .*worker w1 reconnected \(session "),
         timeout_s=60,
     )
     assert worker.log_has(r"INFO tickwheel.worker: worker w1: reconnecting to ")

@@ -277,12 +277,12 @@ class Stream:
             if self._heartbeat_override is None and welcome.heartbeat_interval_s > 0:
                 self.heartbeat_s = welcome.heartbeat_interval_s
             _log.info(
-                "worker %s %s to %s (session %s, %d slots)",
+                "worker %s %s (session %s, %d slots, server %s)",
                 self.worker_id,
                 "reconnected" if self._reconnecting else "connected",
-                self._target,
                 welcome.session_id,
                 announced,
+                self._target,
             )
             name = f"tickwheel-worker-{self.worker_id}"
             writer = asyncio.create_task(self._write_loop(call, conn), name=f"{name}-write")
