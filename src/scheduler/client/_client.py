@@ -521,6 +521,44 @@ class Client(_Base):
             for t in resp.transitions
         ]
 
+    async def list_workflows(self, *, limit: int = 100) -> builtins.list[WorkflowInfo]:
+        """The tenant's workflows, newest first; headers only (``nodes`` is empty: use
+        :meth:`get_workflow` for one workflow's tasks)."""
+        resp = await self._call(
+            self._sched.ListWorkflows(
+                pb.ListWorkflowsRequest(limit=limit),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return [conv.workflow_from_proto(w, (), ()) for w in resp.workflows]
+
+    async def cancel_workflow(self, workflow_id: uuid.UUID | str) -> tuple[WorkflowInfo, int]:
+        """Cancel every unfinished node; the workflow after it and how many nodes this
+        call cancelled (running ones finish CANCELLED when their worker stops)."""
+        resp = await self._call(
+            self._sched.CancelWorkflow(
+                pb.CancelWorkflowRequest(workflow_id=str(workflow_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        wf = resp.workflow
+        info = conv.workflow_from_proto(
+            wf.workflow, wf.nodes, ((e.parent, e.child) for e in wf.edges)
+        )
+        return info, resp.cancelled
+
+    async def delete_expectation(self, job_id: str) -> None:
+        """Delete the tenant's expectation for ``job_id`` (NotFound when none)."""
+        await self._call(
+            self._sched.DeleteExpectation(
+                pb.DeleteExpectationRequest(job_id=job_id),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+
     @staticmethod
     def _ref(task_id: uuid.UUID | str, token: int, scheduled_at: datetime | None) -> pb.TaskRef:
         ref = pb.TaskRef(task_id=str(task_id), fencing_token=token)

@@ -202,3 +202,44 @@ async def test_the_client_orders_pages(stack: Stack) -> None:
     finally:
         await client.close()
     assert got == ids[::-1]
+
+
+async def test_workflows_list_and_cancel_and_expectations_delete(
+    any_stack: Stack, tmp_path: Path
+) -> None:
+    auth = _auth(any_stack)
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    doc = {
+        "name": "etl",
+        "nodes": [
+            {"id": "a", "type": "t", "scheduled_at": later},
+            {"id": "b", "type": "t", "depends_on": ["a"]},
+        ],
+    }
+    path = tmp_path / "wf.json"
+    path.write_text(json.dumps(doc))
+    first = json.loads((await _ok("workflows", "submit", str(path), *auth, "--json")).stdout)
+    second = json.loads((await _ok("workflows", "submit", str(path), *auth, "--json")).stdout)
+    listed = json.loads((await _ok("workflows", "list", *auth, "--json")).stdout)
+    assert [w["id"] for w in listed] == [second["id"], first["id"]]  # newest first
+    assert listed[0]["node_count"] == 2
+    human = (await _ok("workflows", "list", *auth)).stdout.splitlines()
+    assert human[0].split()[:3] == ["id", "name", "nodes"]
+    assert human[1].split()[0] == second["id"]
+    out = json.loads((await _ok("workflows", "cancel", first["id"], *auth, "--json")).stdout)
+    assert out["cancelled"] == 2
+    states = {n: t["state"] for n, t in out["workflow"]["nodes"].items()}
+    assert states == {"a": "CANCELLED", "b": "CANCELLED"}
+    again = json.loads((await _ok("workflows", "cancel", first["id"], *auth, "--json")).stdout)
+    assert again["cancelled"] == 0  # nothing left to cancel
+    missing = await _invoke("workflows", "cancel", str(uuid.uuid4()), *auth)
+    assert missing.exit_code == 1
+    assert "not found" in missing.stderr
+
+    await _ok("expectations", "register", "nightly", "--interval-s", "3600", *auth)
+    await _ok("expectations", "delete", "nightly", *auth)
+    assert json.loads((await _ok("expectations", "list", *auth, "--json")).stdout) == []
+    gone = await _invoke("expectations", "delete", "nightly", *auth)
+    assert gone.exit_code == 1
+    (line,) = gone.stderr.splitlines()
+    assert line == "Error: expectation nightly not found"

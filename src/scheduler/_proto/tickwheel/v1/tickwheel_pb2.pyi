@@ -873,3 +873,39 @@ class GetTaskHistoryResponse(_message.Message):
     TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
     transitions: _containers.RepeatedCompositeFieldContainer[TaskTransition]
     def __init__(self, transitions: _Optional[_Iterable[_Union[TaskTransition, _Mapping]]] = ...) -> None: ...
+
+class ListWorkflowsRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class ListWorkflowsResponse(_message.Message):
+    __slots__ = ("workflows",)
+    WORKFLOWS_FIELD_NUMBER: _ClassVar[int]
+    workflows: _containers.RepeatedCompositeFieldContainer[Workflow]
+    def __init__(self, workflows: _Optional[_Iterable[_Union[Workflow, _Mapping]]] = ...) -> None: ...
+
+class CancelWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id",)
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    def __init__(self, workflow_id: _Optional[str] = ...) -> None: ...
+
+class CancelWorkflowResponse(_message.Message):
+    __slots__ = ("workflow", "cancelled")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    workflow: GetWorkflowResponse
+    cancelled: int
+    def __init__(self, workflow: _Optional[_Union[GetWorkflowResponse, _Mapping]] = ..., cancelled: _Optional[int] = ...) -> None: ...
+
+class DeleteExpectationRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class DeleteExpectationResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
