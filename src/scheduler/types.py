@@ -321,14 +321,35 @@ class CancelResult:
     its lease lapses)."""
 
 
+class TaskOrder(enum.Enum):
+    """The order of :meth:`Store.list_tasks`: by requested time (``scheduled_at``) or by
+    creation (the UUIDv7 id), each either way; a page token continues its own order."""
+
+    SCHEDULED_ASC = "scheduled_asc"
+    SCHEDULED_DESC = "scheduled_desc"
+    CREATED_ASC = "created_asc"
+    CREATED_DESC = "created_desc"
+
+    @property
+    def descending(self) -> bool:
+        """Whether the keyset runs downwards (the first page starts at the top)."""
+        return self in (TaskOrder.SCHEDULED_DESC, TaskOrder.CREATED_DESC)
+
+    @property
+    def query(self) -> str:
+        """The name of the store's query for this order."""
+        return "list_tasks" if self is TaskOrder.SCHEDULED_ASC else f"list_tasks_{self.value}"
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TaskFilter:
-    """Filters for :meth:`Store.list_tasks`; all optional, AND-ed."""
+    """Filters for :meth:`Store.list_tasks`; all optional, AND-ed; and the order."""
 
     statuses: Sequence[TaskState] = ()
     type: str | None = None
     scheduled_from: datetime | None = None
     scheduled_to: datetime | None = None
+    order: TaskOrder = TaskOrder.SCHEDULED_ASC
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -349,6 +370,8 @@ class Transition:
     actor: str
     """The worker id for worker writes, else the store's configured actor."""
     at: datetime
+    epoch: int | None = None
+    """The shard claim's epoch the write was made under (PostgreSQL); None if unrecorded."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -93,7 +93,7 @@ async def test_a_second_serve_on_a_busy_port_fails_in_one_line_and_claims_nothin
     assert result.returncode != 0, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines == [f"error: cannot listen on {listen}: address already in use"], result.stderr
+    assert lines == [f"Error: cannot listen on {listen}: address already in use"], result.stderr
     assert await _epochs(cluster.dsn) == before
     await _completes(cluster)
 

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import math
+import os
 import secrets
 import time
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,7 +24,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from scheduler._errors import AlreadyExists
+from scheduler._errors import AlreadyExists, TickwheelError
 from scheduler.cli._output import console
 from scheduler.cli._runner import wait_for_signal
 from scheduler.client import Client, JitterMode, TaskSpec
@@ -39,6 +43,73 @@ DEMO_WORKERS = 4
 DEMO_SLOTS_PER_WORKER = 2_500
 
 
+DEV_TENANT = "dev"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConnectFacts:
+    """What a client needs to reach the dev server (``dev --json`` prints it)."""
+
+    target: str
+    api_key: str
+    admin_token: str
+    tenant_id: str
+    database: str
+
+
+def credentials_path(db: Path) -> Path:
+    """Where ``dev`` keeps its tenant, key and admin token between restarts: beside the
+    SQLite file (the store keeps only a hash of the key), readable by its owner only."""
+    return db.with_name(db.name + ".credentials.json")
+
+
+def write_private(path: Path, facts: ConnectFacts) -> None:
+    """``facts`` as JSON in ``path``, mode 0600 from the start (never world-readable)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(dataclasses.asdict(facts), f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.chmod(path, 0o600)
+
+
+def _read_saved(path: Path) -> dict[str, str]:
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in saved.items() if isinstance(v, str)} if isinstance(saved, dict) else {}
+
+
+async def _dev_identity(engine: Engine, saved: dict[str, str]) -> tuple[uuid.UUID, str]:
+    """The dev tenant and its key: the saved ones while the database still knows them,
+    else a tenant named "dev" (another name if one exists that we hold no key of)."""
+    secret = saved.get("api_key", "")
+    if secret:
+        with contextlib.suppress(TickwheelError):
+            return (await engine.authenticate(secret)).tenant_id, secret
+    tenant_id: uuid.UUID | None = None
+    with contextlib.suppress(TickwheelError, ValueError):
+        tenant_id = (await engine.get_tenant(uuid.UUID(saved.get("tenant_id", "")))).id
+    if tenant_id is None:
+        # The dev tenant gets quotas far above the defaults (1,000/s, 200 in flight) so
+        # the demo's stampede measures the scheduler, not the throttle.
+        big = 1_000_000
+        try:
+            tenant = await engine.create_tenant(
+                name=DEV_TENANT, rate_limit_rps=big, max_concurrent_workers=big
+            )
+        except AlreadyExists:
+            tenant = await engine.create_tenant(
+                name=f"{DEV_TENANT}-{secrets.token_hex(3)}",
+                rate_limit_rps=big,
+                max_concurrent_workers=big,
+            )
+        tenant_id = tenant.id
+    _, secret = await engine.create_api_key(tenant_id, "dev")
+    return tenant_id, secret
+
+
 async def run_dev(
     *,
     listen: str,
@@ -46,16 +117,24 @@ async def run_dev(
     demo: bool,
     demo_tasks: int,
     reuse_port: bool = False,
+    as_json: bool = False,
+    credentials_file: str | None = None,
+    timing: Mapping[str, object] | None = None,
     limits: Mapping[str, Any] | None = None,
 ) -> None:
-    """Start the embedded node; print how to connect; serve or run the demo."""
+    """Start the embedded node; print how to connect; serve or run the demo. The
+    tenant, key and admin token are kept beside the database and reused on restart."""
     path = await _prepare_db(Path(db), fresh=demo)
-    admin_token = secrets.token_urlsafe(24)
-    config = EngineConfig(jitter_window_s=DEMO_JITTER_WINDOW_S) if demo else EngineConfig()
+    saved_path = credentials_path(path)
+    saved = _read_saved(saved_path)
+    admin_token = saved.get("admin_token") or secrets.token_urlsafe(24)
+    extra: dict[str, Any] = dict(timing or {})
+    if demo:
+        extra["jitter_window_s"] = DEMO_JITTER_WINDOW_S
     node = Node(
         NodeConfig(
             store_url="sqlite:///" + str(path),
-            engine=config,
+            engine=EngineConfig(**extra),
             server=ServerConfig(
                 listen=listen, admin_token=admin_token, reuse_port=reuse_port, **(limits or {})
             ),
@@ -65,37 +144,38 @@ async def run_dev(
         await node.start()
         engine = node.engine
         target = f"127.0.0.1:{node.port}"
-        # The dev tenant gets quotas far above the seed's defaults (1,000/s, 200 in
-        # flight) so the demo's stampede measures the scheduler, not the throttle.
-        big = 1_000_000
-        try:
-            tenant = await engine.create_tenant(
-                name="dev", rate_limit_rps=big, max_concurrent_workers=big
-            )
-        except AlreadyExists:
-            tenant = await engine.create_tenant(
-                name=f"dev-{secrets.token_hex(3)}", rate_limit_rps=big, max_concurrent_workers=big
-            )
-        _, secret = await engine.create_api_key(tenant.id, "dev")
-        console.print(
-            Panel.fit(
-                f"[bold]Tickwheel dev server[/] on [cyan]{target}[/] (SQLite: {path})\n"
-                f"tenant      {tenant.id}\n"
-                f"API key     [green]{secret}[/]\n"
-                f"admin token {admin_token}\n\n"
-                f"export TICKWHEEL_TARGET={target} TICKWHEEL_API_KEY={secret}\n"
-                'tickwheel submit hello --payload \'{"name": "world"}\' --strict\n'
-                "tickwheel worker --type hello=mymodule:handler\n"
-                "tickwheel list",
-                title="connect",
-            )
-        )
+        tenant_id, secret = await _dev_identity(engine, saved)
+        facts = ConnectFacts(target, secret, admin_token, str(tenant_id), str(path))
+        write_private(saved_path, facts)
+        if credentials_file:
+            write_private(Path(credentials_file), facts)
+        if as_json:
+            print(json.dumps(dataclasses.asdict(facts), sort_keys=True), flush=True)
+        else:
+            _banner(facts)
         if demo:
             await run_demo(engine, target, secret, demo_tasks)
         else:
             await wait_for_signal()
     finally:
         await node.stop(1.0)
+
+
+def _banner(f: ConnectFacts) -> None:
+    console.print(
+        Panel.fit(
+            f"[bold]Tickwheel dev server[/] on [cyan]{f.target}[/] (SQLite: {f.database})\n"
+            f"tenant      {f.tenant_id}\n"
+            f"API key     [green]{f.api_key}[/]\n"
+            f"admin token {f.admin_token}\n"
+            f"(kept in {credentials_path(Path(f.database))} and reused on restart)\n\n"
+            f"export TICKWHEEL_TARGET={f.target} TICKWHEEL_API_KEY={f.api_key}\n"
+            'tickwheel submit hello --payload \'{"name": "world"}\' --in 5\n'
+            "tickwheel worker --type hello=mymodule:handler\n"
+            "tickwheel list",
+            title="connect",
+        )
+    )
 
 
 async def _prepare_db(path: Path, *, fresh: bool) -> Path:

@@ -18,6 +18,7 @@ Calls the client SDK through ``_runner.with_client``; registered by ``_main``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from datetime import UTC, datetime
@@ -211,6 +212,52 @@ def workflows_get(workflow_id: str, as_json: bool, **kw: Any) -> None:
     """Show a workflow and every node's state."""
     wf = run_coro(with_client(kw, lambda c: c.get_workflow(workflow_id)))
     print_json(wf) if as_json else print_workflow(wf)
+
+
+@workflows.command(name="list")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@client_options
+@api_key_option
+@json_option
+def workflows_list(limit: int, as_json: bool, **kw: Any) -> None:
+    """List the tenant's workflows, newest first."""
+    found = run_coro(with_client(kw, lambda c: c.list_workflows(limit=limit)))
+    if as_json:
+        headers = [_fields(w) for w in found]
+        print_json([{k: v for k, v in h.items() if k not in ("nodes", "edges")} for h in headers])
+        return
+    rows = [("id", "name", "nodes", "on_upstream_failure", "created_at")] + [
+        (
+            str(w.id),
+            w.name,
+            str(w.node_count),
+            w.on_upstream_failure.value,
+            w.created_at.isoformat(timespec="seconds"),
+        )
+        for w in found
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        click.echo("  ".join(v.ljust(n) for v, n in zip(r, widths, strict=True)).rstrip())
+
+
+@workflows.command(name="cancel")
+@click.argument("workflow_id")
+@client_options
+@api_key_option
+@json_option
+def workflows_cancel(workflow_id: str, as_json: bool, **kw: Any) -> None:
+    """Cancel every node of a workflow that has not finished (finished ones stay)."""
+    wf, stopped = run_coro(with_client(kw, lambda c: c.cancel_workflow(workflow_id)))
+    if as_json:
+        print_json({"cancelled": stopped, "workflow": _fields(wf)})
+        return
+    click.echo(f"cancelled {stopped} node(s)")
+    print_workflow(wf)
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
 # -- schedules -----------------------------------------------------------------------
@@ -428,3 +475,13 @@ def expectations_list(as_json: bool, **kw: Any) -> None:
     """List the tenant's expectations."""
     found = run_coro(with_client(kw, lambda c: c.list_expectations()))
     print_json(found) if as_json else print_expectations(found)
+
+
+@expectations.command(name="delete")
+@click.argument("job_id")
+@client_options
+@api_key_option
+def expectations_delete(job_id: str, **kw: Any) -> None:
+    """Delete the tenant's expectation for JOB_ID: the watchdog stops checking it."""
+    run_coro(with_client(kw, lambda c: c.delete_expectation(job_id)))
+    click.echo(f"deleted expectation {job_id}")

@@ -10,10 +10,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+import click
 from rich.console import Console
 from rich.table import Table
 
-from scheduler.client import ExpectationInfo, ScheduleInfo, Task, WorkflowInfo
+from scheduler.client import ExpectationInfo, ScheduleInfo, Task, Transition, WorkflowInfo
 
 console = Console()
 err_console = Console(stderr=True)
@@ -49,33 +50,96 @@ def print_json(obj: Any) -> None:
     print(as_json(obj))
 
 
-def print_task(task: Task) -> None:
-    """A task as a two-column table."""
+_TASK_FIELDS_SHOWN_FIRST = ("id", "type", "state", "due_at", "scheduled_at")
+
+
+def task_doc(task: Task, *, submitted: bool = False) -> dict[str, Any]:
+    """A task as JSON-ready fields. ``created`` (did this submit create it, or did its
+    idempotency key name an existing task?) belongs to a submit's answer only."""
+    doc = {f.name: getattr(task, f.name) for f in dataclasses.fields(task)}
+    if not submitted:
+        del doc["created"]
+    return doc
+
+
+def print_task_json(task: Task, *, submitted: bool = False) -> None:
+    """One task as one JSON document on stdout."""
+    print(json.dumps(_plain(task_doc(task, submitted=submitted)), sort_keys=True))
+
+
+def print_task(task: Task, *, submitted: bool = False) -> None:
+    """A task as a two-column table; ``due_at`` is the effective due time (after jitter
+    and retry backoff), ``scheduled_at`` the time asked for."""
+    doc = task_doc(task)
     table = Table(show_header=False, box=None)
-    for f in dataclasses.fields(task):
-        value = getattr(task, f.name)
+    names = [*_TASK_FIELDS_SHOWN_FIRST, *(n for n in doc if n not in _TASK_FIELDS_SHOWN_FIRST)]
+    for name in names:
+        value = doc[name]
         if value is None or value == "" or value == {}:
             continue
+        label = {"due_at": "due_at (effective)", "scheduled_at": "scheduled_at (asked)"}.get(
+            name, name
+        )
+        if name == "retry_count":
+            label, value = "retries", f"{task.retry_count} of {task.max_retries}"
+        elif name == "max_retries":
+            continue
         table.add_row(
-            f"[bold]{f.name}[/]",
+            f"[bold]{label}[/]",
             json.dumps(_plain(value)) if isinstance(value, dict) else str(_plain(value)),
         )
     console.print(table)
+    if submitted and not task.created:
+        console.print("(existing task: the idempotency key matched; nothing was submitted)")
 
 
-def print_tasks(tasks: Iterable[Task]) -> None:
-    """Tasks as a table, one row each."""
-    table = Table("id", "type", "state", "due_at", "attempts", "worker")
-    for t in tasks:
-        table.add_row(
-            str(t.id),
-            t.type,
-            t.state.value,
-            t.due_at.isoformat(),
-            str(t.retry_count),
-            t.worker_id or "",
-        )
+TASK_COLUMNS = ("id", "type", "state", "due_at", "retries", "worker")
+"""``due_at`` is the effective due time; ``retries`` is failed attempts of those allowed."""
+
+
+def _task_row(t: Task) -> tuple[str, ...]:
+    return (
+        str(t.id),
+        t.type,
+        t.state.value,
+        t.due_at.isoformat(timespec="seconds"),
+        f"{t.retry_count}/{t.max_retries}",
+        t.worker_id or "",
+    )
+
+
+def print_tasks(tasks: Iterable[Task], *, wide: bool = False) -> None:
+    """Tasks, one row each: a table on a terminal; with ``wide`` or when stdout is not
+    a terminal, plain aligned columns that never cut a value (ids stay whole)."""
+    rows = [_task_row(t) for t in tasks]
+    if wide or not console.is_terminal:
+        widths = [max(len(r[i]) for r in [TASK_COLUMNS, *rows]) for i in range(len(TASK_COLUMNS))]
+        for r in [TASK_COLUMNS, *rows]:
+            click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+        return
+    table = Table(*TASK_COLUMNS)
+    for r in rows:
+        table.add_row(*r)
     console.print(table)
+
+
+def print_history(transitions: Iterable[Transition]) -> None:
+    """A task's audit, oldest first, in plain aligned columns."""
+    head = ("at", "from", "to", "token", "epoch", "actor")
+    rows = [
+        (
+            t.at.isoformat(timespec="milliseconds"),
+            t.from_state.value,
+            t.to_state.value,
+            str(t.fencing_token),
+            "" if t.epoch is None else str(t.epoch),
+            t.actor,
+        )
+        for t in transitions
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for r in [head, *rows]:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
 
 def print_workflow(wf: WorkflowInfo) -> None:

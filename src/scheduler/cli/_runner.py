@@ -9,44 +9,90 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 from scheduler._errors import TickwheelError
-from scheduler.cli._output import err_console
 from scheduler.client import AdminClient, Client, TLSConfig
 
 T = TypeVar("T")
 
 
-def run_coro(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion; a Tickwheel error is printed and exits with code 1."""
-    try:
-        return asyncio.run(coro)
-    except TickwheelError as exc:
-        err_console.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
-        raise SystemExit(1) from None
+MIGRATE_HINT = "run `tickwheel migrate --postgres-dsn DSN` first"
+
+_CONFIG_FIELD = re.compile(r"\b[A-Z]\w*Config\.(\w+)")
 
 
-def run_node(coro: Coroutine[Any, Any, None]) -> None:
-    """Run a node (``serve``, ``dev``): a busy port or a database another node holds
-    is a one-line error and exit code 1, not a traceback."""
+def flag_words(message: str) -> str:
+    """A configuration error in the user's words: ``ServerConfig.admin_token`` (an
+    internal class) becomes ``--admin-token`` (the flag that sets it)."""
+    return _CONFIG_FIELD.sub(lambda m: "--" + m.group(1).replace("_", "-"), message)
+
+
+def _postgres_hint(exc: BaseException) -> str | None:
+    """PostgreSQL errors a user can fix, without importing asyncpg."""
+    if not type(exc).__module__.startswith("asyncpg"):
+        return None
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate == "42P01":  # undefined_table: the schema was never created
+        return f"the database has no Tickwheel schema ({exc}): {MIGRATE_HINT}"
+    return f"PostgreSQL: {exc}"
+
+
+def user_error(exc: BaseException) -> str | None:
+    """The one line a user sees for a known error, or None for a bug (a traceback)."""
     from scheduler.cluster import LeaseHeld
     from scheduler.server import ListenError
 
+    hint = _postgres_hint(exc)
+    if hint is None and exc.__cause__ is not None:
+        hint = _postgres_hint(exc.__cause__)
+    if hint is not None:
+        return hint
+    if isinstance(exc, ListenError):
+        return str(exc.args[-1])
+    if isinstance(exc, LeaseHeld):
+        return str(exc)
+    if isinstance(exc, TickwheelError):
+        if "does not exist" in str(exc) and "relation" in str(exc):
+            return f"{exc}: {MIGRATE_HINT}"
+        return str(exc)
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror or exc}{where}"
+    if isinstance(exc, ValueError):
+        return flag_words(str(exc))
+    return None
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print ``Error: message`` on stderr as one line and exit with ``code``."""
+    # click, not rich: the console would wrap the line at 80 columns.
+    click.echo(f"Error: {message}", err=True)
+    raise SystemExit(code)
+
+
+def run_coro(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion; a known error (see :func:`user_error`) is one line
+    on stderr and exit code 1, not a traceback."""
     try:
-        asyncio.run(coro)
-    except (ListenError, LeaseHeld) as exc:
-        # click, not rich: the console would wrap the line at 80 columns.
-        click.echo(f"error: {exc.args[-1] if isinstance(exc, OSError) else exc}", err=True)
-        raise SystemExit(1) from None
-    except TickwheelError as exc:
-        err_console.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
-        raise SystemExit(1) from None
+        return asyncio.run(coro)
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None:
+            raise
+        fail(message)
+
+
+def run_node(coro: Coroutine[Any, Any, None]) -> None:
+    """Run a node (``serve``, ``dev``): a busy port, a database another node holds or
+    one without its schema is a one-line error and exit code 1, not a traceback."""
+    run_coro(coro)
 
 
 def tune_gc() -> None:

@@ -11,14 +11,14 @@ import gc
 import os
 import re
 import socket
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 
 from scheduler.cli._limits import server_limit_options
 from scheduler.cli._options import DEFAULT_SQLITE, kafka_options, parse_kafka_pools
 from scheduler.cli._output import err_console
-from scheduler.cli._runner import run_coro, run_node, tune_gc, wait_for_signal
+from scheduler.cli._runner import flag_words, run_coro, run_node, tune_gc, wait_for_signal
 from scheduler.client import Pool
 
 
@@ -89,14 +89,122 @@ def _check_cluster_name(_ctx: click.Context, param: click.Parameter, value: str)
     return value
 
 
+def timing_options(fn: Any) -> Any:
+    """The lease and heartbeat durations of ``serve`` and ``dev`` (same flags and env vars)."""
+    options = [
+        click.option(
+            "--lookahead-s",
+            envvar="TICKWHEEL_LOOKAHEAD_S",
+            type=float,
+            default=3600.0,
+            show_default=True,
+        ),
+        click.option(
+            "--lease-ttl-s",
+            envvar="TICKWHEEL_LEASE_TTL_S",
+            type=float,
+            default=30.0,
+            show_default=True,
+        ),
+        click.option(
+            "--heartbeat-interval-s",
+            envvar="TICKWHEEL_HEARTBEAT_INTERVAL_S",
+            type=float,
+            help="Heartbeat interval suggested to workers (default: a third of the lease).",
+        ),
+        click.option(
+            "--preload-interval-s",
+            envvar="TICKWHEEL_PRELOAD_INTERVAL_S",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="How often the pre-loader and the lease reaper run.",
+        ),
+        click.option(
+            "--retry-base-s",
+            envvar="TICKWHEEL_RETRY_BASE_S",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="First retry backoff (doubles per attempt).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+class Timing(TypedDict):
+    """The EngineConfig fields that :func:`timing_options` set."""
+
+    lookahead_s: float
+    lease_ttl_s: float
+    heartbeat_interval_s: float
+    preload_interval_s: float
+    retry_base_s: float
+
+
+def engine_timing(
+    lookahead_s: float,
+    lease_ttl_s: float,
+    heartbeat_interval_s: float | None,
+    preload_interval_s: float,
+    retry_base_s: float,
+) -> Timing:
+    """The EngineConfig fields of :func:`timing_options`."""
+    return {
+        "lookahead_s": lookahead_s,
+        "lease_ttl_s": lease_ttl_s,
+        "heartbeat_interval_s": heartbeat_interval_s or lease_ttl_s / 3,
+        "preload_interval_s": preload_interval_s,
+        "retry_base_s": retry_base_s,
+    }
+
+
+def _check_admin_token(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    if value is not None and len(value) < MIN_ADMIN_TOKEN_CHARS:
+        raise click.BadParameter(
+            f"must be at least {MIN_ADMIN_TOKEN_CHARS} characters (got {len(value)}); make one "
+            "with: python -c 'import secrets; print(secrets.token_urlsafe(24))'",
+            param_hint="--admin-token",
+        )
+    return value
+
+
+def check_listen_flag(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """``--listen`` must be HOST:PORT (a bracketed IPv6 host is fine), port 0-65535."""
+    _host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(
+            f"{value!r}: expected HOST:PORT, e.g. 127.0.0.1:50051, 0.0.0.0:50051 or [::]:50051 "
+            "(port 0 picks a free one)",
+            param_hint="--listen",
+        )
+    return value
+
+
+MIN_ADMIN_TOKEN_CHARS = 16
+"""The rule of ``ServerConfig.admin_token``, said before the server is built."""
+
+
 @click.command()
-@click.option("--listen", envvar="TICKWHEEL_LISTEN", default="127.0.0.1:50051", show_default=True)
+@click.option(
+    "--listen",
+    envvar="TICKWHEEL_LISTEN",
+    default="127.0.0.1:50051",
+    show_default=True,
+    callback=check_listen_flag,
+    help="HOST:PORT to serve on; a port in use is an error.",
+)
 @click.option("--store", envvar="TICKWHEEL_STORE", help=f"Store URL (default {DEFAULT_SQLITE}).")
 @click.option(
     "--postgres-dsn", envvar="TICKWHEEL_POSTGRES_DSN", help="PostgreSQL DSN (production store)."
 )
 @click.option(
-    "--admin-token", envvar="TICKWHEEL_ADMIN_TOKEN", help="Enables AdminService with this token."
+    "--admin-token",
+    envvar="TICKWHEEL_ADMIN_TOKEN",
+    callback=_check_admin_token,
+    help=f"Enables AdminService with this token (at least {MIN_ADMIN_TOKEN_CHARS} characters).",
 )
 @click.option(
     "--tls-cert", envvar="TICKWHEEL_TLS_CERT", type=click.Path(exists=True, dir_okay=False)
@@ -108,34 +216,7 @@ def _check_cluster_name(_ctx: click.Context, param: click.Parameter, value: str)
     type=click.Path(exists=True, dir_okay=False),
     help="Require client certificates signed by this CA (mTLS).",
 )
-@click.option(
-    "--lookahead-s", envvar="TICKWHEEL_LOOKAHEAD_S", type=float, default=3600.0, show_default=True
-)
-@click.option(
-    "--lease-ttl-s", envvar="TICKWHEEL_LEASE_TTL_S", type=float, default=30.0, show_default=True
-)
-@click.option(
-    "--heartbeat-interval-s",
-    envvar="TICKWHEEL_HEARTBEAT_INTERVAL_S",
-    type=float,
-    help="Heartbeat interval suggested to workers (default: a third of the lease).",
-)
-@click.option(
-    "--preload-interval-s",
-    envvar="TICKWHEEL_PRELOAD_INTERVAL_S",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="How often the pre-loader and the lease reaper run.",
-)
-@click.option(
-    "--retry-base-s",
-    envvar="TICKWHEEL_RETRY_BASE_S",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="First retry backoff (doubles per attempt).",
-)
+@timing_options
 @click.option(
     "--canary-interval-s",
     envvar="TICKWHEEL_CANARY_INTERVAL_S",
@@ -201,11 +282,9 @@ def serve(
     url = _store_url(store, postgres_dsn)
     try:
         engine_config = EngineConfig(
-            lookahead_s=lookahead_s,
-            lease_ttl_s=lease_ttl_s,
-            heartbeat_interval_s=heartbeat_interval_s or lease_ttl_s / 3,
-            preload_interval_s=preload_interval_s,
-            retry_base_s=retry_base_s,
+            **engine_timing(
+                lookahead_s, lease_ttl_s, heartbeat_interval_s, preload_interval_s, retry_base_s
+            ),
             canary_interval_s=canary_interval_s,
             shard_count=shard_count,
         )
@@ -258,7 +337,7 @@ def serve(
             kafka=kafka_config,
         )
     except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise click.UsageError(flag_words(str(exc))) from None
     tune_gc()
     run_node(_serve(node_config))
 
@@ -283,23 +362,59 @@ async def _serve(node_config: Any) -> None:
 
 
 @click.command()
-@click.option("--listen", default="127.0.0.1:50051", show_default=True)
+@click.option(
+    "--listen",
+    default="127.0.0.1:50051",
+    show_default=True,
+    callback=check_listen_flag,
+    help="HOST:PORT to serve on; a port in use is an error.",
+)
 @click.option("--db", default=".tickwheel/dev.db", show_default=True, help="SQLite file.")
 @click.option(
     "--demo", is_flag=True, help="Run a demo worker and a 20,000-task workload, then exit."
 )
 @click.option("--demo-tasks", default=20_000, show_default=True, hidden=True)
 @click.option("--reuse-port", is_flag=True, help="Share the listening port with other processes.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the connect facts (target, api_key, admin_token, tenant_id, database) as "
+    "one JSON object on stdout instead of the banner.",
+)
+@click.option(
+    "--credentials-file",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also write the connect facts as JSON to this file (mode 0600).",
+)
+@timing_options
 @server_limit_options
 def dev(
-    listen: str, db: str, demo: bool, demo_tasks: int, reuse_port: bool, limits: dict[str, Any]
+    listen: str,
+    db: str,
+    demo: bool,
+    demo_tasks: int,
+    reuse_port: bool,
+    as_json: bool,
+    credentials_file: str | None,
+    lookahead_s: float,
+    lease_ttl_s: float,
+    heartbeat_interval_s: float | None,
+    preload_interval_s: float,
+    retry_base_s: float,
+    limits: dict[str, Any],
 ) -> None:
     """Run Tickwheel embedded (SQLite, no other service) on localhost.
 
-    The SQLite file is locked (DB.lock beside it): a second dev or serve on the same
-    file is refused."""
+    The tenant "dev", its API key and the admin token are kept in DB.credentials.json
+    beside the database (mode 0600) and reused when dev restarts on the same file. The
+    SQLite file is locked (DB.lock beside it): a second dev or serve on the same file is
+    refused."""
     from scheduler.cli._dev import run_dev
 
+    timing = engine_timing(
+        lookahead_s, lease_ttl_s, heartbeat_interval_s, preload_interval_s, retry_base_s
+    )
     tune_gc()
     run_node(
         run_dev(
@@ -308,6 +423,9 @@ def dev(
             demo=demo,
             demo_tasks=demo_tasks,
             reuse_port=reuse_port,
+            as_json=as_json,
+            credentials_file=credentials_file,
+            timing=dict(timing),
             limits=limits,
         )
     )

@@ -11,8 +11,20 @@ from scheduler.cli._runner import run_coro
 
 
 @click.command()
-@click.option("--postgres-dsn", envvar="TICKWHEEL_WATCHDOG_POSTGRES_DSN", help="Read replica ok.")
-@click.option("--sqlite", "sqlite_path", help="The embedded store's SQLite file instead.")
+@click.option(
+    "--postgres-dsn",
+    # The same variable as serve's; TICKWHEEL_WATCHDOG_POSTGRES_DSN, the old name, still
+    # works (deprecated) when the new one is not set.
+    envvar=["TICKWHEEL_POSTGRES_DSN", "TICKWHEEL_WATCHDOG_POSTGRES_DSN"],
+    help="The store's PostgreSQL (a read replica is fine). "
+    "TICKWHEEL_WATCHDOG_POSTGRES_DSN is a deprecated alias.",
+)
+@click.option(
+    "--sqlite",
+    "sqlite_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The embedded store's SQLite file instead.",
+)
 @click.option("--check-interval-s", type=float, default=60.0, show_default=True)
 @click.option("--webhook-url", envvar="TICKWHEEL_WATCHDOG_WEBHOOK_URL")
 @click.option("--webhook-retries", type=int, default=3, show_default=True)
@@ -34,6 +46,9 @@ def watchdog(
     """The dead man's switch: alert when an expected job has gone silent."""
     from scheduler.watchdog import Watchdog, WatchdogConfig
 
+    source = click.get_current_context().get_parameter_source("postgres_dsn")
+    if sqlite_path and source is click.core.ParameterSource.ENVIRONMENT:
+        postgres_dsn = None  # an explicit --sqlite wins over serve's exported DSN
     if bool(postgres_dsn) == bool(sqlite_path):
         raise click.UsageError("give exactly one of --postgres-dsn and --sqlite")
     url = postgres_dsn or f"sqlite:///{sqlite_path}"

@@ -7,6 +7,7 @@ The drain itself is ``_drain.run_until_drained``; calls the worker SDK; register
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -83,6 +84,11 @@ def worker(
     from scheduler.cli._drain import run_until_drained, summary
     from scheduler.worker import KafkaSource, Worker
 
+    # A worker's own lines (connected, reconnecting, draining: INFO; a failed attempt:
+    # WARNING with its traceback) show without -v; -v adds everyone's INFO lines.
+    worker_log = logging.getLogger("tickwheel.worker")
+    if worker_log.getEffectiveLevel() > logging.INFO:
+        worker_log.setLevel(logging.INFO)
     handlers = dict(_load_handler(t) for t in types)
     tls = tls_config(kw)
     source = None

@@ -33,7 +33,7 @@ from scheduler.client._types import (
 )
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, Scope, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, Scope, TaskOrder, Transition, UpstreamPolicy
 
 __all__ = [
     "AdminClient",
@@ -58,11 +58,13 @@ __all__ = [
     "StoreError",
     "TLSConfig",
     "Task",
+    "TaskOrder",
     "TaskPage",
     "TaskSpec",
     "TaskState",
     "TenantInfo",
     "TickwheelError",
+    "Transition",
     "Unauthenticated",
     "Unavailable",
     "UpstreamPolicy",

@@ -34,7 +34,7 @@ from scheduler.client._types import (
 from scheduler.jitter import JitterMode
 from scheduler.limits import MAX_SUBMIT_BATCH
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, Scope, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, Scope, TaskOrder, Transition, UpstreamPolicy
 
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
@@ -50,6 +50,14 @@ def _with_trace(metadata: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str],
     carrier: dict[str, str] = {}
     _W3C.inject(carrier)
     return metadata + tuple(carrier.items()) if carrier else metadata
+
+
+_ORDER_TO_PROTO = {
+    TaskOrder.SCHEDULED_ASC: pb.TASK_ORDER_SCHEDULED_ASC,
+    TaskOrder.SCHEDULED_DESC: pb.TASK_ORDER_SCHEDULED_DESC,
+    TaskOrder.CREATED_ASC: pb.TASK_ORDER_CREATED_ASC,
+    TaskOrder.CREATED_DESC: pb.TASK_ORDER_CREATED_DESC,
+}
 
 
 class _Base:
@@ -225,13 +233,16 @@ class Client(_Base):
         scheduled_to: datetime | None = None,
         page_size: int = 100,
         page_token: str = "",
+        order: TaskOrder = TaskOrder.SCHEDULED_ASC,
     ) -> TaskPage:
-        """One page of tasks, filtered; pass ``next_page_token`` back for the next."""
+        """One page of tasks, filtered, in ``order``; pass ``next_page_token`` back (with
+        the same order) for the next."""
         req = pb.ListTasksRequest(
             states=[conv.state_to_proto(s) for s in states],
             type=type or "",
             page_size=page_size,
             page_token=page_token,
+            order=_ORDER_TO_PROTO[order],
         )
         if scheduled_from is not None:
             req.scheduled_from.CopyFrom(conv.to_timestamp(scheduled_from))
@@ -250,8 +261,9 @@ class Client(_Base):
         scheduled_from: datetime | None = None,
         scheduled_to: datetime | None = None,
         page_size: int = 100,
+        order: TaskOrder = TaskOrder.SCHEDULED_ASC,
     ) -> AsyncIterator[Task]:
-        """Every matching task, fetching pages as the iteration goes."""
+        """Every matching task in ``order``, fetching pages as the iteration goes."""
         token = ""
         while True:
             page = await self.list_page(
@@ -261,6 +273,7 @@ class Client(_Base):
                 scheduled_to=scheduled_to,
                 page_size=page_size,
                 page_token=token,
+                order=order,
             )
             for task in page.tasks:
                 yield task
@@ -486,6 +499,67 @@ class Client(_Base):
             )
         )
         return [conv.expectation_from_proto(e) for e in resp.expectations]
+
+    # -- history, workflows list/cancel, expectations delete (issue 19) ----------------
+    async def history(self, task_id: uuid.UUID | str) -> builtins.list[Transition]:
+        """Every state change of one task, oldest first (NotFound for another tenant's).
+        ``epoch`` is None where the store does not record it (SQLite)."""
+        resp = await self._call(
+            self._sched.GetTaskHistory(
+                pb.GetTaskHistoryRequest(task_id=str(task_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return [
+            Transition(
+                from_state=conv.state_from_proto(t.from_state),
+                to_state=conv.state_from_proto(t.to_state),
+                fencing_token=t.fencing_token,
+                actor=t.actor,
+                at=conv.from_timestamp(t.at),
+                epoch=t.shard_epoch or None,
+            )
+            for t in resp.transitions
+        ]
+
+    async def list_workflows(self, *, limit: int = 100) -> builtins.list[WorkflowInfo]:
+        """The tenant's workflows, newest first; headers only (``nodes`` is empty: use
+        :meth:`get_workflow` for one workflow's tasks)."""
+        resp = await self._call(
+            self._sched.ListWorkflows(
+                pb.ListWorkflowsRequest(limit=limit),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        return [conv.workflow_from_proto(w, (), ()) for w in resp.workflows]
+
+    async def cancel_workflow(self, workflow_id: uuid.UUID | str) -> tuple[WorkflowInfo, int]:
+        """Cancel every unfinished node; the workflow after it and how many nodes this
+        call cancelled (running ones finish CANCELLED when their worker stops)."""
+        resp = await self._call(
+            self._sched.CancelWorkflow(
+                pb.CancelWorkflowRequest(workflow_id=str(workflow_id)),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        wf = resp.workflow
+        info = conv.workflow_from_proto(
+            wf.workflow, wf.nodes, ((e.parent, e.child) for e in wf.edges)
+        )
+        return info, resp.cancelled
+
+    async def delete_expectation(self, job_id: str) -> None:
+        """Delete the tenant's expectation for ``job_id`` (NotFound when none)."""
+        await self._call(
+            self._sched.DeleteExpectation(
+                pb.DeleteExpectationRequest(job_id=job_id),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
 
     @staticmethod
     def _ref(task_id: uuid.UUID | str, token: int, scheduled_at: datetime | None) -> pb.TaskRef:

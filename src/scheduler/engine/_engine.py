@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler._aio import Background
-from scheduler._errors import InvalidArgument, StaleFencingToken
+from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
 from scheduler.cluster import LocalMembership, ShardMembership
 from scheduler.engine._admission import Admission
 from scheduler.engine._canary import Canary
@@ -60,7 +60,7 @@ from scheduler.engine._workflows import Workflows
 from scheduler.index import TimeIndex
 from scheduler.limits import MAX_PAGE_SIZE, MAX_WORKER_ID_CHARS
 from scheduler.quota import LocalQuota, QuotaGate
-from scheduler.states import TaskState
+from scheduler.states import TERMINAL, TaskState
 from scheduler.store import Store
 from scheduler.types import (
     DEFAULT_SCOPES,
@@ -77,6 +77,9 @@ from scheduler.types import (
     TaskKey,
     TaskRecord,
     Tenant,
+    Transition,
+    Workflow,
+    WorkflowView,
 )
 
 log = logging.getLogger("tickwheel.engine")
@@ -350,6 +353,11 @@ class Engine:
         """One task of ``tenant_id`` (NotFound for any other tenant's)."""
         return await self.store.get_task(tenant_id, task_id)
 
+    async def task_history(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> list[Transition]:
+        """Every state change of one of ``tenant_id``'s tasks (NotFound for another's)."""
+        await self.store.get_task(tenant_id, task_id)
+        return await self.store.transitions_of(task_id)
+
     async def list_tasks(
         self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
     ) -> Page:
@@ -376,6 +384,39 @@ class Engine:
                 if held is not None:
                     session.notify_cancel(*held)
         return task
+
+    async def list_workflows(self, tenant_id: uuid.UUID, limit: int) -> list[Workflow]:
+        """``tenant_id``'s workflows, newest first."""
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidArgument("limit", f"must be 1..{MAX_PAGE_SIZE}")
+        return await self.store.list_workflows(tenant_id, limit)
+
+    async def cancel_workflow(
+        self, tenant_id: uuid.UUID, workflow_id: uuid.UUID
+    ) -> tuple[WorkflowView, int]:
+        """Cancel every unfinished node (as :meth:`cancel` does); the workflow after it
+        and how many nodes this call cancelled or asked to stop."""
+        before = await self.store.get_workflow(tenant_id, workflow_id)
+        open_ids = {
+            t.id for t in before.tasks if t.status not in TERMINAL and not t.cancel_requested
+        }
+        for task in before.tasks:
+            if task.id in open_ids:
+                # A node finished meanwhile, or cancelled by its parent's upstream policy.
+                with contextlib.suppress(InvalidTransition):
+                    await self.cancel(tenant_id, task.id)
+        after = await self.store.get_workflow(tenant_id, workflow_id)
+        stopped = sum(
+            1
+            for t in after.tasks
+            if t.id in open_ids and (t.status is TaskState.CANCELLED or t.cancel_requested)
+        )
+        return after, stopped
+
+    async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> None:
+        """Delete ``tenant_id``'s expectation for ``job_id`` (NotFound when none)."""
+        if not await self.store.delete_expectation(tenant_id, job_id):
+            raise NotFound("expectation", job_id)
 
     async def redrive(
         self, tenant_id: uuid.UUID, task_id: uuid.UUID, scheduled_at: datetime | None = None

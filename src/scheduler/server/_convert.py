@@ -56,6 +56,7 @@ from scheduler.types import (
     Release,
     TaskFilter,
     TaskKey,
+    TaskOrder,
     TaskRecord,
     Tenant,
 )
@@ -426,6 +427,15 @@ def release_from_proto(msg: pb.Release, field: str) -> Release:
     )
 
 
+_ORDER_FROM_PROTO = {
+    pb.TASK_ORDER_UNSPECIFIED: TaskOrder.SCHEDULED_ASC,
+    pb.TASK_ORDER_SCHEDULED_ASC: TaskOrder.SCHEDULED_ASC,
+    pb.TASK_ORDER_SCHEDULED_DESC: TaskOrder.SCHEDULED_DESC,
+    pb.TASK_ORDER_CREATED_ASC: TaskOrder.CREATED_ASC,
+    pb.TASK_ORDER_CREATED_DESC: TaskOrder.CREATED_DESC,
+}
+
+
 def filter_from_proto(req: pb.ListTasksRequest) -> tuple[TaskFilter, int]:
     """The filter and page size of a ListTasks request."""
     states = tuple(state_from_proto(s, f"states[{i}]") for i, s in enumerate(req.states))
@@ -443,7 +453,12 @@ def filter_from_proto(req: pb.ListTasksRequest) -> tuple[TaskFilter, int]:
         raise InvalidArgument("page_size", f"at most {MAX_PAGE_SIZE}")
     if len(req.page_token) > 1024:
         raise InvalidArgument("page_token", "malformed")
-    flt = TaskFilter(statuses=states, type=req.type or None, scheduled_from=start, scheduled_to=end)
+    order = _ORDER_FROM_PROTO.get(req.order)
+    if order is None:
+        raise InvalidArgument("order", f"unknown TaskOrder {req.order}")
+    flt = TaskFilter(
+        statuses=states, type=req.type or None, scheduled_from=start, scheduled_to=end, order=order
+    )
     return flt, req.page_size or DEFAULT_PAGE_SIZE
 
 

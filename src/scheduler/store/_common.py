@@ -12,12 +12,13 @@ from typing import Any
 
 from scheduler._errors import InvalidArgument
 from scheduler.store import _validate
-from scheduler.types import CompleteResult, Outcome, Preloaded, TaskKey, Tenant
+from scheduler.types import CompleteResult, Outcome, Preloaded, TaskFilter, TaskKey, Tenant
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FAR_PAST = datetime(1, 1, 2, tzinfo=UTC)
 FAR_FUTURE = datetime(9999, 12, 30, tzinfo=UTC)
 ZERO_UUID = uuid.UUID(int=0)
+MAX_UUID = uuid.UUID(int=(1 << 128) - 1)
 
 TENANT_FIELDS = ("name", "tier", "rate_limit_rps", "max_concurrent_workers", "home_region")
 
@@ -119,3 +120,14 @@ def complete_results(
         seen.add(key.id)
         out.append(CompleteResult(outcome, mine))
     return out
+
+
+def page_start(flt: TaskFilter, token: str) -> TaskKey:
+    """Where a page of ``list_tasks`` starts: the token's key, or the end its order
+    starts from (the earliest key ascending, the latest descending)."""
+    after = decode_page_token(token)
+    if after is not None:
+        return after
+    if flt.order.descending:
+        return TaskKey(MAX_UUID, FAR_FUTURE)
+    return TaskKey(ZERO_UUID, FAR_PAST)

@@ -406,10 +406,27 @@ class HandlerRunner:
             else:
                 value = await self._call(handler, ctx)
         except TimeoutError:
+            _log.warning(
+                "task %s (type %s, attempt %d, fencing token %d): attempt failed: the handler "
+                "exceeded its timeout of %s s",
+                ctx.task_id,
+                ctx.type,
+                ctx.attempt,
+                ctx.fencing_token,
+                ctx.timeout_s,
+            )
             return TimeoutError(f"handler exceeded its timeout of {ctx.timeout_s} s")
         except Exception as exc:
             if ctx.cancel_reason is None:
-                _log.info("task %s: handler raised %r", ctx.task_id, exc)
+                _log.warning(
+                    "task %s (type %s, attempt %d, fencing token %d): attempt failed: %r",
+                    ctx.task_id,
+                    ctx.type,
+                    ctx.attempt,
+                    ctx.fencing_token,
+                    exc,
+                    exc_info=exc,
+                )
             return exc
         try:
             return dict_to_struct(_as_result(value))

@@ -188,6 +188,7 @@ class Stream:
         self.request_timeout_s = request_timeout_s
         self._reconnect = reconnect
         self._listener: StreamListener | None = None
+        self._reconnecting = False
         self._channel: grpc.aio.Channel | None = None
         self._conn: Conn | None = None
         self.connected = asyncio.Event()
@@ -225,7 +226,12 @@ class Stream:
                 break
             if welcomed:
                 backoff.reset()
-            await wait_event(self.closing, backoff.next_delay_s())
+            delay = backoff.next_delay_s()
+            _log.info(
+                "worker %s: reconnecting to %s in %.1f s", self.worker_id, self._target, delay
+            )
+            self._reconnecting = True
+            await wait_event(self.closing, delay)
 
     async def close(self) -> None:
         """Close the channel (after :meth:`run` returned)."""
@@ -271,10 +277,12 @@ class Stream:
             if self._heartbeat_override is None and welcome.heartbeat_interval_s > 0:
                 self.heartbeat_s = welcome.heartbeat_interval_s
             _log.info(
-                "worker %s connected (session %s, %d slots)",
+                "worker %s %s (session %s, %d slots, server %s)",
                 self.worker_id,
+                "reconnected" if self._reconnecting else "connected",
                 welcome.session_id,
                 announced,
+                self._target,
             )
             name = f"tickwheel-worker-{self.worker_id}"
             writer = asyncio.create_task(self._write_loop(call, conn), name=f"{name}-write")

@@ -357,7 +357,7 @@ async def test_cli_schedules_and_expectations(stack: Stack) -> None:
     assert "every 30 s" in listed.output
     missing = await _invoke("schedules", "get", "no-such-schedule", *plain)
     assert missing.exit_code == 1
-    assert "NotFound" in missing.output
+    assert "Error: schedule no-such-schedule not found" in missing.output
     both = await _invoke(
         "schedules",
         "create",

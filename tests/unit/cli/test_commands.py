@@ -16,6 +16,7 @@ def test_every_command_is_registered() -> None:
         "dev",
         "expectations",
         "get",
+        "history",
         "keys",
         "list",
         "migrate",
@@ -30,11 +31,11 @@ def test_every_command_is_registered() -> None:
     ]
     groups = {n: c for n, c in main.commands.items() if isinstance(c, click.Group)}
     assert {n: sorted(g.commands) for n, g in groups.items()} == {
-        "expectations": ["list", "register"],
+        "expectations": ["delete", "list", "register"],
         "keys": ["create"],
         "schedules": ["create", "delete", "get", "list", "pause", "resume"],
         "tenants": ["create"],
-        "workflows": ["get", "submit"],
+        "workflows": ["cancel", "get", "list", "submit"],
     }
 
 

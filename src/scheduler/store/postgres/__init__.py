@@ -395,6 +395,10 @@ class PostgresStore:
         """The workflow, its tasks and edges."""
         return await self._workflows.get_workflow(tenant_id, workflow_id)
 
+    async def list_workflows(self, tenant_id: uuid.UUID, limit: int) -> list[Workflow]:
+        """The tenant's workflows, newest first."""
+        return await self._workflows.list_workflows(tenant_id, limit)
+
     # -- schedules, expectations, canaries -----------------------------------------------
     async def create_schedule(self, schedule: Schedule) -> Schedule:
         """Insert; AlreadyExists for a duplicate name."""
@@ -456,6 +460,10 @@ class PostgresStore:
     async def list_expectations(self, tenant_id: uuid.UUID | None) -> list[Expectation]:
         """Expectations of a tenant (None: all)."""
         return await self._schedules.list_expectations(tenant_id)
+
+    async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> bool:
+        """Delete the tenant's expectation for ``job_id``; whether there was one."""
+        return await self._schedules.delete_expectation(tenant_id, job_id)
 
     async def record_canary(
         self,

@@ -155,6 +155,12 @@ class Schedules:
             found = await conn.fetch(self._q["list_expectations"], tenant_id)
         return [rows.expectation(r) for r in found]
 
+    async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> bool:
+        """Delete the tenant's expectation for ``job_id``; whether there was one."""
+        async with self._db.conn(tenant_id) as conn:
+            status = await conn.execute(self._q["delete_expectation"], tenant_id, job_id)
+        return bool(status.endswith(" 1"))
+
     async def record_canary(
         self,
         canary_id: uuid.UUID,

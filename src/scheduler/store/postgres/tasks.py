@@ -150,22 +150,22 @@ class Tasks:
     async def list_tasks(
         self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
     ) -> Page:
-        """Keyset-paginated by (scheduled_at, id)."""
+        """Keyset-paginated by (scheduled_at, id) or by id, in ``flt.order``."""
         if not 1 <= page_size <= 1000:
             raise InvalidArgument("page_size", "must be between 1 and 1000")
-        after = _common.decode_page_token(page_token)
+        after = _common.page_start(flt, page_token)
         lo = _validate.aware("scheduled_from", flt.scheduled_from or _common.FAR_PAST)
         hi = _validate.aware("scheduled_to", flt.scheduled_to or _common.FAR_FUTURE)
         async with self._db.conn(tenant_id) as conn:
             found = await conn.fetch(
-                self._q["list_tasks"],
+                self._q[flt.order.query],
                 tenant_id,
                 [s.value for s in flt.statuses] or None,
                 flt.type,
                 lo,
                 hi,
-                after.scheduled_at if after else _common.FAR_PAST,
-                after.id if after else _common.ZERO_UUID,
+                after.scheduled_at,
+                after.id,
                 page_size + 1,
             )
         tasks = tuple(rows.task(r) for r in found[:page_size])
@@ -176,4 +176,4 @@ class Tasks:
         """The audit trail of a task."""
         async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["transitions_of"], task_id)
-        return [Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], r[4]) for r in found]
+        return [Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], r[4], r[5]) for r in found]

@@ -63,3 +63,9 @@ class Workflows:
             tuple(rows.task(t) for t in tasks),
             tuple((e[0], e[1]) for e in edges),
         )
+
+    async def list_workflows(self, tenant_id: uuid.UUID, limit: int) -> list[Workflow]:
+        """The tenant's workflows, newest first."""
+        async with self._db.conn(tenant_id) as conn:
+            found = await conn.fetch(self._q["list_workflows"], tenant_id, limit)
+        return [rows.workflow(r) for r in found]

@@ -80,6 +80,10 @@ class ScheduleStore(Protocol):
         """A tenant's expectations (None: all tenants)."""
         ...
 
+    async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> bool:
+        """Delete the tenant's expectation for ``job_id``; whether there was one."""
+        ...
+
     async def record_canary(
         self,
         canary_id: uuid.UUID,

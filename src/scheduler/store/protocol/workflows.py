@@ -31,3 +31,7 @@ class WorkflowStore(Protocol):
     ) -> WorkflowView:
         """The workflow with all its tasks and edges; NotFound for other tenants."""
         ...
+
+    async def list_workflows(self, tenant_id: uuid.UUID, limit: int) -> list[Workflow]:
+        """The tenant's workflows, newest first (at most ``limit``)."""
+        ...

@@ -183,6 +183,13 @@ class Schedules:
             lambda c: [rows.expectation(r) for r in c.execute(self._q["list_expectations"], (t, t))]
         )
 
+    async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> bool:
+        """Delete the tenant's expectation for ``job_id``; whether there was one."""
+        q = self._q
+        return await self._db.tx(
+            lambda c: c.execute(q["delete_expectation"], (str(tenant_id), job_id)).rowcount > 0
+        )
+
     async def record_canary(
         self,
         canary_id: uuid.UUID,

@@ -110,20 +110,19 @@ class Tasks:
     async def list_tasks(
         self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
     ) -> Page:
-        """Keyset-paginated by (scheduled_at, id)."""
+        """Keyset-paginated by (scheduled_at, id) or by id, in ``flt.order``."""
         if not 1 <= page_size <= 1000:
             raise InvalidArgument("page_size", "must be between 1 and 1000")
-        after = _common.decode_page_token(page_token)
+        after = _common.page_start(flt, page_token)
         lo = rows.us(_validate.aware("scheduled_from", flt.scheduled_from or _common.FAR_PAST))
         hi = rows.us(_validate.aware("scheduled_to", flt.scheduled_to or _common.FAR_FUTURE))
-        a_t = rows.us(after.scheduled_at) if after else rows.us(_common.FAR_PAST)
-        a_id = str(after.id) if after else str(_common.ZERO_UUID)
+        a_t, a_id = rows.us(after.scheduled_at), str(after.id)
         statuses = json.dumps([s.value for s in flt.statuses]) if flt.statuses else None
         args = (str(tenant_id), statuses, flt.type, lo, hi, a_t, a_id, page_size + 1)
         q = self._q
 
         def fn(c: sqlite3.Connection) -> list[sqlite3.Row]:
-            return c.execute(q["list_tasks"], args).fetchall()
+            return c.execute(q[flt.order.query], args).fetchall()
 
         found = await self._db.tx(fn)
         tasks = tuple(rows.task(r) for r in found[:page_size])

@@ -72,3 +72,13 @@ class Workflows:
             )
 
         return await self._db.tx(fn)
+
+    async def list_workflows(self, tenant_id: uuid.UUID, limit: int) -> list[Workflow]:
+        """The tenant's workflows, newest first."""
+        q = self._q
+        return await self._db.tx(
+            lambda c: [
+                rows.workflow(r)
+                for r in c.execute(q["list_workflows"], (str(tenant_id), limit)).fetchall()
+            ]
+        )

@@ -50,6 +50,14 @@ class OverlapPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OVERLAP_POLICY_SKIP: _ClassVar[OverlapPolicy]
     OVERLAP_POLICY_ALLOW: _ClassVar[OverlapPolicy]
     OVERLAP_POLICY_BUFFER_ONE: _ClassVar[OverlapPolicy]
+
+class TaskOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_ORDER_UNSPECIFIED: _ClassVar[TaskOrder]
+    TASK_ORDER_SCHEDULED_ASC: _ClassVar[TaskOrder]
+    TASK_ORDER_SCHEDULED_DESC: _ClassVar[TaskOrder]
+    TASK_ORDER_CREATED_ASC: _ClassVar[TaskOrder]
+    TASK_ORDER_CREATED_DESC: _ClassVar[TaskOrder]
 TASK_STATE_UNSPECIFIED: TaskState
 TASK_STATE_SCHEDULED: TaskState
 TASK_STATE_PRELOADED: TaskState
@@ -74,6 +82,11 @@ OVERLAP_POLICY_UNSPECIFIED: OverlapPolicy
 OVERLAP_POLICY_SKIP: OverlapPolicy
 OVERLAP_POLICY_ALLOW: OverlapPolicy
 OVERLAP_POLICY_BUFFER_ONE: OverlapPolicy
+TASK_ORDER_UNSPECIFIED: TaskOrder
+TASK_ORDER_SCHEDULED_ASC: TaskOrder
+TASK_ORDER_SCHEDULED_DESC: TaskOrder
+TASK_ORDER_CREATED_ASC: TaskOrder
+TASK_ORDER_CREATED_DESC: TaskOrder
 
 class TraceContext(_message.Message):
     __slots__ = ("traceparent", "tracestate")
@@ -208,20 +221,22 @@ class CancelTaskResponse(_message.Message):
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
-    __slots__ = ("states", "type", "scheduled_from", "scheduled_to", "page_size", "page_token")
+    __slots__ = ("states", "type", "scheduled_from", "scheduled_to", "page_size", "page_token", "order")
     STATES_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_FROM_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_TO_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[TaskState]
     type: str
     scheduled_from: _timestamp_pb2.Timestamp
     scheduled_to: _timestamp_pb2.Timestamp
     page_size: int
     page_token: str
-    def __init__(self, states: _Optional[_Iterable[_Union[TaskState, str]]] = ..., type: _Optional[str] = ..., scheduled_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    order: TaskOrder
+    def __init__(self, states: _Optional[_Iterable[_Union[TaskState, str]]] = ..., type: _Optional[str] = ..., scheduled_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order: _Optional[_Union[TaskOrder, str]] = ...) -> None: ...
 
 class ListTasksResponse(_message.Message):
     __slots__ = ("tasks", "next_page_token")
@@ -918,3 +933,67 @@ class ListTenantsResponse(_message.Message):
     tenants: _containers.RepeatedCompositeFieldContainer[Tenant]
     next_page_token: str
     def __init__(self, tenants: _Optional[_Iterable[_Union[Tenant, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetTaskHistoryRequest(_message.Message):
+    __slots__ = ("task_id",)
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    def __init__(self, task_id: _Optional[str] = ...) -> None: ...
+
+class TaskTransition(_message.Message):
+    __slots__ = ("at", "from_state", "to_state", "fencing_token", "shard_epoch", "actor")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    FROM_STATE_FIELD_NUMBER: _ClassVar[int]
+    TO_STATE_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SHARD_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    at: _timestamp_pb2.Timestamp
+    from_state: TaskState
+    to_state: TaskState
+    fencing_token: int
+    shard_epoch: int
+    actor: str
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., from_state: _Optional[_Union[TaskState, str]] = ..., to_state: _Optional[_Union[TaskState, str]] = ..., fencing_token: _Optional[int] = ..., shard_epoch: _Optional[int] = ..., actor: _Optional[str] = ...) -> None: ...
+
+class GetTaskHistoryResponse(_message.Message):
+    __slots__ = ("transitions",)
+    TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
+    transitions: _containers.RepeatedCompositeFieldContainer[TaskTransition]
+    def __init__(self, transitions: _Optional[_Iterable[_Union[TaskTransition, _Mapping]]] = ...) -> None: ...
+
+class ListWorkflowsRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class ListWorkflowsResponse(_message.Message):
+    __slots__ = ("workflows",)
+    WORKFLOWS_FIELD_NUMBER: _ClassVar[int]
+    workflows: _containers.RepeatedCompositeFieldContainer[Workflow]
+    def __init__(self, workflows: _Optional[_Iterable[_Union[Workflow, _Mapping]]] = ...) -> None: ...
+
+class CancelWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id",)
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    def __init__(self, workflow_id: _Optional[str] = ...) -> None: ...
+
+class CancelWorkflowResponse(_message.Message):
+    __slots__ = ("workflow", "cancelled")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    workflow: GetWorkflowResponse
+    cancelled: int
+    def __init__(self, workflow: _Optional[_Union[GetWorkflowResponse, _Mapping]] = ..., cancelled: _Optional[int] = ...) -> None: ...
+
+class DeleteExpectationRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class DeleteExpectationResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

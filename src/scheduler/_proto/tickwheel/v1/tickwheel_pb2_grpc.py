@@ -120,6 +120,26 @@ class SchedulerServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsResponse.FromString,
                 _registered_method=True)
+        self.GetTaskHistory = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/GetTaskHistory',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryResponse.FromString,
+                _registered_method=True)
+        self.ListWorkflows = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/ListWorkflows',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkflowsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkflowsResponse.FromString,
+                _registered_method=True)
+        self.CancelWorkflow = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/CancelWorkflow',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.CancelWorkflowRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.CancelWorkflowResponse.FromString,
+                _registered_method=True)
+        self.DeleteExpectation = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/DeleteExpectation',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -246,6 +266,37 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTaskHistory(self, request, context):
+        """Every state change of one task, oldest first, from the append-only audit
+        (task_transitions): NOT_FOUND for another tenant's task.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkflows(self, request, context):
+        """The tenant's workflows, newest first (headers only; GetWorkflow has the nodes).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelWorkflow(self, request, context):
+        """Cancel every node of a workflow that has not finished (each as CancelTask does: a
+        running one is marked cancel_requested and its worker told); finished nodes stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteExpectation(self, request, context):
+        """Delete the tenant's expectation for a job id: the watchdog stops checking it.
+        NOT_FOUND when the tenant has none for that job id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -328,6 +379,26 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.ListExpectations,
                     request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsResponse.SerializeToString,
+            ),
+            'GetTaskHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTaskHistory,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryResponse.SerializeToString,
+            ),
+            'ListWorkflows': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkflows,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkflowsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkflowsResponse.SerializeToString,
+            ),
+            'CancelWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelWorkflow,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.CancelWorkflowRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.CancelWorkflowResponse.SerializeToString,
+            ),
+            'DeleteExpectation': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteExpectation,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -767,6 +838,114 @@ class SchedulerService:
             '/tickwheel.v1.SchedulerService/ListExpectations',
             tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsRequest.SerializeToString,
             tickwheel_dot_v1_dot_tickwheel__pb2.ListExpectationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTaskHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/GetTaskHistory',
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetTaskHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkflows(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/ListWorkflows',
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkflowsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkflowsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/CancelWorkflow',
+            tickwheel_dot_v1_dot_tickwheel__pb2.CancelWorkflowRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.CancelWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteExpectation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/DeleteExpectation',
+            tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationResponse.FromString,
             options,
             channel_credentials,
             insecure,

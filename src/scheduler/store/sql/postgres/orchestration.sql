@@ -134,3 +134,10 @@ UPDATE canary_executions SET
     status = CASE WHEN $3::timestamptz IS NOT NULL THEN 'COMPLETED'
                   WHEN $2::timestamptz IS NOT NULL THEN 'DISPATCHED' ELSE status END
 WHERE id = $1
+
+-- History, workflows list/cancel, expectations delete (issue 19)
+-- name: list_workflows
+SELECT * FROM workflows WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2
+
+-- name: delete_expectation
+DELETE FROM job_expectations WHERE tenant_id = $1 AND job_id = $2

@@ -90,6 +90,37 @@ WHERE tenant_id = $1
 ORDER BY scheduled_at, id
 LIMIT $8
 
+-- name: list_tasks_scheduled_desc
+SELECT * FROM tasks
+WHERE tenant_id = $1
+  AND ($2::text[] IS NULL OR status = ANY($2::text[]))
+  AND ($3::text IS NULL OR type = $3)
+  AND scheduled_at >= $4 AND scheduled_at < $5
+  AND (scheduled_at, id) < ($6, $7)
+ORDER BY scheduled_at DESC, id DESC
+LIMIT $8
+
+-- name: list_tasks_created_asc
+-- $6 (the token's scheduled_at) is unused: ids alone order by creation (UUIDv7)
+SELECT * FROM tasks
+WHERE tenant_id = $1
+  AND ($2::text[] IS NULL OR status = ANY($2::text[]))
+  AND ($3::text IS NULL OR type = $3)
+  AND scheduled_at >= $4 AND scheduled_at < $5
+  AND $6::timestamptz IS NOT NULL AND id > $7
+ORDER BY id
+LIMIT $8
+
+-- name: list_tasks_created_desc
+SELECT * FROM tasks
+WHERE tenant_id = $1
+  AND ($2::text[] IS NULL OR status = ANY($2::text[]))
+  AND ($3::text IS NULL OR type = $3)
+  AND scheduled_at >= $4 AND scheduled_at < $5
+  AND $6::timestamptz IS NOT NULL AND id < $7
+ORDER BY id DESC
+LIMIT $8
+
 -- name: claim_preload
 -- $1 horizon, $2 shards (NULL = all), $3/$4 scheduled_at window, $5 limit, $6 now, $7 actor
 WITH c AS (
@@ -380,7 +411,7 @@ SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::
     $6::text[], $7::timestamptz[])
 
 -- name: transitions_of
-SELECT from_status, to_status, fencing_token, actor, at FROM task_transitions
+SELECT from_status, to_status, fencing_token, actor, at, epoch FROM task_transitions
 WHERE task_id = $1 ORDER BY at, ctid
 
 -- name: insert_dependencies

@@ -98,3 +98,10 @@ UPDATE canary_executions SET
     status = CASE WHEN ? IS NOT NULL THEN 'COMPLETED'
                   WHEN ? IS NOT NULL THEN 'DISPATCHED' ELSE status END
 WHERE id = ?
+
+-- History, workflows list/cancel, expectations delete (issue 19)
+-- name: list_workflows
+SELECT * FROM workflows WHERE tenant_id = ? ORDER BY created_at DESC, id DESC LIMIT ?
+
+-- name: delete_expectation
+DELETE FROM job_expectations WHERE tenant_id = ? AND job_id = ?

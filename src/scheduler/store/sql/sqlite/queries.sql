@@ -45,6 +45,27 @@ SELECT * FROM tasks WHERE tenant_id = ?1
   AND (scheduled_at > ?6 OR (scheduled_at = ?6 AND id > ?7))
 ORDER BY scheduled_at, id LIMIT ?8
 
+-- name: list_tasks_scheduled_desc
+SELECT * FROM tasks WHERE tenant_id = ?1
+  AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
+  AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND (scheduled_at < ?6 OR (scheduled_at = ?6 AND id < ?7))
+ORDER BY scheduled_at DESC, id DESC LIMIT ?8
+
+-- name: list_tasks_created_asc
+SELECT * FROM tasks WHERE tenant_id = ?1
+  AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
+  AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND ?6 IS NOT NULL AND id > ?7
+ORDER BY id LIMIT ?8
+
+-- name: list_tasks_created_desc
+SELECT * FROM tasks WHERE tenant_id = ?1
+  AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
+  AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND ?6 IS NOT NULL AND id < ?7
+ORDER BY id DESC LIMIT ?8
+
 -- name: insert_dependency
 INSERT OR IGNORE INTO task_dependencies VALUES (?, ?, ?)
 
