@@ -52,6 +52,10 @@ RPC_SCOPES: Mapping[str, Scope] = {
     "GetSchedule": Scope.READ,
     "ListSchedules": Scope.READ,
     "ListExpectations": Scope.READ,
+    "GetTaskHistory": Scope.READ,
+    "ListWorkflows": Scope.READ,
+    "CancelWorkflow": Scope.SUBMIT,
+    "DeleteExpectation": Scope.SUBMIT,
     # WorkerService.
     "Connect": Scope.WORK,
     "CompleteTask": Scope.WORK,

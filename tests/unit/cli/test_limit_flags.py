@@ -46,7 +46,7 @@ def test_serve_takes_the_limits_from_flags_and_env(captured: dict[str, Any]) -> 
 def test_serve_refuses_a_limit_of_zero_naming_it(captured: dict[str, Any]) -> None:
     result = CliRunner().invoke(main, ["serve", "--max-streams-per-tenant", "0"])
     assert result.exit_code == 2
-    assert "max_streams_per_tenant must be positive" in result.output
+    assert "--max-streams-per-tenant must be positive" in result.output
 
 
 def test_dev_passes_the_limits_on(captured: dict[str, Any]) -> None:
