@@ -31,9 +31,9 @@ def test_every_command_is_registered() -> None:
     groups = {n: c for n, c in main.commands.items() if isinstance(c, click.Group)}
     assert {n: sorted(g.commands) for n, g in groups.items()} == {
         "expectations": ["list", "register"],
-        "keys": ["create"],
+        "keys": ["create", "list", "revoke", "rotate"],
         "schedules": ["create", "delete", "get", "list", "pause", "resume"],
-        "tenants": ["create"],
+        "tenants": ["create", "get", "list", "update"],
         "workflows": ["get", "submit"],
     }
 
