@@ -134,7 +134,8 @@ class Client(_Base):
         """Submit one task.
 
         ``scheduled_at`` (aware) defaults to now; ``strict_timing`` disables jitter;
-        ``jitter_mode`` None means symmetric; ``max_retries`` None means the server
+        ``jitter_mode`` None means the default rule (never before ``scheduled_at``:
+        late-only on a whole minute, no jitter otherwise); ``max_retries`` None means the server
         default (3) and 0 means no retry; ``timeout_s`` 0 means no run-time limit.
         ``trace_context`` (``traceparent``/``tracestate``) defaults to the active
         OpenTelemetry span, sent as call metadata; workers' spans join that trace.

@@ -20,7 +20,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
-from scheduler.jitter import JitterMode, jitter_offset_ms, shard_of
+from scheduler.jitter import effective_mode, jitter_offset_ms, shard_of
 from scheduler.limits import MAX_IDEMPOTENCY_KEY_CHARS, MAX_RETRIES, MAX_TYPE_CHARS
 from scheduler.states import TaskState
 from scheduler.types import NewTask
@@ -92,7 +92,8 @@ class Admission:
 
         ``horizon``: the end of the look-ahead from ``now`` (computed when None).
         ``due_at``: the effective due time when the caller decided it (a schedule's own
-        jitter, a canary's slot); otherwise the jitter of ``spec`` sets it. A task with
+        jitter, a canary's slot); otherwise the jitter rule (``scheduler.jitter``) sets
+        it from ``spec``: never before ``scheduled_at`` unless symmetric. A task with
         ``depends_on`` starts SCHEDULED: its parents release it.
         """
         if horizon is None:
@@ -100,7 +101,7 @@ class Admission:
         task_id = uuid7()
         shard = shard_of(tenant_id, task_id, self._config.shard_count)
         scheduled_at = spec.scheduled_at or now
-        mode = JitterMode.NONE if spec.strict_timing else spec.jitter_mode
+        mode = effective_mode(spec.jitter_mode, spec.strict_timing, scheduled_at)
         if due_at is None:
             offset = jitter_offset_ms(
                 tenant_id, task_id, mode, window_s=self._config.jitter_window_s

@@ -24,7 +24,8 @@ class SubmitSpec:
     """None: the task id is the key (no deduplication)."""
     pool: Pool = Pool.STANDARD
     strict_timing: bool = False
-    jitter_mode: JitterMode = JitterMode.SYMMETRIC
+    jitter_mode: JitterMode | None = None
+    """None: the default rule (late-only on a round instant, none otherwise)."""
     max_retries: int = 3
     timeout_s: float = 0.0
     trace_context: JSON | None = None

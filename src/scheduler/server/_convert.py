@@ -187,8 +187,9 @@ def spec_from_proto(
             f"{field}.idempotency_key", f"longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters"
         )
     pool = pool_from_proto(spec.pool, f"{field}.pool")
+    jitter: JitterMode | None
     if spec.jitter_mode == pb.JITTER_MODE_UNSPECIFIED:
-        jitter = JitterMode.NONE if spec.strict_timing else JitterMode.SYMMETRIC
+        jitter = None  # the default rule (scheduler.jitter.effective_mode)
     else:
         try:
             jitter = _JITTER_FROM_PROTO[spec.jitter_mode]
