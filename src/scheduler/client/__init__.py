@@ -1,6 +1,8 @@
-"""The Tickwheel client: submit and manage tasks (:class:`Client`), administer tenants
-(:class:`AdminClient`). Errors come back as the server's typed
-:class:`~scheduler._errors.TickwheelError` subclasses, or :class:`RPCError`.
+"""The Tickwheel client: submit and manage tasks (:class:`Client`, async;
+:class:`SyncClient`, blocking, for scripts), Celery-style task functions
+(:class:`App`, ``@app.task``, ``.delay()``), administer tenants (:class:`AdminClient`).
+Errors come back as the server's typed :class:`~scheduler._errors.TickwheelError`
+subclasses, or :class:`RPCError`.
 """
 
 from scheduler._errors import (
@@ -16,8 +18,11 @@ from scheduler._errors import (
     Unauthenticated,
     Unavailable,
 )
+from scheduler.client._app import App, TaskFunction, TaskOptions
 from scheduler.client._client import AdminClient, Client
 from scheduler.client._errors import RPCError
+from scheduler.client._handle import TaskCancelled, TaskFailed, TaskHandle
+from scheduler.client._sync import SyncClient, SyncTaskHandle
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import (
     ApiKeySecret,
@@ -31,12 +36,13 @@ from scheduler.client._types import (
 )
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, RetryPolicy, UpstreamPolicy
 
 __all__ = [
     "AdminClient",
     "AlreadyExists",
     "ApiKeySecret",
+    "App",
     "Client",
     "ExpectationInfo",
     "InvalidArgument",
@@ -48,11 +54,19 @@ __all__ = [
     "Pool",
     "RPCError",
     "ResourceExhausted",
+    "RetryPolicy",
     "ScheduleInfo",
     "StaleFencingToken",
     "StoreError",
+    "SyncClient",
+    "SyncTaskHandle",
     "TLSConfig",
     "Task",
+    "TaskCancelled",
+    "TaskFailed",
+    "TaskFunction",
+    "TaskHandle",
+    "TaskOptions",
     "TaskPage",
     "TaskSpec",
     "TaskState",

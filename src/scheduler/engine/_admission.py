@@ -23,7 +23,7 @@ from scheduler.ids import uuid7
 from scheduler.jitter import effective_mode, jitter_offset_ms, shard_of
 from scheduler.limits import MAX_IDEMPOTENCY_KEY_CHARS, MAX_RETRIES, MAX_TYPE_CHARS
 from scheduler.states import TaskState
-from scheduler.types import NewTask
+from scheduler.types import NewTask, RetryPolicy
 
 _check_json = json.JSONEncoder(allow_nan=False).encode
 """One encoder for every payload check (``json.dumps`` with an option builds a new
@@ -75,6 +75,20 @@ class Admission:
         if spec.timeout_s < 0:
             raise InvalidArgument(f"{prefix}.timeout_s", "must not be negative")
 
+    def _resolve_retry(self, policy: RetryPolicy | None) -> RetryPolicy | None:
+        """A task's retry policy against the server's defaults: a cap without a base
+        takes the default base; a base without a cap the default cap (or the base)."""
+        if policy is None:
+            return None
+        base = policy.initial_backoff_s
+        cap = policy.max_backoff_s
+        if base or cap:
+            base = base or self._config.retry_base_s
+            cap = max(cap or self._config.retry_max_s, base)
+        return RetryPolicy(
+            initial_backoff_s=base, max_backoff_s=cap, non_retryable=policy.error_types()
+        )
+
     def new_task(
         self,
         tenant_id: uuid.UUID,
@@ -125,6 +139,7 @@ class Admission:
             max_retries=spec.max_retries,
             timeout_s=spec.timeout_s,
             trace_context=spec.trace_context,
+            retry_policy=self._resolve_retry(spec.retry_policy),
             workflow_id=workflow_id,
             depends_on=depends_on,
             schedule_id=schedule_id,

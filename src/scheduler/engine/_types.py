@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Protocol
 
 from scheduler.jitter import JitterMode
-from scheduler.types import JSON, Assignment, Pool, TaskKey
+from scheduler.types import JSON, Assignment, Pool, RetryPolicy, TaskKey
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +29,9 @@ class SubmitSpec:
     max_retries: int = 3
     timeout_s: float = 0.0
     trace_context: JSON | None = None
+    retry_policy: RetryPolicy | None = None
+    """The task's own backoff and non-retryable error types (max attempts are in
+    ``max_retries``); None: the server's defaults."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +74,8 @@ class FailureReport:
     token: int
     error: str
     retryable: bool = True
+    error_type: str = ""
+    """The error's type (exception class name); one the task's policy lists dead-letters."""
     attempt: int = 0
     """The attempt that failed (1-based); 0 when unknown (the engine fills it)."""
     tenant_id: uuid.UUID | None = None

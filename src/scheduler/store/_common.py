@@ -12,7 +12,7 @@ from typing import Any
 
 from scheduler._errors import InvalidArgument
 from scheduler.store import _validate
-from scheduler.types import CompleteResult, Outcome, Preloaded, TaskKey, Tenant
+from scheduler.types import CompleteResult, Outcome, Preloaded, RetryPolicy, TaskKey, Tenant
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FAR_PAST = datetime(1, 1, 2, tzinfo=UTC)
@@ -20,6 +20,32 @@ FAR_FUTURE = datetime(9999, 12, 30, tzinfo=UTC)
 ZERO_UUID = uuid.UUID(int=0)
 
 TENANT_FIELDS = ("name", "tier", "rate_limit_rps", "max_concurrent_workers", "home_region")
+
+
+def retry_policy_json(policy: RetryPolicy | None) -> str | None:
+    """The ``retry_policy`` column of a task: {"base_s", "cap_s", "errors"} or NULL."""
+    if policy is None:
+        return None
+    doc: dict[str, Any] = {}
+    if policy.initial_backoff_s > 0:
+        doc["base_s"] = float(policy.initial_backoff_s)
+        doc["cap_s"] = float(max(policy.max_backoff_s, policy.initial_backoff_s))
+    errors = policy.error_types()
+    if errors:
+        doc["errors"] = list(errors)
+    return json.dumps(doc) if doc else None
+
+
+def retry_policy_of(value: str | None) -> RetryPolicy | None:
+    """The task's :class:`RetryPolicy` from its ``retry_policy`` column."""
+    if value is None:
+        return None
+    doc = json.loads(value)
+    return RetryPolicy(
+        initial_backoff_s=float(doc.get("base_s", 0.0)),
+        max_backoff_s=float(doc.get("cap_s", 0.0)),
+        non_retryable=tuple(doc.get("errors", ())),
+    )
 
 
 def loads(value: str | None) -> Any:

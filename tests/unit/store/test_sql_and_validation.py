@@ -42,7 +42,7 @@ def test_status_check_constraint_lists_every_state() -> None:
 
 
 def test_migrations_are_numbered() -> None:
-    assert [v for v, _, _ in _sql.migrations()] == [1, 2, 3, 4]
+    assert [v for v, _, _ in _sql.migrations()] == [1, 2, 3, 4, 5, 6]
 
 
 def test_day_windows_split_at_midnight() -> None:

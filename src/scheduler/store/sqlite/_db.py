@@ -33,7 +33,20 @@ def connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=5000")
     conn.executescript(_sql.read_text("sqlite", "schema.sql"))
+    _add_columns(conn)
     return conn
+
+
+_ADDED_COLUMNS = (("tasks", "retry_policy", "TEXT"),)
+"""Columns added after a table's first release: a file made by an older version gets
+them here (``CREATE TABLE IF NOT EXISTS`` leaves an existing table as it was)."""
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    for table, column, decl in _ADDED_COLUMNS:
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
 
 
 class Db:

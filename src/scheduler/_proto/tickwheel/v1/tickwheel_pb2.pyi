@@ -676,7 +676,7 @@ class WorkerMessage(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., credit: _Optional[_Union[Credit, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., completion: _Optional[_Union[Completion, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., cancel_confirmed: _Optional[_Union[CancelConfirmed, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., completions: _Optional[_Union[Completions, _Mapping]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("task_id", "tenant_id", "type", "payload", "fencing_token", "attempt", "max_retries", "scheduled_at", "due_at", "lease_expires_at", "checkpoint", "trace_context", "pool", "timeout_s", "dispatch_trace_context", "non_retryable_error_types")
+    __slots__ = ("task_id", "tenant_id", "type", "payload", "fencing_token", "attempt", "max_retries", "scheduled_at", "due_at", "lease_expires_at", "checkpoint", "trace_context", "pool", "timeout_s", "dispatch_trace_context")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -692,7 +692,6 @@ class Assignment(_message.Message):
     POOL_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     DISPATCH_TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
-    NON_RETRYABLE_ERROR_TYPES_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     tenant_id: str
     type: str
@@ -708,8 +707,7 @@ class Assignment(_message.Message):
     pool: Pool
     timeout_s: float
     dispatch_trace_context: TraceContext
-    non_retryable_error_types: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, task_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., max_retries: _Optional[int] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., timeout_s: _Optional[float] = ..., dispatch_trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., non_retryable_error_types: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, task_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., max_retries: _Optional[int] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., timeout_s: _Optional[float] = ..., dispatch_trace_context: _Optional[_Union[TraceContext, _Mapping]] = ...) -> None: ...
 
 class Assignments(_message.Message):
     __slots__ = ("tasks",)

@@ -223,3 +223,9 @@ BEGIN
     RETURN TRUE;
 END;
 $$;
+
+-- ---------------------------------------------------------------------------------
+-- 0006_retry_policy: a task's own retry policy (NULL: the server's defaults).
+-- {"base_s": float, "cap_s": float, "errors": ["TypeName", ...]}
+-- ---------------------------------------------------------------------------------
+ALTER TABLE tasks ADD COLUMN retry_policy JSONB;
