@@ -16,6 +16,12 @@ MAX_IDEMPOTENCY_KEY_CHARS = 128
 MAX_RETRIES = 100
 """``max_retries`` of a task (0..this)."""
 DEFAULT_MAX_RETRIES = 3
+MAX_BACKOFF_S = 86_400.0
+"""Largest retry backoff a task's own retry policy may ask for (a day)."""
+MAX_NON_RETRYABLE_TYPES = 32
+"""Most error types one retry policy lists as non-retryable."""
+MAX_ERROR_TYPE_CHARS = 128
+"""Longest error type name (Failure.error_type, a policy's error types)."""
 """``max_retries`` when the caller leaves it unset."""
 MAX_SUBMIT_BATCH = 10_000
 """Tasks in one ``SubmitTasks`` call (RESOURCE_EXHAUSTED over it)."""

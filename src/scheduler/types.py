@@ -92,6 +92,44 @@ class ApiKey:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """A task's own retry policy, beside the server's defaults.
+
+    A retryable failure is due again after
+    ``min(max_backoff_s, initial_backoff_s * 2 ** (attempt - 1))`` seconds plus a
+    deterministic spread of up to 25%; ``max_attempts`` counts the first attempt (1 =
+    no retry). 0 in any number means the server's default. ``non_retryable``: error
+    types (exception classes or their names) that dead-letter at once; the worker SDK
+    reports a raised exception's class name, and the server matches the name.
+    """
+
+    initial_backoff_s: float = 0.0
+    max_backoff_s: float = 0.0
+    max_attempts: int = 0
+    non_retryable: tuple[str | type[BaseException], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "non_retryable", tuple(self.non_retryable))
+        for name in ("initial_backoff_s", "max_backoff_s", "max_attempts"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or value != value or value < 0:
+                raise ValueError(f"RetryPolicy.{name} must be a number >= 0, got {value!r}")
+        for t in self.non_retryable:
+            if not isinstance(t, str) and not (
+                isinstance(t, type) and issubclass(t, BaseException)
+            ):
+                raise ValueError(f"RetryPolicy.non_retryable: {t!r} is not an exception type")
+
+    def error_types(self) -> tuple[str, ...]:
+        """The non-retryable error type names, as the wire and the store carry them."""
+        return tuple(t if isinstance(t, str) else t.__name__ for t in self.non_retryable)
+
+    def exception_types(self) -> tuple[type[BaseException], ...]:
+        """The non-retryable types given as classes (the worker SDK matches subclasses)."""
+        return tuple(t for t in self.non_retryable if not isinstance(t, str))
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class NewTask:
     """A task to insert. The engine fills ids, shard and the effective due time."""
 
@@ -119,6 +157,9 @@ class NewTask:
     initial_state: TaskState = TaskState.SCHEDULED
     """SCHEDULED normally; PRELOADED when the task is due inside the look-ahead and
     goes straight into this node's wheel (saves the pre-load round trip)."""
+    retry_policy: RetryPolicy | None = None
+    """The task's own retry policy, resolved (backoffs both set or both 0, error types
+    as names); None: the server's defaults."""
     depends_on: tuple[uuid.UUID, ...] = ()
     """DAG parents (task ids, same ``workflow_id``): the store writes the edges in the
     inserting transaction and sets ``unresolved_dependencies`` to their number. Parents
@@ -157,6 +198,8 @@ class TaskRecord:
     schedule_id: uuid.UUID | None
     created_at: datetime
     updated_at: datetime
+    retry_policy: RetryPolicy | None = None
+    """The task's own retry policy (None: the server's defaults)."""
 
     @property
     def key(self) -> TaskKey:
@@ -266,7 +309,14 @@ class Failure:
     error: str
     retryable: bool = True
     retry_at: datetime | None = None
-    """When the retry becomes due (engine computes backoff + jitter)."""
+    """When the retry becomes due (engine computes backoff + jitter) for a task without
+    a retry policy of its own."""
+    error_type: str = ""
+    """The error's type (exception class name): a type the task's retry policy lists
+    dead-letters at once."""
+    spread: float = 1.0
+    """The deterministic spread factor (1 to 1.25) the store applies to the backoff of
+    a task with its own retry policy."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -59,8 +59,17 @@ def parse_at(at: str, hint: str = "--at") -> datetime:
 @click.option("--in", "in_s", type=float, help="Run in this many seconds.")
 @click.option("--idempotency-key")
 @click.option("--pool", type=click.Choice([p.value for p in Pool]), default=Pool.STANDARD.value)
-@click.option("--strict", is_flag=True, help="Strict timing (no jitter).")
-@click.option("--jitter", type=click.Choice([j.value for j in JitterMode]))
+@click.option("--strict", is_flag=True, help="Strict timing: no jitter, even on a round instant.")
+@click.option(
+    "--jitter",
+    type=click.Choice([j.value for j in JitterMode]),
+    help=(
+        "Jitter mode. Default: a task never runs before the time asked; one asked for a "
+        "whole minute (--at 12:00:00) is spread late-only over the jitter window (120 s) "
+        "to smooth stampedes, any other time (--in 30) runs at that time. late_only: "
+        "always spread late. symmetric: may run up to the window EARLY. none: no jitter."
+    ),
+)
 @click.option("--max-retries", type=int)
 @click.option("--timeout-s", type=float, default=0.0)
 @client_options

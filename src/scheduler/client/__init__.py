@@ -1,6 +1,8 @@
-"""The Tickwheel client: submit and manage tasks (:class:`Client`), administer tenants
-(:class:`AdminClient`). Errors come back as the server's typed
-:class:`~scheduler._errors.TickwheelError` subclasses, or :class:`RPCError`.
+"""The Tickwheel client: submit and manage tasks (:class:`Client`, async;
+:class:`SyncClient`, blocking, for scripts), Celery-style task functions
+(:class:`App`, ``@app.task``, ``.delay()``), administer tenants (:class:`AdminClient`).
+Errors come back as the server's typed :class:`~scheduler._errors.TickwheelError`
+subclasses, or :class:`RPCError`.
 """
 
 from scheduler._errors import (
@@ -16,8 +18,11 @@ from scheduler._errors import (
     Unauthenticated,
     Unavailable,
 )
+from scheduler.client._app import App, TaskFunction, TaskOptions
 from scheduler.client._client import AdminClient, Client
 from scheduler.client._errors import RPCError
+from scheduler.client._handle import TaskCancelled, TaskFailed, TaskHandle
+from scheduler.client._sync import SyncClient, SyncTaskHandle
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import (
     ApiKeyInfo,
@@ -33,13 +38,22 @@ from scheduler.client._types import (
 )
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, Scope, TaskOrder, Transition, UpstreamPolicy
+from scheduler.types import (
+    OverlapPolicy,
+    Pool,
+    RetryPolicy,
+    Scope,
+    TaskOrder,
+    Transition,
+    UpstreamPolicy,
+)
 
 __all__ = [
     "AdminClient",
     "AlreadyExists",
     "ApiKeyInfo",
     "ApiKeySecret",
+    "App",
     "Client",
     "ExpectationInfo",
     "InvalidArgument",
@@ -51,13 +65,21 @@ __all__ = [
     "Pool",
     "RPCError",
     "ResourceExhausted",
+    "RetryPolicy",
     "RotatedApiKey",
     "ScheduleInfo",
     "Scope",
     "StaleFencingToken",
     "StoreError",
+    "SyncClient",
+    "SyncTaskHandle",
     "TLSConfig",
     "Task",
+    "TaskCancelled",
+    "TaskFailed",
+    "TaskFunction",
+    "TaskHandle",
+    "TaskOptions",
     "TaskOrder",
     "TaskPage",
     "TaskSpec",

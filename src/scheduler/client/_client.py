@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
@@ -34,10 +35,21 @@ from scheduler.client._types import (
 from scheduler.jitter import JitterMode
 from scheduler.limits import MAX_SUBMIT_BATCH
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, Scope, TaskOrder, Transition, UpstreamPolicy
+from scheduler.types import (
+    OverlapPolicy,
+    Pool,
+    RetryPolicy,
+    Scope,
+    TaskOrder,
+    Transition,
+    UpstreamPolicy,
+)
 
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
+
+WAIT_SLICE_S = 60.0
+"""The longest one WaitTask call asks the server to wait (the server's own bound)."""
 
 _T = TypeVar("_T")
 _W3C = TraceContextTextMapPropagator()
@@ -140,15 +152,18 @@ class Client(_Base):
         max_retries: int | None = None,
         timeout_s: float = 0.0,
         trace_context: dict[str, str] | None = None,
+        retry_policy: RetryPolicy | None = None,
     ) -> Task:
         """Submit one task.
 
         ``scheduled_at`` (aware) defaults to now; ``strict_timing`` disables jitter;
-        ``jitter_mode`` None means symmetric; ``max_retries`` None means the server
+        ``jitter_mode`` None means the default rule (never before ``scheduled_at``:
+        late-only on a whole minute, no jitter otherwise); ``max_retries`` None means the server
         default (3) and 0 means no retry; ``timeout_s`` 0 means no run-time limit.
         ``trace_context`` (``traceparent``/``tracestate``) defaults to the active
         OpenTelemetry span, sent as call metadata; workers' spans join that trace.
         An idempotent resubmit returns the existing task with ``created=False``.
+        ``retry_policy``: this task's own backoff, attempts and non-retryable errors.
         """
         spec = TaskSpec(
             type=type,
@@ -161,6 +176,7 @@ class Client(_Base):
             max_retries=max_retries,
             timeout_s=timeout_s,
             trace_context=trace_context,
+            retry_policy=retry_policy,
         )
         resp = await self._call(
             self._sched.SubmitTask(
@@ -223,6 +239,33 @@ class Client(_Base):
             self._sched.RedriveTask(req, metadata=self._metadata, timeout=self._timeout_s)
         )
         return conv.task_from_proto(resp.task)
+
+    async def wait(self, task_id: uuid.UUID | str, timeout_s: float | None = None) -> Task:
+        """The task once it is COMPLETED, CANCELLED or DEAD_LETTER.
+
+        Long polls ``WaitTask`` (the server answers the moment the task settles, or
+        after at most 60 s, and this call asks again) until ``timeout_s`` (None: no
+        limit) has passed; then TimeoutError. Not a busy loop: one call per minute
+        while nothing happens.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_s is None else loop.time() + max(timeout_s, 0.0)
+        while True:
+            left = WAIT_SLICE_S if deadline is None else min(WAIT_SLICE_S, deadline - loop.time())
+            resp = await self._call(
+                self._sched.WaitTask(
+                    pb.WaitTaskRequest(task_id=str(task_id), timeout_s=max(left, 0.0)),
+                    metadata=self._metadata,
+                    timeout=max(left, 0.0) + self._timeout_s,
+                )
+            )
+            if resp.done:
+                return conv.task_from_proto(resp.task)
+            if deadline is not None and loop.time() >= deadline:
+                raise TimeoutError(
+                    f"task {task_id} still {conv.task_from_proto(resp.task).state.value} "
+                    f"after {timeout_s:g} s"
+                )
 
     async def list_page(
         self,

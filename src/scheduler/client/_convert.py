@@ -28,7 +28,7 @@ from scheduler.client._types import (
     WorkflowInfo,
 )
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, Scope, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, RetryPolicy, Scope, UpstreamPolicy
 
 _POOL_TO_PROTO = wire.POOL_TO_PROTO
 _POOL_FROM_PROTO = wire.POOL_FROM_PROTO
@@ -107,6 +107,14 @@ def spec_into_proto(spec: TaskSpec, msg: pb.TaskSpec) -> None:
     if spec.trace_context:
         msg.trace_context.traceparent = spec.trace_context.get("traceparent", "")
         msg.trace_context.tracestate = spec.trace_context.get("tracestate", "")
+    if spec.retry_policy is not None:
+        rp = spec.retry_policy
+        if rp.max_attempts and spec.max_retries is not None:
+            raise ValueError("TaskSpec: give retry_policy.max_attempts or max_retries, not both")
+        msg.retry_policy.initial_backoff_s = rp.initial_backoff_s
+        msg.retry_policy.max_backoff_s = rp.max_backoff_s
+        msg.retry_policy.max_attempts = rp.max_attempts
+        msg.retry_policy.non_retryable_error_types.extend(rp.error_types())
 
 
 def trace_from_proto(tc: pb.TraceContext) -> dict[str, str] | None:
@@ -142,6 +150,16 @@ def task_from_proto(msg: pb.Task, *, created: bool = True) -> Task:
         created_at=utc_datetime(msg.created_at),
         updated_at=utc_datetime(msg.updated_at),
         created=created,
+        retry_policy=(
+            RetryPolicy(
+                initial_backoff_s=msg.retry_policy.initial_backoff_s,
+                max_backoff_s=msg.retry_policy.max_backoff_s,
+                max_attempts=msg.retry_policy.max_attempts,
+                non_retryable=tuple(msg.retry_policy.non_retryable_error_types),
+            )
+            if msg.HasField("retry_policy")
+            else None
+        ),
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, Scope, UpstreamPolicy
+from scheduler.types import OverlapPolicy, Pool, RetryPolicy, Scope, UpstreamPolicy
 
 JSON = dict[str, Any]
 
@@ -28,6 +28,8 @@ class TaskSpec:
     max_retries: int | None = None
     timeout_s: float = 0.0
     trace_context: dict[str, str] | None = None
+    retry_policy: RetryPolicy | None = None
+    """This task's own backoff, attempts and non-retryable error types."""
 
     def __post_init__(self) -> None:
         if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:
@@ -65,6 +67,8 @@ class Task:
     updated_at: datetime
     created: bool = True
     """From a submit: False when the idempotency key already named this task."""
+    retry_policy: RetryPolicy | None = None
+    """The task's own retry policy (None: the server's defaults)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -17,9 +17,12 @@ from scheduler.engine._types import (
     SubmitSpec,
     WorkerHello,
 )
+from scheduler.engine._waiters import MAX_WAIT_S, SETTLED
 from scheduler.engine._workflows import WorkflowNode, WorkflowResult, WorkflowSpec
 
 __all__ = [
+    "MAX_WAIT_S",
+    "SETTLED",
     "AssignmentBatch",
     "CancelNotice",
     "Engine",

@@ -20,7 +20,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
-from scheduler.jitter import JitterMode, jitter_offset_ms, shard_of
+from scheduler.jitter import effective_mode, jitter_offset_ms, shard_of
 from scheduler.limits import (
     MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_RETRIES,
@@ -31,7 +31,7 @@ from scheduler.limits import (
     TIMESTAMP_RANGE_TEXT,
 )
 from scheduler.states import TaskState
-from scheduler.types import NewTask
+from scheduler.types import NewTask, RetryPolicy
 
 _check_json = json.JSONEncoder(allow_nan=False).encode
 """One encoder for every payload check (``json.dumps`` with an option builds a new
@@ -106,6 +106,20 @@ class Admission:
                 f"{prefix}.timeout_s", f"must be a number of seconds in 0..{MAX_TIMEOUT_S}"
             )
 
+    def _resolve_retry(self, policy: RetryPolicy | None) -> RetryPolicy | None:
+        """A task's retry policy against the server's defaults: a cap without a base
+        takes the default base; a base without a cap the default cap (or the base)."""
+        if policy is None:
+            return None
+        base = policy.initial_backoff_s
+        cap = policy.max_backoff_s
+        if base or cap:
+            base = base or self._config.retry_base_s
+            cap = max(cap or self._config.retry_max_s, base)
+        return RetryPolicy(
+            initial_backoff_s=base, max_backoff_s=cap, non_retryable=policy.error_types()
+        )
+
     def new_task(
         self,
         tenant_id: uuid.UUID,
@@ -123,7 +137,8 @@ class Admission:
 
         ``horizon``: the end of the look-ahead from ``now`` (computed when None).
         ``due_at``: the effective due time when the caller decided it (a schedule's own
-        jitter, a canary's slot); otherwise the jitter of ``spec`` sets it. A task with
+        jitter, a canary's slot); otherwise the jitter rule (``scheduler.jitter``) sets
+        it from ``spec``: never before ``scheduled_at`` unless symmetric. A task with
         ``depends_on`` starts SCHEDULED: its parents release it.
         """
         if horizon is None:
@@ -131,7 +146,7 @@ class Admission:
         task_id = uuid7()
         shard = shard_of(tenant_id, task_id, self._config.shard_count)
         scheduled_at = spec.scheduled_at or now
-        mode = JitterMode.NONE if spec.strict_timing else spec.jitter_mode
+        mode = effective_mode(spec.jitter_mode, spec.strict_timing, scheduled_at)
         if due_at is None:
             offset = jitter_offset_ms(
                 tenant_id, task_id, mode, window_s=self._config.jitter_window_s
@@ -155,6 +170,7 @@ class Admission:
             max_retries=spec.max_retries,
             timeout_s=spec.timeout_s,
             trace_context=spec.trace_context,
+            retry_policy=self._resolve_retry(spec.retry_policy),
             workflow_id=workflow_id,
             depends_on=depends_on,
             schedule_id=schedule_id,

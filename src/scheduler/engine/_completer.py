@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +30,11 @@ from scheduler.types import JSON, Completion, Failure, FencedWrite, Outcome, Rel
 log = logging.getLogger("tickwheel.engine")
 
 
+def spread(key: TaskKey, tenant_id: uuid.UUID, attempt: int) -> float:
+    """The deterministic backoff spread of one attempt: a factor in [1, 1.25)."""
+    return 1.0 + (stable_hash(tenant_id, key.id) ^ attempt) % 1000 / 4000.0
+
+
 class Completer:
     """Group commit of worker writes (brief §2: one statement per kind per tick)."""
 
@@ -43,6 +48,7 @@ class Completer:
         timeline: Timeline,
         wake_preloader: Callable[[], None],
         reload: Callable[[Sequence[Release]], Awaitable[None]],
+        settled: Callable[[Iterable[uuid.UUID]], None] = lambda ids: None,
     ) -> None:
         self._store = store
         self._config = config
@@ -52,6 +58,8 @@ class Completer:
         self._timeline = timeline
         self._wake_preloader = wake_preloader
         self._reload = reload
+        self._settled = settled
+        """Tells WaitTask callers about tasks that became COMPLETED/CANCELLED/DEAD_LETTER."""
         mb = config.max_batch
         self._acks: Batcher[FencedWrite, Outcome] = Batcher("ack", self._flush_acks, max_batch=mb)
         self._heartbeats: Batcher[FencedWrite, Outcome] = Batcher(
@@ -113,6 +121,7 @@ class Completer:
         """The worker stopped cancelled tasks: RUNNING -> CANCELLED (fenced)."""
         outcomes = await self._store.confirm_cancel(writes, self._now())
         self._free_ok(writes, outcomes)
+        self._settled(w.key.id for w, o in zip(writes, outcomes, strict=True) if o is Outcome.OK)
         if any(o is Outcome.OK for o in outcomes):
             # The store applied the upstream policy: wake the pre-loader for any
             # children now at zero (policy continue).
@@ -132,11 +141,12 @@ class Completer:
         self._stats.stale_writes += sum(o is not Outcome.OK for o in outcomes)
 
     def retry_at(self, key: TaskKey, tenant_id: uuid.UUID, attempt: int) -> datetime:
-        """Exponential backoff with deterministic jitter (up to +25%), capped."""
+        """Exponential backoff with deterministic jitter (up to +25%), capped: the
+        server's default. A task with its own retry policy gets the same formula over
+        its own base and cap, computed by the store from the row (``spread``)."""
         cfg = self._config
         base = min(cfg.retry_max_s, cfg.retry_base_s * (2 ** max(attempt - 1, 0)))
-        spread = (stable_hash(tenant_id, key.id) ^ attempt) % 1000 / 4000.0
-        return self._now() + timedelta(seconds=base * (1.0 + spread))
+        return self._now() + timedelta(seconds=base * spread(key, tenant_id, attempt))
 
     # -- flushes -------------------------------------------------------------------------
     def _free_ok(self, items: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
@@ -162,6 +172,9 @@ class Completer:
         self._free_ok(items, [r.outcome for r in results])
         self._timeline.add([c for r in results for c in r.ready_children])
         self._stats.completed += sum(r.outcome is Outcome.OK for r in results)
+        self._settled(
+            c.key.id for c, r in zip(items, results, strict=True) if r.outcome is Outcome.OK
+        )
         return [r.outcome for r in results]
 
     async def _flush_failures(self, items: Sequence[FailureReport]) -> list[Outcome]:
@@ -172,6 +185,8 @@ class Completer:
                 error=f.error,
                 retryable=f.retryable,
                 retry_at=self.retry_at(f.key, f.tenant_id or uuid.UUID(int=0), f.attempt or 1),
+                error_type=f.error_type,
+                spread=spread(f.key, f.tenant_id or uuid.UUID(int=0), f.attempt or 1),
             )
             for f in items
         ]
@@ -181,6 +196,11 @@ class Completer:
             # A retry to pre-load, or children released by the upstream policy.
             self._wake_preloader()
         self._stats.failed += sum(r.outcome is Outcome.OK for r in results)
+        self._settled(
+            f.key.id
+            for f, r in zip(items, results, strict=True)
+            if r.outcome is Outcome.OK and r.new_state is TaskState.DEAD_LETTER
+        )
         return [r.outcome for r in results]
 
     async def _flush_releases(self, items: Sequence[Release]) -> list[Outcome]:

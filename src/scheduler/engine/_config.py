@@ -93,6 +93,9 @@ class EngineConfig:
     """Schedules handled per pass."""
     max_occurrences_per_pass: int = 1000
     """Catch-up bound: most occurrences one schedule turns into tasks in one pass."""
+    wait_recheck_s: float = 1.0
+    """A WaitTask call re-reads its task this often besides the settle events of this
+    node (tasks settled by another node, the reaper or an upstream policy)."""
     canary_interval_s: float = 0.0
     """Schedule a canary task this often (0: off; ``tickwheel serve`` turns it on at
     60 s). It runs on a built-in in-process worker of the SYSTEM tenant."""
@@ -122,6 +125,7 @@ class EngineConfig:
             "max_occurrences_per_pass": self.max_occurrences_per_pass,
             "reconcile_interval_s": self.reconcile_interval_s,
             "full_reconcile_interval_s": self.full_reconcile_interval_s,
+            "wait_recheck_s": self.wait_recheck_s,
         }
         for name, value in positive.items():
             if value <= 0:

@@ -27,12 +27,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from scheduler._aio import Background
+from scheduler._aio import Background, wait_event
 from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
 from scheduler.cluster import LocalMembership, ShardMembership
 from scheduler.engine._admission import Admission
@@ -56,6 +57,7 @@ from scheduler.engine._stats import EngineStats, PoolMetrics
 from scheduler.engine._tenancy import Tenancy
 from scheduler.engine._timeline import Timeline, to_ms
 from scheduler.engine._types import FailureReport, Outlet, SubmitSpec, WorkerHello
+from scheduler.engine._waiters import MAX_WAIT_S, SETTLED, Waiters
 from scheduler.engine._workflows import Workflows
 from scheduler.index import TimeIndex
 from scheduler.limits import MAX_PAGE_SIZE, MAX_WORKER_ID_CHARS
@@ -139,6 +141,7 @@ class Engine:
             store, cfg, self.now, self._shards, self._timeline, self._mirror, self._background
         )
         self._slots = Slots(self._slot_freed)
+        self._waiters = Waiters()
         self._completer = Completer(
             store,
             cfg,
@@ -148,6 +151,7 @@ class Engine:
             self._timeline,
             self._preloader.wake,
             self._preloader.reload,
+            self._waiters.settled,
         )
         self._sessions = Sessions(
             store, cfg, self._completer, self._wake_dispatcher, self._outlets.publish
@@ -371,6 +375,7 @@ class Engine:
         result = await self.store.cancel(tenant_id, task_id, self.now())
         task = result.task
         if task.status is TaskState.CANCELLED:
+            self._waiters.settled((task.id,))
             self._timeline.drop(task.id)
             self._ready.remove(task.id)
             self._preloader.wake()  # children released by the upstream policy
@@ -428,6 +433,26 @@ class Engine:
         self._preloader.wake()
         return task
 
+    async def wait_task(
+        self, tenant_id: uuid.UUID, task_id: uuid.UUID, timeout_s: float
+    ) -> TaskRecord:
+        """The task once COMPLETED, CANCELLED or DEAD_LETTER, or as it is when
+        ``timeout_s`` (at most 60 s) passes: WaitTask's long poll. Parks on the
+        completer's settle events and re-reads the store every ``wait_recheck_s`` for
+        tasks settled elsewhere (another node, the reaper, an upstream policy)."""
+        if not math.isfinite(timeout_s) or timeout_s < 0:
+            raise InvalidArgument("timeout_s", "must be a finite number >= 0")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(timeout_s, MAX_WAIT_S)
+        while True:
+            with self._waiters.watch(task_id) as settled:
+                # Watch first, then read: a settle between the two still wakes us.
+                task = await self.store.get_task(tenant_id, task_id)
+                left = deadline - loop.time()
+                if task.status in SETTLED or left <= 0:
+                    return task
+                await wait_event(settled, min(left, self.config.wait_recheck_s))
+
     async def complete(
         self,
         tenant_id: uuid.UUID,
@@ -454,6 +479,7 @@ class Engine:
         error: str,
         retryable: bool = True,
         scheduled_at: datetime | None = None,
+        error_type: str = "",
     ) -> TaskRecord:
         """Fenced failure from outside a stream; StaleFencingToken for a zombie."""
         task = await self.store.get_task(tenant_id, task_id)
@@ -462,6 +488,7 @@ class Engine:
             token=token,
             error=error,
             retryable=retryable,
+            error_type=error_type,
             attempt=task.retry_count + 1,
             tenant_id=tenant_id,
         )

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Protocol
 
 from scheduler.jitter import JitterMode
-from scheduler.types import JSON, Assignment, Pool, TaskKey
+from scheduler.types import JSON, Assignment, Pool, RetryPolicy, TaskKey
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,10 +24,14 @@ class SubmitSpec:
     """None: the task id is the key (no deduplication)."""
     pool: Pool = Pool.STANDARD
     strict_timing: bool = False
-    jitter_mode: JitterMode = JitterMode.SYMMETRIC
+    jitter_mode: JitterMode | None = None
+    """None: the default rule (late-only on a round instant, none otherwise)."""
     max_retries: int = 3
     timeout_s: float = 0.0
     trace_context: JSON | None = None
+    retry_policy: RetryPolicy | None = None
+    """The task's own backoff and non-retryable error types (max attempts are in
+    ``max_retries``); None: the server's defaults."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +74,8 @@ class FailureReport:
     token: int
     error: str
     retryable: bool = True
+    error_type: str = ""
+    """The error's type (exception class name); one the task's policy lists dead-letters."""
     attempt: int = 0
     """The attempt that failed (1-based); 0 when unknown (the engine fills it)."""
     tenant_id: uuid.UUID | None = None

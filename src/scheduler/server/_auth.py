@@ -53,6 +53,7 @@ RPC_SCOPES: Mapping[str, Scope] = {
     "ListSchedules": Scope.READ,
     "ListExpectations": Scope.READ,
     "GetTaskHistory": Scope.READ,
+    "WaitTask": Scope.READ,
     "ListWorkflows": Scope.READ,
     "CancelWorkflow": Scope.SUBMIT,
     "DeleteExpectation": Scope.SUBMIT,

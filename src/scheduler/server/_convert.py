@@ -33,10 +33,13 @@ from scheduler.jitter import JitterMode
 from scheduler.limits import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_PAGE_SIZE,
+    MAX_BACKOFF_S,
     MAX_ERROR_CHARS,
+    MAX_ERROR_TYPE_CHARS,
     MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_JSON_DEPTH,
     MAX_NAME_CHARS,
+    MAX_NON_RETRYABLE_TYPES,
     MAX_PAGE_SIZE,
     MAX_RESULT_BYTES,
     MAX_RETRIES,
@@ -54,6 +57,7 @@ from scheduler.types import (
     FencedWrite,
     Pool,
     Release,
+    RetryPolicy,
     TaskFilter,
     TaskKey,
     TaskOrder,
@@ -202,8 +206,9 @@ def spec_from_proto(
             f"{field}.idempotency_key", f"longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters"
         )
     pool = pool_from_proto(spec.pool, f"{field}.pool")
+    jitter: JitterMode | None
     if spec.jitter_mode == pb.JITTER_MODE_UNSPECIFIED:
-        jitter = JitterMode.NONE if spec.strict_timing else JitterMode.SYMMETRIC
+        jitter = None  # the default rule (scheduler.jitter.effective_mode)
     else:
         try:
             jitter = _JITTER_FROM_PROTO[spec.jitter_mode]
@@ -213,7 +218,19 @@ def spec_from_proto(
             ) from None
     if spec.strict_timing:
         jitter = JitterMode.NONE
-    if spec.no_retries:
+    policy = (
+        retry_policy_from_proto(spec.retry_policy, f"{field}.retry_policy")
+        if spec.HasField("retry_policy")
+        else None
+    )
+    attempts = spec.retry_policy.max_attempts if spec.HasField("retry_policy") else 0
+    if attempts and (spec.max_retries or spec.no_retries):
+        raise InvalidArgument(
+            f"{field}.retry_policy.max_attempts", "set it or max_retries/no_retries, not both"
+        )
+    if attempts:
+        max_retries = attempts - 1
+    elif spec.no_retries:
         if spec.max_retries:
             raise InvalidArgument(f"{field}.max_retries", "must be 0 when no_retries is set")
         max_retries = 0
@@ -246,7 +263,47 @@ def spec_from_proto(
         max_retries=max_retries,
         timeout_s=spec.timeout_s,
         trace_context=trace if trace is not None else default_trace,
+        retry_policy=policy,
     )
+
+
+def retry_policy_from_proto(msg: pb.RetryPolicy, field: str) -> RetryPolicy | None:
+    """A validated task retry policy (None when every field is unset)."""
+    for name in ("initial_backoff_s", "max_backoff_s"):
+        value = getattr(msg, name)
+        if not math.isfinite(value) or not 0 <= value <= MAX_BACKOFF_S:
+            raise InvalidArgument(f"{field}.{name}", f"must be 0..{MAX_BACKOFF_S:g} seconds")
+    if msg.initial_backoff_s and msg.max_backoff_s and msg.max_backoff_s < msg.initial_backoff_s:
+        raise InvalidArgument(f"{field}.max_backoff_s", "must be >= initial_backoff_s")
+    if msg.max_backoff_s and not msg.initial_backoff_s:
+        raise InvalidArgument(f"{field}.initial_backoff_s", "required with max_backoff_s")
+    if msg.max_attempts > MAX_RETRIES + 1:
+        raise InvalidArgument(f"{field}.max_attempts", f"at most {MAX_RETRIES + 1}")
+    types = tuple(msg.non_retryable_error_types)
+    if len(types) > MAX_NON_RETRYABLE_TYPES:
+        raise InvalidArgument(
+            f"{field}.non_retryable_error_types", f"at most {MAX_NON_RETRYABLE_TYPES} types"
+        )
+    for i, t in enumerate(types):
+        if not t or len(t) > MAX_ERROR_TYPE_CHARS or not _TYPE_CHARS.match(t):
+            raise InvalidArgument(
+                f"{field}.non_retryable_error_types[{i}]",
+                f"must be 1-{MAX_ERROR_TYPE_CHARS} printable ASCII characters without spaces",
+            )
+    if not (msg.initial_backoff_s or types):
+        return None
+    return RetryPolicy(
+        initial_backoff_s=msg.initial_backoff_s,
+        max_backoff_s=msg.max_backoff_s,
+        non_retryable=types,
+    )
+
+
+def retry_policy_to_proto(policy: RetryPolicy, msg: pb.RetryPolicy) -> None:
+    """Write a stored retry policy into ``msg``."""
+    msg.initial_backoff_s = policy.initial_backoff_s
+    msg.max_backoff_s = policy.max_backoff_s
+    msg.non_retryable_error_types.extend(policy.error_types())
 
 
 def task_to_proto(rec: TaskRecord, payload: struct_pb2.Struct | None = None) -> pb.Task:
@@ -284,6 +341,9 @@ def task_to_proto(rec: TaskRecord, payload: struct_pb2.Struct | None = None) -> 
         task.checkpoint.CopyFrom(dict_to_struct(rec.checkpoint))
     if rec.trace_context:
         task.trace_context.CopyFrom(trace_to_proto(rec.trace_context))
+    if rec.retry_policy is not None:
+        retry_policy_to_proto(rec.retry_policy, task.retry_policy)
+        task.retry_policy.max_attempts = rec.max_retries + 1
     return task
 
 
@@ -412,7 +472,17 @@ def failure_from_proto(msg: pb.Failure, field: str) -> FailureReport:
         token=token_from_proto(ref, f"{field}.task"),
         error=error_text(msg.error, f"{field}.error"),
         retryable=msg.retryable,
+        error_type=error_type_text(msg.error_type, f"{field}.error_type"),
     )
+
+
+def error_type_text(value: str, field: str) -> str:
+    """A failure's error type: empty, or up to 128 printable characters."""
+    if value and (len(value) > MAX_ERROR_TYPE_CHARS or not _TYPE_CHARS.match(value)):
+        raise InvalidArgument(
+            field, f"must be 1-{MAX_ERROR_TYPE_CHARS} printable ASCII characters without spaces"
+        )
+    return value
 
 
 def release_from_proto(msg: pb.Release, field: str) -> Release:

@@ -24,7 +24,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from scheduler._errors import InvalidArgument, ResourceExhausted
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
-from scheduler.engine import Engine
+from scheduler.engine import SETTLED, Engine
 from scheduler.limits import MAX_SUBMIT_BATCH
 from scheduler.server import _convert as conv
 from scheduler.server._auth import Gatekeeper, tenant_of
@@ -165,3 +165,11 @@ class SchedulerService(OrchestrationRpcs, HistoryRpcs, pbg.SchedulerServiceServi
         )
         rec = await self._engine.redrive(tenant, task_id, when)
         return pb.RedriveTaskResponse(task=conv.task_to_proto(rec))
+
+    @unary
+    async def WaitTask(self, request: pb.WaitTaskRequest, context: Context) -> pb.WaitTaskResponse:
+        """Long poll: the task once it settles, or as it is after ``timeout_s``."""
+        tenant = await tenant_of(self._gate, context, Scope.READ)
+        task_id = conv.parse_uuid(request.task_id, "task_id")
+        rec = await self._engine.wait_task(tenant, task_id, request.timeout_s)
+        return pb.WaitTaskResponse(task=conv.task_to_proto(rec), done=rec.status in SETTLED)

@@ -431,6 +431,12 @@ class WorkerService(pbg.WorkerServiceServicer):
         )
         error = conv.error_text(request.error, "error")
         rec = await self._engine.fail(
-            tenant, task_id, token, error, retryable=request.retryable, scheduled_at=when
+            tenant,
+            task_id,
+            token,
+            error,
+            retryable=request.retryable,
+            scheduled_at=when,
+            error_type=conv.error_type_text(request.error_type, "error_type"),
         )
         return pb.FailTaskResponse(task=conv.task_to_proto(rec))

@@ -12,7 +12,15 @@ from typing import Any
 
 from scheduler._errors import InvalidArgument
 from scheduler.store import _validate
-from scheduler.types import CompleteResult, Outcome, Preloaded, TaskFilter, TaskKey, Tenant
+from scheduler.types import (
+    CompleteResult,
+    Outcome,
+    Preloaded,
+    RetryPolicy,
+    TaskFilter,
+    TaskKey,
+    Tenant,
+)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FAR_PAST = datetime(1, 1, 2, tzinfo=UTC)
@@ -21,6 +29,32 @@ ZERO_UUID = uuid.UUID(int=0)
 MAX_UUID = uuid.UUID(int=(1 << 128) - 1)
 
 TENANT_FIELDS = ("name", "tier", "rate_limit_rps", "max_concurrent_workers", "home_region")
+
+
+def retry_policy_json(policy: RetryPolicy | None) -> str | None:
+    """The ``retry_policy`` column of a task: {"base_s", "cap_s", "errors"} or NULL."""
+    if policy is None:
+        return None
+    doc: dict[str, Any] = {}
+    if policy.initial_backoff_s > 0:
+        doc["base_s"] = float(policy.initial_backoff_s)
+        doc["cap_s"] = float(max(policy.max_backoff_s, policy.initial_backoff_s))
+    errors = policy.error_types()
+    if errors:
+        doc["errors"] = list(errors)
+    return json.dumps(doc) if doc else None
+
+
+def retry_policy_of(value: str | None) -> RetryPolicy | None:
+    """The task's :class:`RetryPolicy` from its ``retry_policy`` column."""
+    if value is None:
+        return None
+    doc = json.loads(value)
+    return RetryPolicy(
+        initial_backoff_s=float(doc.get("base_s", 0.0)),
+        max_backoff_s=float(doc.get("cap_s", 0.0)),
+        non_retryable=tuple(doc.get("errors", ())),
+    )
 
 
 def loads(value: str | None) -> Any:

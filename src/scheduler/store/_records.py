@@ -55,4 +55,5 @@ def record_from_new(t: NewTask, payload: str, trace: str | None, now: datetime) 
         schedule_id=t.schedule_id,
         created_at=now,
         updated_at=now,
+        retry_policy=t.retry_policy,
     )

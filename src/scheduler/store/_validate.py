@@ -236,6 +236,7 @@ def dispatch_requests(requests: Sequence[Any]) -> None:
 
 
 ERROR_MAX_CHARS = 64 * 1024
+ERROR_TYPE_MAX_CHARS = 128
 
 
 def failures(items: Sequence[Any]) -> None:
@@ -247,11 +248,18 @@ def failures(items: Sequence[Any]) -> None:
             or len(e) > ERROR_MAX_CHARS
             or "\x00" in e
             or (f.retry_at is not None and not _is_aware(f.retry_at))
+            or type(f.error_type) is not str
+            or len(f.error_type) > ERROR_TYPE_MAX_CHARS
+            or "\x00" in f.error_type
+            or not 1.0 <= f.spread <= 2.0
         ):
             break
     else:
         return
     for i, f in enumerate(items):
         text(f"items[{i}].error", f.error, ERROR_MAX_CHARS, allow_empty=True)
+        text(f"items[{i}].error_type", f.error_type, ERROR_TYPE_MAX_CHARS, allow_empty=True)
+        if not 1.0 <= f.spread <= 2.0:
+            raise InvalidArgument(f"items[{i}].spread", "must be 1..2")
         if f.retry_at is not None:
             aware(f"items[{i}].retry_at", f.retry_at)

@@ -69,6 +69,18 @@ _OUTCOME_OF_KIND = {
 }
 
 
+def _listed(exc: BaseException, types: Sequence[type[BaseException] | str]) -> bool:
+    """Whether ``exc`` is one of ``types``: an instance of a class, or of a class (or
+    subclass of a class) with a listed name."""
+    if not types:
+        return False
+    names = {t for t in types if isinstance(t, str)}
+    classes = tuple(t for t in types if not isinstance(t, str))
+    if classes and isinstance(exc, classes):
+        return True
+    return any(c.__name__ in names for c in type(exc).__mro__)
+
+
 class HandlerRunner:
     """Runs the handlers of the tasks held, and commits their outcomes."""
 
@@ -82,8 +94,11 @@ class HandlerRunner:
         kafka_mode: bool,
         start_on_delivery: bool,
         tracer_provider: TracerProvider | None,
+        non_retryable: Mapping[str, Iterable[type[BaseException] | str]] | None = None,
     ) -> None:
         self._handlers = dict(handlers)
+        self._non_retryable = {t: tuple(v) for t, v in (non_retryable or {}).items()}
+        """Per task type, the exceptions (classes, or class names) that dead-letter."""
         self._async_types = {t for t, h in self._handlers.items() if inspect.iscoroutinefunction(h)}
         self._stream = stream
         self._slots = slots
@@ -361,10 +376,20 @@ class HandlerRunner:
         elif isinstance(outcome, Interrupted) and reason == LEASE_LOST:
             msg = None  # any write would be rejected: another attempt owns the task
         elif isinstance(outcome, BaseException):
-            retryable = not (isinstance(outcome, ApplicationError) and outcome.non_retryable)
-            text = str(outcome) or type(outcome).__name__
+            retryable = not (
+                isinstance(outcome, ApplicationError) and outcome.non_retryable
+            ) and not _listed(outcome, self._non_retryable.get(ctx.type, ()))
+            error_type = type(outcome).__name__
+            if not (error_type.isascii() and error_type.isprintable()):
+                error_type = ""  # the wire takes printable ASCII names only
+            text = str(outcome) or error_type
             msg = pb.WorkerMessage(
-                failure=pb.Failure(task=held.ref, error=text[:4000], retryable=retryable)
+                failure=pb.Failure(
+                    task=held.ref,
+                    error=text[:4000],
+                    retryable=retryable,
+                    error_type=error_type[:128],
+                )
             )
             span.record_exception(outcome)
             span.set_status(Status(StatusCode.ERROR, text[:200]))

@@ -80,6 +80,7 @@ class Worker:
         tracer_provider: TracerProvider | None = None,
         kafka: KafkaSource | None = None,
         start_on_delivery: bool = False,
+        non_retryable: Mapping[str, Iterable[type[BaseException] | str]] | None = None,
     ) -> None:
         if not handlers:
             raise ValueError("Worker needs at least one handler")
@@ -141,6 +142,7 @@ class Worker:
             kafka_mode=kafka is not None,
             start_on_delivery=start_on_delivery,
             tracer_provider=tracer_provider,
+            non_retryable=non_retryable or {},
         )
         self._stream.attach(self._runner)
 

@@ -19,7 +19,7 @@ import pytest
 
 from scheduler._aio import Background
 from scheduler.engine import EngineConfig
-from scheduler.engine._completer import Completer
+from scheduler.engine._completer import Completer, spread
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._slots import Slots
@@ -334,6 +334,7 @@ async def test_a_failure_is_written_with_its_retry_time(world: World) -> None:
             error="boom",
             retryable=True,
             retry_at=world.completer.retry_at(known.key, TENANT, 3),
+            spread=spread(known.key, TENANT, 3),
         ),
         # Attempt and tenant unknown: the first attempt of the nil tenant seeds it.
         Failure(
@@ -342,6 +343,7 @@ async def test_a_failure_is_written_with_its_retry_time(world: World) -> None:
             error="bad",
             retryable=False,
             retry_at=world.completer.retry_at(unknown.key, uuid.UUID(int=0), 1),
+            spread=spread(unknown.key, uuid.UUID(int=0), 1),
         ),
     ]
 

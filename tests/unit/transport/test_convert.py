@@ -39,7 +39,7 @@ def test_spec_defaults() -> None:
     assert spec.scheduled_at is None
     assert spec.idempotency_key is None
     assert spec.pool is Pool.STANDARD
-    assert spec.jitter_mode is JitterMode.SYMMETRIC
+    assert spec.jitter_mode is None  # the default rule, decided at admission
     assert spec.max_retries == 3
     assert spec.trace_context is None
 

@@ -63,6 +63,7 @@ def task(row: asyncpg.Record) -> TaskRecord:
         schedule_id=row["schedule_id"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        retry_policy=_common.retry_policy_of(row["retry_policy"]),
     )
 
 

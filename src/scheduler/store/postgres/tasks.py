@@ -90,6 +90,7 @@ class Tasks:
             [t.workflow_id for t in tasks],
             [t.schedule_id for t in tasks],
             now,
+            [_common.retry_policy_json(t.retry_policy) for t in tasks],
         )
         edges = [
             (t.workflow_id, parent, t.id, t.scheduled_at)

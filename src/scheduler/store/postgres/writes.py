@@ -195,6 +195,8 @@ class WorkerWrites:
                 now,
                 lo,
                 hi,
+                [f.error_type for f in items],
+                [f.spread for f in items],
             )
             state = {r[0]: TaskState(r[2]) for r in found}
             dead = [r for r in found if r["status"] == TaskState.DEAD_LETTER]

@@ -43,6 +43,7 @@ UPGRADE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("api_keys", "revoked_at", "INTEGER"),
     ("api_keys", "last_used_at", "INTEGER"),
     ("api_keys", "rotated_from", "TEXT"),
+    ("tasks", "retry_policy", "TEXT"),
 )
 """Columns added after a table first shipped: ``schema.sql`` creates them in a new file
 (``CREATE TABLE IF NOT EXISTS`` leaves an older file's table as it was), and

@@ -92,6 +92,7 @@ def task(r: sqlite3.Row) -> TaskRecord:
         schedule_id=opt_uuid(r["schedule_id"]),
         created_at=dt(r["created_at"]),
         updated_at=dt(r["updated_at"]),
+        retry_policy=_common.retry_policy_of(r["retry_policy"]),
     )
 
 

@@ -71,6 +71,7 @@ class Tasks:
                         rows.opt_str(t.schedule_id),
                         n,
                         n,
+                        _common.retry_policy_json(t.retry_policy),
                     ),
                 )
                 created = cur.rowcount == 1

@@ -212,8 +212,12 @@ class WorkerWrites:
                     q["fail"],
                     (
                         int(f.retryable),
+                        f.error_type,
                         int(f.retryable),
+                        f.error_type,
                         retry_at,
+                        n,
+                        f.spread,
                         f.error,
                         n,
                         str(f.key.id),

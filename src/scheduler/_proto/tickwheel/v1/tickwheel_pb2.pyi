@@ -97,7 +97,7 @@ class TraceContext(_message.Message):
     def __init__(self, traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context")
+    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +109,7 @@ class TaskSpec(_message.Message):
     NO_RETRIES_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     type: str
     payload: _struct_pb2.Struct
     scheduled_at: _timestamp_pb2.Timestamp
@@ -120,10 +121,23 @@ class TaskSpec(_message.Message):
     no_retries: bool
     timeout_s: float
     trace_context: TraceContext
-    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ...) -> None: ...
+    retry_policy: RetryPolicy
+    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
+
+class RetryPolicy(_message.Message):
+    __slots__ = ("initial_backoff_s", "max_backoff_s", "max_attempts", "non_retryable_error_types")
+    INITIAL_BACKOFF_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_BACKOFF_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    NON_RETRYABLE_ERROR_TYPES_FIELD_NUMBER: _ClassVar[int]
+    initial_backoff_s: float
+    max_backoff_s: float
+    max_attempts: int
+    non_retryable_error_types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, initial_backoff_s: _Optional[float] = ..., max_backoff_s: _Optional[float] = ..., max_attempts: _Optional[int] = ..., non_retryable_error_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("id", "tenant_id", "type", "state", "scheduled_at", "due_at", "idempotency_key", "pool", "fencing_token", "retry_count", "max_retries", "payload", "result", "last_error", "checkpoint", "worker_id", "cancel_requested", "shard_id", "created_at", "updated_at", "strict_timing", "trace_context")
+    __slots__ = ("id", "tenant_id", "type", "state", "scheduled_at", "due_at", "idempotency_key", "pool", "fencing_token", "retry_count", "max_retries", "payload", "result", "last_error", "checkpoint", "worker_id", "cancel_requested", "shard_id", "created_at", "updated_at", "strict_timing", "trace_context", "retry_policy")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +160,7 @@ class Task(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     STRICT_TIMING_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     type: str
@@ -168,7 +183,8 @@ class Task(_message.Message):
     updated_at: _timestamp_pb2.Timestamp
     strict_timing: bool
     trace_context: TraceContext
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., fencing_token: _Optional[int] = ..., retry_count: _Optional[int] = ..., max_retries: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., worker_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., shard_id: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., strict_timing: _Optional[bool] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ...) -> None: ...
+    retry_policy: RetryPolicy
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., fencing_token: _Optional[int] = ..., retry_count: _Optional[int] = ..., max_retries: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., worker_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., shard_id: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., strict_timing: _Optional[bool] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
 
 class SubmitTaskRequest(_message.Message):
     __slots__ = ("task",)
@@ -259,6 +275,22 @@ class RedriveTaskResponse(_message.Message):
     TASK_FIELD_NUMBER: _ClassVar[int]
     task: Task
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
+
+class WaitTaskRequest(_message.Message):
+    __slots__ = ("task_id", "timeout_s")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    timeout_s: float
+    def __init__(self, task_id: _Optional[str] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+
+class WaitTaskResponse(_message.Message):
+    __slots__ = ("task", "done")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    task: Task
+    done: bool
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., done: _Optional[bool] = ...) -> None: ...
 
 class WorkflowNodeSpec(_message.Message):
     __slots__ = ("id", "task")
@@ -601,14 +633,16 @@ class Completions(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[Completion, _Mapping]]] = ...) -> None: ...
 
 class Failure(_message.Message):
-    __slots__ = ("task", "error", "retryable")
+    __slots__ = ("task", "error", "retryable", "error_type")
     TASK_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
     task: TaskRef
     error: str
     retryable: bool
-    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
+    error_type: str
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ..., error_type: _Optional[str] = ...) -> None: ...
 
 class Release(_message.Message):
     __slots__ = ("task", "checkpoint")
@@ -757,14 +791,16 @@ class CompleteTaskResponse(_message.Message):
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class FailTaskRequest(_message.Message):
-    __slots__ = ("task", "error", "retryable")
+    __slots__ = ("task", "error", "retryable", "error_type")
     TASK_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
     task: TaskRef
     error: str
     retryable: bool
-    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
+    error_type: str
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ..., error_type: _Optional[str] = ...) -> None: ...
 
 class FailTaskResponse(_message.Message):
     __slots__ = ("task",)

@@ -70,6 +70,11 @@ class SchedulerServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskResponse.FromString,
                 _registered_method=True)
+        self.WaitTask = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/WaitTask',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.WaitTaskRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.WaitTaskResponse.FromString,
+                _registered_method=True)
         self.SubmitWorkflow = channel.unary_unary(
                 '/tickwheel.v1.SchedulerService/SubmitWorkflow',
                 request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.SubmitWorkflowRequest.SerializeToString,
@@ -187,6 +192,15 @@ class SchedulerServiceServicer:
 
     def RedriveTask(self, request, context):
         """Move a DEAD_LETTER task back to SCHEDULED (operator action, audited).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WaitTask(self, request, context):
+        """Wait for a task to reach a terminal state (COMPLETED, CANCELLED, DEAD_LETTER):
+        answers as soon as it does, or with its current state when `timeout_s` passes
+        (a long poll; call again to wait longer). NOT_FOUND for an unknown task.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -329,6 +343,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.RedriveTask,
                     request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskResponse.SerializeToString,
+            ),
+            'WaitTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitTask,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.WaitTaskRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.WaitTaskResponse.SerializeToString,
             ),
             'SubmitWorkflow': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitWorkflow,
@@ -568,6 +587,33 @@ class SchedulerService:
             '/tickwheel.v1.SchedulerService/RedriveTask',
             tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskRequest.SerializeToString,
             tickwheel_dot_v1_dot_tickwheel__pb2.RedriveTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WaitTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/WaitTask',
+            tickwheel_dot_v1_dot_tickwheel__pb2.WaitTaskRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.WaitTaskResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -50,16 +50,16 @@ WITH new_keys AS (
 INSERT INTO tasks (
     id, tenant_id, type, scheduled_at, due_at, status, idempotency_key, max_retries,
     payload, unresolved_dependencies, shard_id, pool, strict_timing, jitter_mode,
-    timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at)
+    timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at, retry_policy)
 SELECT u.id, u.tenant_id, u.type, u.scheduled_at, u.due_at, u.status, u.idem, u.max_retries,
     u.payload::jsonb, u.deps, u.shard, u.pool, u.strict, u.jitter,
-    u.timeout, u.trace::jsonb, u.wf, u.sched, $19, $19
+    u.timeout, u.trace::jsonb, u.wf, u.sched, $19, $19, u.retry::jsonb
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[],
             $6::text[], $7::text[], $8::int[], $9::text[], $10::int[], $11::int[],
             $12::text[], $13::bool[], $14::text[], $15::float8[], $16::text[],
-            $17::uuid[], $18::uuid[])
+            $17::uuid[], $18::uuid[], $20::text[])
     AS u(id, tenant_id, type, scheduled_at, due_at, status, idem, max_retries, payload,
-         deps, shard, pool, strict, jitter, timeout, trace, wf, sched)
+         deps, shard, pool, strict, jitter, timeout, trace, wf, sched, retry)
 JOIN new_keys k ON k.task_id = u.id
 RETURNING id
 
@@ -281,17 +281,30 @@ SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, parents
 FROM dec WHERE status = 'PRELOADED'
 
 -- name: fail
--- $1 ids, $2 scheduled_at, $3 tokens, $4 errors, $5 retryable, $6 retry_at, $7 now, $8/$9 bounds
+-- $1 ids, $2 scheduled_at, $3 tokens, $4 errors, $5 retryable, $6 retry_at, $7 now, $8/$9 bounds,
+-- $10 error types, $11 spread factors (1 + up to 0.25). A task with its own retry policy
+-- (retry_policy.base_s/cap_s) gets its backoff here; an error type its policy lists
+-- dead-letters at once.
 WITH f AS (
     UPDATE tasks t SET
         retry_count = t.retry_count + 1,
         status = CASE WHEN u.retryable AND t.retry_count < t.max_retries
+                       AND NOT coalesce(jsonb_exists(t.retry_policy -> 'errors', u.error_type), false)
                       THEN 'RETRYING' ELSE 'DEAD_LETTER' END,
         due_at = CASE WHEN u.retryable AND t.retry_count < t.max_retries
-                      THEN coalesce(u.retry_at, $7) ELSE t.due_at END,
+                       AND NOT coalesce(jsonb_exists(t.retry_policy -> 'errors', u.error_type), false)
+                      THEN CASE WHEN t.retry_policy ? 'base_s'
+                                THEN $7::timestamptz + make_interval(secs => least(
+                                    (t.retry_policy ->> 'cap_s')::float8,
+                                    (t.retry_policy ->> 'base_s')::float8
+                                        * power(2::float8, least(t.retry_count, 60)))
+                                    * u.spread)
+                                ELSE coalesce(u.retry_at, $7) END
+                      ELSE t.due_at END,
         last_error = u.error, lease_expires_at = NULL, updated_at = $7
     FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $5::bool[],
-                $6::timestamptz[]) AS u(id, scheduled_at, token, error, retryable, retry_at)
+                $6::timestamptz[], $10::text[], $11::float8[])
+        AS u(id, scheduled_at, token, error, retryable, retry_at, error_type, spread)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
       AND t.status IN ({{from:RUNNING|to:RETRYING}})
       AND t.scheduled_at >= $8 AND t.scheduled_at <= $9

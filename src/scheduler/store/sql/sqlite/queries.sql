@@ -25,8 +25,9 @@ SELECT tenant_id FROM api_keys WHERE secret_hash = ?1 AND NOT revoked
 -- name: insert_task
 INSERT INTO tasks (id, tenant_id, type, scheduled_at, due_at, status, idempotency_key,
     max_retries, payload, unresolved_dependencies, shard_id, pool, strict_timing,
-    jitter_mode, timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    jitter_mode, timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at,
+    retry_policy)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 
 -- name: task_by_idempotency
@@ -150,9 +151,23 @@ WHERE id = ? AND unresolved_dependencies > 0
 RETURNING *
 
 -- name: fail
+-- Parameters: retryable, error type, retryable, error type, the engine's retry time, now,
+-- spread factor, then the key. A task with its own retry policy (retry_policy JSON:
+-- base_s/cap_s, errors) gets its backoff here; an error type it lists dead-letters.
 UPDATE tasks SET
-    status = CASE WHEN ? AND retry_count < max_retries THEN 'RETRYING' ELSE 'DEAD_LETTER' END,
-    due_at = CASE WHEN ? AND retry_count < max_retries THEN ? ELSE due_at END,
+    status = CASE WHEN ? AND retry_count < max_retries
+                   AND NOT EXISTS (SELECT 1 FROM json_each(coalesce(retry_policy, '{}'), '$.errors')
+                                   WHERE value = ?)
+                  THEN 'RETRYING' ELSE 'DEAD_LETTER' END,
+    due_at = CASE WHEN ? AND retry_count < max_retries
+                   AND NOT EXISTS (SELECT 1 FROM json_each(coalesce(retry_policy, '{}'), '$.errors')
+                                   WHERE value = ?)
+                  THEN CASE WHEN json_extract(retry_policy, '$.base_s') IS NULL THEN ?
+                            ELSE ? + CAST(min(json_extract(retry_policy, '$.cap_s'),
+                                              json_extract(retry_policy, '$.base_s')
+                                                  * (1 << min(retry_count, 60)))
+                                          * ? * 1000000 AS INTEGER) END
+                  ELSE due_at END,
     retry_count = retry_count + 1,
     last_error = ?, lease_expires_at = NULL, updated_at = ?
 WHERE id = ? AND scheduled_at = ? AND fencing_token = ?

@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     workflow_id TEXT,
     schedule_id TEXT,
+    retry_policy TEXT, -- a task's own retry policy (JSON: base_s, cap_s, errors); NULL: defaults
     UNIQUE (tenant_id, idempotency_key)
 );
 CREATE INDEX IF NOT EXISTS idx_tasks_claimable ON tasks (due_at)

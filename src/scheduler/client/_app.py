@@ -1,0 +1,317 @@
+"""Celery-style task functions: ``@app.task`` registers a handler and gives it
+``.delay()``/``.submit()``; the same registry is what ``app.worker()`` runs.
+
+::
+
+    app = App("localhost:50051", api_key=KEY)
+
+    @app.task(type="email", retry=RetryPolicy(max_attempts=5, non_retryable=[ValueError]))
+    def send_email(to: str, subject: str = "hi") -> dict:
+        ...
+        return {"sent": True}
+
+    handle = send_email.delay(to="a@example.com")   # a SyncTaskHandle
+    handle.result(timeout=30)                       # {"sent": True}
+
+    await app.worker(slots=10).run()                # in the worker process
+
+The payload of a task is its call's keyword arguments (positional ones are bound to
+their parameter names), so it must be JSON. A function that takes a parameter named
+``ctx`` gets the :class:`~scheduler.worker.TaskContext` there (checkpoints, attempt,
+cancellation). It may be sync (run in the worker's thread pool) or async. A return
+value that is not a dict is stored as ``{"result": value}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from scheduler.client._client import Client
+from scheduler.client._handle import TaskHandle
+from scheduler.client._sync import SyncClient, SyncTaskHandle, when_after
+from scheduler.client._tls import TLSConfig
+from scheduler.client._types import JSON, TaskSpec
+from scheduler.jitter import JitterMode
+from scheduler.types import Pool, RetryPolicy
+
+if TYPE_CHECKING:
+    from scheduler.worker import TaskContext, Worker
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TaskOptions:
+    """A task function's defaults for every submission (each may be overridden)."""
+
+    type: str
+    retry: RetryPolicy | None = None
+    pool: Pool = Pool.STANDARD
+    max_retries: int | None = None
+    timeout_s: float = 0.0
+    strict_timing: bool = False
+    jitter_mode: JitterMode | None = None
+
+
+class TaskFunction(Generic[P, R]):
+    """A registered handler. Calling it runs the function here and now; ``delay`` and
+    ``submit`` schedule it on a worker."""
+
+    def __init__(self, app: App, fn: Callable[P, R], options: TaskOptions) -> None:
+        self.app = app
+        self.fn = fn
+        self.options = options
+        signature = inspect.signature(fn)
+        self._wants_ctx = "ctx" in signature.parameters
+        self._signature = signature.replace(
+            parameters=[p for p in signature.parameters.values() if p.name != "ctx"]
+        )
+        """The call's signature without ``ctx`` (the worker passes it, not the caller)."""
+        functools.update_wrapper(self, fn)
+
+    @property
+    def type(self) -> str:
+        """The task type workers register and submissions name."""
+        return self.options.type
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<TaskFunction {self.type} {self.fn.__module__}.{self.fn.__qualname__}>"
+
+    # -- submitting ------------------------------------------------------------------
+
+    def payload(self, *args: Any, **kwargs: Any) -> JSON:
+        """The payload of a call: its arguments by parameter name (TypeError if they
+        do not fit the function's signature)."""
+        bound = self._signature.bind(*args, **kwargs)
+        out: JSON = {}
+        for name, value in bound.arguments.items():
+            kind = self._signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                out.update(value)
+            elif kind is inspect.Parameter.VAR_POSITIONAL:
+                if value:
+                    raise TypeError(f"{self.type}: *{name} cannot travel in a payload")
+            else:
+                out[name] = value
+        return out
+
+    def spec(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        delay: float | timedelta | None = None,
+        scheduled_at: datetime | None = None,
+        idempotency_key: str | None = None,
+        **overrides: Any,
+    ) -> TaskSpec:
+        """The :class:`TaskSpec` of one submission (``overrides``: any TaskOptions
+        field, e.g. ``pool``, ``retry``, ``max_retries``)."""
+        if delay is not None and scheduled_at is not None:
+            raise ValueError("give delay or scheduled_at, not both")
+        opts = dataclasses.replace(self.options, **overrides) if overrides else self.options
+        return TaskSpec(
+            type=opts.type,
+            payload=self.payload(*args, **(kwargs or {})),
+            scheduled_at=when_after(delay) if delay is not None else scheduled_at,
+            idempotency_key=idempotency_key,
+            pool=opts.pool,
+            strict_timing=opts.strict_timing,
+            jitter_mode=opts.jitter_mode,
+            max_retries=opts.max_retries,
+            timeout_s=opts.timeout_s,
+            retry_policy=opts.retry,
+        )
+
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> SyncTaskHandle:
+        """Submit a call to run now (blocking); a handle whose ``result()`` waits."""
+        return self.submit(args, kwargs)
+
+    def submit(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> SyncTaskHandle:
+        """Submit with options (blocking), like Celery's ``apply_async``: ``delay``
+        (seconds or timedelta), ``scheduled_at``, ``idempotency_key``, ``pool``,
+        ``retry``, ``max_retries``, ``timeout_s``, ``strict_timing``, ``jitter_mode``."""
+        client = self.app.sync_client()
+        (handle,) = client.submit_many([self.spec(args, kwargs, **options)])
+        return handle
+
+    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle:
+        """:meth:`delay` for async code: an awaitable handle."""
+        return await self.asubmit(args, kwargs)
+
+    async def asubmit(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> TaskHandle:
+        """:meth:`submit` for async code."""
+        client = await self.app.client()
+        (task,) = await client.submit_many([self.spec(args, kwargs, **options)])
+        return TaskHandle(client, task)
+
+    # -- running ---------------------------------------------------------------------
+
+    def handler(self) -> Callable[[TaskContext], Any]:
+        """The worker handler: calls the function with the payload as keyword
+        arguments (and ``ctx`` when it takes one)."""
+        fn: Callable[..., Any] = self.fn
+        wants_ctx = self._wants_ctx
+        if inspect.iscoroutinefunction(fn):
+
+            async def run_async(ctx: TaskContext) -> Any:
+                kw = dict(ctx.payload)
+                if wants_ctx:
+                    kw["ctx"] = ctx
+                return await fn(**kw)
+
+            return run_async
+
+        def run(ctx: TaskContext) -> Any:
+            kw = dict(ctx.payload)
+            if wants_ctx:
+                kw["ctx"] = ctx
+            return fn(**kw)
+
+        return run
+
+    def non_retryable(self) -> tuple[builtins.type[BaseException], ...]:
+        """The exception classes that dead-letter at once (from the retry policy)."""
+        return self.options.retry.exception_types() if self.options.retry else ()
+
+
+class App:
+    """A registry of task functions bound to one server and API key.
+
+    ``App(target, api_key)``; ``@app.task(...)`` registers; ``app.worker()`` builds a
+    :class:`~scheduler.worker.Worker` that runs every registered function;
+    ``app.sync_client()``/``await app.client()`` are the clients submissions use.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        api_key: str,
+        *,
+        tls: TLSConfig | None = None,
+        rpc_timeout_s: float = 30.0,
+    ) -> None:
+        self.target = target
+        self.api_key = api_key
+        self.tls = tls
+        self.rpc_timeout_s = rpc_timeout_s
+        self.tasks: dict[str, TaskFunction[Any, Any]] = {}
+        self._sync: SyncClient | None = None
+        self._async: dict[asyncio.AbstractEventLoop, Client] = {}
+
+    def task(
+        self,
+        fn: Callable[P, R] | None = None,
+        *,
+        type: str | None = None,
+        retry: RetryPolicy | None = None,
+        pool: Pool = Pool.STANDARD,
+        max_retries: int | None = None,
+        timeout_s: float = 0.0,
+        strict_timing: bool = False,
+        jitter_mode: JitterMode | None = None,
+    ) -> Any:
+        """Register ``fn`` as the handler of ``type`` (default: ``module.function``).
+
+        Usable bare (``@app.task``) or with options (``@app.task(type="email")``).
+        """
+
+        def register(f: Callable[P, R]) -> TaskFunction[P, R]:
+            name = type or f"{f.__module__}.{f.__qualname__}"
+            if name in self.tasks:
+                raise ValueError(f"task type {name!r} is registered already")
+            options = TaskOptions(
+                type=name,
+                retry=retry,
+                pool=pool,
+                max_retries=max_retries,
+                timeout_s=timeout_s,
+                strict_timing=strict_timing,
+                jitter_mode=jitter_mode,
+            )
+            tf = TaskFunction(self, f, options)
+            self.tasks[name] = tf
+            return tf
+
+        return register(fn) if fn is not None else register
+
+    def handlers(self) -> dict[str, Callable[[TaskContext], Any]]:
+        """Every registered function's worker handler, by task type."""
+        return {name: tf.handler() for name, tf in self.tasks.items()}
+
+    def non_retryable(self) -> dict[str, tuple[type[BaseException], ...]]:
+        """Per task type, the exceptions that dead-letter at once."""
+        return {name: tf.non_retryable() for name, tf in self.tasks.items() if tf.non_retryable()}
+
+    def worker(self, *, types: Iterable[str] | None = None, **options: Any) -> Worker:
+        """A :class:`~scheduler.worker.Worker` for the registered functions (all, or
+        ``types``); ``options`` as the Worker's (``slots``, ``pools``, ...)."""
+        from scheduler.worker import Worker
+
+        chosen = set(types) if types is not None else set(self.tasks)
+        unknown = chosen - set(self.tasks)
+        if unknown:
+            raise ValueError(f"no task function registered for {sorted(unknown)}")
+        handlers = {k: v for k, v in self.handlers().items() if k in chosen}
+        non_retryable = {k: v for k, v in self.non_retryable().items() if k in chosen}
+        options.setdefault("tls", self.tls)
+        return Worker(
+            self.target,
+            api_key=self.api_key,
+            handlers=handlers,
+            non_retryable=non_retryable,
+            **options,
+        )
+
+    def sync_client(self) -> SyncClient:
+        """The blocking client ``delay``/``submit`` use (connected on first use)."""
+        if self._sync is None:
+            self._sync = SyncClient(
+                self.target, api_key=self.api_key, tls=self.tls, rpc_timeout_s=self.rpc_timeout_s
+            )
+        return self._sync
+
+    async def client(self) -> Client:
+        """The async client of the running event loop (connected on first use)."""
+        loop = asyncio.get_running_loop()
+        client = self._async.get(loop)
+        if client is None:
+            client = await Client.connect(
+                self.target, api_key=self.api_key, tls=self.tls, rpc_timeout_s=self.rpc_timeout_s
+            )
+            self._async[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the async client of this loop and the sync client."""
+        client = self._async.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+        self.close_sync()
+
+    def close_sync(self) -> None:
+        """Close the sync client (from a thread without a running loop, or any)."""
+        if self._sync is not None:
+            sync, self._sync = self._sync, None
+            sync.close()
