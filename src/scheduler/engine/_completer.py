@@ -119,13 +119,17 @@ class Completer:
             self._wake_preloader()
         return outcomes
 
-    async def release_unacked(self, held: Sequence[tuple[TaskKey, int]]) -> None:
+    async def release_unacked(
+        self, held: Sequence[tuple[TaskKey, int]], *, dispatched_only: bool = True
+    ) -> None:
         """A closed session's unacked tasks: DISPATCHED ones go back now. The write is
         DISPATCHED-only in the store, so a task another stream (on any node) acked
-        meanwhile keeps its lease and its worker."""
+        meanwhile keeps its lease and its worker. A session that starts on delivery
+        passes ``dispatched_only=False``: its unacked tasks were committed RUNNING and
+        never pushed, so no worker can hold them."""
         try:
             await self._releases.submit_many(
-                [Release(key=k, token=t, dispatched_only=True) for k, t in held]
+                [Release(key=k, token=t, dispatched_only=dispatched_only) for k, t in held]
             )
             # A refused one is RUNNING under another stream (another node): no session
             # here holds it any more, so its slot on this node comes back as well.
