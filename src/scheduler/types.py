@@ -326,6 +326,10 @@ class Release:
     key: TaskKey
     token: int
     checkpoint: JSON | None = None
+    dispatched_only: bool = False
+    """A closed stream's give-back: only a DISPATCHED (never acked) task goes back; a
+    RUNNING one keeps its lease (another node's stream of the same worker may have
+    acked it) and the write answers STALE."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -128,10 +128,22 @@ class Completer:
             self._wake_preloader()
         return outcomes
 
-    async def release_unacked(self, held: Sequence[tuple[TaskKey, int]]) -> None:
-        """A closed session's tasks: DISPATCHED ones go back now; RUNNING keep leases."""
+    async def release_unacked(
+        self, held: Sequence[tuple[TaskKey, int]], *, dispatched_only: bool = True
+    ) -> None:
+        """A closed session's unacked tasks: DISPATCHED ones go back now. The write is
+        DISPATCHED-only in the store, so a task another stream (on any node) acked
+        meanwhile keeps its lease and its worker. A session that starts on delivery
+        passes ``dispatched_only=False``: its unacked tasks were committed RUNNING and
+        never pushed, so no worker can hold them."""
         try:
-            await self._releases.submit_many([Release(key=k, token=t) for k, t in held])
+            await self._releases.submit_many(
+                [Release(key=k, token=t, dispatched_only=dispatched_only) for k, t in held]
+            )
+            # A refused one is RUNNING under another stream (another node): no session
+            # here holds it any more, so its slot on this node comes back as well.
+            for key, _ in held:
+                self._slots.free(key.id)
         except RuntimeError:
             # Engine already stopped: their leases lapse and the reaper requeues them.
             log.warning("could not release %d unacked tasks; leases will expire", len(held))
@@ -192,8 +204,10 @@ class Completer:
         ]
         results = await self._store.fail(failures, self._now())
         self._free_ok(items, [r.outcome for r in results])
-        if any(r.new_state in (TaskState.RETRYING, TaskState.DEAD_LETTER) for r in results):
-            # A retry to pre-load, or children released by the upstream policy.
+        if any(r.new_state is TaskState.DEAD_LETTER for r in results):
+            # Children released by the upstream policy. A retry waits out its backoff
+            # as RETRYING: the pre-loader's regular pass takes it in shortly before
+            # its retry time.
             self._wake_preloader()
         self._stats.failed += sum(r.outcome is Outcome.OK for r in results)
         self._settled(

@@ -1,9 +1,10 @@
 """The pre-loader: brings PRELOADED work of this node's shards into the timeline.
 
-Owns the one background loop that runs a claim pass (SCHEDULED/RETRYING due within the
-look-ahead -> PRELOADED), the reaper and, in a cluster, the reconcile (PRELOADED rows
-other nodes wrote for our shards), and the loop that hears other nodes' work notices.
-Also loads whole shards (on a gain: from the index when there is one, then reconciled
+Owns the one background loop that runs a claim pass (SCHEDULED due within the
+look-ahead, RETRYING due within about one pass -> PRELOADED), the reaper and, in a
+cluster, the reconcile (PRELOADED rows other nodes wrote for our shards), and the loop
+that hears other nodes' work notices. Also loads whole shards (on a gain: from the
+index when there is one, then reconciled
 from the store) and reloads released tasks. Calls the store, the timeline, the index
 mirror, the reaper and the shard state. Called by the facade (start, wake, reconcile),
 the shard handler (load on a gain) and the completer (reload after a release).
@@ -30,6 +31,12 @@ from scheduler.store import Store
 from scheduler.types import Preloaded, Release, TaskKey
 
 log = logging.getLogger("tickwheel.engine")
+
+RETRY_LEAD_S = 0.5
+"""A RETRYING task waits out its backoff as RETRYING (brief §3: RETRYING -> PRELOADED
+when the backoff has elapsed); a claim pass takes it into the wheel once its retry
+time is within one pre-load interval plus this lead, so it is in the wheel before it
+is due whatever the phase of the loop."""
 
 
 class Preloader:
@@ -96,8 +103,10 @@ class Preloader:
         if scope == []:
             return  # owns nothing (yet)
         while True:
+            now = self._now()
+            retry_horizon = now + timedelta(seconds=self._config.preload_interval_s + RETRY_LEAD_S)
             batch = await self._store.claim_preload(
-                scope, horizon, self._config.preload_batch, self._now()
+                scope, horizon, self._config.preload_batch, now, min(retry_horizon, horizon)
             )
             self._timeline.add(batch)
             if len(batch) < self._config.preload_batch:

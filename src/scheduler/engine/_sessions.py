@@ -334,7 +334,12 @@ class WorkerSession:
         unacked = [v for k, v in self._held.items() if k not in self._acked]
         self._held.clear()
         if unacked and self.outlet is None:  # broker tasks belong to their consumers
-            await self._completer.release_unacked(unacked)
+            # DISPATCHED-only in the store: a task acked meanwhile on another node's
+            # stream of this worker stays RUNNING. Starting on delivery, the unacked
+            # tasks were committed RUNNING here and never pushed: those go back too.
+            await self._completer.release_unacked(
+                unacked, dispatched_only=not self.start_on_delivery
+            )
 
 
 class Sessions:

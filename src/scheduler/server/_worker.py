@@ -27,7 +27,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from scheduler._errors import InvalidArgument
+from scheduler._errors import InvalidArgument, TickwheelError
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.engine import AssignmentBatch, CancelNotice, Engine, WorkerHello, WorkerSession
@@ -35,7 +35,7 @@ from scheduler.limits import MAX_SLOTS, MAX_TASK_TYPES, MAX_TYPE_CHARS, MAX_WORK
 from scheduler.server import _convert as conv
 from scheduler.server._auth import Gatekeeper, tenant_of
 from scheduler.server._config import ServerConfig
-from scheduler.server._status import abort, unary
+from scheduler.server._status import abort, status_of, unary
 from scheduler.types import Outcome, Pool, Scope
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -195,6 +195,28 @@ async def _apply(session: WorkerSession, kind: str, items: list[Any]) -> list[Ou
     return await session.release(items)
 
 
+def _refusal(request_id: int, exc: TickwheelError) -> pb.ServerMessage:
+    """The Result that refuses one whole message: its status, message and field."""
+    status = status_of(exc)
+    return pb.ServerMessage(
+        result=pb.Result(
+            request_id=request_id,
+            code=status.code.value[0],
+            message=status.details,
+            field=getattr(exc, "field", ""),
+        )
+    )
+
+
+def _distinct(items: Sequence[Any], kind: str) -> None:
+    """One message names each task at most once (the per-task Results are by id)."""
+    seen: set[uuid.UUID] = set()
+    for i, item in enumerate(items):
+        if item.key.id in seen:
+            raise InvalidArgument(f"{kind}[{i}].task_id", "the same task twice in one message")
+        seen.add(item.key.id)
+
+
 async def handle_messages(
     session: WorkerSession, msgs: Sequence[pb.WorkerMessage]
 ) -> list[pb.ServerMessage]:
@@ -202,44 +224,114 @@ async def handle_messages(
 
     Batchable kinds (fenced writes) become ONE engine call for the whole group, so a
     busy worker's completions share a store statement; the Results go back per message.
+    A message with a problem of its own (a missing field, a bad id, a value over a
+    limit) is refused in its Result and the others still apply: only protocol
+    violations (raised as :class:`ProtocolViolation`) end the stream.
     """
     kind = msgs[0].WhichOneof("kind")
-    if kind is None:
-        raise InvalidArgument("kind", "empty worker message")
-    if kind in _BATCHABLE:
-        parsed = [_parse(m, kind) for m in msgs]
-        outcomes = await _apply(session, kind, [item for items in parsed for item in items])
-        replies: list[pb.ServerMessage] = []
-        at = 0
-        for m, items in zip(msgs, parsed, strict=True):
-            mine = outcomes[at : at + len(items)]
-            at += len(items)
-            if m.request_id:
-                replies.append(_result(m.request_id, [i.key.id for i in items], mine))
-        return replies
-    replies = []
+    if kind not in _BATCHABLE:
+        singles: list[pb.ServerMessage] = []
+        for m in msgs:
+            reply = await handle_message(session, m)
+            if reply is not None:
+                singles.append(reply)
+        return singles
+    parsed: list[list[Any] | TickwheelError] = []
     for m in msgs:
-        reply = await handle_message(session, m)
-        if reply is not None:
-            replies.append(reply)
+        try:
+            items = _parse(m, kind)
+            _distinct(items, kind)
+            parsed.append(items)
+        except TickwheelError as exc:
+            parsed.append(exc)
+    answers: list[list[Outcome] | TickwheelError] = [
+        p if isinstance(p, TickwheelError) else [] for p in parsed
+    ]
+    # Runs of messages that name no task twice go to the engine as one call each.
+    run: list[int] = []
+    seen: set[uuid.UUID] = set()
+    for i, p in enumerate(parsed):
+        if isinstance(p, TickwheelError):
+            continue
+        ids = {item.key.id for item in p}
+        if ids & seen:
+            await _apply_run(session, kind, parsed, run, answers)
+            run, seen = [], set()
+        run.append(i)
+        seen |= ids
+    await _apply_run(session, kind, parsed, run, answers)
+    replies: list[pb.ServerMessage] = []
+    for m, p, a in zip(msgs, parsed, answers, strict=True):
+        if isinstance(a, TickwheelError):
+            replies.append(_refusal(m.request_id, a))
+        elif m.request_id:
+            assert not isinstance(p, TickwheelError)
+            replies.append(_result(m.request_id, [i.key.id for i in p], a))
     return replies
 
 
+async def _apply_run(
+    session: WorkerSession,
+    kind: str,
+    parsed: Sequence[list[Any] | TickwheelError],
+    run: Sequence[int],
+    answers: list[list[Outcome] | TickwheelError],
+) -> None:
+    """Apply the messages ``run`` (indexes into ``parsed``) as one engine call; if the
+    engine refuses the call (one item over a limit), apply them one by one so only
+    the message at fault is refused."""
+    if not run:
+        return
+    groups = [g for g in (parsed[i] for i in run) if not isinstance(g, TickwheelError)]
+    flat = [item for g in groups for item in g]
+    try:
+        outcomes = await _apply(session, kind, flat)
+    except TickwheelError as exc:
+        if len(run) == 1:
+            answers[run[0]] = exc
+            return
+        for i in run:
+            await _apply_run(session, kind, parsed, [i], answers)
+        return
+    at = 0
+    for i, g in zip(run, groups, strict=True):
+        answers[i] = outcomes[at : at + len(g)]
+        at += len(g)
+
+
+class ProtocolViolation(InvalidArgument):
+    """A message that breaks the stream protocol (a second hello): the stream ends."""
+
+
 async def handle_message(session: WorkerSession, msg: pb.WorkerMessage) -> pb.ServerMessage | None:
-    """Apply one worker message to the session; the Result to send back, if any."""
+    """Apply one worker message to the session; the Result to send back, if any.
+
+    A problem with the message itself is answered in its Result (the stream stays
+    open); a protocol violation raises :class:`ProtocolViolation`.
+    """
     kind = msg.WhichOneof("kind")
+    if kind == "hello":
+        raise ProtocolViolation("hello", "sent twice on one stream")
+    if kind in _BATCHABLE:
+        replies = await handle_messages(session, [msg])
+        return replies[0] if replies else None
+    try:
+        return await _handle_one(session, msg, kind)
+    except TickwheelError as exc:
+        return _refusal(msg.request_id, exc)
+
+
+async def _handle_one(
+    session: WorkerSession, msg: pb.WorkerMessage, kind: str | None
+) -> pb.ServerMessage | None:
     if kind == "credit":
         if msg.credit.slots == 0 or msg.credit.slots > MAX_SLOTS:
             raise InvalidArgument("credit.slots", f"must be 1-{MAX_SLOTS}")
         session.grant(msg.credit.slots)
-        return None
+        return _result(msg.request_id, [], []) if msg.request_id else None
     if kind == "drain":
         session.drain()
-        return None
-    if kind == "hello":
-        raise InvalidArgument("hello", "sent twice on one stream")
-    if kind is None:
-        raise InvalidArgument("kind", "empty worker message")
+        return _result(msg.request_id, [], []) if msg.request_id else None
     if kind == "checkpoint":
         if not msg.checkpoint.HasField("task"):
             raise InvalidArgument("checkpoint.task", "required")
@@ -247,8 +339,7 @@ async def handle_message(session: WorkerSession, msg: pb.WorkerMessage) -> pb.Se
         data = conv.bounded_struct(msg.checkpoint.data, "checkpoint.data")
         outcome = await session.checkpoint(write.key, write.token, data)
         return _result(msg.request_id, [write.key.id], [outcome]) if msg.request_id else None
-    replies = await handle_messages(session, [msg])
-    return replies[0] if replies else None
+    raise InvalidArgument("kind", "empty worker message (no kind set)")
 
 
 async def _aclose(iterator: AsyncIterator[Any]) -> None:

@@ -318,9 +318,22 @@ class Stream:
     def _on_message(self, msg: pb.ServerMessage, conn: Conn, listener: StreamListener) -> None:
         kind = msg.WhichOneof("kind")
         if kind == "result":
-            fut = conn.pending.pop(msg.result.request_id, None)
+            result = msg.result
+            if result.code:
+                # The server refused the whole message (a bad field): nothing of it was
+                # applied and the stream stays open. The waiting request sees no
+                # per-task result, so its write counts as not committed.
+                _log.warning(
+                    "worker %s: the server refused request %d (status %d, field %r): %s",
+                    self.worker_id,
+                    result.request_id,
+                    result.code,
+                    result.field,
+                    result.message,
+                )
+            fut = conn.pending.pop(result.request_id, None)
             if fut is not None and not fut.done():
-                fut.set_result(list(msg.result.results))
+                fut.set_result(list(result.results))
         elif kind == "assignments":
             listener.on_assignments(msg.assignments.tasks)
         elif kind == "cancel":

@@ -142,3 +142,21 @@ async def test_a_reconnected_worker_still_gives_back_what_it_never_acked(
     task = await engine.get_task(tenant, a.key.id)
     assert task.status is TaskState.PRELOADED
     await first.close()
+
+
+async def test_a_close_never_releases_a_task_acked_elsewhere(
+    engine: Engine, store: Store, tenant: uuid.UUID
+) -> None:
+    """Two nodes: stream 1 here was given a task; the worker reconnected to another node
+    and acked it there (RUNNING, same token; written straight to the store, as that node
+    would). Stream 1's close must not give the RUNNING task back."""
+    first = await engine.open_session(hello(tenant))
+    await engine.submit(tenant, [SubmitSpec(type="email", payload={}, strict_timing=True)])
+    event = await asyncio.wait_for(first.next_event(), 10)
+    assert isinstance(event, AssignmentBatch)
+    (a,) = event.assignments
+    lease = a.lease_expires_at
+    assert await store.ack([FencedWrite(key=a.key, token=a.fencing_token)], lease, lease) == ["ok"]
+    await first.close()
+    task = await engine.get_task(tenant, a.key.id)
+    assert (task.status, task.fencing_token) == (TaskState.RUNNING, a.fencing_token)

@@ -144,7 +144,8 @@ async def _read_until_error(call: Any) -> None:
         await call.read()
 
 
-async def test_stream_bad_ref_is_invalid_argument(stack: Stack) -> None:
+async def test_stream_bad_ref_is_refused_in_its_result(stack: Stack) -> None:
+    """A bad item is answered in its Result and keeps the stream (issue #15, case 6)."""
     async with grpc.aio.insecure_channel(stack.target) as channel:
         call = pbg.WorkerServiceStub(channel).Connect(metadata=(("x-api-key", stack.key_a),))
         await call.write(pb.WorkerMessage(hello=pb.Hello(worker_id="w", task_types=["t"], slots=1)))
@@ -153,7 +154,9 @@ async def test_stream_bad_ref_is_invalid_argument(stack: Stack) -> None:
         await call.write(
             pb.WorkerMessage(request_id=1, completion=pb.Completion(task=_ref(task_id="bad")))
         )
-        with pytest.raises(grpc.aio.AioRpcError) as info:
-            await _read_until_error(call)
-    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert (info.value.details() or "").startswith("completion.task.task_id:")
+        reply = await call.read()
+        call.cancel()
+    assert reply.WhichOneof("kind") == "result"
+    assert reply.result.request_id == 1
+    assert reply.result.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert reply.result.message.startswith("completion.task.task_id:")

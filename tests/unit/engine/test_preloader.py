@@ -67,7 +67,12 @@ class FakeStore:
         self.on_notice: object = None
 
     async def claim_preload(
-        self, shards: Sequence[int] | None, horizon: datetime, limit: int, now: datetime
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        now: datetime,
+        retry_horizon: datetime | None = None,
     ) -> list[Preloaded]:
         self.claim_calls.append((None if shards is None else list(shards), horizon, limit))
         self.signals.put_nowait("claim")

@@ -53,6 +53,7 @@ class FakeCompleter:
         self.calls: list[tuple[str, list[Any]]] = []
         self.outcomes: dict[uuid.UUID, Outcome] = {}
         self.released_unacked: list[list[tuple[TaskKey, int]]] = []
+        self.dispatched_only: list[bool] = []
         self.counted: list[list[Outcome]] = []
 
     def _answer(self, kind: str, items: Sequence[Any]) -> list[Outcome]:
@@ -81,8 +82,11 @@ class FakeCompleter:
         self.calls.append(("checkpoint", [(key, token, data)]))
         return self.outcomes.get(key.id, Outcome.OK)
 
-    async def release_unacked(self, held: Sequence[tuple[TaskKey, int]]) -> None:
+    async def release_unacked(
+        self, held: Sequence[tuple[TaskKey, int]], *, dispatched_only: bool = True
+    ) -> None:
         self.released_unacked.append(list(held))
+        self.dispatched_only.append(dispatched_only)
 
     def count_stale(self, outcomes: Sequence[Outcome]) -> None:
         self.counted.append(list(outcomes))
@@ -295,6 +299,9 @@ async def test_start_on_delivery_counts_pushed_tasks_as_acked(world: World) -> N
         [(waiting.key, waiting.fencing_token)],
         [(other.key, other.fencing_token)],
     ]
+    # The eager worker's never-pushed task was committed RUNNING: it may go back from
+    # RUNNING; the plain worker's give-back is DISPATCHED-only in the store.
+    assert world.completer.dispatched_only == [False, True]
 
 
 # -- writes for held tasks ----------------------------------------------------------------

@@ -46,7 +46,7 @@ def test_claim_write_moves_only_scheduled_or_retrying_rows(
     db: sqlite3.Connection, status: TaskState
 ) -> None:
     task_id = insert(db, status)
-    row = db.execute(Q["claim_preload"], (1, task_id, 10)).fetchone()
+    row = db.execute(Q["claim_preload"], (1, task_id, 10, 10)).fetchone()
     movable = status in (TaskState.SCHEDULED, TaskState.RETRYING)
     assert (row is not None) is movable
     (now,) = db.execute("SELECT status FROM tasks WHERE id = ?", (task_id,)).fetchone()
@@ -56,5 +56,5 @@ def test_claim_write_moves_only_scheduled_or_retrying_rows(
 def test_claim_write_leaves_waiting_children_and_later_tasks(db: sqlite3.Connection) -> None:
     child = insert(db, TaskState.SCHEDULED, deps=1)
     later = insert(db, TaskState.SCHEDULED, due=100)
-    assert db.execute(Q["claim_preload"], (1, child, 10)).fetchone() is None
-    assert db.execute(Q["claim_preload"], (1, later, 10)).fetchone() is None
+    assert db.execute(Q["claim_preload"], (1, child, 10, 10)).fetchone() is None
+    assert db.execute(Q["claim_preload"], (1, later, 10, 10)).fetchone() is None

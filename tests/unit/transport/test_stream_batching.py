@@ -81,12 +81,16 @@ async def test_credit_drain_and_bad_messages() -> None:
     assert session.granted == 3
     await handle_message(session, pb.WorkerMessage(drain=pb.Drain()))  # type: ignore[arg-type]
     assert session.drained
+    # A bad item is refused in its Result (the stream stays open, issue #15 case 6).
     for msg, field in [
-        (pb.WorkerMessage(credit=pb.Credit(slots=0)), "credit.slots"),
-        (pb.WorkerMessage(), "kind"),
-        (pb.WorkerMessage(hello=pb.Hello(worker_id="w")), "hello"),
-        (pb.WorkerMessage(checkpoint=pb.Checkpoint()), "checkpoint.task"),
+        (pb.WorkerMessage(request_id=7, credit=pb.Credit(slots=0)), "credit.slots"),
+        (pb.WorkerMessage(request_id=7), "kind"),
+        (pb.WorkerMessage(request_id=7, checkpoint=pb.Checkpoint()), "checkpoint.task"),
     ]:
-        with pytest.raises(InvalidArgument) as info:
-            await handle_message(session, msg)  # type: ignore[arg-type]
-        assert info.value.field == field
+        reply = await handle_message(session, msg)  # type: ignore[arg-type]
+        assert reply is not None
+        assert (reply.result.request_id, reply.result.code, reply.result.field) == (7, 3, field)
+    # A protocol violation ends the stream.
+    with pytest.raises(InvalidArgument) as info:
+        await handle_message(session, pb.WorkerMessage(hello=pb.Hello(worker_id="w")))  # type: ignore[arg-type]
+    assert info.value.field == "hello"

@@ -279,11 +279,16 @@ class PostgresStore:
 
     # -- pre-load, dispatch, lease expiry ------------------------------------------------
     async def claim_preload(
-        self, shards: Sequence[int] | None, horizon: datetime, limit: int, now: datetime
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        now: datetime,
+        retry_horizon: datetime | None = None,
     ) -> list[Preloaded]:
         """Move due SCHEDULED/RETRYING tasks to PRELOADED, one statement per day partition
         of the look-ahead window; every ``preload_sweep_interval_s`` also every day."""
-        return await self._dispatch.claim_preload(shards, horizon, limit, now)
+        return await self._dispatch.claim_preload(shards, horizon, limit, now, retry_horizon)
 
     async def load_preloaded(
         self,

@@ -36,12 +36,19 @@ class Dispatch:
         self._last_sweep: datetime | None = None
 
     async def claim_preload(
-        self, shards: Sequence[int] | None, horizon: datetime, limit: int, now: datetime
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        now: datetime,
+        retry_horizon: datetime | None = None,
     ) -> list[Preloaded]:
         """Move due SCHEDULED/RETRYING tasks to PRELOADED, one statement per day partition
         of the look-ahead window; every ``preload_sweep_interval_s`` also every day."""
         _validate.aware("horizon", horizon)
         _validate.aware("now", now)
+        if retry_horizon is not None:
+            _validate.aware("retry_horizon", retry_horizon)
         if limit <= 0:
             return []
         jitter = timedelta(seconds=JITTER_WINDOW_S)
@@ -67,6 +74,7 @@ class Dispatch:
                     limit - len(out),
                     now,
                     self._config.actor,
+                    horizon if retry_horizon is None else retry_horizon,
                 )
                 out.extend(rows.preloaded(r) for r in found)
                 if len(out) >= limit:

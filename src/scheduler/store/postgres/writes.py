@@ -237,6 +237,7 @@ class WorkerWrites:
                 now,
                 lo,
                 hi,
+                [r.dispatched_only for r in items],
             )
             # A cancel was pending: the task went CANCELLED, not back to PRELOADED.
             gone = [r for r in found if r["status"] == TaskState.CANCELLED]

@@ -68,10 +68,17 @@ class TaskStore(Protocol):
 
     # -- the hot path ------------------------------------------------------------
     async def claim_preload(
-        self, shards: Sequence[int] | None, horizon: datetime, limit: int, now: datetime
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        now: datetime,
+        retry_horizon: datetime | None = None,
     ) -> list[Preloaded]:
-        """SCHEDULED (no unresolved deps) and RETRYING tasks with due_at <= horizon in
-        ``shards`` (None = all) -> PRELOADED. Returns what it moved."""
+        """SCHEDULED (no unresolved deps) tasks with due_at <= horizon and RETRYING tasks
+        with due_at <= ``retry_horizon`` (None: ``horizon``) in ``shards`` (None = all)
+        -> PRELOADED. Returns what it moved. A RETRYING task waits out its backoff as
+        RETRYING; the engine passes a retry horizon just ahead of now."""
         ...
 
     async def load_preloaded(

@@ -217,10 +217,15 @@ class SqliteStore:
 
     # -- pre-load, dispatch, lease expiry ------------------------------------------------
     async def claim_preload(
-        self, shards: Sequence[int] | None, horizon: datetime, limit: int, now: datetime
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        now: datetime,
+        retry_horizon: datetime | None = None,
     ) -> list[Preloaded]:
         """SCHEDULED/RETRYING due by ``horizon`` -> PRELOADED."""
-        return await self._dispatch.claim_preload(shards, horizon, limit, now)
+        return await self._dispatch.claim_preload(shards, horizon, limit, now, retry_horizon)
 
     async def load_preloaded(
         self,

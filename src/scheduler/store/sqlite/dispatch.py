@@ -33,10 +33,19 @@ class Dispatch:
         self._config = config
 
     async def claim_preload(
-        self, shards: Sequence[int] | None, horizon: datetime, limit: int, now: datetime
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        now: datetime,
+        retry_horizon: datetime | None = None,
     ) -> list[Preloaded]:
-        """SCHEDULED/RETRYING due by ``horizon`` -> PRELOADED."""
+        """SCHEDULED due by ``horizon`` and RETRYING due by ``retry_horizon`` (None:
+        ``horizon``) -> PRELOADED."""
         h = rows.us(_validate.aware("horizon", horizon))
+        rh = h
+        if retry_horizon is not None:
+            rh = rows.us(_validate.aware("retry_horizon", retry_horizon))
         n = rows.us(_validate.aware("now", now))
         allowed = None if shards is None else set(shards)
         actor = self._config.actor
@@ -44,13 +53,13 @@ class Dispatch:
 
         def fn(c: sqlite3.Connection) -> list[Preloaded]:
             out: list[Preloaded] = []
-            for row in c.execute(q["claim_candidates"], (h,)).fetchall():
+            for row in c.execute(q["claim_candidates"], (h, rh)).fetchall():
                 if len(out) >= limit:
                     break
                 if allowed is not None and row["shard_id"] not in allowed:
                     continue
                 # The guard again on the write itself (like every other write).
-                moved = c.execute(q["claim_preload"], (n, row["id"], h)).fetchone()
+                moved = c.execute(q["claim_preload"], (n, row["id"], h, rh)).fetchone()
                 if moved is None:
                     continue
                 audit(

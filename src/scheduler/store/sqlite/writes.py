@@ -271,9 +271,12 @@ class WorkerWrites:
             gone: list[tuple[str, int]] = []
             for r, cp in zip(items, cps, strict=True):
                 key = (str(r.key.id), rows.us(r.key.scheduled_at), r.token)
-                old = c.execute(
-                    q["lock_fenced"], (*key, TaskState.RUNNING.value, TaskState.DISPATCHED.value)
-                ).fetchone()
+                # A closed stream's give-back (dispatched_only) never takes a RUNNING task.
+                states = (
+                    TaskState.DISPATCHED if r.dispatched_only else TaskState.RUNNING,
+                    TaskState.DISPATCHED,
+                )
+                old = c.execute(q["lock_fenced"], (*key, *(s.value for s in states))).fetchone()
                 row = c.execute(q["release"], (cp, n, *key)).fetchone() if old is not None else None
                 if row is None:
                     out.append(miss(c, q, r.key))

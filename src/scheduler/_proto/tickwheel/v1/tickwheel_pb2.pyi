@@ -747,12 +747,18 @@ class TaskResult(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., ok: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("request_id", "results")
+    __slots__ = ("request_id", "results", "code", "message", "field")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     results: _containers.RepeatedCompositeFieldContainer[TaskResult]
-    def __init__(self, request_id: _Optional[int] = ..., results: _Optional[_Iterable[_Union[TaskResult, _Mapping]]] = ...) -> None: ...
+    code: int
+    message: str
+    field: str
+    def __init__(self, request_id: _Optional[int] = ..., results: _Optional[_Iterable[_Union[TaskResult, _Mapping]]] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("session_id", "lease_ttl_s", "heartbeat_interval_s")

@@ -122,11 +122,13 @@ ORDER BY id DESC
 LIMIT $8
 
 -- name: claim_preload
--- $1 horizon, $2 shards (NULL = all), $3/$4 scheduled_at window, $5 limit, $6 now, $7 actor
+-- $1 horizon, $2 shards (NULL = all), $3/$4 scheduled_at window, $5 limit, $6 now, $7 actor,
+-- $8 retry horizon (a RETRYING task waits out its backoff as RETRYING)
 WITH c AS (
     SELECT id, scheduled_at, status FROM tasks
     WHERE status IN ({{from:SCHEDULED,RETRYING|to:PRELOADED}})
       AND due_at <= $1 AND unresolved_dependencies = 0
+      AND (status <> 'RETRYING' OR due_at <= $8)
       AND ($2::int[] IS NULL OR shard_id = ANY($2::int[]))
       AND scheduled_at >= $3 AND scheduled_at < $4
     ORDER BY due_at
@@ -320,15 +322,17 @@ SELECT id, fencing_token, status, workflow_id FROM f
 
 -- name: release
 -- RUNNING/DISPATCHED -> PRELOADED (or on to CANCELLED when a cancel is pending).
--- $1 ids, $2 scheduled_at, $3 tokens, $4 checkpoints (json text or NULL), $5 now, $6/$7 bounds
+-- $1 ids, $2 scheduled_at, $3 tokens, $4 checkpoints (json text or NULL), $5 now, $6/$7 bounds,
+-- $8 dispatched_only (a closed stream's give-back: DISPATCHED only, never RUNNING)
 WITH old AS (
     SELECT t.id, t.scheduled_at, t.status, t.worker_id, u.checkpoint
     FROM tasks t
-    JOIN unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[])
-        AS u(id, scheduled_at, token, checkpoint)
+    JOIN unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $8::bool[])
+        AS u(id, scheduled_at, token, checkpoint, dispatched_only)
       ON t.id = u.id AND t.scheduled_at = u.scheduled_at
     WHERE t.fencing_token = u.token
       AND t.status IN ({{from:RUNNING,DISPATCHED|to:PRELOADED}})
+      AND (NOT u.dispatched_only OR t.status = 'DISPATCHED')
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
     FOR UPDATE OF t
 ), r AS (

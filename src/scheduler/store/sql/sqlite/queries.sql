@@ -73,7 +73,8 @@ INSERT OR IGNORE INTO task_dependencies VALUES (?, ?, ?)
 -- name: claim_candidates
 SELECT id, status, shard_id FROM tasks
 WHERE status IN ({{from:SCHEDULED,RETRYING|to:PRELOADED}})
-  AND due_at <= ? AND unresolved_dependencies = 0
+  AND due_at <= ?1 AND unresolved_dependencies = 0
+  AND (status <> 'RETRYING' OR due_at <= ?2)
 ORDER BY due_at
 
 -- name: claim_preload
@@ -82,6 +83,7 @@ ORDER BY due_at
 UPDATE tasks SET status = 'PRELOADED', updated_at = ?1
 WHERE id = ?2 AND status IN ({{from:SCHEDULED,RETRYING|to:PRELOADED}})
   AND due_at <= ?3 AND unresolved_dependencies = 0
+  AND (status <> 'RETRYING' OR due_at <= ?4)
 RETURNING *
 
 -- name: load_preloaded
