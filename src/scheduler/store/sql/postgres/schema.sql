@@ -237,6 +237,13 @@ ALTER TABLE api_keys ADD COLUMN last_used_at TIMESTAMP WITH TIME ZONE;
 ALTER TABLE api_keys ADD COLUMN rotated_from UUID;
 CREATE INDEX idx_api_keys_tenant ON api_keys (tenant_id, created_at);
 
+-- ---------------------------------------------------------------------------------
+-- 0006_retry_policy: a task's own retry policy (NULL: the server's defaults).
+-- {"base_s": float, "cap_s": float, "errors": ["TypeName", ...]}
+-- ---------------------------------------------------------------------------------
+ALTER TABLE tasks ADD COLUMN retry_policy JSONB;
+
+-- == Row-level security (migrations/0007_row_level_security.sql) ==============
 CREATE FUNCTION tickwheel_scope_all() RETURNS boolean
 LANGUAGE sql STABLE AS $$
     SELECT coalesce(current_setting('tickwheel.tenant', true) = '*', false)
@@ -345,11 +352,3 @@ BEGIN
     RETURN TRUE;
 END;
 $$;
-=======
--- ---------------------------------------------------------------------------------
--- 0006_retry_policy: a task's own retry policy (NULL: the server's defaults).
--- {"base_s": float, "cap_s": float, "errors": ["TypeName", ...]}
--- ---------------------------------------------------------------------------------
-ALTER TABLE tasks ADD COLUMN retry_policy JSONB;
-
--- == Row-level security (migrations/0007_row_level_security.sql) =======
