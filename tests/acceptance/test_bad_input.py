@@ -306,7 +306,7 @@ CASES: list[Case] = [
     c(A, "CreateApiKey", lambda: pb.CreateApiKeyRequest(tenant_id=BAD_IDS[2], name="k"), "tenant_id"),
     c(A, "CreateApiKey", lambda: pb.CreateApiKeyRequest(tenant_id=GOOD_ID, name=""), "name"),
     c(A, "CreateApiKey", lambda: pb.CreateApiKeyRequest(tenant_id=GOOD_ID, name="k" * 300), "name"),
-    c(A, "CreateApiKey", lambda: pb.CreateApiKeyRequest(tenant_id=GOOD_ID, name="k", scopes=["root"]), "scopes"),
+    c(A, "CreateApiKey", lambda: pb.CreateApiKeyRequest(tenant_id=GOOD_ID, name="k", scopes=["root"]), "scopes[0]"),
     c(A, "CreateApiKey", lambda: pb.CreateApiKeyRequest(tenant_id=GOOD_ID, name="k", expires_at=TOO_LATE), "expires_at"),
     c(A, "ListApiKeys", lambda: pb.ListApiKeysRequest(), "tenant_id"),
     c(A, "ListApiKeys", lambda: pb.ListApiKeysRequest(tenant_id=BAD_IDS[1]), "tenant_id"),
