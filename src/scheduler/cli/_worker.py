@@ -26,23 +26,46 @@ from scheduler.cli._runner import run_coro, tls_config, tune_gc
 from scheduler.client import Pool
 
 
-def _load_handler(spec: str) -> tuple[str, Callable[..., Any]]:
-    name, sep, target = spec.partition("=")
+def _import(target: str, spec: str, hint: str, expected: str) -> Any:
     module_name, colon, attr = target.partition(":")
-    if not sep or not colon or not name or not module_name or not attr:
-        raise click.BadParameter(f"{spec!r}: expected NAME=module:function", param_hint="--type")
+    if not colon or not module_name or not attr:
+        raise click.BadParameter(f"{spec!r}: expected {expected}", param_hint=hint)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        fn = getattr(importlib.import_module(module_name), attr)
+        return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
-        raise click.BadParameter(f"{spec!r}: {exc}", param_hint="--type") from None
-    return name, fn
+        raise click.BadParameter(f"{spec!r}: {exc}", param_hint=hint) from None
+
+
+def _load_app(spec: str) -> dict[str, Callable[..., Any]]:
+    """The handlers of every task function registered on a ``scheduler.client.App``."""
+    from scheduler.client import App
+
+    app = _import(spec, spec, "--app", "module:app")
+    if not isinstance(app, App):
+        raise click.BadParameter(
+            f"{spec!r}: is a {type(app).__name__}, not a scheduler.client.App", param_hint="--app"
+        )
+    if not app.tasks:
+        raise click.BadParameter(f"{spec!r}: the App has no task registered", param_hint="--app")
+    return app.handlers()
+
+
+def _load_handler(spec: str) -> tuple[str, Callable[..., Any]]:
+    name, sep, target = spec.partition("=")
+    if not sep or not name:
+        raise click.BadParameter(f"{spec!r}: expected NAME=module:function", param_hint="--type")
+    return name, _import(target, spec, "--type", "NAME=module:function")
 
 
 @click.command()
+@click.option("--type", "types", multiple=True, help="NAME=module:function (repeatable).")
 @click.option(
-    "--type", "types", multiple=True, required=True, help="NAME=module:function (repeatable)."
+    "--app",
+    "app_spec",
+    help="module:app - run every task function registered with @app.task on this "
+    "scheduler.client.App (beside any --type).",
 )
 @click.option("--slots", type=int, default=10, show_default=True)
 @click.option("--worker-id")
@@ -68,6 +91,7 @@ def _load_handler(spec: str) -> tuple[str, Callable[..., Any]]:
 @api_key_option
 def worker(
     types: tuple[str, ...],
+    app_spec: str | None,
     slots: int,
     worker_id: str | None,
     grace_s: float,
@@ -89,7 +113,10 @@ def worker(
     worker_log = logging.getLogger("tickwheel.worker")
     if worker_log.getEffectiveLevel() > logging.INFO:
         worker_log.setLevel(logging.INFO)
-    handlers = dict(_load_handler(t) for t in types)
+    if not types and not app_spec:
+        raise click.UsageError("give the handlers: --type NAME=module:function or --app module:app")
+    handlers = _load_app(app_spec) if app_spec else {}
+    handlers.update(_load_handler(t) for t in types)
     tls = tls_config(kw)
     source = None
     if kafka_bootstrap and start_on_delivery:
