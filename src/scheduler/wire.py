@@ -70,10 +70,18 @@ def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def status_details(code: int, message: str, class_name: str, fields: Mapping[str, object]) -> bytes:
-    """The serialised ``google.rpc.Status`` of an error: ErrorInfo always, BadRequest for
-    an invalid argument (``field`` and ``problem``), QuotaFailure for an exhausted limit
-    (``limit`` and ``detail``)."""
+def status_details(
+    code: int,
+    message: str,
+    class_name: str,
+    fields: Mapping[str, object],
+    kind: str | None = None,
+) -> bytes:
+    """The serialised ``google.rpc.Status`` of an error: ErrorInfo always (``reason``
+    from ``class_name``), BadRequest for an invalid argument (``field`` and ``problem``),
+    QuotaFailure for an exhausted limit (``limit`` and ``detail``). ``kind`` chooses
+    the detail when it differs from ``class_name``."""
+    kind = kind or class_name
     status = status_pb2.Status(code=code, message=message)
     info = error_details_pb2.ErrorInfo(
         reason=error_reason(class_name),
@@ -81,13 +89,13 @@ def status_details(code: int, message: str, class_name: str, fields: Mapping[str
         metadata={k: _text(v) for k, v in fields.items()},
     )
     status.details.add().Pack(info)
-    if class_name == "InvalidArgument":
+    if kind == "InvalidArgument":
         bad = error_details_pb2.BadRequest()
         bad.field_violations.add(
             field=_text(fields.get("field")), description=_text(fields.get("problem"))
         )
         status.details.add().Pack(bad)
-    elif class_name == "ResourceExhausted":
+    elif kind == "ResourceExhausted":
         quota = error_details_pb2.QuotaFailure()
         quota.violations.add(
             subject=_text(fields.get("limit")), description=_text(fields.get("detail"))

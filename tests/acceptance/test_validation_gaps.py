@@ -163,10 +163,32 @@ async def test_bad_hello_is_invalid_argument(cluster: Served, hello: pb.Hello, f
 
 
 @pytest.mark.parametrize(("msg", "field"), STREAM_MESSAGES, ids=[f for _m, f in STREAM_MESSAGES])
-async def test_bad_stream_message_is_invalid_argument(
+async def test_bad_stream_message_is_refused_in_its_result(
     cluster: Served, msg: pb.WorkerMessage, field: str
 ) -> None:
+    """A bad item is answered INVALID_ARGUMENT in the Result of its request id, naming
+    the field, and the stream stays open (issue 15 case 6; it used to end the stream)."""
     hello = pb.WorkerMessage(hello=pb.Hello(worker_id="w", task_types=["t"], slots=1))
-    err = await _stream_error(cluster, hello, msg)
-    assert err.code() is grpc.StatusCode.INVALID_ARGUMENT, err.details()
-    assert (err.details() or "").startswith(f"{field}:"), err.details()
+    async with grpc.aio.insecure_channel(cluster.target) as channel:
+        stub = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
+        call = stub.Connect(metadata=(("x-api-key", cluster.api_key),))
+        await call.write(hello)
+        await call.write(msg)
+        result = await asyncio.wait_for(_next_result(call), 10)
+        assert result.request_id == msg.request_id
+        assert result.code == grpc.StatusCode.INVALID_ARGUMENT.value[0], result
+        assert result.field == field, result
+        assert result.message.startswith(f"{field}:"), result
+        # Still open: the next message is answered too.
+        await call.write(pb.WorkerMessage(request_id=2, credit=pb.Credit(slots=1)))
+        assert (await asyncio.wait_for(_next_result(call), 10)).code == 0
+        call.cancel()
+
+
+async def _next_result(call: Any) -> pb.Result:
+    while True:
+        msg = await call.read()
+        if msg is grpc.aio.EOF:  # type: ignore[attr-defined]
+            raise AssertionError("the stream ended")
+        if msg.WhichOneof("kind") == "result":
+            return msg.result

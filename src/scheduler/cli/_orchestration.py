@@ -298,7 +298,11 @@ def schedules() -> None:
     help="When an occurrence falls due while the last one is still live.",
 )
 @click.option("--catchup-window-s", type=float, help="Catch-up window after downtime (60).")
-@click.option("--jitter-s", type=float, default=0.0, help="Late-only jitter bound.")
+@click.option(
+    "--jitter-s",
+    type=float,
+    help="Late-only jitter bound in seconds (default: a tenth of the period, at most 120).",
+)
 @click.option("--paused", is_flag=True, help="Create it paused.")
 @client_options
 @api_key_option
@@ -315,7 +319,7 @@ def schedules_create(
     timeout_s: float,
     overlap: str,
     catchup_window_s: float | None,
-    jitter_s: float,
+    jitter_s: float | None,
     paused: bool,
     as_json: bool,
     **kw: Any,

@@ -420,13 +420,14 @@ class Client(_Base):
         timeout_s: float = 0.0,
         overlap_policy: OverlapPolicy = OverlapPolicy.SKIP,
         catchup_window_s: float | None = None,
-        jitter_s: float = 0.0,
+        jitter_s: float | None = None,
         paused: bool = False,
     ) -> ScheduleInfo:
         """Create a schedule: exactly one of ``cron`` (5 fields, or 6 with seconds
         first, in the IANA ``timezone``) and ``interval_s``. Each occurrence becomes a
         task of ``task_type``. ``max_retries`` None means 3; ``catchup_window_s`` None
-        means 60 s; ``jitter_s`` is late-only. AlreadyExists for a name the tenant uses.
+        means 60 s; ``jitter_s`` is late-only, None means a tenth of the period (at most the
+        server's jitter window, 120 s). AlreadyExists for a name the tenant uses.
         """
         spec = pb.ScheduleSpec(
             name=name,
@@ -438,9 +439,10 @@ class Client(_Base):
             pool=conv.pool_to_proto(pool),
             timeout_s=timeout_s,
             overlap_policy=conv.overlap_to_proto(overlap_policy),
-            jitter_s=jitter_s,
             paused=paused,
         )
+        if jitter_s is not None:
+            spec.jitter_s = jitter_s
         if max_retries == 0:
             spec.no_retries = True
         elif max_retries is not None:

@@ -27,6 +27,7 @@ import asyncio
 import builtins
 import dataclasses
 import logging
+import math
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -70,7 +71,8 @@ class ScheduleSpec:
     timeout_s: float = 0.0
     overlap_policy: OverlapPolicy = OverlapPolicy.SKIP
     catchup_window_s: float = 60.0
-    jitter_s: float = 0.0
+    jitter_s: float | None = None
+    """Late-only jitter bound; None: :func:`default_jitter_s` of the schedule's period."""
     paused: bool = False
 
 
@@ -137,6 +139,19 @@ def next_after(schedule: Schedule, after: datetime) -> datetime:
 def occurrence_key(schedule_id: uuid.UUID, at: datetime) -> str:
     """The idempotency key of an occurrence's task."""
     return f"sched:{schedule_id}:{at.astimezone(UTC).isoformat()}"
+
+
+DEFAULT_JITTER_SHARE = 0.1
+"""A schedule without its own ``jitter_s`` spreads each occurrence over this share of
+its period (at most the engine's jitter window)."""
+
+
+def default_jitter_s(period_s: float, window_s: float) -> float:
+    """The late-only jitter bound of a schedule that names none: a tenth of its period,
+    at most ``window_s``, in whole milliseconds. An hourly cron job spreads over the
+    window (120 s), a minutely one over 6 s, so fleets of schedules on the same minute
+    do not start in the same millisecond, and no occurrence is pushed near the next."""
+    return math.floor(min(window_s, DEFAULT_JITTER_SHARE * max(period_s, 0.0)) * 1000) / 1000
 
 
 def jitter_of(schedule: Schedule, at: datetime) -> timedelta:
@@ -207,7 +222,7 @@ class Schedules:
             ) from exc
         if spec.catchup_window_s < 0:
             raise InvalidArgument("schedule.catchup_window_s", "must not be negative")
-        if not 0 <= spec.jitter_s <= MAX_JITTER_S:
+        if spec.jitter_s is not None and not 0 <= spec.jitter_s <= MAX_JITTER_S:
             raise InvalidArgument("schedule.jitter_s", f"must be 0..{MAX_JITTER_S:g}")
         now = self._now()
         draft = Schedule(
@@ -224,7 +239,7 @@ class Schedules:
             timeout_s=spec.timeout_s,
             overlap_policy=spec.overlap_policy,
             catchup_window_s=spec.catchup_window_s,
-            jitter_s=spec.jitter_s,
+            jitter_s=spec.jitter_s or 0.0,
             enabled=not spec.paused,
             created_at=now,
             updated_at=now,
@@ -233,7 +248,11 @@ class Schedules:
             first = next_after(draft, now)
         except InvalidArgument as exc:
             raise InvalidArgument("schedule.cron", exc.problem) from None
-        return dataclasses.replace(draft, next_fire_at=first)
+        jitter_s = spec.jitter_s
+        if jitter_s is None:
+            period = (next_after(draft, first) - first).total_seconds()
+            jitter_s = default_jitter_s(period, self._config.jitter_window_s)
+        return dataclasses.replace(draft, next_fire_at=first, jitter_s=jitter_s)
 
     async def create(self, tenant_id: uuid.UUID, spec: ScheduleSpec) -> Schedule:
         """Validate and store; the first occurrence is the first one after now."""

@@ -204,7 +204,11 @@ def schedule_spec_from_proto(
         timeout_s=task.timeout_s,
         overlap_policy=overlap_from_proto(spec.overlap_policy, f"{field}.overlap_policy"),
         catchup_window_s=catchup,
-        jitter_s=_seconds(spec.jitter_s, f"{field}.jitter_s", 0, MAX_JITTER_S),
+        jitter_s=(
+            _seconds(spec.jitter_s, f"{field}.jitter_s", 0, MAX_JITTER_S)
+            if spec.HasField("jitter_s")
+            else None
+        ),
         paused=spec.paused,
     )
 

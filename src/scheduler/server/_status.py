@@ -64,13 +64,18 @@ class RpcStatus:
     trailing_metadata: tuple[tuple[str, str | bytes], ...] = ()
 
 
+def listed_base(exc: BaseException) -> type[TickwheelError] | None:
+    """The nearest class of ``exc`` that :data:`STATUS_CODES` lists, or None."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS_CODES:
+            return cls
+    return None
+
+
 def code_of(exc: BaseException) -> grpc.StatusCode:
     """The status code for ``exc``: from the table, INTERNAL for anything else."""
-    for cls in type(exc).__mro__:
-        code = STATUS_CODES.get(cls)
-        if code is not None:
-            return code
-    return grpc.StatusCode.INTERNAL
+    base = listed_base(exc)
+    return grpc.StatusCode.INTERNAL if base is None else STATUS_CODES[base]
 
 
 def error_fields(exc: TickwheelError) -> dict[str, object]:
@@ -96,7 +101,11 @@ def status_of(exc: BaseException) -> RpcStatus:
     code = code_of(exc)
     if not isinstance(exc, TickwheelError) or code is grpc.StatusCode.INTERNAL:
         return RpcStatus(grpc.StatusCode.INTERNAL, "internal error")
-    details = status_details(code.value[0], exc.message, type(exc).__name__, error_fields(exc))
+    # The wire names the listed class (a server-side subclass such as the stream's
+    # ProtocolViolation travels as its base, the vocabulary every client knows).
+    base = listed_base(exc)
+    name = type(exc).__name__ if base is None else base.__name__
+    details = status_details(code.value[0], exc.message, name, error_fields(exc))
     return RpcStatus(code, exc.message, ((STATUS_DETAILS_KEY, details),))
 
 

@@ -145,7 +145,7 @@ async def test_hot_path_statements_touch_one_partition(pg: PostgresStore, plan_m
     lo, hi = min(times), max(times)
     start = NOW.replace(hour=0, minute=0)
     statements: dict[str, tuple[Any, ...]] = {
-        "claim_preload": (NOW, None, start, start + timedelta(days=1), 10, NOW, "t"),
+        "claim_preload": (NOW, None, start, start + timedelta(days=1), 10, NOW, "t", NOW),
         "mark_dispatched": (
             ids,
             times,
@@ -165,7 +165,7 @@ async def test_hot_path_statements_touch_one_partition(pg: PostgresStore, plan_m
             *(ids, times, tokens, ["e"] * 3, [True] * 3, [None] * 3, NOW, lo, hi),
             *([""] * 3, [1.0] * 3),  # error types, spread factors
         ),
-        "release": (ids, times, tokens, [None] * 3, NOW, lo, hi),
+        "release": (ids, times, tokens, [None] * 3, NOW, lo, hi, [False] * 3),
         "existing_keys": (ids, times, lo, hi),
     }
     async with system_conn(pg) as conn:

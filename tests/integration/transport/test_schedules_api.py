@@ -90,6 +90,27 @@ async def test_create_get_list_pause_resume_delete(client: Client) -> None:
     assert [x.name for x in await client.list_schedules()] == ["every-minute"]
 
 
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ({"cron": "0 * * * *"}, 120.0),  # hourly: the whole window
+        ({"cron": "* * * * *"}, 6.0),  # minutely: a tenth of the minute
+        ({"cron": "0 9 * * 1-5"}, 120.0),  # weekdays: the window
+        ({"interval_s": 10}, 1.0),
+        ({"interval_s": 1}, 0.1),
+    ],
+)
+async def test_a_schedule_without_jitter_gets_a_tenth_of_its_period(
+    client: Client, kind: dict[str, Any], expected: float
+) -> None:
+    """Issue 19: the stampede smoothing holds for schedule occurrences by default (it
+    was 0 unless asked), and never reaches into the next occurrence."""
+    s = await client.create_schedule(f"default-{expected}-{sorted(kind)}", "t", {}, **kind)
+    assert s.jitter_s == expected
+    explicit = await client.create_schedule(f"zero-{expected}", "t", {}, jitter_s=0, **kind)
+    assert explicit.jitter_s == 0
+
+
 async def test_created_paused_and_duplicate_name(client: Client) -> None:
     s = await client.create_schedule("quiet", "report", interval_s=5, paused=True, max_retries=0)
     assert s.paused

@@ -87,6 +87,7 @@ async def _setup(engine: Engine, store: Store) -> tuple[uuid.UUID, uuid.UUID]:
             task_type="step",
             interval_s=INTERVAL_S,
             overlap_policy=OverlapPolicy.ALLOW,
+            jitter_s=0,  # each occurrence due on its instant (the fake clock steps to it)
         ),
     )
     await store.register_expectation(

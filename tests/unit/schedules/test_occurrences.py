@@ -124,3 +124,13 @@ def test_invalid_schedules_name_the_field(kw: dict[str, object], field: str) -> 
     with pytest.raises(InvalidArgument) as err:
         schedules.validate(ScheduleSpec(**args))  # type: ignore[arg-type]
     assert err.value.field == field
+
+
+def test_default_jitter_is_a_tenth_of_the_period_within_the_window() -> None:
+    from scheduler.engine._schedules import default_jitter_s
+
+    assert default_jitter_s(3600, 120) == 120
+    assert default_jitter_s(60, 120) == 6
+    assert default_jitter_s(1, 120) == 0.1
+    assert default_jitter_s(0.001, 120) == 0.0  # below a millisecond: none
+    assert default_jitter_s(86400, 0) == 0  # a server without jitter

@@ -192,7 +192,7 @@ def test_schedule_spec_defaults() -> None:
     assert spec.max_retries == 3
     assert spec.overlap_policy is OverlapPolicy.SKIP
     assert spec.catchup_window_s == 60
-    assert spec.jitter_s == 0
+    assert spec.jitter_s is None  # unset: the engine picks a tenth of the period
     assert not spec.paused
 
 
