@@ -13,9 +13,10 @@ t = 0; one critical task every 10 ms for 10 s; every task runs 50 ms.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import heapq
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -149,3 +150,60 @@ def test_critical_wait_under_bulk_backlog(
             f"pools p50 {pools['p50_ms']:.0f} p99 {pools['p99_ms']:.0f} max {pools['max_ms']:.0f}; "
             f"FIFO p50 {fifo['p50_ms']:.0f} p99 {fifo['p99_ms']:.0f} max {fifo['max_ms']:.0f}"
         )
+
+
+def _push_pop(tasks: list[Preloaded]) -> int:
+    rq = ReadyQueues(lambda _t: 1)
+    for p in tasks:
+        rq.push(p)
+    n = 0
+    while rq.pop(Pool.BULK, TYPES, None) is not None:
+        n += 1
+    return n
+
+
+@pytest.fixture(scope="module")
+def arrivals() -> dict[str, list[Preloaded]]:
+    """200,000 tasks of one tenant and type: in due order (what the wheel fires), and
+    the same with every tenth task arriving 60 s late (a takeover's store check, a
+    release), so it is older than what already waits."""
+    n = 200_000
+    in_order = [
+        Preloaded(
+            key=TaskKey(uuid.UUID(int=i + 1), T0),
+            due_at=T0 + timedelta(milliseconds=i),
+            tenant_id=TENANT,
+            shard_id=0,
+            pool=Pool.BULK,
+            type="t",
+        )
+        for i in range(n)
+    ]
+    late = [dataclasses.replace(p, due_at=p.due_at - timedelta(seconds=60)) for p in in_order]
+    mixed = [late[i] if i % 10 == 0 else p for i, p in enumerate(in_order)]
+    return {"in_order": in_order, "late_tenth": mixed}
+
+
+def _deque_push_pop(tasks: list[Preloaded]) -> int:
+    queue: collections.deque[Preloaded] = collections.deque()
+    for p in tasks:
+        queue.append(p)
+    n = 0
+    while queue:
+        queue.popleft()
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("impl", ["ready", "deque"])
+@pytest.mark.parametrize("arrival", ["in_order", "late_tenth"])
+def test_ready_queue_push_pop(
+    benchmark: Any, arrivals: dict[str, list[Preloaded]], arrival: str, impl: str
+) -> None:
+    """Push 200,000 due tasks into the ready queues and pop them all (the hot path of
+    every dispatch round); a bare FIFO deque (no pools, no fair share, no due order) is
+    the floor, measured in the same run."""
+    tasks = arrivals[arrival]
+    run = _push_pop if impl == "ready" else _deque_push_pop
+    n = benchmark.pedantic(run, args=(tasks,), rounds=5, iterations=1)
+    assert n == len(tasks)

@@ -267,7 +267,7 @@ class Dispatcher:
             for s, p in reversed(picks):
                 self._undo(s, p)
                 back[p.tenant_id] += 1
-                self._ready.push(p, front=True)
+                self._ready.push(p)  # the oldest: out first again
             await self._quota.refund(back, now.timestamp())
             await asyncio.sleep(0.1)
             return 0

@@ -4,15 +4,21 @@ Inside a pool, tenants share by weight with deficit round robin (Shreedhar & Var
 each active tenant sits in a ring; a visit grants it ``weight`` credits and it is
 served one task per credit before the ring moves on, so over any window the tasks
 handed out per tenant follow their weights, and a tenant with a million bulk tasks
-cannot starve a tenant with a hundred. Inside one tenant, tasks of the same type go
-out in due order.
+cannot starve a tenant with a hundred. Inside one tenant, tasks go out in due order
+(the earliest head among the types a worker runs), whatever path brought them here: the
+wheel, a takeover's index load or store check, a reconcile, a release, a retry, a
+failed commit giving them back (issue 17: a FIFO queue sent 71 tasks found late by a
+takeover 44 s after their due time, behind tasks due 27 s after them).
 """
 
 from __future__ import annotations
 
 import collections
+import heapq
+import itertools
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 
 from scheduler.types import Pool, Preloaded
 
@@ -20,119 +26,222 @@ POOL_ORDER: tuple[Pool, ...] = (Pool.CRITICAL, Pool.STANDARD, Pool.BULK)
 """Critical is first in line for every free slot, then standard, then bulk."""
 
 
-class _PoolQueue:
-    __slots__ = ("count", "deficit", "ring", "tenants")
+class _DueQueue:
+    """One tenant's tasks of one type, popped in due order whatever order they came in.
+
+    Most tasks arrive in due order (the wheel fires them so): they go on the ``run``,
+    a deque whose due times never decrease, in O(1). A task older than the run's last
+    (found late by a takeover's store check or a reconcile, released by a worker, given
+    back after a failed commit) goes on the ``late`` heap, keyed by (due, seq), in
+    O(log n). The next task is the earlier of the two heads.
+    """
+
+    __slots__ = ("late", "run")
 
     def __init__(self) -> None:
-        self.tenants: dict[uuid.UUID, dict[str, collections.deque[Preloaded]]] = {}
-        self.ring: collections.deque[uuid.UUID] = collections.deque()
-        self.deficit: dict[uuid.UUID, int] = {}
-        self.count = 0
+        self.run: collections.deque[Preloaded] = collections.deque()
+        self.late: list[tuple[datetime, int, Preloaded]] = []
 
-    def push(self, p: Preloaded, *, front: bool = False) -> None:
-        by_type = self.tenants.get(p.tenant_id)
-        if by_type is None:
-            by_type = self.tenants[p.tenant_id] = {}
-            self.ring.append(p.tenant_id)
-            self.deficit[p.tenant_id] = 0
-        queue = by_type.get(p.type)
-        if queue is None:
-            queue = by_type[p.type] = collections.deque()
-        if front:
-            queue.appendleft(p)
-        else:
-            queue.append(p)
-        self.count += 1
+    def __len__(self) -> int:
+        return len(self.run) + len(self.late)
 
-    def _pop_type(self, tenant: uuid.UUID, types: frozenset[str] | None) -> Preloaded | None:
-        by_type = self.tenants[tenant]
-        best: collections.deque[Preloaded] | None = None
-        candidates: list[collections.deque[Preloaded] | None]
-        if types is None:  # any type (a broker outlet)
-            candidates = list(by_type.values())
-        elif len(types) <= len(by_type):
-            candidates = [by_type.get(t) for t in types]
+    def push(self, p: Preloaded, seq: Iterator[int]) -> None:
+        run = self.run
+        if not run or run[-1].due_at <= p.due_at:
+            run.append(p)
         else:
-            candidates = [q for t, q in by_type.items() if t in types]
-        for queue in candidates:
-            if queue and (best is None or queue[0].due_at < best[0].due_at):
-                best = queue
+            heapq.heappush(self.late, (p.due_at, next(seq), p))
+
+    def head_due(self) -> datetime:
+        """The due time of the next task (the queue is not empty)."""
+        run, late = self.run, self.late
+        if not late:
+            return run[0].due_at
+        if not run or late[0][0] < run[0].due_at:
+            return late[0][0]
+        return run[0].due_at
+
+    def pop(self) -> Preloaded:
+        """The task due first (the queue is not empty)."""
+        run, late = self.run, self.late
+        if late and (not run or late[0][0] < run[0].due_at):
+            return heapq.heappop(late)[2]
+        return run.popleft()
+
+    def __iter__(self) -> Iterator[Preloaded]:
+        yield from self.run
+        for _, _, p in self.late:
+            yield p
+
+    def discard(self, task_id: uuid.UUID) -> bool:
+        """Drop the task ``task_id``; whether it was here. O(n), for a cancel."""
+        for i, p in enumerate(self.run):
+            if p.key.id == task_id:
+                del self.run[i]
+                return True
+        for i, e in enumerate(self.late):
+            if e[2].key.id == task_id:
+                self.late[i] = self.late[-1]
+                self.late.pop()
+                heapq.heapify(self.late)
+                return True
+        return False
+
+    def keep(self, keep: Callable[[Preloaded], bool]) -> int:
+        """Drop the tasks ``keep`` refuses; how many went."""
+        before = len(self)
+        self.run = collections.deque(p for p in self.run if keep(p))
+        self.late = [e for e in self.late if keep(e[2])]
+        heapq.heapify(self.late)
+        return before - len(self)
+
+
+class _Tenant:
+    """One tenant's waiting tasks in one pool, by type, and its banked share."""
+
+    __slots__ = ("deficit", "id", "types")
+
+    def __init__(self, tenant_id: uuid.UUID) -> None:
+        self.id = tenant_id
+        self.types: dict[str, _DueQueue] = {}
+        self.deficit = 0
+
+    def pop(self, types: frozenset[str] | None) -> Preloaded | None:
+        """The task due first among ``types`` (None: any type)."""
+        by_type = self.types
+        best: _DueQueue | None = None
+        if len(by_type) == 1:  # the common case: one type per tenant
+            for type_, queue in by_type.items():
+                if types is None or type_ in types:
+                    best = queue
+        else:
+            candidates: Iterable[_DueQueue | None]
+            if types is None:  # any type (a broker outlet)
+                candidates = by_type.values()
+            elif len(types) <= len(by_type):
+                candidates = [by_type.get(t) for t in types]
+            else:
+                candidates = [q for t, q in by_type.items() if t in types]
+            best_due: datetime | None = None
+            for candidate in candidates:
+                if candidate is None:
+                    continue
+                due = candidate.head_due()
+                if best_due is None or due < best_due:
+                    best, best_due = candidate, due
         if best is None:
             return None
-        task = best.popleft()
+        task = best.pop()
         if not best:
             del by_type[task.type]
-        self.count -= 1
         return task
 
-    def _drop_if_empty(self, tenant: uuid.UUID) -> bool:
-        if self.tenants[tenant]:
-            return False
-        del self.tenants[tenant]
-        del self.deficit[tenant]
-        self.ring.remove(tenant)
-        return True
+
+class _PoolQueue:
+    __slots__ = ("count", "ring", "tenants")
+
+    def __init__(self) -> None:
+        self.tenants: dict[uuid.UUID, _Tenant] = {}
+        self.ring: collections.deque[_Tenant] = collections.deque()
+        self.count = 0
+
+    def push(self, p: Preloaded, seq: Iterator[int]) -> None:
+        tenant = self.tenants.get(p.tenant_id)
+        if tenant is None:
+            tenant = self.tenants[p.tenant_id] = _Tenant(p.tenant_id)
+            self.ring.append(tenant)
+        queue = tenant.types.get(p.type)
+        if queue is None:
+            queue = tenant.types[p.type] = _DueQueue()
+        queue.push(p, seq)
+        self.count += 1
+
+    def drop_if_empty(self, tenant: _Tenant) -> None:
+        if not tenant.types:
+            del self.tenants[tenant.id]
+            self.ring.remove(tenant)
 
     def pop(
         self,
         weight: Callable[[uuid.UUID], int],
         types: frozenset[str] | None,
-        tenant: uuid.UUID | None,
+        tenant_id: uuid.UUID | None,
         allow: Callable[[uuid.UUID], bool],
     ) -> Preloaded | None:
-        if tenant is not None:  # a tenant-scoped worker: only its own tasks
-            if tenant not in self.tenants or not allow(tenant):
+        if tenant_id is not None:  # a tenant-scoped worker: only its own tasks
+            scoped = self.tenants.get(tenant_id)
+            if scoped is None or not allow(tenant_id):
                 return None
-            task = self._pop_type(tenant, types)
+            task = scoped.pop(types)
             if task is not None:
                 # Its own workers' tasks use up the share it banked, never below none:
                 # a debt here would starve the shared workers of this tenant for good.
-                self.deficit[tenant] = max(0, self.deficit[tenant] - 1)
-                self._drop_if_empty(tenant)
+                scoped.deficit = max(0, scoped.deficit - 1)
+                self.count -= 1
+                self.drop_if_empty(scoped)
             return task
-        for _ in range(2 * len(self.ring) + 1):
-            if not self.ring:
+        ring = self.ring
+        for _ in range(2 * len(ring) + 1):
+            if not ring:
                 return None
-            head = self.ring[0]
-            if self.deficit[head] < 1:
-                self.deficit[head] += max(1, weight(head))
-                self.ring.rotate(-1)
+            head = ring[0]
+            if head.deficit < 1:
+                head.deficit += max(1, weight(head.id))
+                ring.rotate(-1)
                 continue
-            task = self._pop_type(head, types) if allow(head) else None
+            task = head.pop(types) if allow(head.id) else None
             if task is None:
-                self.ring.rotate(-1)  # nothing this worker can run: keep its credit
+                ring.rotate(-1)  # nothing this worker can run: keep its credit
                 continue
-            self.deficit[head] -= 1
-            self._drop_if_empty(head)
+            head.deficit -= 1
+            self.count -= 1
+            if not head.types:
+                self.drop_if_empty(head)
             return task
         return None
 
     def tenant_counts(self) -> dict[uuid.UUID, int]:
-        return {t: sum(len(q) for q in by_type.values()) for t, by_type in self.tenants.items()}
+        return {t: sum(len(q) for q in tenant.types.values()) for t, tenant in self.tenants.items()}
 
 
 class ReadyQueues:
-    """Due tasks per pool; :meth:`pop` picks the next one a worker may run."""
+    """Due tasks per pool; :meth:`pop` picks the next one a worker may run.
+
+    A task waits here at most once (a reconcile re-reads tasks that already wait: they
+    stay PRELOADED in the store until their dispatch commits).
+    """
 
     def __init__(self, weight: Callable[[uuid.UUID], int]) -> None:
         self._weight = weight
         self._pools = {pool: _PoolQueue() for pool in POOL_ORDER}
+        self._ids: set[int] = set()  # task ids (as ints: a UUID hashes in Python)
+        self._seq = itertools.count()
 
     def __len__(self) -> int:
-        return sum(q.count for q in self._pools.values())
+        return len(self._ids)
+
+    def __contains__(self, task_id: object) -> bool:
+        return isinstance(task_id, uuid.UUID) and task_id.int in self._ids
 
     def depth(self, pool: Pool) -> int:
         """Tasks waiting in ``pool``."""
         return self._pools[pool].count
 
-    def push(self, task: Preloaded, *, front: bool = False) -> None:
-        """Queue a due task (``front``: it was taken and is being given back)."""
-        self._pools[task.pool].push(task, front=front)
+    def push(self, task: Preloaded) -> None:
+        """Queue a due task, in due order with what waits (a task given back after a
+        failed commit goes out first again: it is the oldest). Ignored if it waits."""
+        ids = self._ids
+        n = task.key.id.int
+        if n in ids:
+            return
+        ids.add(n)
+        self._pools[task.pool].push(task, self._seq)
 
     def extend(self, tasks: Iterable[Preloaded]) -> None:
         """Queue many due tasks."""
+        push = self.push
         for task in tasks:
-            self.push(task)
+            push(task)
 
     def pop(
         self,
@@ -144,40 +253,48 @@ class ReadyQueues:
         """The next task of ``pool`` with a type in ``types`` (None: any type);
         ``tenant`` None means any
         tenant (a shared worker), chosen by weighted deficit round robin. ``allow``
-        vetoes tenants that are out of quota."""
-        return self._pools[pool].pop(self._weight, types, tenant, allow)
+        vetoes tenants that are out of quota. Inside a tenant: the task due first."""
+        task = self._pools[pool].pop(self._weight, types, tenant, allow)
+        if task is not None:
+            self._ids.discard(task.key.id.int)
+        return task
 
     def remove(self, task_id: uuid.UUID) -> bool:
         """Drop a task (cancelled while waiting); O(queue) but rare."""
+        if task_id.int not in self._ids:
+            return False
+        self._ids.discard(task_id.int)
         for pq in self._pools.values():
-            for tenant, by_type in list(pq.tenants.items()):
-                for type_, queue in list(by_type.items()):
-                    for item in queue:
-                        if item.key.id == task_id:
-                            queue.remove(item)
-                            pq.count -= 1
-                            if not queue:
-                                del by_type[type_]
-                            pq._drop_if_empty(tenant)
-                            return True
+            for tenant in list(pq.tenants.values()):
+                for type_, queue in list(tenant.types.items()):
+                    if queue.discard(task_id):
+                        pq.count -= 1
+                        if not queue:
+                            del tenant.types[type_]
+                        pq.drop_if_empty(tenant)
+                        return True
         return False
 
     def remove_where(self, drop: Callable[[Preloaded], bool]) -> int:
         """Drop every waiting task ``drop`` picks (shards this node lost); O(n)."""
         removed = 0
+        ids = self._ids
+
+        def keep(p: Preloaded) -> bool:
+            if drop(p):
+                ids.discard(p.key.id.int)
+                return False
+            return True
+
         for pq in self._pools.values():
-            for tenant in list(pq.tenants):
-                by_type = pq.tenants[tenant]
-                for type_ in list(by_type):
-                    queue = by_type[type_]
-                    keep = collections.deque(p for p in queue if not drop(p))
-                    removed += len(queue) - len(keep)
-                    pq.count -= len(queue) - len(keep)
-                    if keep:
-                        by_type[type_] = keep
-                    else:
-                        del by_type[type_]
-                pq._drop_if_empty(tenant)
+            for tenant in list(pq.tenants.values()):
+                for type_, queue in list(tenant.types.items()):
+                    gone = queue.keep(keep)
+                    removed += gone
+                    pq.count -= gone
+                    if not queue:
+                        del tenant.types[type_]
+                pq.drop_if_empty(tenant)
         return removed
 
     def tenants(self) -> set[uuid.UUID]:

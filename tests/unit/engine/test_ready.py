@@ -106,3 +106,85 @@ def test_a_shared_worker_still_gets_a_tenant_whose_own_workers_were_busy() -> No
     for _ in range(300):
         assert rq.pop(Pool.STANDARD, frozenset({"t"}), a) is not None
     assert rq.pop(Pool.STANDARD, frozenset({"t"}), None) is not None
+
+
+def _drain(rq: ReadyQueues, tenant: uuid.UUID | None = None) -> list[Preloaded]:
+    out = []
+    while (p := rq.pop(Pool.STANDARD, None, tenant)) is not None:
+        out.append(p)
+    return out
+
+
+def test_tasks_that_arrive_late_still_go_out_in_due_order() -> None:
+    """Issue 17: tasks found late (a takeover's store check, a reconcile, a release)
+    are older than what already waits; they go out first, not at the back."""
+    a = uuid.uuid4()
+    rq = ReadyQueues(lambda _t: 1)
+    rq.extend(task(a, at=49_000 + i) for i in range(100))  # fired from the wheel
+    rq.extend(task(a, at=22_000 + i) for i in range(71))  # found late, 27 s older
+    rq.push(task(a, at=30_000))  # a released task
+    rq.extend(task(a, at=60_000 - i) for i in range(10))  # descending, for good measure
+    got = [p.due_at for p in _drain(rq, a)]
+    assert len(got) == 182
+    assert got == sorted(got)
+
+
+def test_due_order_holds_across_types_and_inside_each_tenant_under_fair_share() -> None:
+    a, b = uuid.uuid4(), uuid.uuid4()
+    weights = {a: 3, b: 1}
+    rq = ReadyQueues(lambda t: weights[t])
+    for tenant in (a, b):
+        rq.extend(task(tenant, type_="x", at=10_000 + i) for i in range(400))
+        rq.extend(task(tenant, type_="y", at=5_000 + 2 * i) for i in range(400))
+        rq.extend(task(tenant, type_="x", at=i) for i in range(200))  # late and oldest
+    served = [p for p in (rq.pop(Pool.STANDARD, None, None) for _ in range(800)) if p]
+    counts = collections.Counter(p.tenant_id for p in served)
+    assert abs(counts[a] - 600) <= 60, counts
+    assert abs(counts[b] - 200) <= 20, counts
+    for tenant in (a, b):
+        dues = [p.due_at for p in served if p.tenant_id == tenant]
+        assert dues == sorted(dues)
+    rest = _drain(rq)
+    for tenant in (a, b):
+        dues = [p.due_at for p in served + rest if p.tenant_id == tenant]
+        assert dues == sorted(dues)
+        assert len(dues) == 1000
+
+
+def test_a_task_given_back_goes_out_first_again() -> None:
+    a = uuid.uuid4()
+    rq = ReadyQueues(lambda _t: 1)
+    rq.extend(task(a, at=i) for i in range(5))
+    first = rq.pop(Pool.STANDARD, None, a)
+    assert first is not None
+    rq.push(first)  # a failed dispatch commit puts it back
+    assert rq.pop(Pool.STANDARD, None, a) == first
+
+
+def test_a_task_already_waiting_is_not_queued_twice() -> None:
+    """A reconcile reads tasks that already wait here (they are PRELOADED until their
+    dispatch commits): they must not go out twice."""
+    a = uuid.uuid4()
+    rq = ReadyQueues(lambda _t: 1)
+    tasks = [task(a, at=i) for i in range(3)]
+    rq.extend(tasks)
+    rq.extend(tasks)
+    assert len(rq) == 3
+    assert _drain(rq, a) == tasks
+    rq.push(tasks[0])  # gone out and back (a release): welcome again
+    assert len(rq) == 1
+
+
+def test_remove_and_remove_where_keep_due_order() -> None:
+    a = uuid.uuid4()
+    rq = ReadyQueues(lambda _t: 1)
+    late = [task(a, at=100 - i) for i in range(50)]  # out of order
+    rq.extend(task(a, at=200 + i) for i in range(50))
+    rq.extend(late)
+    assert rq.remove(late[10].key.id)
+    assert rq.remove_where(lambda p: p.due_at.microsecond // 1000 % 7 == 0) > 0
+    got = _drain(rq, a)
+    dues = [p.due_at for p in got]
+    assert dues == sorted(dues)
+    assert late[10] not in got
+    assert len(rq) == 0
