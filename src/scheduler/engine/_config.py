@@ -61,6 +61,10 @@ class EngineConfig:
     """How often tasks waiting in the index are looked for."""
     index_flush_ms: int = 50
     """How long removals from the index mirror gather before one pipelined flush."""
+    index_check_interval_s: float = 1.0
+    """How often a node checks that its shards' Redis index is still there (one
+    pipelined GET of each owned shard's seeded marker, on the pre-load loop); a shard
+    found lost (FLUSHALL, a Redis restart, an eviction) is rebuilt from the store."""
     reconcile_interval_s: float = 2.0
     """In a cluster: how often a node re-reads its shards' PRELOADED rows, to pick up
     those other nodes wrote (releases, DAG children, submissions routed elsewhere).
@@ -126,6 +130,7 @@ class EngineConfig:
             "reconcile_interval_s": self.reconcile_interval_s,
             "full_reconcile_interval_s": self.full_reconcile_interval_s,
             "wait_recheck_s": self.wait_recheck_s,
+            "index_check_interval_s": self.index_check_interval_s,
         }
         for name, value in positive.items():
             if value <= 0:

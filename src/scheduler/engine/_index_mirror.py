@@ -4,7 +4,8 @@ Owns the index handle, the removals waiting for their pipelined flush, the shard
 index holds tasks the wheel does not (spilled over the wheel's cap) and the shards whose
 index is being rebuilt. Calls only the index and the background task group; never the
 store. Called by the timeline (mirror and spill), the dispatcher (removals after a
-commit, popping spilled tasks when due) and the pre-loader (load and rebuild on a gain).
+commit, popping spilled tasks when due) and the pre-loader (load and rebuild on a gain,
+and its index round: which owned shards lost their index, to rebuild them).
 Every call is off the hot path: a failing index costs latency, never a task.
 """
 
@@ -14,6 +15,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
@@ -158,6 +160,34 @@ class IndexMirror:
 
         return list(await asyncio.gather(*(load(shard) for shard in shards)))
 
+    async def find_lost(self, shards: Sequence[int]) -> list[int]:
+        """The index round: which of ``shards`` (owned) lost their index since it was
+        built (FLUSHALL, a Redis restart, an eviction), less those being rebuilt. They
+        count as rebuilding from now on (nothing spills into them): the caller rebuilds
+        them from the store, or calls :meth:`rebuild_failed`. One round trip; nothing
+        when the index does not answer (it is checked again next round)."""
+        if self.index is None or not shards:
+            return []
+        try:
+            gone = await self.index.lost(shards)
+        except IndexUnavailable as exc:
+            log.debug("index round skipped: %s", exc)
+            return []
+        lost = sorted(gone - self.rebuilding)
+        if lost:
+            self.rebuilding.update(lost)
+            log.warning(
+                "time index lost for %d owned shards (flushed, evicted or Redis restarted); "
+                "rebuilding them from the store: %s",
+                len(lost),
+                _shard_list(lost),
+            )
+        return lost
+
+    def rebuild_failed(self, shards: Sequence[int]) -> None:
+        """A rebuild that :meth:`find_lost` announced could not read the store."""
+        self.rebuilding.difference_update(shards)
+
     def rebuild(self, per_shard: Mapping[int, list[Preloaded]]) -> None:
         """Replace the index of each shard by what the store holds (in the background)."""
         if self.index is None:
@@ -166,13 +196,30 @@ class IndexMirror:
         self.rebuilding.update(per_shard)
 
         async def run() -> None:
+            started = time.monotonic()
+            done = tasks = 0
             try:
                 for shard, items in per_shard.items():
                     await index.replace(shard, items)
                     self.rebuilding.discard(shard)
+                    self._stats.index_rebuilds += 1
+                    done += 1
+                    tasks += len(items)
             except IndexUnavailable as exc:
-                log.info("index rebuild skipped: %s", exc)
+                log.info("index rebuild stopped: %s", exc)
             finally:
                 self.rebuilding.difference_update(per_shard)
+            if done:
+                log.info(
+                    "rebuilt the time index of %d shards from the store (%d tasks) in %.0f ms",
+                    done,
+                    tasks,
+                    (time.monotonic() - started) * 1000,
+                )
 
         self._background.spawn(run(), "index-rebuild")
+
+
+def _shard_list(shards: Sequence[int], most: int = 16) -> str:
+    shown = ", ".join(str(s) for s in shards[:most])
+    return shown + (f" and {len(shards) - most} more" if len(shards) > most else "")

@@ -1,7 +1,8 @@
 """The pre-loader: brings PRELOADED work of this node's shards into the timeline.
 
 Owns the one background loop that runs a claim pass (SCHEDULED due within the
-look-ahead, RETRYING due within about one pass -> PRELOADED), the reaper and, in a
+look-ahead, RETRYING due within about one pass -> PRELOADED), the reaper, the index
+round (an owned shard whose Redis index was lost is rebuilt from the store) and, in a
 cluster, the reconcile (PRELOADED rows other nodes wrote for our shards), and the loop
 that hears other nodes' work notices. Also loads whole shards (on a gain: from the
 index when there is one, then reconciled
@@ -64,6 +65,7 @@ class Preloader:
         self._reconcile_at = 0.0
         self._reconciled_from: datetime | None = None  # start of the last reconcile
         self._full_reconcile_at = 0.0
+        self._index_check_at = 0.0
         self.stopping = False
         """Set while the engine stops: notices are no longer acted on."""
 
@@ -91,6 +93,8 @@ class Preloader:
                     await self._reaper.reclaim_once()
                 if self._shards.shared and time.monotonic() >= self._reconcile_at:
                     await self.reconcile()
+                if self._mirror.enabled and time.monotonic() >= self._index_check_at:
+                    await self.check_index()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -135,6 +139,23 @@ class Preloader:
         if shards:
             await self.load_from_store(shards, rebuild_index=False, changed_since=since)
         self._reconciled_from = started
+
+    async def check_index(self) -> None:
+        """The index round: rebuild from the store, in the background, every owned
+        shard whose Redis index was lost (a FLUSHALL, a Redis restart), not only when
+        another node takes it over. Meanwhile nothing spills into it and a spilled
+        task's shard is reloaded into the wheel (the dispatcher's fallback)."""
+        self._index_check_at = time.monotonic() + self._config.index_check_interval_s
+        lost = await self._mirror.find_lost(sorted(self._shards.owned()))
+        if lost:
+            self._background.spawn(self._rebuild_lost(lost), "index-rebuild")
+
+    async def _rebuild_lost(self, shards: Sequence[int]) -> None:
+        try:
+            await self.load_from_store(shards, rebuild_index=True)
+        except Exception:
+            self._mirror.rebuild_failed(shards)
+            raise
 
     # -- work notices (a cluster) ----------------------------------------------------------
     async def hear_notices(self) -> None:
@@ -211,7 +232,8 @@ class Preloader:
         """Load ``shards``' PRELOADED rows into the wheel; the index is rebuilt from
         them in the background (never on the gain path)."""
         horizon = self._horizon()
-        scope = None if not self._shards.clustered else list(shards)
+        every = len(shards) >= self._config.shard_count
+        scope = None if not self._shards.clustered and every else list(shards)
         per_shard: dict[int, list[Preloaded]] = {s: [] for s in shards}
         after: TaskKey | None = None
         while True:
@@ -221,7 +243,8 @@ class Preloader:
             self._timeline.add(batch, index=False, spill=spill)
             if rebuild_index:
                 for p in batch:
-                    per_shard.setdefault(p.shard_id, []).append(p)
+                    if (items := per_shard.get(p.shard_id)) is not None:
+                        items.append(p)
             if len(batch) < self._config.preload_batch:
                 break
             after = batch[-1].key

@@ -29,6 +29,9 @@ class EngineStats:
     stale_writes: int = 0
     spilled: int = 0
     """Tasks kept in the Redis index instead of the wheel (over its memory cap)."""
+    index_rebuilds: int = 0
+    """Shard indexes this node rebuilt from the store: on a gain that found them lost,
+    and when its index round found an owned shard's index lost (FLUSHALL, a restart)."""
     reclaimed: int = 0
     schedule_fired: int = 0
     """Schedule occurrences turned into tasks."""

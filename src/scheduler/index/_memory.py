@@ -75,6 +75,12 @@ class MemoryTimeIndex:
         entries = self._check(shard, seeded=True)
         return [entries[m][1] for _, m in self._ordered(entries)]
 
+    async def lost(self, shards: Sequence[int]) -> frozenset[int]:
+        """See :meth:`TimeIndex.lost`."""
+        for shard in shards:
+            self._check(shard, seeded=False)
+        return frozenset(s for s in shards if s not in self._seeded)
+
     async def next_due_ms(self, shard: int) -> int | None:
         """See :meth:`TimeIndex.next_due_ms`."""
         entries = self._check(shard, seeded=False)

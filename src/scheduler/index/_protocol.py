@@ -61,6 +61,11 @@ class TimeIndex(Protocol):
         Raises :class:`IndexLost` when not seeded."""
         ...
 
+    async def lost(self, shards: Sequence[int]) -> frozenset[int]:
+        """Which of ``shards`` are not seeded (flushed, evicted, never built, or being
+        rebuilt): one round trip, for an owner checking its shards every round."""
+        ...
+
     async def next_due_ms(self, shard: int) -> int | None:
         """The earliest due time in ms, or None when the shard's index is empty."""
         ...

@@ -182,3 +182,16 @@ async def test_a_flush_midway_is_a_typed_loss_and_a_replace_recovers(backend: Ba
     # What the engine does: rebuild from PostgreSQL (here: the items still PRELOADED).
     await idx.replace(SHARD, items[5:])
     assert await idx.pop_due(SHARD, ms(items[-1].due_at), 100) == items[5:]
+
+
+async def test_lost_names_the_shards_that_are_not_seeded(backend: Backend) -> None:
+    """The owner's index round: one call says which of its shards lost their index."""
+    idx = backend.index
+    await idx.replace(1, [task(100, shard=1)])
+    await idx.replace(2, [])
+    assert await idx.lost([1, 2, 3]) == frozenset({3})
+    assert await idx.lost([]) == frozenset()
+    await backend.flush()
+    assert await idx.lost([1, 2, 3]) == frozenset({1, 2, 3})
+    await idx.replace(2, [task(5, shard=2)])
+    assert await idx.lost([1, 2]) == frozenset({1})

@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from scheduler._aio import Background
 from scheduler.engine import EngineConfig
 from scheduler.engine._index_mirror import IndexMirror
@@ -227,4 +229,37 @@ async def test_a_failed_rebuild_still_ends_the_rebuilding_mark() -> None:
     m.rebuild({1: [preloaded(0, shard=1)], 2: []})
     assert m.rebuilding == {1, 2}
     await settle()
+    assert m.rebuilding == set()
+
+
+async def test_the_index_round_finds_lost_shards_once_and_counts_their_rebuild(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    index = await seeded(1, 2, 3)
+    m, stats, _ = mirror(index)
+    assert await m.find_lost([1, 2, 3]) == []
+    index.flush()
+    await index.replace(3, [])
+    with caplog.at_level(logging.WARNING, logger="tickwheel.engine"):
+        assert await m.find_lost([1, 2, 3]) == [1, 2]
+    assert any("lost for 2 owned shards" in r.getMessage() for r in caplog.records)
+    assert m.rebuilding == {1, 2}
+    # Being rebuilt: not reported again (nor spilled into).
+    assert await m.find_lost([1, 2, 3]) == []
+    m.rebuild({1: [preloaded(5, shard=1)], 2: []})
+    await settle()
+    assert m.rebuilding == set()
+    assert stats.index_rebuilds == 2
+    assert await m.find_lost([1, 2, 3]) == []
+    assert [p.due_at for p in await index.load(1)] == [preloaded(5, shard=1).due_at]
+
+
+async def test_the_index_round_skips_an_index_that_does_not_answer() -> None:
+    index = await seeded(1)
+    m, _, _ = mirror(index)
+    index.down = True
+    assert await m.find_lost([1, 2]) == []
+    index.down = False
+    assert await m.find_lost([1, 2]) == [2]
+    m.rebuild_failed([2])
     assert m.rebuilding == set()
