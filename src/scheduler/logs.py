@@ -168,6 +168,27 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
+_format: dict[str, LogFormat] = {"current": "text"}
+
+
+def current_format() -> LogFormat:
+    """The format :func:`configure` set last (``text`` until it is called)."""
+    return _format["current"]
+
+
+def json_notice(logger: str, message: str) -> bool:
+    """In JSON mode, write ``message`` to stderr as one INFO line of ``logger``
+    whatever the level (a command's own always-shown notice, such as the port it
+    serves on); whether it did (in text mode the caller prints it its own way)."""
+    if _format["current"] != "json":
+        return False
+    record = logging.LogRecord(logger, logging.INFO, "", 0, message, None, None)
+    ContextFields().filter(record)
+    sys.stderr.write(JsonFormatter().format(record) + "\n")
+    sys.stderr.flush()
+    return True
+
+
 def configure(level: int, fmt: LogFormat = "text") -> None:
     """The root logger at ``level``, writing ``fmt`` lines to stderr through one
     handler of ours (replaced on each call; other handlers are left alone)."""
@@ -180,3 +201,4 @@ def configure(level: int, fmt: LogFormat = "text") -> None:
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     root.addHandler(handler)
     root.setLevel(level)
+    _format["current"] = fmt

@@ -71,8 +71,10 @@ def test_a_line_is_one_object_with_time_level_logger_message_and_fields(
     assert obj["level"] == "WARNING"
     assert obj["logger"] == "tickwheel.test-logs"
     assert obj["message"] == f"task {TASK}: two\nlines"
-    assert obj["task_id"] == str(TASK) and obj["tenant_id"] == str(TENANT)
-    assert obj["fencing_token"] == 7 and obj["worker_id"] == "w-1"
+    assert obj["task_id"] == str(TASK)
+    assert obj["tenant_id"] == str(TENANT)
+    assert obj["fencing_token"] == 7
+    assert obj["worker_id"] == "w-1"
     assert obj["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
     when = str(obj["time"])
     assert when.endswith("Z")
@@ -117,10 +119,12 @@ def test_bound_fields_stay_in_their_task_and_extra_wins(
 
     asyncio.run(main_())
     inside, explicit, after, outside = _objects(out)
-    assert inside["task_id"] == str(TASK) and inside["fencing_token"] == 3
+    assert inside["task_id"] == str(TASK)
+    assert inside["fencing_token"] == 3
     assert inside["worker_id"] == "w-2"
     assert explicit["fencing_token"] == 4
-    assert "task_id" not in after and after["worker_id"] == "w-2"
+    assert "task_id" not in after
+    assert after["worker_id"] == "w-2"
     assert "worker_id" not in outside
     assert Source.asked == 2  # asked per line logged, never when binding
 
@@ -164,7 +168,9 @@ def _ours() -> logging.Handler:
         (["--log-format", "json", "submit", "x"], {"TICKWHEEL_LOG_FORMAT": "text"}, True, 30),
     ],
 )
-def test_the_cli_options(args: list[str], env: dict[str, str], json_lines: bool, level: int) -> None:
+def test_the_cli_options(
+    args: list[str], env: dict[str, str], json_lines: bool, level: int
+) -> None:
     if "submit" not in args:
         args = [*args, "submit", "x"]
     # --at tomorrow stops the command after its options are parsed, before any I/O.
