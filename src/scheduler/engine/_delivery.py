@@ -21,7 +21,7 @@ from collections.abc import Callable
 from scheduler._aio import wait_event
 from scheduler.engine._sessions import WorkerSession
 from scheduler.engine._stats import EngineStats
-from scheduler.engine._timeline import to_ms
+from scheduler.engine._timeline import due_ms
 from scheduler.types import Assignment
 
 
@@ -42,7 +42,7 @@ class Delivery:
 
     def hold(self, session: WorkerSession, a: Assignment) -> None:
         """Deliver ``a`` to ``session`` at its due tick."""
-        heapq.heappush(self._heap, (to_ms(a.due_at), next(self._seq), session, a))
+        heapq.heappush(self._heap, (due_ms(a.due_at), next(self._seq), session, a))
         self._holding[a.key.id] += 1
 
     def wake(self) -> None:

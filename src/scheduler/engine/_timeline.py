@@ -14,7 +14,7 @@ import array
 import itertools
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._index_mirror import IndexMirror
@@ -24,10 +24,22 @@ from scheduler.states import TaskState
 from scheduler.types import InsertResult, Preloaded, TaskRecord
 from scheduler.wheel import TimingWheel
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
 
 def to_ms(ts: datetime) -> int:
-    """Epoch milliseconds of an aware datetime."""
-    return int(ts.timestamp() * 1000)
+    """Epoch milliseconds of an aware datetime, rounded down (exact, no float): for
+    "now", and for figures."""
+    return (ts - _EPOCH) // _MS
+
+
+def due_ms(ts: datetime) -> int:
+    """Epoch milliseconds of an aware datetime, rounded UP: for a due instant. A due
+    tick ``due_ms(d) <= to_ms(now)`` implies ``d <= now``, so a task whose due time
+    has microseconds is never fired or delivered in the millisecond before it (both
+    rounded down, .000400 met a now of .000100 and went out 0.3 ms early)."""
+    return -((_EPOCH - ts) // _MS)
 
 
 def preloaded(task: TaskRecord, due_at: datetime | None = None) -> Preloaded:
@@ -123,7 +135,7 @@ class Timeline:
             self._entries[k] = p
             self._keys[p.key.id] = k
             keys.append(k)
-            dues.append(max(to_ms(p.due_at), 0))
+            dues.append(max(due_ms(p.due_at), 0))
         if keys:
             if index:
                 self._mirror.add([self._entries[k] for k in keys])
