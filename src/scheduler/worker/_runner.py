@@ -187,7 +187,10 @@ class HandlerRunner:
             if res.ok:
                 continue
             held = self._held.get(uuid.UUID(res.task_id))
-            if held is not None and not held.released:
+            # A task whose outcome is in flight was refused because that outcome
+            # committed first (the server applies a stream's messages in order): not
+            # a loss. A real one is reported by the outcome's answer (_attempt).
+            if held is not None and not held.released and not held.committing:
                 _log.warning(
                     "zombie: task %s lost its lease (%s); its result will be rejected",
                     res.task_id,
@@ -424,6 +427,7 @@ class HandlerRunner:
             return
         kind = "completion" if isinstance(msg, pb.Completion) else str(msg.WhichOneof("kind"))
         span.set_attribute("tickwheel.outcome", _OUTCOME_OF_KIND[kind])
+        held.committing = True
         res = await self._stream.commit(msg, ctx.task_id)
         if res is None:
             self._drain.count("uncommitted")

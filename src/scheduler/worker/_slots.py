@@ -39,6 +39,10 @@ class Held:
     """RUNNING in the store (acked, or started on delivery): heartbeats renew it."""
     released: bool = False
     """Released at the drain deadline while its handler ran: nothing more to commit."""
+    committing: bool = False
+    """Its outcome was sent and its answer is awaited: a heartbeat refused for it now
+    is answered after the outcome committed (the task is no longer RUNNING), not a
+    lost lease; a real loss shows in the outcome's own answer."""
     task: asyncio.Task[None] | None = None
     span: Span | None = None
     tenant_id: str = ""
