@@ -34,12 +34,15 @@ def to_ms(ts: datetime) -> int:
     return (ts - _EPOCH) // _MS
 
 
-def due_ms(ts: datetime) -> int:
-    """Epoch milliseconds of an aware datetime, rounded UP: for a due instant. A due
-    tick ``due_ms(d) <= to_ms(now)`` implies ``d <= now``, so a task whose due time
-    has microseconds is never fired or delivered in the millisecond before it (both
-    rounded down, .000400 met a now of .000100 and went out 0.3 ms early)."""
-    return -((_EPOCH - ts) // _MS)
+_US = timedelta(microseconds=1)
+
+
+def to_us(ts: datetime) -> int:
+    """Epoch microseconds of an aware datetime, exactly (a datetime's own unit): the
+    delivery gate compares due and now in it, so a task with a due time of
+    12:00:00.000400 is never pushed at 12:00:00.000100 (both truncated to the
+    millisecond, it was: 0.3 ms early)."""
+    return (ts - _EPOCH) // _US
 
 
 def preloaded(task: TaskRecord, due_at: datetime | None = None) -> Preloaded:
@@ -135,7 +138,7 @@ class Timeline:
             self._entries[k] = p
             self._keys[p.key.id] = k
             keys.append(k)
-            dues.append(max(due_ms(p.due_at), 0))
+            dues.append(max(to_ms(p.due_at), 0))
         if keys:
             if index:
                 self._mirror.add([self._entries[k] for k in keys])
