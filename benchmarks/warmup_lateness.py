@@ -1,12 +1,15 @@
 """How late the first tasks after ``tickwheel serve`` starts reach a real worker.
 
 A script, not a test (no timing assertion): it starts PostgreSQL (the test harness),
-``tickwheel serve`` on a fresh migrated database and one ``tickwheel worker`` process,
-then submits ``--tasks`` tasks due one after another, ``--gap-ms`` apart, starting
-``--lead-s`` after the worker connected, and prints each one's lateness (the worker
-received it - its due time) in order, so the warm-up shows as the first rows.
+``tickwheel serve`` on a fresh migrated database, then submits a *cold* series of
+``--tasks`` tasks (``--gap-ms`` apart, the first ``--lead-s`` later) before anything
+ran the dispatch path, starts one ``tickwheel worker`` process, and when those ran a
+*warm* series on the same server. For each series it prints the lateness of the
+first 12 tasks and of the rest: received (the worker got the assignment) and started
+(the handler ran; ack-first waits for the ack's commit) minus the due time.
 
-    .venv/bin/python -m benchmarks.warmup_lateness [--store sqlite] [--tasks 40]
+    .venv/bin/python -m benchmarks.warmup_lateness [--store sqlite] [--gap-ms 1]
+        [--tasks 200] [--start-on-delivery] [--serve-arg=--flag ...]
 """
 
 from __future__ import annotations
