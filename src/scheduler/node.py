@@ -229,6 +229,8 @@ class Node:
         if db_file is not None:
             db_file.parent.mkdir(parents=True, exist_ok=True)
         opts: dict[str, Any] = {} if cfg.store_actor is None else {"actor": cfg.store_actor}
+        # A server's first tasks must not pay the pool's cold connections (PostgreSQL).
+        opts["warm_up"] = True
         if not cfg.store_row_level_security:
             opts["row_level_security"] = False
         self._store = await open_store(url, **opts)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from scheduler.cli._output import err_console
+from scheduler.cli._output import note
 from scheduler.worker import DrainReport, Worker
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -34,7 +34,7 @@ async def run_until_drained(worker: Worker, grace_s: float) -> DrainReport:
         if run.done():  # ended without a signal: a fatal error (re-raised here)
             await run
             return await worker.shutdown(grace_s=0)
-        err_console.print(
+        note(
             f"draining: taking no more work; {worker.running_tasks} task(s) running, "
             f"{grace_s:g} s grace (signal again to release them now)"
         )
@@ -42,7 +42,7 @@ async def run_until_drained(worker: Worker, grace_s: float) -> DrainReport:
         second = asyncio.create_task(signals.get(), name="tickwheel-cli-signal-2")
         await asyncio.wait({drain, second}, return_when=asyncio.FIRST_COMPLETED)
         if not drain.done():
-            err_console.print("second signal: releasing the running tasks now")
+            note("second signal: releasing the running tasks now")
             await worker.shutdown(grace_s=0)
         report = await drain
         await run

@@ -14,10 +14,18 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from scheduler import logs
 from scheduler.client import ExpectationInfo, ScheduleInfo, Task, Transition, WorkflowInfo
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+def note(text: str) -> None:
+    """A command's notice on stderr (serving on, drained): a JSON line of logger
+    ``tickwheel.cli`` under ``--log-format json``, else plain text."""
+    if not logs.json_notice("tickwheel.cli", text):
+        err_console.print(text)
 
 
 def _plain(value: Any) -> Any:

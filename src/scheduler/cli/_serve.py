@@ -17,7 +17,7 @@ import click
 
 from scheduler.cli._limits import server_limit_options
 from scheduler.cli._options import DEFAULT_SQLITE, kafka_options, parse_kafka_pools
-from scheduler.cli._output import err_console
+from scheduler.cli._output import note
 from scheduler.cli._runner import flag_words, run_coro, run_node, tune_gc, wait_for_signal
 from scheduler.client import Pool
 
@@ -352,11 +352,11 @@ async def _serve(node_config: Any) -> None:
         # collector's full passes (1M tracked objects cost a ~0.7 s stop-the-world pause).
         gc.freeze()
         if node.outlet_names:
-            err_console.print(f"kafka dispatch: {', '.join(node.outlet_names)}")
+            note(f"kafka dispatch: {', '.join(node.outlet_names)}")
         url = node_config.store_url
-        err_console.print(f"tickwheel serving on port {node.port} (store: {url.split('@')[-1]})")
+        note(f"tickwheel serving on port {node.port} (store: {url.split('@')[-1]})")
         await wait_for_signal()
-        err_console.print("stopping...")
+        note("stopping...")
     finally:
         await node.stop()
 

@@ -21,7 +21,7 @@ from scheduler.cli._options import (
     kafka_options,
     parse_kafka_pools,
 )
-from scheduler.cli._output import err_console
+from scheduler.cli._output import note
 from scheduler.cli._runner import run_coro, tls_config, tune_gc
 from scheduler.client import Pool
 
@@ -143,7 +143,7 @@ def worker(
     )
     tune_gc()
     report = run_coro(run_until_drained(w, grace_s))
-    err_console.print(summary(report))
+    note(summary(report))
     code = 0 if report.clean else 1
     if w.busy_handler_threads:
         # Released sync handlers still run in threads the interpreter would join.

@@ -29,6 +29,7 @@ from scheduler.engine._sessions import WorkerSession
 from scheduler.engine._stats import EngineStats
 from scheduler.engine._timeline import Timeline
 from scheduler.engine._types import AssignmentBatch, SubmitSpec, WorkerHello
+from scheduler.logs import task_extra
 from scheduler.store import Store
 from scheduler.types import Completion, FencedWrite, Pool, Tenant
 
@@ -173,5 +174,11 @@ class Canary:
                 except asyncio.CancelledError:
                     raise
                 except Exception:
-                    log.exception("canary %s failed", a.key.id)
+                    log.exception(
+                        "canary %s failed",
+                        a.key.id,
+                        extra=task_extra(
+                            task_id=a.key.id, tenant_id=a.tenant_id, fencing_token=a.fencing_token
+                        ),
+                    )
             session.grant(len(event.assignments))

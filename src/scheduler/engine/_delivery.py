@@ -21,15 +21,17 @@ from collections.abc import Callable
 from scheduler._aio import wait_event
 from scheduler.engine._sessions import WorkerSession
 from scheduler.engine._stats import EngineStats
-from scheduler.engine._timeline import to_ms
+from scheduler.engine._timeline import to_us
 from scheduler.types import Assignment
 
 
 class Delivery:
     """Commit ahead, deliver on time (brief §12)."""
 
-    def __init__(self, now_ms: Callable[[], int], stats: EngineStats) -> None:
-        self._now_ms = now_ms
+    def __init__(self, now_us: Callable[[], int], stats: EngineStats) -> None:
+        self._now_us = now_us
+        """Epoch microseconds: due and now are compared exactly, never to the
+        millisecond (the wheel fires ahead by design; this is the gate)."""
         self._stats = stats
         self._heap: list[tuple[int, int, WorkerSession, Assignment]] = []
         self._seq = itertools.count()
@@ -42,7 +44,7 @@ class Delivery:
 
     def hold(self, session: WorkerSession, a: Assignment) -> None:
         """Deliver ``a`` to ``session`` at its due tick."""
-        heapq.heappush(self._heap, (to_ms(a.due_at), next(self._seq), session, a))
+        heapq.heappush(self._heap, (to_us(a.due_at), next(self._seq), session, a))
         self._holding[a.key.id] += 1
 
     def wake(self) -> None:
@@ -57,21 +59,22 @@ class Delivery:
         self._cancel.add(task_id)
         return True
 
-    def deliver_due(self, now_ms: int) -> None:
-        """Push committed assignments whose due tick has come, grouped per session."""
+    def deliver_due(self, now_us: int) -> None:
+        """Push committed assignments whose due instant has come (``now_us``, epoch
+        microseconds, at or after it), grouped per session."""
         heap = self._heap
-        if not heap or heap[0][0] > now_ms:
+        if not heap or heap[0][0] > now_us:
             return
         per_session: dict[str, tuple[WorkerSession, list[Assignment]]] = {}
         holding = self._holding
-        while heap and heap[0][0] <= now_ms:
-            due_ms, _, session, a = heapq.heappop(heap)
+        while heap and heap[0][0] <= now_us:
+            due_us, _, session, a = heapq.heappop(heap)
             left = holding[a.key.id] - 1
             if left > 0:
                 holding[a.key.id] = left
             else:
                 del holding[a.key.id]
-            self._stats.lateness_ms.append(float(now_ms - due_ms))
+            self._stats.lateness_ms.append((now_us - due_us) / 1000.0)
             per_session.setdefault(session.session_id, (session, []))[1].append(a)
         for session, batch in per_session.values():
             self._stats.delivered += len(batch)
@@ -87,10 +90,10 @@ class Delivery:
         """Deliver at each due tick until cancelled."""
         while True:
             self._wake.clear()
-            self.deliver_due(self._now_ms())
+            self.deliver_due(self._now_us())
             timeout = None
             if self._heap:
-                timeout = max(0.0, (self._heap[0][0] - self._now_ms()) / 1000.0)
+                timeout = max(0.0, (self._heap[0][0] - self._now_us()) / 1_000_000.0)
                 if timeout == 0.0:
                     await asyncio.sleep(0)
                     continue

@@ -55,7 +55,7 @@ from scheduler.engine._shards import ShardHandler
 from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats, PoolMetrics
 from scheduler.engine._tenancy import Tenancy
-from scheduler.engine._timeline import Timeline, to_ms
+from scheduler.engine._timeline import Timeline, to_ms, to_us
 from scheduler.engine._types import FailureReport, Outlet, SubmitSpec, WorkerHello
 from scheduler.engine._waiters import MAX_WAIT_S, SETTLED, Waiters
 from scheduler.engine._workflows import Workflows
@@ -169,7 +169,7 @@ class Engine:
                 self._preloader.wake,
             )
         )
-        self._delivery = Delivery(self._now_ms, self.stats)
+        self._delivery = Delivery(self._now_us, self.stats)
         self._dispatcher = Dispatcher(
             store=store,
             config=cfg,
@@ -211,6 +211,9 @@ class Engine:
     # ------------------------------------------------------------------ lifecycle
     def _now_ms(self) -> int:
         return to_ms(self.now())
+
+    def _now_us(self) -> int:
+        return to_us(self.now())
 
     async def start(self) -> None:
         """Recover PRELOADED tasks into the wheel, then start the background loops.

@@ -44,6 +44,7 @@ from scheduler.engine._timeline import Timeline
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
 from scheduler.jitter import stable_hash
+from scheduler.logs import task_extra
 from scheduler.store import Store
 from scheduler.types import JSON, Expectation, NewTask, OverlapPolicy, Pool, Schedule
 
@@ -356,7 +357,12 @@ class Schedules:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("schedule %s (%s) failed to fire", s.id, s.name)
+                log.exception(
+                    "schedule %s (%s) failed to fire",
+                    s.id,
+                    s.name,
+                    extra=task_extra(tenant_id=s.tenant_id),
+                )
         return created
 
     def _task(self, s: Schedule, at: datetime, due_at: datetime, now: datetime) -> NewTask:
@@ -394,6 +400,7 @@ class Schedules:
                 "schedule %s skipped %d occurrences outside the catch-up window",
                 s.id,
                 len(missed),
+                extra=task_extra(tenant_id=s.tenant_id),
             )
         buffered = s.buffered_at
         to_run: list[tuple[datetime, datetime]] = []  # (occurrence, due_at)

@@ -14,7 +14,7 @@ import array
 import itertools
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._index_mirror import IndexMirror
@@ -24,10 +24,25 @@ from scheduler.states import TaskState
 from scheduler.types import InsertResult, Preloaded, TaskRecord
 from scheduler.wheel import TimingWheel
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
 
 def to_ms(ts: datetime) -> int:
-    """Epoch milliseconds of an aware datetime."""
-    return int(ts.timestamp() * 1000)
+    """Epoch milliseconds of an aware datetime, rounded down (exact, no float): for
+    "now", and for figures."""
+    return (ts - _EPOCH) // _MS
+
+
+_US = timedelta(microseconds=1)
+
+
+def to_us(ts: datetime) -> int:
+    """Epoch microseconds of an aware datetime, exactly (a datetime's own unit): the
+    delivery gate compares due and now in it, so a task with a due time of
+    12:00:00.000400 is never pushed at 12:00:00.000100 (both truncated to the
+    millisecond, it was: 0.3 ms early)."""
+    return (ts - _EPOCH) // _US
 
 
 def preloaded(task: TaskRecord, due_at: datetime | None = None) -> Preloaded:

@@ -32,6 +32,7 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.engine import AssignmentBatch, CancelNotice, Engine, WorkerHello, WorkerSession
 from scheduler.limits import MAX_SLOTS, MAX_TASK_TYPES, MAX_TYPE_CHARS, MAX_WORKER_ID_CHARS
+from scheduler.logs import task_extra, trace_id_of
 from scheduler.server import _convert as conv
 from scheduler.server._auth import Gatekeeper, tenant_of
 from scheduler.server._config import ServerConfig
@@ -113,6 +114,21 @@ def event_to_proto(event: AssignmentBatch | CancelNotice, worker_id: str = "") -
             msg = conv.assignment_to_proto(a)
             _trace_dispatch(msg, worker_id)
             tasks.append(msg)
+        if _log.isEnabledFor(logging.DEBUG):
+            for msg in tasks:
+                _log.debug(
+                    "task %s: pushed to worker %s with fencing token %d",
+                    msg.task_id,
+                    worker_id,
+                    msg.fencing_token,
+                    extra=task_extra(
+                        task_id=msg.task_id,
+                        tenant_id=msg.tenant_id or None,
+                        fencing_token=msg.fencing_token,
+                        worker_id=worker_id,
+                        trace_id=trace_id_of(msg.trace_context.traceparent),
+                    ),
+                )
         return pb.ServerMessage(assignments=pb.Assignments(tasks=tasks))
     return pb.ServerMessage(cancel=pb.CancelRequest(task=conv.ref_to_proto(event.key, event.token)))
 
@@ -297,6 +313,32 @@ async def _apply_run(
     for i, g in zip(run, groups, strict=True):
         answers[i] = outcomes[at : at + len(g)]
         at += len(g)
+    if _log.isEnabledFor(logging.INFO):
+        _log_refused(session, kind, flat, outcomes)
+
+
+def _log_refused(
+    session: WorkerSession, kind: str, items: Sequence[Any], outcomes: Sequence[Outcome]
+) -> None:
+    """One INFO line per fenced write the store refused (a stale token, a task the
+    session does not hold), with the task's fields."""
+    for item, outcome in zip(items, outcomes, strict=True):
+        if outcome is Outcome.OK:
+            continue
+        _log.info(
+            "worker %s: %s of task %s with fencing token %d refused (%s)",
+            session.worker_id,
+            kind,
+            item.key.id,
+            item.token,
+            REASONS[outcome],
+            extra=task_extra(
+                task_id=item.key.id,
+                tenant_id=session.scope,
+                fencing_token=item.token,
+                worker_id=session.worker_id,
+            ),
+        )
 
 
 class ProtocolViolation(InvalidArgument):

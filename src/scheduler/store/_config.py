@@ -24,6 +24,12 @@ class StoreConfig:
     pool_min_size: int = 1
     pool_max_size: int = 4
     """PostgreSQL connection pool bounds."""
+    warm_up: bool = False
+    """PostgreSQL: at open, fill the pool to ``pool_max_size`` connections and prepare
+    the hot path's statements (dispatch, worker writes, submit) on each, so the first
+    tasks after a start do not pay each new connection's first use of the task tables
+    (about 10 ms a statement per backend; the first ack-first tasks after ``serve``
+    started ran 100-130 ms late). ``serve`` and ``dev`` turn it on."""
     command_timeout_s: float = 30.0
     """PostgreSQL per-statement timeout."""
     actor: str = "scheduler"

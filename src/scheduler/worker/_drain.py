@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 from scheduler._aio import wait_event
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.logs import task_extra
 from scheduler.worker._context import DRAIN, cancel
 from scheduler.worker._kafka import KafkaFeed
 from scheduler.worker._slots import Held, Slots
@@ -142,6 +143,7 @@ class Drain:
             self._worker_id,
             len(held_table),
             max(0.0, self._deadline - loop.time()),
+            extra=task_extra(worker_id=self._worker_id),
         )
         while True:
             running = [h.task for h in held_table.values() if h.task and not h.task.done()]
@@ -164,6 +166,7 @@ class Drain:
                 "worker %s: grace over, releasing %d task(s) still running",
                 self._worker_id,
                 len(leftovers),
+                extra=task_extra(worker_id=self._worker_id),
             )
             await self._release(leftovers)
         # Outcome commits that are still in flight get their (short) chance.
@@ -172,10 +175,19 @@ class Drain:
             await asyncio.wait(pending, timeout=self._stream.request_timeout_s)
         self._stream.finish()
         if not await wait_event(self._done, 10.0):
-            _log.warning("worker %s: stream did not close in time", self._worker_id)
+            _log.warning(
+                "worker %s: stream did not close in time",
+                self._worker_id,
+                extra=task_extra(worker_id=self._worker_id),
+            )
         tally = self._tally
         report = DrainReport(**{k: tally[k] for k in DrainReport.__dataclass_fields__})
-        _log.info("worker %s drained: %s", self._worker_id, report)
+        _log.info(
+            "worker %s drained: %s",
+            self._worker_id,
+            report,
+            extra=task_extra(worker_id=self._worker_id),
+        )
         return report
 
     async def _release(self, leftovers: list[Held]) -> None:
@@ -192,7 +204,12 @@ class Drain:
         )
         for held, res in zip(leftovers, results, strict=True):
             if isinstance(res, BaseException):
-                _log.warning("task %s: release failed: %s", held.ctx.task_id, res)
+                _log.warning(
+                    "task %s: release failed: %s",
+                    held.ctx.task_id,
+                    res,
+                    extra={**held.log_fields(), **task_extra(worker_id=self._worker_id)},
+                )
                 self.count("uncommitted")
             elif res and not res[0].ok:
                 self.count("rejected")

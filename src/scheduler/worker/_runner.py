@@ -40,6 +40,7 @@ from scheduler._kafka_wire import trace_headers
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import dict_to_struct, struct_to_dict
 from scheduler.client import _convert as conv
+from scheduler.logs import bind_fields, task_extra
 from scheduler.worker._context import (
     CANCELLED,
     DRAIN,
@@ -67,6 +68,12 @@ _OUTCOME_OF_KIND = {
     "cancel_confirmed": "cancelled",
     "release": "released",
 }
+
+
+def _assignment_fields(a: pb.Assignment) -> dict[str, object]:
+    return task_extra(
+        task_id=a.task_id, tenant_id=a.tenant_id or None, fencing_token=a.fencing_token
+    )
 
 
 def _listed(exc: BaseException, types: Sequence[type[BaseException] | str]) -> bool:
@@ -159,7 +166,11 @@ class HandlerRunner:
         """A client cancelled a task: tell its handler, if it runs this attempt."""
         held = self._held.get(uuid.UUID(ref.task_id))
         if held is not None and held.ref.fencing_token == ref.fencing_token:
-            _log.info("task %s: cancel requested by a client", held.ctx.task_id)
+            _log.info(
+                "task %s: cancel requested by a client",
+                held.ctx.task_id,
+                extra=held.log_fields(),
+            )
             cancel(held.ctx, CANCELLED)
 
     async def heartbeat(self) -> None:
@@ -176,11 +187,15 @@ class HandlerRunner:
             if res.ok:
                 continue
             held = self._held.get(uuid.UUID(res.task_id))
-            if held is not None and not held.released:
+            # A task whose outcome is in flight was refused because that outcome
+            # committed first (the server applies a stream's messages in order): not
+            # a loss. A real one is reported by the outcome's answer (_attempt).
+            if held is not None and not held.released and not held.committing:
                 _log.warning(
                     "zombie: task %s lost its lease (%s); its result will be rejected",
                     res.task_id,
                     res.reason,
+                    extra=held.log_fields(),
                 )
                 cancel(held.ctx, LEASE_LOST)
 
@@ -234,13 +249,17 @@ class HandlerRunner:
                     "lapses and it is produced again; give every group member the same types)",
                     task_id,
                     a.type,
+                    extra=_assignment_fields(a),
                 )
                 continue
             current = self._held.get(task_id)
             if current is not None:
                 if a.fencing_token <= current.ref.fencing_token:
                     _log.info(
-                        "task %s: duplicate record (token %d) skipped", task_id, a.fencing_token
+                        "task %s: duplicate record (token %d) skipped",
+                        task_id,
+                        a.fencing_token,
+                        extra=_assignment_fields(a),
                     )
                     continue
                 # A later attempt of a task still running here: this attempt lost its
@@ -250,6 +269,7 @@ class HandlerRunner:
                     task_id,
                     current.ref.fencing_token,
                     a.fencing_token,
+                    extra=current.log_fields(),
                 )
                 cancel(current.ctx, LEASE_LOST)
                 del self._held[task_id]
@@ -296,7 +316,10 @@ class HandlerRunner:
             checkpointer=self._checkpoint,
         )
         return Held(
-            ref=_ref(a), ctx=ctx, dispatch_trace=conv.trace_from_proto(a.dispatch_trace_context)
+            ref=_ref(a),
+            ctx=ctx,
+            dispatch_trace=conv.trace_from_proto(a.dispatch_trace_context),
+            tenant_id=a.tenant_id,
         )
 
     def _launch(self, fresh: list[Held]) -> IndexedResults | None:
@@ -329,6 +352,9 @@ class HandlerRunner:
 
     async def _run(self, held: Held, ack: IndexedResults | None) -> None:
         ctx = held.ctx
+        # Every line of this attempt (the handler's own included: a sync handler's
+        # thread runs in a copy of this context) carries the task's fields.
+        bind_fields(held)
         try:
             if ack is not None and not await self._acked(held, ack):
                 return
@@ -401,6 +427,7 @@ class HandlerRunner:
             return
         kind = "completion" if isinstance(msg, pb.Completion) else str(msg.WhichOneof("kind"))
         span.set_attribute("tickwheel.outcome", _OUTCOME_OF_KIND[kind])
+        held.committing = True
         res = await self._stream.commit(msg, ctx.task_id)
         if res is None:
             self._drain.count("uncommitted")

@@ -24,6 +24,7 @@ from opentelemetry.trace import Span
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import dict_to_struct
+from scheduler.logs import task_extra, trace_id_of
 from scheduler.worker._context import TaskContext
 
 
@@ -38,8 +39,24 @@ class Held:
     """RUNNING in the store (acked, or started on delivery): heartbeats renew it."""
     released: bool = False
     """Released at the drain deadline while its handler ran: nothing more to commit."""
+    committing: bool = False
+    """Its outcome was sent and its answer is awaited: a heartbeat refused for it now
+    is answered after the outcome committed (the task is no longer RUNNING), not a
+    lost lease; a real loss shows in the outcome's own answer."""
     task: asyncio.Task[None] | None = None
     span: Span | None = None
+    tenant_id: str = ""
+    """The task's tenant (from its assignment), for log lines."""
+
+    def log_fields(self) -> dict[str, object]:
+        """The attempt's log fields (``scheduler.logs``): task, tenant, token, trace."""
+        trace_context = self.ctx.trace_context
+        return task_extra(
+            task_id=self.ctx.task_id,
+            tenant_id=self.tenant_id or None,
+            fencing_token=self.ref.fencing_token,
+            trace_id=trace_id_of(trace_context.get("traceparent") if trace_context else None),
+        )
 
     def release_message(self) -> pb.WorkerMessage:
         """A ``Release`` of this attempt with its last checkpoint."""

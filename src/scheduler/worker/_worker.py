@@ -30,6 +30,7 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from scheduler.client._tls import TLSConfig
+from scheduler.logs import bind_fields, task_extra, unbind
 from scheduler.types import Pool
 from scheduler.worker._drain import Drain, DrainReport
 from scheduler.worker._kafka import KafkaFeed, KafkaSource
@@ -185,6 +186,8 @@ class Worker:
             self._done.set()
             return
         self._runner.bind(asyncio.get_running_loop())
+        # The stream, heartbeat and handler tasks started below inherit the binding.
+        fields = bind_fields(task_extra(worker_id=self.worker_id))
         self._stream.open()
         if self._kafka is not None:
             self._kafka.start()
@@ -198,6 +201,7 @@ class Worker:
             await self._stream.close()
             self._runner.close_executor(cancel_futures=True)
             self._done.set()
+            unbind(fields)
 
     @property
     def busy_handler_threads(self) -> int:

@@ -234,3 +234,25 @@ async def test_transition_log_is_append_only(pg: PostgresStore) -> None:
         with pytest.raises(asyncpg.RaiseError, match="append-only"):
             await _delete_audit_without_rls(conn)
         assert await conn.fetchval("SELECT count(*) FROM task_transitions") == 4
+
+
+async def test_warm_up_opens_the_whole_pool_with_the_hot_statements_prepared(
+    pg_dsn: str,
+) -> None:
+    """``StoreConfig.warm_up`` (serve, dev): every pool connection is open at start and
+    each has already run the lifecycle's statements once, so the first tasks do not
+    pay a new backend's first use of the task partitions (issue 20's warm-up)."""
+    from scheduler.store.postgres import HOT_STATEMENTS
+
+    cold = await PostgresStore.open(pg_dsn, StoreConfig(pool_max_size=3))
+    warm = await PostgresStore.open(pg_dsn, StoreConfig(pool_max_size=3, warm_up=True))
+    try:
+        assert cold._pool.get_size() == 1
+        assert warm._pool.get_size() == 3
+        assert set(HOT_STATEMENTS) <= set(Q)
+        # Warmed, the store serves calls as any other.
+        tenant = await warm.create_tenant(Tenant(id=uuid.uuid4(), name="warm"))
+        assert await warm.get_tenant(tenant.id) is not None
+    finally:
+        await cold.close()
+        await warm.close()

@@ -23,7 +23,7 @@ from scheduler.engine._sessions import Sessions, WorkerSession
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats
-from scheduler.engine._timeline import Timeline, to_ms
+from scheduler.engine._timeline import Timeline, to_ms, to_us
 from scheduler.engine._types import AssignmentBatch, WorkerHello
 from scheduler.quota import LocalQuota
 from scheduler.types import Assignment, DispatchRequest, Pool, Preloaded, TaskKey, Tenant
@@ -139,7 +139,7 @@ class Rig:
         self.fair_share = FairShare(self.store, self.config)  # type: ignore[arg-type]
         self.ready = ReadyQueues(self.fair_share.weight)
         self.slots = Slots(lambda _id: None)
-        self.delivery = Delivery(lambda: to_ms(T0), self.stats)
+        self.delivery = Delivery(lambda: to_us(T0), self.stats)
         self.quota = LocalQuota()
         self.sessions = Sessions(
             self.store,  # type: ignore[arg-type]
@@ -241,9 +241,9 @@ async def test_assignments_are_held_in_delivery_until_their_due_tick() -> None:
     assert len(rig.delivery) == 2
     assert pushed(s) == []  # committed ahead, not pushed yet
     assert s.holding(soon.key.id) == (soon.key, 1)
-    rig.delivery.deliver_due(to_ms(T0))
+    rig.delivery.deliver_due(to_us(T0))
     assert [x.key for x in pushed(s)] == [soon.key]
-    rig.delivery.deliver_due(to_ms(T0) + 40)
+    rig.delivery.deliver_due(to_us(T0) + 40_000)
     assert [x.key for x in pushed(s)] == [later.key]
     assert len(rig.delivery) == 0
 

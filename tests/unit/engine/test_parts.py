@@ -22,7 +22,7 @@ from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats
-from scheduler.engine._timeline import Timeline, to_ms
+from scheduler.engine._timeline import Timeline, to_ms, to_us
 from scheduler.jitter import JitterMode
 from scheduler.limits import MAX_RETRIES
 from scheduler.states import TaskState
@@ -267,19 +267,19 @@ def assignment(at_ms: int) -> Assignment:
 
 def test_delivery_pushes_at_the_due_tick_and_a_cancel_follows_its_task() -> None:
     stats = EngineStats()
-    delivery = Delivery(lambda: to_ms(T0), stats)
+    delivery = Delivery(lambda: to_us(T0), stats)
     s = FakeSession()
     early, late = assignment(10), assignment(50)
     delivery.hold(s, late)  # type: ignore[arg-type]
     delivery.hold(s, early)  # type: ignore[arg-type]
     assert delivery.cancel_on_delivery(late.key.id)
     assert not delivery.cancel_on_delivery(uuid.uuid4())  # not held: the caller tells
-    delivery.deliver_due(to_ms(T0) + 5)
+    delivery.deliver_due(to_us(T0) + 5_000)
     assert s.delivered == []
-    delivery.deliver_due(to_ms(T0) + 10)
+    delivery.deliver_due(to_us(T0) + 10_000)
     assert s.delivered == [(early,)]
     assert s.cancels == []
-    delivery.deliver_due(to_ms(T0) + 60)
+    delivery.deliver_due(to_us(T0) + 60_000)
     assert s.delivered[-1] == (late,)
     assert s.cancels == [late.key]
     assert len(delivery) == 0

@@ -17,6 +17,7 @@ partitions. Called through :func:`scheduler.store.open_store`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -87,6 +88,19 @@ log = logging.getLogger(__name__)
 Q = SQL
 """Every named PostgreSQL statement (``sql/postgres/*.sql``), templates expanded."""
 
+HOT_STATEMENTS = (
+    "claim_preload",
+    "mark_dispatched",
+    "ack",
+    "heartbeat",
+    "complete",
+    "fail",
+    "release",
+    "existing_keys",
+    "insert_tasks",
+)
+"""What ``StoreConfig.warm_up`` prepares on each connection: a task's lifecycle."""
+
 
 class PostgresStore:
     """The :class:`~scheduler.store.Store` on PostgreSQL: owns the pool, delegates."""
@@ -135,10 +149,32 @@ class PostgresStore:
                 await store._warn_if_rls_bypassed()
             await store._partitions.load()
             await store._partitions.create_ahead(datetime.now(UTC))
+            if config.warm_up:
+                await store._warm_up()
         except BaseException:
             await store.close()
             raise
         return store
+
+    async def _warm_up(self) -> None:
+        """Every pool connection opened, with the hot statements prepared once on it:
+        a backend's first statement on the task partitions loads their catalog
+        entries (about 10 ms each, 0.3 ms after); afterwards the first real call
+        costs what any other does. The pool keeps idle connections for asyncpg's
+        inactive lifetime (5 minutes)."""
+        n = self.config.pool_max_size
+        async with driver_errors():
+            conns = [await self._pool.acquire() for _ in range(n)]
+            try:
+                await asyncio.gather(*(self._prepare_hot(c) for c in conns))
+            finally:
+                for c in conns:
+                    await self._pool.release(c)
+
+    @staticmethod
+    async def _prepare_hot(conn: Any) -> None:
+        for name in HOT_STATEMENTS:
+            await conn.prepare(Q[name])
 
     async def _warn_if_rls_bypassed(self) -> None:
         async with driver_errors():

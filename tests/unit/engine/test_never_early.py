@@ -1,0 +1,52 @@
+"""Issue 20: a task is never delivered to a worker before its due instant.
+
+Due times carry microseconds; the delivery heap counted whole milliseconds. A due
+time truncated to its millisecond (12:00:00.000400 -> .000) met a "now" truncated the
+same way (12:00:00.000100 -> .000) and the task was pushed 0.3 ms early. The wheel
+fires ahead of time by design (commit ahead, deliver on time); delivery is the gate,
+and it now compares due and now in microseconds. Driven by a clock the test moves
+(no sleeping, no timing assertion)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+
+from scheduler.engine._delivery import Delivery
+from scheduler.engine._stats import EngineStats
+from scheduler.engine._timeline import to_ms, to_us
+from tests.support.clock import FakeClock
+from tests.unit.engine.test_parts import T0, FakeSession, assignment
+
+US = timedelta(microseconds=1)
+
+
+@pytest.mark.parametrize("due_us", [0, 1, 400, 999, 1000, 1001, 1499, 250_000_500])
+def test_delivery_waits_for_the_due_instant_to_the_microsecond(due_us: int) -> None:
+    clock = FakeClock(T0)
+    stats = EngineStats()
+    delivery = Delivery(lambda: to_us(clock()), stats)
+    session = FakeSession()
+    due = T0 + due_us * US
+    a = dataclasses.replace(assignment(0), due_at=due)
+    delivery.hold(session, a)  # type: ignore[arg-type]
+    # Every microsecond from a millisecond before the due instant up to it, excluded.
+    clock.current = max(T0, due - timedelta(milliseconds=1))
+    while clock.current < due:
+        delivery.deliver_due(to_us(clock()))
+        assert session.delivered == [], f"delivered at {clock.current} for due {due}"
+        clock.current += US
+    # At the due instant itself (a frozen clock at "now" delivers a task due now).
+    delivery.deliver_due(to_us(clock()))
+    assert session.delivered == [(a,)]
+    assert list(stats.lateness_ms) == [0.0]
+
+
+def test_to_ms_and_to_us_are_exact_far_from_the_epoch() -> None:
+    # A float timestamp (1.7e9 s) rounds below a microsecond; integers do not.
+    for us in (0, 1, 123_000, 999_999, 86_400_123_456):
+        at = T0 + us * US
+        assert to_us(at) == to_us(T0) + us
+        assert to_ms(at) == to_ms(T0) + us // 1000

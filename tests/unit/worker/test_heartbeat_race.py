@@ -1,0 +1,113 @@
+"""Issue 20: a heartbeat answered while the attempt's completion is in flight.
+
+The completion left the worker and the server committed it (the task is COMPLETED,
+no longer RUNNING under this token); a heartbeat that named the task, because it was
+still in the held table waiting for the completion's answer, is then refused for it.
+That refusal is no lost lease: the attempt ran once with its first token and its
+result was accepted. The worker must neither warn "lost its lease, its result will be
+rejected" nor cancel the attempt. Deterministic: the fake stream holds the
+completion's answer until the heartbeat's has been handled."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+import pytest
+
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.worker import TaskContext
+from tests.unit.worker.fakes import FakeStream, all_ok
+from tests.unit.worker.test_runner import _assignment, _runner
+
+
+class InFlightStream(FakeStream):
+    """The server side of one stream, in order: a completion commits at once (the task
+    is done), its answer waits for ``answer_completion``; a heartbeat answers stale for
+    every task already done and OK for the others."""
+
+    def __init__(self) -> None:
+        super().__init__(all_ok)
+        self.done: set[str] = set()
+        self.completion_applied = asyncio.Event()
+        self.answer_completion = asyncio.Event()
+
+    async def request(
+        self, msg: pb.WorkerMessage, timeout_s: float | None = None
+    ) -> list[pb.TaskResult]:
+        self.requested.append(msg)
+        if msg.WhichOneof("kind") == "heartbeat":
+            return [
+                pb.TaskResult(task_id=r.task_id, ok=False, reason="stale_fencing_token")
+                if r.task_id in self.done
+                else pb.TaskResult(task_id=r.task_id, ok=True)
+                for r in msg.heartbeat.tasks
+            ]
+        return self.answer(msg)
+
+    async def commit(
+        self, msg: pb.WorkerMessage | pb.Completion, task_id: uuid.UUID
+    ) -> pb.TaskResult | None:
+        self.committed.append(msg)
+        assert isinstance(msg, pb.Completion)
+        self.done.add(msg.task.task_id)
+        self.completion_applied.set()
+        await self.answer_completion.wait()
+        return pb.TaskResult(task_id=msg.task.task_id, ok=True)
+
+
+async def test_a_heartbeat_refused_after_the_completion_committed_is_no_lost_lease(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    contexts: list[TaskContext] = []
+
+    async def handler(ctx: TaskContext) -> dict[str, int]:
+        contexts.append(ctx)
+        return {"n": 1}
+
+    stream = InFlightStream()
+    runner, table, drain = _runner(handler, stream)
+    a = _assignment(token=1)
+    runner.on_assignments([a])
+    await asyncio.wait_for(stream.completion_applied.wait(), 5.0)
+    assert uuid.UUID(a.task_id) in table.held  # waiting for the completion's answer
+    with caplog.at_level(logging.INFO, logger="tickwheel.worker"):
+        await runner.heartbeat()  # the heartbeat timer fires now
+    stream.answer_completion.set()
+    task = table.held[uuid.UUID(a.task_id)].task
+    assert task is not None
+    await asyncio.wait_for(task, 5.0)
+    assert not [r for r in caplog.records if "lost its lease" in r.getMessage()]
+    (ctx,) = contexts
+    assert ctx.cancel_reason is None
+    assert drain.tally == {"completed": 1}
+
+
+async def test_a_heartbeat_refused_while_the_handler_runs_is_still_a_lost_lease(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The fix must not hide a real loss: no outcome in flight, a refused heartbeat
+    cancels the attempt with ``lease_lost`` and says so."""
+    release = asyncio.Event()
+
+    async def handler(ctx: TaskContext) -> None:
+        await release.wait()
+
+    stream = InFlightStream()
+    runner, table, _ = _runner(handler, stream)
+    a = _assignment(token=1)
+    runner.on_assignments([a])
+    held = table.held[uuid.UUID(a.task_id)]
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert held.acked
+    stream.done.add(a.task_id)  # another attempt owns it now
+    with caplog.at_level(logging.INFO, logger="tickwheel.worker"):
+        await runner.heartbeat()
+    assert held.ctx.cancel_reason == "lease_lost"
+    assert [r for r in caplog.records if "lost its lease" in r.getMessage()]
+    stream.answer_completion.set()
+    release.set()
+    assert held.task is not None
+    await asyncio.wait_for(held.task, 5.0)
