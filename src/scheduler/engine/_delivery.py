@@ -64,6 +64,8 @@ class Delivery:
             return
         per_session: dict[str, tuple[WorkerSession, list[Assignment]]] = {}
         holding = self._holding
+        lateness_ms = self._stats.lateness_ms
+        lateness_s = self._stats.lateness_s
         while heap and heap[0][0] <= now_ms:
             due_ms, _, session, a = heapq.heappop(heap)
             left = holding[a.key.id] - 1
@@ -71,7 +73,8 @@ class Delivery:
                 holding[a.key.id] = left
             else:
                 del holding[a.key.id]
-            self._stats.lateness_ms.append(float(now_ms - due_ms))
+            lateness_ms.append(float(now_ms - due_ms))
+            lateness_s.observe((now_ms - due_ms) / 1000.0)
             per_session.setdefault(session.session_id, (session, []))[1].append(a)
         for session, batch in per_session.values():
             self._stats.delivered += len(batch)
