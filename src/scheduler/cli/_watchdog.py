@@ -5,9 +5,9 @@ Calls ``scheduler.watchdog``; registered by ``_main``.
 
 from __future__ import annotations
 
-import click
-
 from typing import TYPE_CHECKING
+
+import click
 
 from scheduler.cli._options import metrics_options
 from scheduler.cli._runner import run_coro
