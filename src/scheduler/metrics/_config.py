@@ -6,7 +6,7 @@ import dataclasses
 
 DEFAULT_TENANT_LABELS = 20
 """Tenants that get their own ``tenant`` label value; the rest count as ``other``."""
-DEFAULT_TYPE_LABELS = 200
+DEFAULT_TYPE_LABELS = 50
 """Task types that get their own ``type`` label value; the rest count as ``other``."""
 
 
