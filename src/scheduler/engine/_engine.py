@@ -48,7 +48,7 @@ from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._leases import Reaper
 from scheduler.engine._outlets import Outlets
 from scheduler.engine._preloader import Preloader
-from scheduler.engine._ready import POOL_ORDER, ReadyQueues
+from scheduler.engine._ready import ReadyQueues
 from scheduler.engine._schedules import Schedules
 from scheduler.engine._sessions import Sessions, WorkerSession
 from scheduler.engine._shard_state import ShardState
@@ -324,20 +324,10 @@ class Engine:
         """Shards this node serves now."""
         return len(self._shards.owned())
 
-    @property
-    def ready(self) -> int:
-        """Due tasks waiting in the ready queues for a worker slot (all pools)."""
-        return len(self._ready)
-
     def free_slots(self) -> dict[Pool, int]:
-        """Per pool, the credit (free slots) of the sessions that serve it: a session of
-        several pools counts in each."""
-        out = dict.fromkeys(POOL_ORDER, 0)
-        for session in self._sessions.takers():
-            for pool in session.pools:
-                if pool in out:
-                    out[pool] += session.credits
-        return out
+        """Per pool, the free slots of the sessions that serve it (one of several pools
+        counts in each)."""
+        return self._sessions.free_slots()
 
     def pool_metrics(self) -> dict[Pool, PoolMetrics]:
         """Depth, wait time, slots used and reserved, per pool."""

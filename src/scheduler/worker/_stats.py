@@ -1,7 +1,9 @@
 """What a worker process counts: tasks handled by outcome, handler durations.
 
-Owns nothing but numbers: written by the handler runner, read by ``scheduler.metrics``
-at scrape time (the worker's ``/metrics``). Imports only the bucket counts.
+Owns nothing but numbers (the worker's ``/metrics`` reads them at scrape time).
+
+May call: nothing (imports only the bucket counts). Called by: the handler runner
+(writes), ``Worker.stats`` and ``scheduler.metrics`` (reads).
 """
 
 from __future__ import annotations
