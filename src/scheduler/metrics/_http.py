@@ -57,7 +57,7 @@ class MetricsServer:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def start(self) -> None:
-        """Bind and serve (OSError when the port is taken)."""
+        """Bind and serve (OSError naming the metrics port when it is taken)."""
         if self._runner is not None:
             return
         app = web.Application()
@@ -67,6 +67,10 @@ class MetricsServer:
         try:
             site = web.TCPSite(runner, self.host, self._want_port)
             await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            where = f"{self.host}:{self._want_port}"
+            raise OSError(exc.errno, f"metrics port {where}: {exc.strerror or exc}") from exc
         except BaseException:
             await runner.cleanup()
             raise

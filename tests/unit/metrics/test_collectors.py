@@ -128,3 +128,18 @@ async def test_worker_collector_reports_outcomes_durations_and_slots() -> None:
     assert s["tickwheel_worker_slots_free"][()] == 3
     assert s["tickwheel_worker_slots_used"][()] == 0
     assert s["tickwheel_worker_stream_reconnects_total"][()] == 0
+
+
+async def test_a_taken_metrics_port_is_an_error_naming_it() -> None:
+    from scheduler.metrics import MetricsServer
+
+    first = MetricsServer(CollectorRegistry(auto_describe=False))
+    await first.start()
+    try:
+        second = MetricsServer(CollectorRegistry(auto_describe=False), port=first.port)
+        with pytest.raises(OSError, match=f"metrics port 127.0.0.1:{first.port}"):
+            await second.start()
+        await second.stop()  # safe after a failed start
+    finally:
+        await first.stop()
+        await first.stop()  # and twice
