@@ -168,8 +168,15 @@ async def test_every_documented_metric_is_exported_and_moves(pg_dsn: str) -> Non
             # A task that runs while we look: slots used on both sides.
             slow = await ca.submit("slow", strict_timing=True)
             await asyncio.wait_for(h.slow_started.wait(), 20)
-            await asyncio.sleep(0.6)  # a heartbeat or two of the slow task
-            await snap("node", node_url)
+            heartbeats = (("kind", "heartbeat"),)
+            await eventually(
+                lambda: snap("node", node_url),
+                until=lambda s: (
+                    s["tickwheel_store_commit_seconds_count"][heartbeats] > 0
+                    and total(s, "tickwheel_pool_slots_used", "gauge") > 0
+                ),
+                what="the slow task's heartbeat while it holds its slot",
+            )
             await snap("worker", wend.url)
             h.release_slow.set()
             await eventually(
