@@ -14,6 +14,7 @@
   lateness = time the worker process received the assignment - due time (and the
   engine's own delivery lateness). Engine and gRPC server run in this process, the
   worker in its own.
+- ``metrics``: the lifecycle with ``/metrics`` on (scraped every second) and off.
 
 Every figure goes into ``benchmark.extra_info`` and into the table printed at the end of
 the module. The machine has 2 cores shared by server, worker(s), PostgreSQL and this
@@ -33,6 +34,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Coroutine, Iterator
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -302,6 +304,120 @@ def test_lifecycle_row_level_security_cost(
         mean_off=mean_off,
         cost_pct=(1 - mean_on / mean_off) * 100,
     )
+
+
+# -- the cost of /metrics ---------------------------------------------------------------
+
+
+async def _scrape_every(urls: list[str], interval_s: float, stop: asyncio.Event) -> int:
+    """Scrape each URL every ``interval_s`` until ``stop``; how many scrapes."""
+    import urllib.request
+
+    n = 0
+
+    def get(url: str) -> int:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return len(resp.read())
+
+    while not stop.is_set():
+        for url in urls:
+            await asyncio.to_thread(get, url)
+            n += 1
+        with suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_s)
+    return n
+
+
+def test_lifecycle_metrics_cost(
+    benchmark: Any, new_slice_database: Any, tmp_path: Path, loop: asyncio.AbstractEventLoop
+) -> None:
+    """The lifecycle (ack, 1 worker) with ``/metrics`` on and off, alternating (on, off,
+    off, on, ...), each run on a fresh database. "On": ``serve`` and ``worker`` serve
+    ``/metrics`` (the node's depth query every second, not the default 10 s) and this
+    process scrapes both every second while the tasks run (15 times Prometheus' default
+    rate). The counters are kept either way (plain ints and bucket lists); "on" adds
+    the scrapes, the exposition and the depth query. ``TW_BENCH_METRICS_RUNS`` runs of
+    each (default 3)."""
+    import contextlib
+    import os
+
+    from tests.support.servers import free_port
+
+    runs = int(os.environ.get("TW_BENCH_METRICS_RUNS", "3"))
+    n = 40_000
+    order = [m for i in range(runs) for m in (("on", "off") if i % 2 == 0 else ("off", "on"))]
+
+    def one(i: int, mode: str) -> float:
+        with contextlib.ExitStack() as stack:
+            dsn = stack.enter_context(new_slice_database())
+            group = ProcessGroup(tmp_path / f"run{i}-{mode}")
+            stack.callback(group.stop_all)
+            serve_args: tuple[str, ...] = ("--canary-interval-s", "0")
+            worker_args: tuple[str, ...] = ()
+            urls: list[str] = []
+            if mode == "on":
+                node_port, worker_port = free_port(), free_port()
+                serve_args += (
+                    "--metrics-port",
+                    str(node_port),
+                    "--metrics-depth-interval-s",
+                    "1",
+                )
+                worker_args = ("--metrics-port", str(worker_port))
+                urls = [
+                    f"http://127.0.0.1:{node_port}/metrics",
+                    f"http://127.0.0.1:{worker_port}/metrics",
+                ]
+            server = group.serve(dsn, lease_ttl_s=30.0, extra_args=serve_args)
+            _tenant, key = _run(loop, _tenant_key(server.target))
+            worker = group.worker(
+                server.target,
+                key,
+                {"bench": f"{HANDLERS}:fast"},
+                name="metrics-w",
+                slots=2_000,
+                extra_args=worker_args,
+            )
+
+            async def go() -> float:
+                stop = asyncio.Event()
+                scraper = asyncio.create_task(_scrape_every(urls, 1.0, stop), name="scraper")
+                async with await Client.connect(server.target, api_key=key) as c:
+                    first = datetime.now(UTC)
+                    for start in range(0, n, 10_000):
+                        await c.submit_many(
+                            TaskSpec(type="bench", payload={"i": i}, strict_timing=True)
+                            for i in range(start, start + 10_000)
+                        )
+                    last = await _wait_completed(dsn, n, timeout_s=300)
+                stop.set()
+                scrapes = await scraper
+                assert scrapes >= len(urls)
+                return n / (last - first).total_seconds()
+
+            rate: float = _run(loop, go())
+            assert worker.running(), group.explain()
+            return rate
+
+    def all_runs() -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {"on": [], "off": []}
+        for i, mode in enumerate(order):
+            out[mode].append(one(i, mode))
+        return out
+
+    f = benchmark.pedantic(all_runs, rounds=1, iterations=1)
+    mean_on, mean_off = statistics.fmean(f["on"]), statistics.fmean(f["off"])
+    figures: dict[str, float] = {f"{m}_{i}": r for m in ("on", "off") for i, r in enumerate(f[m])}
+    _record(
+        benchmark,
+        "lifecycle metrics on vs off",
+        **figures,
+        mean_on=mean_on,
+        mean_off=mean_off,
+        ratio_on_off=mean_on / mean_off,
+        cost_pct=(1 - mean_on / mean_off) * 100,
+    )
+    assert SLICE["lifecycle metrics on vs off"]["mean_on"] > 0
 
 
 # -- streaming against one task per unary call ------------------------------------------

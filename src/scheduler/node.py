@@ -12,7 +12,7 @@ starts one for tests. The start order is the safety rule of a node:
    LeaseHeld` when another node has it: a PostgreSQL advisory lock, or a flock beside
    an SQLite file; an in-memory database needs none);
 4. start the engine, which claims the shards (their epochs rise);
-5. serve.
+5. serve (and, with ``NodeConfig.metrics``, serve ``/metrics``).
 
 So a node that cannot serve claims nothing, and a second node on one database without
 etcd is refused instead of silently stopping the first one's dispatch. On PostgreSQL
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from scheduler.cluster import ClusterConfig
     from scheduler.index import TimeIndex
     from scheduler.kafka import KafkaConfig, KafkaOutlet
+    from scheduler.metrics import MetricsConfig, MetricsEndpoint
     from scheduler.quota import QuotaConfig, QuotaGate
 
 _log = logging.getLogger("tickwheel.node")
@@ -97,6 +98,8 @@ class NodeConfig:
     """Tenant quotas (and, with a ``redis_url``, the Redis time index); None: in-process."""
     kafka: KafkaConfig | None = None
     """Kafka dispatch mode for some pools; None: worker streams only."""
+    metrics: MetricsConfig | None = None
+    """Serve Prometheus metrics at ``/metrics`` on this HTTP port; None: off."""
     lease_check_interval_s: float = 1.0
     """How often the PostgreSQL lease connection is checked."""
     lease_retry_interval_s: float = 1.0
@@ -135,6 +138,7 @@ class Node:
         self._lease: NodeLease | None = None
         self._engine: Engine | None = None
         self._server: Server | None = None
+        self._metrics: MetricsEndpoint | None = None
         self._lock = asyncio.Lock()
         self._started = False
 
@@ -179,6 +183,16 @@ class Node:
     def outlet_names(self) -> list[str]:
         """The names of :attr:`outlets`."""
         return [o.name for o in self._outlets]
+
+    @property
+    def metrics(self) -> MetricsEndpoint | None:
+        """The ``/metrics`` endpoint (None when ``NodeConfig.metrics`` is None)."""
+        return self._metrics
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://host:port/metrics`` once started with metrics on."""
+        return self._metrics.url if self._metrics is not None else None
 
     @property
     def port(self) -> int:
@@ -264,6 +278,11 @@ class Node:
         await self._take_lease(port, db_file)
         await self._engine.start()
         await self._server.start()
+        if cfg.metrics is not None:
+            from scheduler.metrics import node_endpoint
+
+            self._metrics = node_endpoint(self._engine, self._store, cfg.metrics)
+            await self._metrics.start()
 
     def _make_membership(self) -> ShardMembership | None:
         cfg = self.config
@@ -304,6 +323,8 @@ class Node:
 
     async def _close(self, grace_s: float | None) -> None:
         steps: list[tuple[str, Any]] = []
+        if self._metrics is not None:
+            steps.append(("metrics", self._metrics.stop))
         if self._server is not None:
             steps.append(("server", lambda s=self._server: s.stop(grace_s)))
         if self._engine is not None:
@@ -328,6 +349,7 @@ class Node:
             except Exception:
                 _log.exception("node: closing the %s failed", name)
         self._server = self._engine = self._store = None
+        self._metrics = None
         self._membership = self._index = self._quota = None
         self._file_lease = self._lease = None
         self._outlets = []

@@ -39,7 +39,15 @@ async def test_dev_keeps_its_tenant_and_key_across_restarts(tmp_path: Path) -> N
         group.procs.append(dev)
         await asyncio.to_thread(dev.start)
         first = _facts(dev)
-        assert set(first) == {"target", "api_key", "admin_token", "tenant_id", "database"}
+        assert set(first) == {
+            "target",
+            "api_key",
+            "admin_token",
+            "tenant_id",
+            "database",
+            "metrics_url",
+        }
+        assert first["metrics_url"].startswith("http://127.0.0.1:")
         assert first["target"] == f"127.0.0.1:{port}"
         assert first["database"] == str(db)
         assert json.loads(creds.read_text()) == first
@@ -53,7 +61,10 @@ async def test_dev_keeps_its_tenant_and_key_across_restarts(tmp_path: Path) -> N
         dev.log_path.unlink()
         await asyncio.to_thread(dev.start_again)
         second = _facts(dev)
-        assert second == first  # the same tenant, key and admin token, printed again
+        # The same tenant, key and admin token, printed again (metrics: a new free port).
+        assert {k: v for k, v in second.items() if k != "metrics_url"} == {
+            k: v for k, v in first.items() if k != "metrics_url"
+        }
         async with await Client.connect(second["target"], api_key=second["api_key"]) as c:
             assert (await c.get(task.id)).state is TaskState.SCHEDULED
             assert [t.id async for t in c.list()] == [task.id]

@@ -30,6 +30,7 @@ from scheduler.cli._runner import wait_for_signal
 from scheduler.client import Client, JitterMode, TaskSpec
 from scheduler.cluster import FileLease
 from scheduler.engine import Engine, EngineConfig
+from scheduler.metrics import MetricsConfig
 from scheduler.node import Node, NodeConfig
 from scheduler.server import ServerConfig
 from scheduler.worker import TaskContext, Worker
@@ -55,6 +56,8 @@ class ConnectFacts:
     admin_token: str
     tenant_id: str
     database: str
+    metrics_url: str = ""
+    """Prometheus ``/metrics`` of the dev node ("" when off)."""
 
 
 def credentials_path(db: Path) -> Path:
@@ -121,6 +124,7 @@ async def run_dev(
     credentials_file: str | None = None,
     timing: Mapping[str, object] | None = None,
     limits: Mapping[str, Any] | None = None,
+    metrics: MetricsConfig | None = None,
 ) -> None:
     """Start the embedded node; print how to connect; serve or run the demo. The
     tenant, key and admin token are kept beside the database and reused on restart."""
@@ -138,6 +142,7 @@ async def run_dev(
             server=ServerConfig(
                 listen=listen, admin_token=admin_token, reuse_port=reuse_port, **(limits or {})
             ),
+            metrics=metrics,
         )
     )
     try:
@@ -145,7 +150,9 @@ async def run_dev(
         engine = node.engine
         target = f"127.0.0.1:{node.port}"
         tenant_id, secret = await _dev_identity(engine, saved)
-        facts = ConnectFacts(target, secret, admin_token, str(tenant_id), str(path))
+        facts = ConnectFacts(
+            target, secret, admin_token, str(tenant_id), str(path), node.metrics_url or ""
+        )
         write_private(saved_path, facts)
         if credentials_file:
             write_private(Path(credentials_file), facts)
@@ -168,7 +175,9 @@ def _banner(f: ConnectFacts) -> None:
             f"tenant      {f.tenant_id}\n"
             f"API key     [green]{f.api_key}[/]\n"
             f"admin token {f.admin_token}\n"
-            f"(kept in {credentials_path(Path(f.database))} and reused on restart)\n\n"
+            f"(kept in {credentials_path(Path(f.database))} and reused on restart)\n"
+            + (f"metrics     {f.metrics_url}\n" if f.metrics_url else "")
+            + "\n"
             f"export TICKWHEEL_TARGET={f.target} TICKWHEEL_API_KEY={f.api_key}\n"
             'tickwheel submit hello --payload \'{"name": "world"}\' --in 5\n'
             "tickwheel worker --type hello=mymodule:handler\n"

@@ -1,5 +1,5 @@
 """Options shared by several commands: server target and TLS, credentials, ``--json``,
-Kafka mode. Every flag can also come from a ``TICKWHEEL_*`` env var.
+Kafka mode, the ``/metrics`` endpoint. Every flag can also come from a ``TICKWHEEL_*`` env var.
 
 Used by the command modules; calls nothing but click.
 """
@@ -113,3 +113,42 @@ def kafka_options(fn: F) -> F:
 def admin_token_option(fn: F) -> F:
     """--admin-token (TICKWHEEL_ADMIN_TOKEN)."""
     return click.option("--admin-token", envvar="TICKWHEEL_ADMIN_TOKEN", required=True)(fn)
+
+
+def metrics_options(*, default_port: int | None) -> Callable[[F], F]:
+    """``--metrics-port`` and ``--metrics-host`` (``TICKWHEEL_METRICS_PORT`` /
+    ``_HOST``): where ``/metrics`` listens. ``default_port`` None: off unless a port is
+    given; 0 picks a free port (printed)."""
+
+    def decorate(fn: F) -> F:
+        fn = click.option(
+            "--metrics-host",
+            envvar="TICKWHEEL_METRICS_HOST",
+            default="127.0.0.1",
+            show_default=True,
+            help="Interface of the /metrics HTTP endpoint (0.0.0.0: every interface).",
+        )(fn)
+        fn = click.option(
+            "--metrics-port",
+            envvar="TICKWHEEL_METRICS_PORT",
+            type=click.IntRange(0, 65535),
+            default=default_port,
+            show_default=default_port is not None,
+            help="Serve Prometheus metrics at http://HOST:PORT/metrics (0: a free port, "
+            "printed)" + ("." if default_port is not None else "; off unless given."),
+        )(fn)
+        return fn
+
+    return decorate
+
+
+def depth_interval_option(fn: F) -> F:
+    """``--metrics-depth-interval-s``: how often a node reads queue depth for /metrics."""
+    return click.option(
+        "--metrics-depth-interval-s",
+        envvar="TICKWHEEL_METRICS_DEPTH_INTERVAL_S",
+        type=click.FloatRange(min=0),
+        default=10.0,
+        show_default=True,
+        help="How often /metrics reads the queue depth from the store (0: never).",
+    )(fn)

@@ -16,7 +16,13 @@ from typing import Any, TypedDict
 import click
 
 from scheduler.cli._limits import server_limit_options
-from scheduler.cli._options import DEFAULT_SQLITE, kafka_options, parse_kafka_pools
+from scheduler.cli._options import (
+    DEFAULT_SQLITE,
+    depth_interval_option,
+    kafka_options,
+    metrics_options,
+    parse_kafka_pools,
+)
 from scheduler.cli._output import note
 from scheduler.cli._runner import flag_words, run_coro, run_node, tune_gc, wait_for_signal
 from scheduler.client import Pool
@@ -242,6 +248,8 @@ MIN_ADMIN_TOKEN_CHARS = 16
     help="Share the listening port with other processes (SO_REUSEPORT); off: a port "
     "in use is an error.",
 )
+@metrics_options(default_port=None)
+@depth_interval_option
 @server_limit_options
 def serve(
     listen: str,
@@ -269,6 +277,9 @@ def serve(
     node_share: float,
     etcd_lease_ttl_s: float,
     reuse_port: bool,
+    metrics_port: int | None,
+    metrics_host: str,
+    metrics_depth_interval_s: float,
     limits: dict[str, Any],
 ) -> None:
     """Run a scheduler node until SIGINT/SIGTERM.
@@ -325,7 +336,17 @@ def serve(
             )
         from scheduler.node import NodeConfig
 
+        metrics_config = None
+        if metrics_port is not None:
+            from scheduler.metrics import MetricsConfig
+
+            metrics_config = MetricsConfig(
+                host=metrics_host,
+                port=metrics_port,
+                depth_interval_s=metrics_depth_interval_s,
+            )
         node_config = NodeConfig(
+            metrics=metrics_config,
             store_url=url,
             node_id=node,
             store_actor=node,
@@ -355,6 +376,8 @@ async def _serve(node_config: Any) -> None:
             note(f"kafka dispatch: {', '.join(node.outlet_names)}")
         url = node_config.store_url
         note(f"tickwheel serving on port {node.port} (store: {url.split('@')[-1]})")
+        if node.metrics_url:
+            note(f"metrics on {node.metrics_url}")
         await wait_for_signal()
         note("stopping...")
     finally:
@@ -388,6 +411,9 @@ async def _serve(node_config: Any) -> None:
     help="Also write the connect facts as JSON to this file (mode 0600).",
 )
 @timing_options
+@metrics_options(default_port=0)
+@click.option("--no-metrics", is_flag=True, help="Do not serve /metrics.")
+@depth_interval_option
 @server_limit_options
 def dev(
     listen: str,
@@ -402,6 +428,10 @@ def dev(
     heartbeat_interval_s: float | None,
     preload_interval_s: float,
     retry_base_s: float,
+    metrics_port: int,
+    metrics_host: str,
+    no_metrics: bool,
+    metrics_depth_interval_s: float,
     limits: dict[str, Any],
 ) -> None:
     """Run Tickwheel embedded (SQLite, no other service) on localhost.
@@ -411,6 +441,7 @@ def dev(
     SQLite file is locked (DB.lock beside it): a second dev or serve on the same file is
     refused."""
     from scheduler.cli._dev import run_dev
+    from scheduler.metrics import MetricsConfig
 
     timing = engine_timing(
         lookahead_s, lease_ttl_s, heartbeat_interval_s, preload_interval_s, retry_base_s
@@ -427,6 +458,11 @@ def dev(
             credentials_file=credentials_file,
             timing=dict(timing),
             limits=limits,
+            metrics=None
+            if no_metrics
+            else MetricsConfig(
+                host=metrics_host, port=metrics_port, depth_interval_s=metrics_depth_interval_s
+            ),
         )
     )
 

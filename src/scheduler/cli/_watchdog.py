@@ -5,9 +5,32 @@ Calls ``scheduler.watchdog``; registered by ``_main``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
+from scheduler.cli._options import metrics_options
 from scheduler.cli._runner import run_coro
+
+if TYPE_CHECKING:
+    from scheduler.watchdog import Watchdog
+
+
+async def _run(dog: Watchdog, metrics_host: str, metrics_port: int | None) -> None:
+    """Check forever, serving ``/metrics`` meanwhile when a port is given."""
+    if metrics_port is None:
+        await dog.run()
+        return
+    from scheduler.cli._output import err_console
+    from scheduler.metrics import MetricsConfig, watchdog_endpoint
+
+    endpoint = watchdog_endpoint(dog, MetricsConfig(host=metrics_host, port=metrics_port))
+    await endpoint.start()
+    err_console.print(f"metrics on {endpoint.url}")
+    try:
+        await dog.run()
+    finally:
+        await endpoint.stop()
 
 
 @click.command()
@@ -32,6 +55,7 @@ from scheduler.cli._runner import run_coro
 @click.option("--canary-stale-s", type=float, default=180.0, show_default=True)
 @click.option("--canary-max-lag-s", type=float, default=5.0, show_default=True)
 @click.option("--once", is_flag=True, help="Check once; exit 1 when anything alerts (cron use).")
+@metrics_options(default_port=None)
 def watchdog(
     postgres_dsn: str | None,
     sqlite_path: str | None,
@@ -42,6 +66,8 @@ def watchdog(
     canary_stale_s: float,
     canary_max_lag_s: float,
     once: bool,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """The dead man's switch: alert when an expected job has gone silent."""
     from scheduler.watchdog import Watchdog, WatchdogConfig
@@ -66,7 +92,7 @@ def watchdog(
         raise click.UsageError(str(exc)) from None
     dog = Watchdog(config)
     if not once:
-        run_coro(dog.run())
+        run_coro(_run(dog, metrics_host, metrics_port))
         return
 
     async def one() -> int:

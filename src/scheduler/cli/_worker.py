@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,11 +19,15 @@ from scheduler.cli._options import (
     api_key_option,
     client_options,
     kafka_options,
+    metrics_options,
     parse_kafka_pools,
 )
 from scheduler.cli._output import note
 from scheduler.cli._runner import run_coro, tls_config, tune_gc
 from scheduler.client import Pool
+
+if TYPE_CHECKING:
+    from scheduler.worker import DrainReport, Worker
 
 
 def _import(target: str, spec: str, hint: str, expected: str) -> Any:
@@ -59,6 +63,28 @@ def _load_handler(spec: str) -> tuple[str, Callable[..., Any]]:
     return name, _import(target, spec, "--type", "NAME=module:function")
 
 
+async def _run_with_metrics(
+    w: Worker, grace_s: float, metrics_host: str, metrics_port: int | None
+) -> DrainReport:
+    """Run ``w`` until drained, serving its ``/metrics`` meanwhile when a port is given."""
+    from scheduler.cli._drain import run_until_drained
+
+    if metrics_port is None:
+        return await run_until_drained(w, grace_s)
+    from scheduler.metrics import MetricsConfig, worker_endpoint
+
+    endpoint = worker_endpoint(w, MetricsConfig(host=metrics_host, port=metrics_port))
+    try:
+        await endpoint.start()
+    except OSError as exc:
+        raise click.UsageError(f"--metrics-port: cannot listen: {exc}") from None
+    note(f"metrics on {endpoint.url}")
+    try:
+        return await run_until_drained(w, grace_s)
+    finally:
+        await endpoint.stop()
+
+
 @click.command()
 @click.option("--type", "types", multiple=True, help="NAME=module:function (repeatable).")
 @click.option(
@@ -87,6 +113,7 @@ def _load_handler(spec: str) -> tuple[str, Callable[..., Any]]:
     show_default=True,
     help="Consumer group (Kafka mode; needs a SYSTEM tenant's API key).",
 )
+@metrics_options(default_port=None)
 @client_options
 @api_key_option
 def worker(
@@ -100,12 +127,14 @@ def worker(
     kafka_pools: str | None,
     kafka_topic_prefix: str,
     kafka_group: str,
+    metrics_port: int | None,
+    metrics_host: str,
     **kw: Any,
 ) -> None:
     """Run handlers until SIGINT/SIGTERM, then drain: stop taking work, let running
     tasks finish or checkpoint within --grace-s, release the rest (a second signal
     releases them at once). Exit code 0 when nothing was left to lease expiry."""
-    from scheduler.cli._drain import run_until_drained, summary
+    from scheduler.cli._drain import summary
     from scheduler.worker import KafkaSource, Worker
 
     # A worker's own lines (connected, reconnecting, draining: INFO; a failed attempt:
@@ -142,7 +171,7 @@ def worker(
         start_on_delivery=start_on_delivery,
     )
     tune_gc()
-    report = run_coro(run_until_drained(w, grace_s))
+    report = run_coro(_run_with_metrics(w, grace_s, metrics_host, metrics_port))
     note(summary(report))
     code = 0 if report.clean else 1
     if w.busy_handler_threads:

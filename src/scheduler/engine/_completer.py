@@ -11,6 +11,7 @@ CompleteTask/FailTask path of the facade, and Kafka consumers' sessions alike.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
@@ -120,6 +121,7 @@ class Completer:
     async def confirm_cancel(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         """The worker stopped cancelled tasks: RUNNING -> CANCELLED (fenced)."""
         outcomes = await self._store.confirm_cancel(writes, self._now())
+        self._count("cancelled", writes, outcomes)
         self._free_ok(writes, outcomes)
         self._settled(w.key.id for w, o in zip(writes, outcomes, strict=True) if o is Outcome.OK)
         if any(o is Outcome.OK for o in outcomes):
@@ -161,6 +163,15 @@ class Completer:
         return self._now() + timedelta(seconds=base * spread(key, tenant_id, attempt))
 
     # -- flushes -------------------------------------------------------------------------
+    def _count(self, event: str, items: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
+        """Count the accepted writes of ``items`` under ``event`` (before their slot is
+        freed: the slots ledger knows each task's pool and type)."""
+        counter = self._stats.tasks[event]
+        labels = self._slots.labels
+        for item, outcome in zip(items, outcomes, strict=True):
+            if outcome is Outcome.OK:
+                counter[labels(item.key.id)] += 1
+
     def _free_ok(self, items: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
         """Accepted completions, failures and releases free their worker slot.
 
@@ -173,15 +184,25 @@ class Completer:
 
     async def _flush_acks(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         lease = self._now() + timedelta(seconds=self._config.lease_ttl_s)
-        return await self._store.ack(writes, lease, self._now())
+        started = time.perf_counter()
+        out = await self._store.ack(writes, lease, self._now())
+        self._stats.write("ack", len(writes), time.perf_counter() - started)
+        return out
 
     async def _flush_heartbeats(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         lease = self._now() + timedelta(seconds=self._config.lease_ttl_s)
-        return await self._store.heartbeat(writes, lease, self._now())
+        started = time.perf_counter()
+        out = await self._store.heartbeat(writes, lease, self._now())
+        self._stats.write("heartbeat", len(writes), time.perf_counter() - started)
+        return out
 
     async def _flush_completions(self, items: Sequence[Completion]) -> list[Outcome]:
+        started = time.perf_counter()
         results = await self._store.complete(items, self._now())
-        self._free_ok(items, [r.outcome for r in results])
+        self._stats.write("complete", len(items), time.perf_counter() - started)
+        outcomes = [r.outcome for r in results]
+        self._count("completed", items, outcomes)
+        self._free_ok(items, outcomes)
         self._timeline.add([c for r in results for c in r.ready_children])
         self._stats.completed += sum(r.outcome is Outcome.OK for r in results)
         self._settled(
@@ -202,8 +223,17 @@ class Completer:
             )
             for f in items
         ]
+        started = time.perf_counter()
         results = await self._store.fail(failures, self._now())
-        self._free_ok(items, [r.outcome for r in results])
+        self._stats.write("fail", len(items), time.perf_counter() - started)
+        outcomes = [r.outcome for r in results]
+        self._count("failed", items, outcomes)
+        tasks = self._stats.tasks
+        for f, r in zip(items, results, strict=True):
+            if r.outcome is Outcome.OK:
+                event = "dead_lettered" if r.new_state is TaskState.DEAD_LETTER else "retried"
+                tasks[event][self._slots.labels(f.key.id)] += 1
+        self._free_ok(items, outcomes)
         if any(r.new_state is TaskState.DEAD_LETTER for r in results):
             # Children released by the upstream policy. A retry waits out its backoff
             # as RETRYING: the pre-loader's regular pass takes it in shortly before
@@ -218,7 +248,9 @@ class Completer:
         return [r.outcome for r in results]
 
     async def _flush_releases(self, items: Sequence[Release]) -> list[Outcome]:
+        started = time.perf_counter()
         outcomes = await self._store.release(items, self._now())
+        self._stats.write("release", len(items), time.perf_counter() - started)
         self._free_ok(items, outcomes)
         requeue = [r for r, o in zip(items, outcomes, strict=True) if o is Outcome.OK]
         if requeue:

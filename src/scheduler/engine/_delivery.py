@@ -67,6 +67,8 @@ class Delivery:
             return
         per_session: dict[str, tuple[WorkerSession, list[Assignment]]] = {}
         holding = self._holding
+        lateness_ms = self._stats.lateness_ms
+        lateness_s = self._stats.lateness_s
         while heap and heap[0][0] <= now_us:
             due_us, _, session, a = heapq.heappop(heap)
             left = holding[a.key.id] - 1
@@ -74,7 +76,8 @@ class Delivery:
                 holding[a.key.id] = left
             else:
                 del holding[a.key.id]
-            self._stats.lateness_ms.append((now_us - due_us) / 1000.0)
+            lateness_ms.append((now_us - due_us) / 1000.0)
+            lateness_s.observe((now_us - due_us) / 1e6)
             per_session.setdefault(session.session_id, (session, []))[1].append(a)
         for session, batch in per_session.values():
             self._stats.delivered += len(batch)

@@ -198,6 +198,9 @@ class Dispatcher:
         grants = await self._quota.reserve(
             wanted, {t: self._fair_share.limits(t) for t in wanted}, now.timestamp()
         )
+        for t, n in wanted.items():
+            if grants.get(t, 0) < n:
+                self._stats.throttled[t] += n - grants.get(t, 0)
 
         def allow(tenant_id: uuid.UUID) -> bool:
             return grants.get(tenant_id, 0) > 0
@@ -271,17 +274,25 @@ class Dispatcher:
             await self._quota.refund(back, now.timestamp())
             await asyncio.sleep(0.1)
             return 0
-        self._commit_ms.append((time.monotonic() - started) * 1000.0)
-        self._stats.dispatch_rounds += 1
+        took = time.monotonic() - started
+        self._commit_ms.append(took * 1000.0)
+        stats = self._stats
+        stats.dispatch_rounds += 1
+        stats.write("dispatch", len(requests), took)
         now_ms = to_ms(now)
         refund: collections.Counter[uuid.UUID] = collections.Counter(unused)
-        pool_wait = self._stats.pool_wait_ms
+        pool_wait = stats.pool_wait_ms
+        ready_wait = stats.ready_wait_s
+        dispatched = stats.tasks["dispatched"]
         for (s, p), a in zip(picks, assignments, strict=True):
             if a is None:  # cancelled between pre-load and dispatch
                 self._undo(s, p)
                 refund[p.tenant_id] += 1
                 continue
-            pool_wait[p.pool].append(float(max(0, now_ms - to_ms(p.due_at))))
+            wait_ms = max(0, now_ms - to_ms(p.due_at))
+            pool_wait[p.pool].append(float(wait_ms))
+            ready_wait[p.pool].observe(wait_ms / 1000.0)
+            dispatched[(p.pool.value, p.type)] += 1
             s.assigned(a)
             self._delivery.hold(s, a)
         if refund:

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -289,10 +290,12 @@ class Engine:
     async def on_gain(self, shards: Mapping[int, int]) -> None:
         """This node now serves ``shards`` (called by the membership)."""
         await self._shard_handler.on_gain(shards)
+        self.stats.epoch_changes += len(shards)
 
     async def on_loss(self, shards: frozenset[int]) -> None:
         """This node no longer serves ``shards`` (called by the membership)."""
         await self._shard_handler.on_loss(shards)
+        self.stats.shards_lost += len(shards)
 
     # ------------------------------------------------------------------ probes
     # What the node holds in memory, for metrics, the CLI and tests (read-only).
@@ -318,6 +321,16 @@ class Engine:
         """Run a reconcile pass now (``full``: every PRELOADED row of the owned shards,
         not only those changed since the last pass)."""
         await self._preloader.reconcile(full=full)
+
+    @property
+    def shards_owned(self) -> int:
+        """Shards this node serves now."""
+        return len(self._shards.owned())
+
+    def free_slots(self) -> dict[Pool, int]:
+        """Per pool, the free slots of the sessions that serve it (one of several pools
+        counts in each)."""
+        return self._sessions.free_slots()
 
     def pool_metrics(self) -> dict[Pool, PoolMetrics]:
         """Depth, wait time, slots used and reserved, per pool."""
@@ -348,7 +361,9 @@ class Engine:
             for i in range(start, min(len(specs), start + chunk)):
                 admission.validate(specs[i], "task" if single else f"tasks[{i}]")
                 new.append(admission.new_task(tenant_id, specs[i], now, horizon))
+        started = time.perf_counter()
         results = await self.store.insert_tasks(new, now)
+        self.stats.write("insert", len(new), time.perf_counter() - started)
         for start in range(0, len(results), chunk):
             if start:
                 await asyncio.sleep(0)
@@ -378,6 +393,7 @@ class Engine:
         result = await self.store.cancel(tenant_id, task_id, self.now())
         task = result.task
         if task.status is TaskState.CANCELLED:
+            self.stats.count("cancelled", task.pool, task.type)
             self._waiters.settled((task.id,))
             self._timeline.drop(task.id)
             self._ready.remove(task.id)

@@ -18,6 +18,7 @@ from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats
 from scheduler.engine._timeline import Timeline
 from scheduler.store import Store
+from scheduler.types import ReclaimResult
 
 
 class Reaper:
@@ -45,6 +46,26 @@ class Reaper:
         self._stats = stats
         self._wake_preloader = wake_preloader
 
+    def _count(self, result: ReclaimResult) -> None:
+        """Lease expiries by outcome, and the lifecycle counters they move (labels from
+        the slots ledger: before the slots are freed)."""
+        stats = self._stats
+        expiries = stats.lease_expiries
+        expiries["requeued"] += len(result.requeued)
+        expiries["retrying"] += len(result.retrying)
+        expiries["dead_letter"] += len(result.dead_lettered)
+        expiries["cancelled"] += len(result.cancelled)
+        labels = self._slots.labels
+        for event, keys in (
+            ("retried", result.retrying),
+            ("dead_lettered", result.dead_lettered),
+            ("cancelled", result.cancelled),
+        ):
+            for key in keys:
+                stats.tasks[event][labels(key.id)] += 1
+        for key in (*result.retrying, *result.dead_lettered):
+            stats.tasks["failed"][labels(key.id)] += 1
+
     async def reclaim_once(self) -> None:
         """Take back every expired lease of this node's shards (in batches)."""
         scope = self._shards.scope()
@@ -55,6 +76,7 @@ class Reaper:
             result = await self._store.reclaim_expired(scope, self._now(), batch)
             gone = [*result.retrying, *result.dead_lettered, *result.cancelled]
             requeued = {p.key.id for p in result.requeued}
+            self._count(result)
             for key in (*gone, *(p.key for p in result.requeued)):
                 self._slots.free(key.id)
                 self._sessions.expired(key.id, requeued=key.id in requeued)

@@ -31,7 +31,16 @@ from scheduler.engine._types import (
 )
 from scheduler.states import TaskState
 from scheduler.store import Store
-from scheduler.types import JSON, Assignment, Completion, FencedWrite, Outcome, Release, TaskKey
+from scheduler.types import (
+    JSON,
+    Assignment,
+    Completion,
+    FencedWrite,
+    Outcome,
+    Pool,
+    Release,
+    TaskKey,
+)
 
 OUTLET_WORKER_PREFIX = "outlet:"
 """The worker id of an outlet's session is this prefix and the outlet's name: its tasks
@@ -403,6 +412,15 @@ class Sessions:
     def streams(self) -> tuple[WorkerSession, ...]:
         """The open worker streams (outlets' built-in sessions excluded)."""
         return tuple(s for s in self._sessions.values() if s.outlet is None)
+
+    def free_slots(self) -> dict[Pool, int]:
+        """Per pool, the credit of the sessions that serve it (``/metrics``)."""
+        out = dict.fromkeys(Pool, 0)
+        for session in self._sessions.values():
+            if session.can_take:
+                for pool in session.pools:
+                    out[pool] += session.credits
+        return out
 
     def takers(self) -> list[WorkerSession]:
         """Sessions that may be given a task now, in registration order."""

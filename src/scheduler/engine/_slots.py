@@ -22,7 +22,7 @@ class Slots:
 
     def __init__(self, on_free: Callable[[uuid.UUID], None]) -> None:
         self._on_free = on_free
-        self._inflight: dict[uuid.UUID, tuple[Pool, uuid.UUID]] = {}
+        self._inflight: dict[uuid.UUID, tuple[Pool, uuid.UUID, str]] = {}
         self._by_pool: dict[Pool, int] = dict.fromkeys(POOL_ORDER, 0)
         self._finished: collections.Counter[uuid.UUID] = collections.Counter()
 
@@ -33,9 +33,17 @@ class Slots:
         """Tasks of ``pool`` on workers now."""
         return self._by_pool[pool]
 
+    def labels(self, task_id: uuid.UUID) -> tuple[str, str]:
+        """(pool, type) of a task on a worker of this node; ``unknown`` for another's
+        (the metrics' labels of a write that arrives after a restart, say)."""
+        held = self._inflight.get(task_id)
+        if held is None:
+            return ("unknown", "unknown")
+        return (held[0].value, held[2])
+
     def take(self, task: Preloaded) -> None:
         """``task`` was matched to a worker."""
-        self._inflight[task.key.id] = (task.pool, task.tenant_id)
+        self._inflight[task.key.id] = (task.pool, task.tenant_id, task.type)
         self._by_pool[task.pool] += 1
 
     def give_back(self, task: Preloaded) -> None:
@@ -49,7 +57,7 @@ class Slots:
         unit come back (the quota is told in one batch per round). Idempotent."""
         held = self._inflight.pop(task_id, None)
         if held is not None:
-            pool, tenant_id = held
+            pool, tenant_id, _type = held
             self._by_pool[pool] -= 1
             self._finished[tenant_id] += 1
             self._on_free(task_id)

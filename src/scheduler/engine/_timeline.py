@@ -99,7 +99,11 @@ class Timeline:
         fresh = [
             preloaded(r.task) for r in results if r.created and r.task.status is TaskState.PRELOADED
         ]
-        self._stats.submitted += sum(r.created for r in results)
+        submitted = self._stats.tasks["submitted"]
+        for r in results:
+            if r.created:
+                submitted[(r.task.pool.value, r.task.type)] += 1
+                self._stats.submitted += 1
         self.add(fresh)
 
     def add(self, items: Sequence[Preloaded], *, index: bool = True, spill: bool = True) -> None:

@@ -11,7 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.store._config import StoreConfig
-from scheduler.store.protocol import Store, WorkCallback, WorkNotices
+from scheduler.store.protocol import (
+    HORIZONS,
+    DepthRow,
+    ReplicationLag,
+    Store,
+    WorkCallback,
+    WorkNotices,
+)
 from scheduler.types import (
     JSON,
     UPSTREAM_FAILED,
@@ -49,6 +56,7 @@ from scheduler.types import (
 )
 
 __all__ = [
+    "HORIZONS",
     "JSON",
     "UPSTREAM_FAILED",
     "ApiKey",
@@ -56,6 +64,7 @@ __all__ = [
     "CancelResult",
     "CompleteResult",
     "Completion",
+    "DepthRow",
     "DispatchRequest",
     "Expectation",
     "FailResult",
@@ -71,6 +80,7 @@ __all__ = [
     "Preloaded",
     "ReclaimResult",
     "Release",
+    "ReplicationLag",
     "Schedule",
     "ShardClaim",
     "Store",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import enum
@@ -195,6 +196,8 @@ class Watchdog:
         self.sinks = list(sinks)
         self.now = now or (lambda: datetime.now(UTC))
         self.active: dict[str, Alert] = {}
+        self.fired: collections.Counter[Case] = collections.Counter()
+        """Alerts that started firing, per case (the watchdog's ``/metrics``)."""
 
     async def evaluate(self) -> list[Alert]:
         """What is wrong now (no side effects)."""
@@ -211,6 +214,7 @@ class Watchdog:
         current = {a.key: a for a in alerts}
         for key, alert in current.items():
             if key not in self.active:
+                self.fired[alert.case] += 1
                 await self._emit("firing", alert, now)
         for key, alert in list(self.active.items()):
             if key not in current:

@@ -25,6 +25,7 @@ import functools
 import inspect
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -53,6 +54,7 @@ from scheduler.worker._context import (
 )
 from scheduler.worker._drain import Drain
 from scheduler.worker._slots import Held, Slots
+from scheduler.worker._stats import WorkerStats
 from scheduler.worker._stream import IndexedResults, Stream
 from scheduler.worker._tracing import start_attempt_span, tracing_off, worker_tracer
 
@@ -102,8 +104,11 @@ class HandlerRunner:
         start_on_delivery: bool,
         tracer_provider: TracerProvider | None,
         non_retryable: Mapping[str, Iterable[type[BaseException] | str]] | None = None,
+        stats: WorkerStats | None = None,
     ) -> None:
         self._handlers = dict(handlers)
+        self.stats = stats or WorkerStats()
+        """Attempts by outcome and handler durations (the worker's ``/metrics``)."""
         self._non_retryable = {t: tuple(v) for t, v in (non_retryable or {}).items()}
         """Per task type, the exceptions (classes, or class names) that dead-letter."""
         self._async_types = {t for t, h in self._handlers.items() if inspect.iscoroutinefunction(h)}
@@ -390,7 +395,10 @@ class HandlerRunner:
     async def _attempt(self, held: Held, span: Span) -> None:
         """Run the handler and commit what it came to, under the attempt's token."""
         ctx = held.ctx
+        started = time.perf_counter()
         outcome = await self._invoke(held)
+        stats = self.stats
+        stats.handler_done(ctx.type, time.perf_counter() - started)
         if held.released:  # released at the drain deadline while it ran
             return
         reason = ctx.cancel_reason
@@ -424,6 +432,7 @@ class HandlerRunner:
         if msg is None:
             span.set_attribute("tickwheel.outcome", "lease_lost")
             self._drain.count("rejected")
+            stats.handled[(ctx.type, "rejected")] += 1
             return
         kind = "completion" if isinstance(msg, pb.Completion) else str(msg.WhichOneof("kind"))
         span.set_attribute("tickwheel.outcome", _OUTCOME_OF_KIND[kind])
@@ -431,8 +440,10 @@ class HandlerRunner:
         res = await self._stream.commit(msg, ctx.task_id)
         if res is None:
             self._drain.count("uncommitted")
+            stats.handled[(ctx.type, "uncommitted")] += 1
         elif not res.ok:
             self._drain.count("rejected")
+            stats.handled[(ctx.type, "rejected")] += 1
             _log.warning(
                 "zombie: %s of task %s with fencing token %d was rejected (%s); "
                 "another attempt owns the task, this outcome is discarded",
@@ -443,6 +454,7 @@ class HandlerRunner:
             )
         else:
             self._drain.count(_OUTCOME_OF_KIND[kind])
+            stats.handled[(ctx.type, _OUTCOME_OF_KIND[kind])] += 1
             if kind == "release":
                 _log.info("task %s: released with checkpoint %s", ctx.task_id, ctx.checkpoint_data)
 

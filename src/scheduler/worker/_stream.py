@@ -189,6 +189,8 @@ class Stream:
         self._reconnect = reconnect
         self._listener: StreamListener | None = None
         self._reconnecting = False
+        self.reconnects = 0
+        """Times the stream broke and the worker tried again (``/metrics``)."""
         self._channel: grpc.aio.Channel | None = None
         self._conn: Conn | None = None
         self.connected = asyncio.Event()
@@ -231,6 +233,7 @@ class Stream:
                 "worker %s: reconnecting to %s in %.1f s", self.worker_id, self._target, delay
             )
             self._reconnecting = True
+            self.reconnects += 1
             await wait_event(self.closing, delay)
 
     async def close(self) -> None:

@@ -36,6 +36,7 @@ from scheduler.worker._drain import Drain, DrainReport
 from scheduler.worker._kafka import KafkaFeed, KafkaSource
 from scheduler.worker._runner import Handler, HandlerRunner
 from scheduler.worker._slots import Slots
+from scheduler.worker._stats import WorkerStats
 from scheduler.worker._stream import ReconnectConfig, Stream
 
 
@@ -170,6 +171,21 @@ class Worker:
     def kafka_joined(self) -> asyncio.Event | None:
         """Kafka mode: set once the consumer holds partitions; None otherwise."""
         return self._kafka.joined if self._kafka is not None else None
+
+    @property
+    def stats(self) -> WorkerStats:
+        """Attempts by type and outcome, handler durations (the worker's ``/metrics``)."""
+        return self._runner.stats
+
+    @property
+    def slots(self) -> int:
+        """The slots this worker offers (its capacity)."""
+        return self._slots.capacity
+
+    @property
+    def reconnects(self) -> int:
+        """Times the stream broke and the worker connected again (or tried to)."""
+        return self._stream.reconnects
 
     @property
     def running_tasks(self) -> int:

@@ -39,6 +39,7 @@ from scheduler.store.postgres._db import (
 )
 from scheduler.store.postgres.actions import Actions
 from scheduler.store.postgres.dispatch import Dispatch
+from scheduler.store.postgres.metrics import Metrics
 from scheduler.store.postgres.migrate import migrate
 from scheduler.store.postgres.notices import WORK_CHANNEL, PgWorkNotices
 from scheduler.store.postgres.partitions import Partitions
@@ -48,7 +49,7 @@ from scheduler.store.postgres.tasks import Tasks
 from scheduler.store.postgres.tenants import Tenants
 from scheduler.store.postgres.workflows import Workflows
 from scheduler.store.postgres.writes import WorkerWrites
-from scheduler.store.protocol import WorkCallback, WorkNotices
+from scheduler.store.protocol import DepthRow, ReplicationLag, WorkCallback, WorkNotices
 from scheduler.types import (
     DEFAULT_SCOPES,
     ApiKey,
@@ -120,6 +121,7 @@ class PostgresStore:
         self._shards = Shards(db, q)
         self._workflows = Workflows(db, q)
         self._schedules = Schedules(db, q)
+        self._metrics = Metrics(db)
 
     @classmethod
     async def open(cls, dsn: str, config: StoreConfig | None = None) -> PostgresStore:
@@ -424,6 +426,14 @@ class PostgresStore:
     async def shard_claims(self) -> list[ShardClaim]:
         """The whole ownership history."""
         return await self._shards.shard_claims()
+
+    async def queue_depth(self, now: datetime) -> list[DepthRow]:
+        """Open tasks per (pool, state, horizon) (``/metrics``)."""
+        return await self._metrics.queue_depth(now)
+
+    async def replication_lag(self) -> ReplicationLag | None:
+        """Standbys and their replay lag (``/metrics``)."""
+        return await self._metrics.replication_lag()
 
     # -- workflows -----------------------------------------------------------------------
     async def create_workflow(self, workflow: Workflow) -> tuple[Workflow, bool]:

@@ -5,8 +5,9 @@ the inheritance of :class:`~scheduler.store.protocol.tasks.TaskStore`,
 :class:`~scheduler.store.protocol.tenants.TenantStore`,
 :class:`~scheduler.store.protocol.shards.ShardStore`,
 :class:`~scheduler.store.protocol.workflows.WorkflowStore`,
-:class:`~scheduler.store.protocol.schedules.ScheduleStore` and
-:class:`~scheduler.store.protocol.notices.NoticeStore`. Imports those modules and the
+:class:`~scheduler.store.protocol.schedules.ScheduleStore`,
+:class:`~scheduler.store.protocol.notices.NoticeStore` and
+:class:`~scheduler.store.protocol.metrics.MetricsStore`. Imports those modules and the
 value types; ``PostgresStore`` and ``SqliteStore`` satisfy it; the engine, the server and
 the CLI hold a ``Store``.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
+from scheduler.store.protocol.metrics import MetricsStore
 from scheduler.store.protocol.notices import NoticeStore
 from scheduler.store.protocol.schedules import ScheduleStore
 from scheduler.store.protocol.shards import ShardStore
@@ -32,6 +34,7 @@ class Store(
     WorkflowStore,
     ScheduleStore,
     NoticeStore,
+    MetricsStore,
     Protocol,
 ):
     """The durable record. Every method is a coroutine and safe to call concurrently.

@@ -28,10 +28,11 @@ from scheduler._errors import StoreError
 from scheduler.states import TaskState
 from scheduler.store import _validate
 from scheduler.store._config import StoreConfig
-from scheduler.store.protocol import WorkCallback, WorkNotices
+from scheduler.store.protocol import DepthRow, ReplicationLag, WorkCallback, WorkNotices
 from scheduler.store.sqlite._db import SQL, Db, connect
 from scheduler.store.sqlite.actions import Actions
 from scheduler.store.sqlite.dispatch import Dispatch
+from scheduler.store.sqlite.metrics import Metrics
 from scheduler.store.sqlite.schedules import Schedules
 from scheduler.store.sqlite.shards import Shards
 from scheduler.store.sqlite.tasks import Tasks
@@ -95,6 +96,7 @@ class SqliteStore:
         self._shards = Shards(db, q)
         self._workflows = Workflows(db, q)
         self._schedules = Schedules(db, q)
+        self._metrics = Metrics(db)
 
     @classmethod
     async def open(cls, path: str, config: StoreConfig | None = None) -> SqliteStore:
@@ -323,6 +325,14 @@ class SqliteStore:
     async def shard_claims(self) -> list[ShardClaim]:
         """The whole ownership history."""
         return await self._shards.shard_claims()
+
+    async def queue_depth(self, now: datetime) -> list[DepthRow]:
+        """Open tasks per (pool, state, horizon) (``/metrics``)."""
+        return await self._metrics.queue_depth(now)
+
+    async def replication_lag(self) -> ReplicationLag | None:
+        """Standbys and their replay lag (``/metrics``)."""
+        return await self._metrics.replication_lag()
 
     # -- workflows -----------------------------------------------------------------------
     async def create_workflow(self, workflow: Workflow) -> tuple[Workflow, bool]:
