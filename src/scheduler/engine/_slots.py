@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 
 from scheduler.engine._ready import POOL_ORDER
+from scheduler.engine._stats import UNKNOWN, Labels
 from scheduler.types import Pool, Preloaded
 
 
@@ -33,12 +34,12 @@ class Slots:
         """Tasks of ``pool`` on workers now."""
         return self._by_pool[pool]
 
-    def labels(self, task_id: uuid.UUID) -> tuple[str, str]:
+    def labels(self, task_id: uuid.UUID) -> Labels:
         """(pool, type) of a task on a worker of this node; ``unknown`` for another's
         (the metrics' labels of a write that arrives after a restart, say)."""
         held = self._inflight.get(task_id)
         if held is None:
-            return ("unknown", "unknown")
+            return (UNKNOWN, UNKNOWN)
         return (held[0].value, held[2])
 
     def take(self, task: Preloaded) -> None:
