@@ -15,6 +15,10 @@ _OPTIONS: list[tuple[str, int | str]] = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
+    # gRPC's own reconnect backoff (1 s growing to 120 s by default) would keep a
+    # channel failing fast long after the server is back: try at least every second.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
 ]
 
 

@@ -45,13 +45,6 @@ class _DueQueue:
     def __len__(self) -> int:
         return len(self.run) + len(self.late)
 
-    def push(self, p: Preloaded, seq: Iterator[int]) -> None:
-        run = self.run
-        if not run or run[-1].due_at <= p.due_at:
-            run.append(p)
-        else:
-            heapq.heappush(self.late, (p.due_at, next(seq), p))
-
     def head_due(self) -> datetime:
         """The due time of the next task (the queue is not empty)."""
         run, late = self.run, self.late
@@ -141,24 +134,30 @@ class _PoolQueue:
     __slots__ = ("count", "ring", "tenants")
 
     def __init__(self) -> None:
-        self.tenants: dict[uuid.UUID, _Tenant] = {}
+        # By the tenant id's int: a UUID hashes in Python, an int in C.
+        self.tenants: dict[int, _Tenant] = {}
         self.ring: collections.deque[_Tenant] = collections.deque()
         self.count = 0
 
     def push(self, p: Preloaded, seq: Iterator[int]) -> None:
-        tenant = self.tenants.get(p.tenant_id)
+        key = p.tenant_id.int
+        tenant = self.tenants.get(key)
         if tenant is None:
-            tenant = self.tenants[p.tenant_id] = _Tenant(p.tenant_id)
+            tenant = self.tenants[key] = _Tenant(p.tenant_id)
             self.ring.append(tenant)
         queue = tenant.types.get(p.type)
         if queue is None:
             queue = tenant.types[p.type] = _DueQueue()
-        queue.push(p, seq)
+        run = queue.run  # _DueQueue.push, inlined: the hot path of every dispatch round
+        if not run or run[-1].due_at <= p.due_at:
+            run.append(p)
+        else:
+            heapq.heappush(queue.late, (p.due_at, next(seq), p))
         self.count += 1
 
     def drop_if_empty(self, tenant: _Tenant) -> None:
         if not tenant.types:
-            del self.tenants[tenant.id]
+            del self.tenants[tenant.id.int]
             self.ring.remove(tenant)
 
     def pop(
@@ -169,7 +168,7 @@ class _PoolQueue:
         allow: Callable[[uuid.UUID], bool],
     ) -> Preloaded | None:
         if tenant_id is not None:  # a tenant-scoped worker: only its own tasks
-            scoped = self.tenants.get(tenant_id)
+            scoped = self.tenants.get(tenant_id.int)
             if scoped is None or not allow(tenant_id):
                 return None
             task = scoped.pop(types)
@@ -201,7 +200,10 @@ class _PoolQueue:
         return None
 
     def tenant_counts(self) -> dict[uuid.UUID, int]:
-        return {t: sum(len(q) for q in tenant.types.values()) for t, tenant in self.tenants.items()}
+        return {
+            tenant.id: sum(len(q) for q in tenant.types.values())
+            for tenant in self.tenants.values()
+        }
 
 
 class ReadyQueues:
@@ -239,9 +241,12 @@ class ReadyQueues:
 
     def extend(self, tasks: Iterable[Preloaded]) -> None:
         """Queue many due tasks."""
-        push = self.push
+        ids, pools, seq = self._ids, self._pools, self._seq
         for task in tasks:
-            push(task)
+            n = task.key.id.int
+            if n not in ids:
+                ids.add(n)
+                pools[task.pool].push(task, seq)
 
     def pop(
         self,
@@ -299,7 +304,7 @@ class ReadyQueues:
 
     def tenants(self) -> set[uuid.UUID]:
         """Tenants with waiting tasks."""
-        return {t for q in self._pools.values() for t in q.tenants}
+        return {t.id for q in self._pools.values() for t in q.tenants.values()}
 
     def tenant_counts(self) -> dict[uuid.UUID, int]:
         """Waiting tasks per tenant over all pools."""

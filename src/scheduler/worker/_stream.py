@@ -2,8 +2,9 @@
 
 Owns the gRPC channel, the current stream attempt (:class:`Conn`: its outbound queue
 and the requests awaiting a ``Result``), request ids, the batching of completions into
-one ``Completions`` message, the reconnect loop with exponential backoff (full jitter)
-and the per-stream writer and heartbeat-timer tasks. It knows the wire, not the tasks:
+one ``Completions`` message, the reconnect loop with exponential backoff (full jitter,
+capped at 2 s, cut short when the channel connects again) and the per-stream writer and
+heartbeat-timer tasks. It knows the wire, not the tasks:
 what an assignment, a cancel or a heartbeat *means* belongs to its
 :class:`StreamListener` (the handler runner, ``_runner.py``).
 
@@ -57,10 +58,15 @@ IndexedResults = asyncio.Future[dict[str, pb.TaskResult]]
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ReconnectConfig:
-    """Exponential backoff between stream attempts."""
+    """Exponential backoff between stream attempts (full jitter under the ceiling).
+
+    The defaults keep a restarted node from waiting for its workers: the first retry
+    comes within 0.1 s, and however long the node was gone a worker tries again at
+    least every 2 s (a 10 s ceiling left a node idle for up to 9 s after a restart).
+    """
 
     initial_backoff_s: float = 0.1
-    max_backoff_s: float = 10.0
+    max_backoff_s: float = 2.0
 
     def __post_init__(self) -> None:
         if not 0 < self.initial_backoff_s <= self.max_backoff_s:
@@ -234,7 +240,27 @@ class Stream:
             )
             self._reconnecting = True
             self.reconnects += 1
-            await wait_event(self.closing, delay)
+            await self._pause(delay)
+
+    async def _pause(self, delay_s: float) -> None:
+        """Wait ``delay_s`` before the next attempt, or until the worker stops; cut
+        short when the channel, which had lost its connection, connects again (the node
+        is back: gRPC retries the connection at most every second meanwhile). A channel
+        that stayed connected (the server refused the stream) waits the whole delay."""
+        channel = self._channel
+        if channel is None or channel.get_state() is grpc.ChannelConnectivity.READY:
+            await wait_event(self.closing, delay_s)
+            return
+        waits = [
+            asyncio.ensure_future(channel.channel_ready()),
+            asyncio.ensure_future(self.closing.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, timeout=delay_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
 
     async def close(self) -> None:
         """Close the channel (after :meth:`run` returned)."""
