@@ -57,6 +57,13 @@ RPC_SCOPES: Mapping[str, Scope] = {
     "ListWorkflows": Scope.READ,
     "CancelWorkflow": Scope.SUBMIT,
     "DeleteExpectation": Scope.SUBMIT,
+    # Watching it run (docs/observability.md); bulk actions change tasks.
+    "CountTasks": Scope.READ,
+    "GetForecast": Scope.READ,
+    "ListWorkers": Scope.READ,
+    "GetActivity": Scope.READ,
+    "PlanBulkAction": Scope.SUBMIT,
+    "RunBulkAction": Scope.SUBMIT,
     # WorkerService.
     "Connect": Scope.WORK,
     "CompleteTask": Scope.WORK,
