@@ -22,7 +22,7 @@ from scheduler.client import TLSConfig
 from scheduler.ui import _orchestration, _overview, _tasks
 from scheduler.ui._api import Api, ApiError, Credentials, parse_tenant
 from scheduler.ui._sessions import COOKIE, Sessions
-from scheduler.ui._web import API_KEY, Ctx, ctx_of, error_page, render
+from scheduler.ui._web import API_KEY, CTX_KEY, Ctx, ctx_of, error_page, render
 
 log = logging.getLogger(__name__)
 
@@ -100,12 +100,12 @@ async def sessions_and_csrf(request: web.Request, handler: web.Handler) -> web.S
         tenant = parse_tenant(request.query.get("tenant"))
     except ValueError:
         tenant = None
-        request["ui"] = Ctx(request, request.app[API_KEY], session, None)
+        request[CTX_KEY] = Ctx(request, request.app[API_KEY], session, None)
         response: web.StreamResponse = await error_page(
             request, 400, "Bad request", "tenant: must be a tenant id (UUID) or 'all'"
         )
         return _finish(response, request, session.id, fresh)
-    request["ui"] = Ctx(request, request.app[API_KEY], session, tenant)
+    request[CTX_KEY] = Ctx(request, request.app[API_KEY], session, tenant)
     try:
         if request.method == "POST":
             form = await request.post()

@@ -54,9 +54,11 @@ class Ctx:
         return path + ("?" + urlencode(items) if items else "")
 
 
+CTX_KEY: web.RequestKey[Ctx] = web.RequestKey("tickwheel_ui", Ctx)
+
+
 def ctx_of(request: web.Request) -> Ctx:
-    ctx: Ctx = request["ui"]
-    return ctx
+    return request[CTX_KEY]
 
 
 _tenant_cache: dict[str, tuple[float, list[dict[str, str]]]] = {}
