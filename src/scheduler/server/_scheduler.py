@@ -1,7 +1,8 @@
 """SchedulerService: clients submit and manage the tasks of their own tenant.
 
 The workflow, schedule and expectation RPCs of the same service are in
-``_orchestration.py`` (a mixin), a task's history in ``_history.py`` (another).
+``_orchestration.py`` (a mixin), a task's history and activity in ``_history.py``
+(another), the bulk actions in ``_bulk.py`` (a third).
 
 Tracing: SubmitTask(s) runs in a SERVER span ``tickwheel.submit``, a child of the
 caller's W3C context (the request's ``trace_context`` field, else the ``traceparent``
@@ -28,6 +29,7 @@ from scheduler.engine import SETTLED, Engine
 from scheduler.limits import MAX_SUBMIT_BATCH
 from scheduler.server import _convert as conv
 from scheduler.server._auth import Gatekeeper, tenant_of
+from scheduler.server._bulk import BulkRpcs
 from scheduler.server._config import ServerConfig
 from scheduler.server._history import HistoryRpcs
 from scheduler.server._orchestration import OrchestrationRpcs
@@ -62,7 +64,7 @@ def _submit_response(result: InsertResult, spec: pb.TaskSpec) -> pb.SubmitTaskRe
     )
 
 
-class SchedulerService(OrchestrationRpcs, HistoryRpcs, pbg.SchedulerServiceServicer):
+class SchedulerService(OrchestrationRpcs, HistoryRpcs, BulkRpcs, pbg.SchedulerServiceServicer):
     """gRPC adapter over :class:`Engine` for tasks, workflows, schedules and expectations."""
 
     def __init__(
