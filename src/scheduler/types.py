@@ -485,6 +485,43 @@ class Transition:
     at: datetime
     epoch: int | None = None
     """The shard claim's epoch the write was made under (PostgreSQL); None if unrecorded."""
+    reason: str = ""
+    """Why, in a few words ("dispatched", "failed: <error> (retry 1 of 3)", "lease
+    expired"); empty for rows written before the store kept reasons."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RefusedWrite:
+    """A worker's write that was refused (stale fencing token, or a task held by
+    another session): to record (``current_token`` is read by the store) and as read
+    back for a task's history."""
+
+    key: TaskKey
+    token: int
+    """The fencing token the write carried."""
+    actor: str
+    """The worker id that sent it."""
+    write: str
+    """What it tried: ack, heartbeat, checkpoint, complete, fail, release or cancel."""
+    reason: str
+    """The refusal reason sent back to the worker, e.g. ``stale_fencing_token``."""
+    at: datetime
+    current_token: int = 0
+    """The task's fencing token when the write was refused (set when read back)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ActivityBucket:
+    """What the audit says happened in one bucket of time (GetActivity)."""
+
+    start: datetime
+    dispatched: int = 0
+    completed: int = 0
+    failed: int = 0
+    """Failed attempts (retried or dead-lettered, lease expiries included)."""
+    lateness_p50_s: float = 0.0
+    """Median of dispatch time minus due time, seconds (0 when nothing dispatched)."""
+    lateness_p99_s: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

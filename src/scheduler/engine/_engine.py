@@ -43,6 +43,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._dispatcher import Dispatcher
 from scheduler.engine._fair_share import FairShare
+from scheduler.engine._history import History
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._leases import Reaper
 from scheduler.engine._outlets import Outlets
@@ -70,6 +71,7 @@ from scheduler.types import (
     ApiKey,
     Completion,
     Forecast,
+    FencedWrite,
     InsertResult,
     NewTask,
     Outcome,
@@ -90,6 +92,10 @@ log = logging.getLogger("tickwheel.engine")
 
 SUBMIT_SLICE = 200
 """Tasks a submit handles between two yields to the event loop."""
+
+
+UNARY_ACTOR = "CompleteTask/FailTask"
+"""The actor of a refused write made by the unary RPCs (they carry no worker id)."""
 
 
 def _utcnow() -> datetime:
@@ -199,6 +205,7 @@ class Engine:
         self.schedules = Schedules(
             store, cfg, self.now, self._admission, self._timeline, self.stats
         )
+        self.history = History(store, self.now)
         self.canary = Canary(
             store,
             cfg,
@@ -491,6 +498,9 @@ class Engine:
         )
         self._completer.count_stale([outcome])
         if outcome is not Outcome.OK:
+            await self._completer.record_refused(
+                [FencedWrite(key=task.key, token=token)], [outcome], UNARY_ACTOR, "complete"
+            )
             raise StaleFencingToken(str(task_id), token, f"task is {task.status.value}")
         return await self.store.get_task(tenant_id, task_id)
 
@@ -518,6 +528,9 @@ class Engine:
         (outcome,) = await self._completer.fail([report])
         self._completer.count_stale([outcome])
         if outcome is not Outcome.OK:
+            await self._completer.record_refused(
+                [FencedWrite(key=task.key, token=token)], [outcome], UNARY_ACTOR, "fail"
+            )
             raise StaleFencingToken(str(task_id), token, f"task is {task.status.value}")
         return await self.store.get_task(tenant_id, task_id)
 

@@ -8,13 +8,14 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias
 
 from scheduler._errors import InvalidArgument
 from scheduler.states import TaskState
 from scheduler.store import _validate
 from scheduler.types import (
     MAX_COUNT_GROUPS,
+    ActivityBucket,
     CompleteResult,
     Forecast,
     Outcome,
@@ -241,3 +242,26 @@ def _past(key: TaskKey, after: TaskKey, order: TaskOrder) -> bool:
     if order is TaskOrder.CREATED_ASC:
         return key.id > after.id
     return key.id < after.id
+ActivityRow: TypeAlias = tuple[int, int, int, float | None, float | None]
+"""One bucket's (dispatched, completed, failed, lateness p50, lateness p99)."""
+
+
+def fill_buckets(
+    start: datetime, end: datetime, bucket_s: int, by_bucket: Mapping[int, ActivityRow]
+) -> list[ActivityBucket]:
+    """One :class:`ActivityBucket` per bucket from ``start`` to ``end`` (the last may be
+    partial), empty ones included; ``by_bucket`` is keyed by bucket index."""
+    n = max(1, -(-int((end - start).total_seconds()) // bucket_s))
+    out = []
+    for i in range(n):
+        at = start + timedelta(seconds=i * bucket_s)
+        r = by_bucket.get(i)
+        if r is None:
+            out.append(ActivityBucket(at))
+        else:
+            out.append(
+                ActivityBucket(
+                    at, int(r[0]), int(r[1]), int(r[2]), float(r[3] or 0.0), float(r[4] or 0.0)
+                )
+            )
+    return out

@@ -243,4 +243,7 @@ class Tasks:
         """The audit trail of a task."""
         async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["transitions_of"], task_id)
-        return [Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], r[4], r[5]) for r in found]
+        return [
+            Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], r[4], r[5], r[6])
+            for r in found
+        ]

@@ -28,6 +28,7 @@ from typing import Protocol
 from scheduler.states import TaskState
 from scheduler.types import (
     JSON,
+    ActivityBucket,
     Assignment,
     CancelResult,
     CompleteResult,
@@ -44,6 +45,7 @@ from scheduler.types import (
     Pool,
     Preloaded,
     ReclaimResult,
+    RefusedWrite,
     Release,
     TaskCounts,
     TaskFilter,
@@ -200,4 +202,22 @@ class TaskStore(Protocol):
 
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
         """The audit trail of a task, oldest first."""
+        ...
+
+    async def record_refused(self, writes: Sequence[RefusedWrite]) -> None:
+        """Record worker writes that were refused (stale token, another session's
+        task): called only on a refusal. The store adds the task's tenant and current
+        token; a task that no longer exists gets no row."""
+        ...
+
+    async def refused_writes_of(self, key: TaskKey) -> list[RefusedWrite]:
+        """A task's refused writes, oldest first (the last 1,000)."""
+        ...
+
+    async def activity(
+        self, tenant_id: uuid.UUID | None, start: datetime, end: datetime, bucket_s: int
+    ) -> list[ActivityBucket]:
+        """From the audit: per bucket of ``bucket_s`` from ``start`` (every bucket up to
+        ``end``, empty ones included), dispatches, completions, failed attempts and
+        dispatch lateness p50/p99 of a tenant (None: every tenant)."""
         ...

@@ -211,7 +211,7 @@ UPDATE tasks SET
     last_error = ?, lease_expires_at = NULL, updated_at = ?
 WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
   AND status IN ({{from:RUNNING|to:RETRYING}})
-RETURNING status, fencing_token, worker_id, workflow_id
+RETURNING status, fencing_token, worker_id, workflow_id, retry_count, max_retries
 
 -- name: lock_fenced
 SELECT * FROM tasks WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
@@ -270,11 +270,11 @@ RETURNING *
 
 -- name: audit
 INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token,
-    actor, at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+    actor, at, reason, due_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: transitions_of
-SELECT from_status, to_status, fencing_token, actor, at FROM task_transitions
+SELECT from_status, to_status, fencing_token, actor, at, reason FROM task_transitions
 WHERE task_id = ? ORDER BY seq
 
 -- name: claim_shard
@@ -319,3 +319,34 @@ UPDATE api_keys SET last_used_at = MAX(COALESCE(last_used_at, ?2), ?2) WHERE id 
 
 -- name: list_tenants
 SELECT * FROM tenants WHERE ?1 IS NULL OR id > ?1 ORDER BY id LIMIT ?2
+
+-- ---- Refused worker writes and recent activity (issue 18) ----
+
+-- name: record_refused
+-- Only on a refusal: tenant and current token from the task row.
+INSERT INTO refused_writes (task_id, tenant_id, at, fencing_token, current_token, actor,
+    write_kind, reason)
+SELECT t.id, t.tenant_id, ?3, ?4, t.fencing_token, ?5, ?6, ?7
+FROM tasks t WHERE t.id = ?1 AND t.scheduled_at = ?2
+
+-- name: refused_of
+SELECT at, fencing_token, current_token, actor, write_kind, reason FROM (
+    SELECT * FROM refused_writes WHERE task_id = ? ORDER BY seq DESC LIMIT 1000
+) ORDER BY seq
+
+-- name: activity
+-- GetActivity's rows of the window ?1..?2 (microseconds), tenant ?3 (NULL: all): the
+-- bucket index, whether the row is a dispatch, a completion or a failed attempt, and a
+-- dispatch's lateness in microseconds. Bucketed and ranked by the caller.
+SELECT (a.at - ?1) / ?4 AS b,
+    a.from_status = 'PRELOADED' AS dispatched,
+    a.to_status = 'COMPLETED' AS completed,
+    a.from_status = 'RUNNING' AND a.to_status IN ('RETRYING', 'DEAD_LETTER') AS failed,
+    max(a.at - coalesce(a.due_at, a.at), 0) AS late
+FROM task_transitions a
+WHERE a.at >= ?1 AND a.at < ?2
+  AND ((a.from_status = 'PRELOADED' AND a.to_status IN ('DISPATCHED', 'RUNNING'))
+       OR a.to_status = 'COMPLETED'
+       OR (a.from_status = 'RUNNING' AND a.to_status IN ('RETRYING', 'DEAD_LETTER')))
+  AND (?3 IS NULL OR EXISTS (
+      SELECT 1 FROM tasks t WHERE t.id = a.task_id AND t.tenant_id = ?3))
