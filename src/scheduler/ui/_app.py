@@ -112,8 +112,10 @@ async def sessions_and_csrf(request: web.Request, handler: web.Handler) -> web.S
             token = form.get("csrf")
             if not session.csrf_ok(token if isinstance(token, str) else None):
                 response = await error_page(
-                    request, 403, "Forbidden", "The form's CSRF token is missing or stale: "
-                    "reload the page and try again."
+                    request,
+                    403,
+                    "Forbidden",
+                    "The form's CSRF token is missing or stale: reload the page and try again.",
                 )
                 return _finish(response, request, session.id, fresh)
         if session.creds.empty and not request.path.startswith(OPEN_PATHS):
@@ -178,7 +180,9 @@ async def login(request: web.Request) -> web.StreamResponse:
     if problem is None:
         problem = await ctx.api.check_credentials(creds)
     if problem is not None:
-        return await render(request, "login.html", {"title": "Log in", "error": problem}, status=401)
+        return await render(
+            request, "login.html", {"title": "Log in", "error": problem}, status=401
+        )
     sessions = request.app[SESSIONS_KEY]
     sessions.drop(ctx.session.id)
     session = sessions.new(creds, logged_in=True)

@@ -253,7 +253,9 @@ def forecast(response: pb.GetForecastResponse) -> dict[str, Any]:
     for row in rows:
         for pool in pools:
             row["pools"].setdefault(pool, {"firing": 0, "nominal": 0})
-    overdue = {pool_name(b.pool): {"firing": b.firing, "nominal": b.nominal} for b in response.overdue}
+    overdue = {
+        pool_name(b.pool): {"firing": b.firing, "nominal": b.nominal} for b in response.overdue
+    }
     totals = {
         pool: {
             "firing": sum(r["pools"][pool]["firing"] for r in rows),
@@ -268,7 +270,9 @@ def forecast(response: pb.GetForecastResponse) -> dict[str, Any]:
         "rows": rows,
         "overdue": overdue,
         "totals": totals,
-        "peak_firing": max((sum(p["firing"] for p in r["pools"].values()) for r in rows), default=0),
+        "peak_firing": max(
+            (sum(p["firing"] for p in r["pools"].values()) for r in rows), default=0
+        ),
         "peak_nominal": max(
             (sum(p["nominal"] for p in r["pools"].values()) for r in rows), default=0
         ),

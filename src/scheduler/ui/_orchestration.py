@@ -179,6 +179,4 @@ async def expectations(request: web.Request) -> web.Response:
 
 async def expectations_json(request: web.Request) -> web.Response:
     data = await expectations_data(ctx_of(request))
-    return web.json_response(
-        {"expectations": data["expectations"], "error": data["section"].error}
-    )
+    return web.json_response({"expectations": data["expectations"], "error": data["section"].error})

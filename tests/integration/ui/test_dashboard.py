@@ -6,6 +6,7 @@ another tenant."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
@@ -271,3 +272,61 @@ async def test_the_dashboard_needs_credentials_when_started_without(dashboard: D
         assert (await http.get("/api/overview")).status == 401
         form = await http.get("/login")
         assert form.status == 200
+
+
+async def test_bulk_cancel_shows_the_servers_count_and_never_widens(dashboard: Dashboard) -> None:
+    d = dashboard
+    at = datetime.now(UTC) + LATER
+    planned = await d.env.client.submit_many(
+        [TaskSpec(type="ui.bulk", payload={}, scheduled_at=at) for _ in range(3)]
+    )
+    bystander = await d.env.client.submit("ui.keep", {}, scheduled_at=at)
+    listing = await d.get("/tasks?type=ui.bulk")
+    form = {"csrf": listing.csrf, "type": "ui.bulk", "action": "cancel"}
+    resp = await d.http.post("/bulk/plan", data=form, allow_redirects=False)
+    assert resp.status == 303
+    confirm_url = resp.headers["Location"]
+    assert confirm_url.startswith("/bulk/confirm/")
+    confirm = await d.get(confirm_url)
+    assert confirm.status == 200
+    assert int(confirm.text("bulk-count")) == 3
+    assert confirm.text("bulk-filter-type") == "ui.bulk"
+    assert "SCHEDULED" in confirm.text("bulk-filter-states")
+    # A task that arrives after the plan is not in it; a reload shows the same plan.
+    late = await d.env.client.submit("ui.bulk", {}, scheduled_at=at)
+    again = await d.get(confirm_url)
+    assert int(again.text("bulk-count")) == 3
+    token = again.all("bulk-run")  # the run form holds only the token and csrf
+    assert token
+    fields = dict(
+        (m.group(1), m.group(2)) for m in re.finditer(r'name="(\w+)" value="([^"]*)"', again.html)
+    )
+    run = {"csrf": again.csrf, "plan_token": fields["plan_token"]}
+    resp = await d.http.post("/bulk/run", data=run, allow_redirects=False)
+    assert resp.status == 303 and resp.headers["Location"].startswith("/bulk/result/")
+    result = await d.get(resp.headers["Location"])
+    assert int(result.text("bulk-changed")) == 3
+    for t in planned:
+        assert (await d.env.client.get(t.id)).state is TaskState.CANCELLED
+    assert (await d.env.client.get(late.id)).state is not TaskState.CANCELLED
+    assert (await d.env.client.get(bystander.id)).state is not TaskState.CANCELLED
+    # Posting the same token again runs nothing: the first result is shown.
+    twice = await d.post("/bulk/run", run)
+    assert int(twice.text("bulk-changed")) == 3
+    assert (await d.env.client.get(late.id)).state is not TaskState.CANCELLED
+    assert (await d.post("/bulk/run", {"csrf": again.csrf, "plan_token": "forged"})).status == 400
+    assert (await d.get("/bulk/confirm/nope")).status == 404
+
+
+async def test_the_timeline_shows_reasons_and_tokens(dashboard: Dashboard) -> None:
+    d = dashboard
+    task = await d.env.client.submit("ui.hist", {}, scheduled_at=datetime.now(UTC) + LATER)
+    await d.env.client.cancel(task.id)
+    page = await d.get(f"/tasks/{task.id}")
+    rows = page.all("transition")
+    history = await d.env.client.history(task.id)
+    assert len(rows) == len(history) >= 1
+    last = rows[-1]
+    assert last["data-to"] == "CANCELLED"
+    assert int(last["data-token"]) == history[-1].fencing_token
+    assert last["data-actor"] == history[-1].actor
