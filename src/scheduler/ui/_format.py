@@ -79,7 +79,18 @@ def struct_json(message: Any, field: str) -> str:
     if not message.HasField(field):
         return "null"
     value: Struct = getattr(message, field)
-    return json.dumps(json_format.MessageToDict(value), indent=2, sort_keys=True)
+    return json.dumps(_whole(json_format.MessageToDict(value)), indent=2, sort_keys=True)
+
+
+def _whole(value: Any) -> Any:
+    """Struct numbers are doubles: show 3.0 as 3 (JSON readers take them as equal)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    return value
 
 
 def timestamp(dt: datetime) -> Timestamp:
