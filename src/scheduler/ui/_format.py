@@ -16,6 +16,7 @@ from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._wellknown import struct_to_dict
 
 STATES = (
     "SCHEDULED",
@@ -79,18 +80,11 @@ def struct_json(message: Any, field: str) -> str:
     if not message.HasField(field):
         return "null"
     value: Struct = getattr(message, field)
-    return json.dumps(_whole(json_format.MessageToDict(value)), indent=2, sort_keys=True)
-
-
-def _whole(value: Any) -> Any:
-    """Struct numbers are doubles: show 3.0 as 3 (JSON readers take them as equal)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_whole(v) for v in value]
-    return value
+    try:
+        shown = struct_to_dict(value)
+    except ValueError:
+        shown = json_format.MessageToDict(value)
+    return json.dumps(shown, indent=2, sort_keys=True)
 
 
 def timestamp(dt: datetime) -> Timestamp:
