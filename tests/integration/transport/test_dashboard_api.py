@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -117,7 +118,7 @@ async def test_activity_buckets(any_stack: Stack, api: Api) -> None:
     assert resp.bucket_s == 60
     assert len(resp.buckets) == 10
     starts = [b.start.ToDatetime(tzinfo=UTC) for b in resp.buckets]
-    assert all(b - a == timedelta(seconds=60) for a, b in zip(starts, starts[1:], strict=False))
+    assert all(b - a == timedelta(seconds=60) for a, b in itertools.pairwise(starts))
     assert sum(b.dispatched for b in resp.buckets) == 2
     assert sum(b.failed for b in resp.buckets) == 2
     assert sum(b.completed for b in resp.buckets) == 0
@@ -194,14 +195,12 @@ async def test_bulk_redrive_and_bad_tokens(any_stack: Stack, api: Api) -> None:
         assert task.status.value != "DEAD_LETTER"
 
     async def run(token: str) -> grpc.StatusCode:
-        try:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
             await api.stub.RunBulkAction(
                 pb.RunBulkActionRequest(plan_token=token), metadata=api.md(), timeout=10
             )
-        except grpc.aio.AioRpcError as exc:
-            assert "plan_token" in (exc.details() or "")
-            return exc.code()
-        raise AssertionError("accepted")
+        assert "plan_token" in (err.value.details() or "")
+        return err.value.code()
 
     expired = dataclasses.replace(
         decode_plan(plan.plan_token), expires_at=datetime.now(UTC) - timedelta(seconds=1)
@@ -225,7 +224,7 @@ async def test_schedule_upcoming_fire_times(api: Api) -> None:
     assert len(times) == 5
     assert times[0] == s.next_fire_at.ToDatetime(tzinfo=UTC)
     assert all(t.minute == 0 and t.second == 0 for t in times)
-    assert all(b - a == timedelta(hours=1) for a, b in zip(times, times[1:], strict=False))
+    assert all(b - a == timedelta(hours=1) for a, b in itertools.pairwise(times))
     listed = await api.stub.ListSchedules(pb.ListSchedulesRequest(), metadata=api.md(), timeout=10)
     assert list(listed.schedules[0].upcoming_fire_at) == list(s.upcoming_fire_at)
     paused = await api.stub.PauseSchedule(
