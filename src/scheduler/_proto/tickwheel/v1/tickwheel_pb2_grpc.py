@@ -393,7 +393,8 @@ class SchedulerServiceServicer:
 
     def GetActivity(self, request, context):
         """Recent throughput and dispatch lateness, per bucket of the last minutes, from the
-        store's audit (every node's work).
+        store's audit (every node's work; the audit is indexed by time, so a window reads
+        only its own rows). A failed attempt is a RUNNING task's failure or lease expiry.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -406,17 +407,21 @@ class SchedulerServiceServicer:
         only that token (never a filter), so a reloaded page or a lost filter can never
         widen the action. The run acts on the tasks that match the filter, were created
         at or before the plan's time and are still in a state the action applies to
-        (cancel: any non-terminal state, as CancelTask; redrive: DEAD_LETTER, as
-        RedriveTask). A plan token is valid for 15 minutes and only for its tenant
-        (scope `submit`).
+        (cancel: SCHEDULED, PRELOADED, DISPATCHED, RUNNING or RETRYING, as CancelTask;
+        redrive: DEAD_LETTER, as RedriveTask). A plan token is valid for 15 minutes and
+        only for its tenant (scope `submit`). A plan or run covers at most 100,000 tasks:
+        a filter that matches more answers INVALID_ARGUMENT "filter: matches more than
+        100,000 tasks" (narrow it by type, pools or scheduled time).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RunBulkAction(self, request, context):
-        """Run a planned bulk action (see PlanBulkAction). Writes in pages; each task's
-        change is audited as its single-task RPC's would be.
+        """Run a planned bulk action (see PlanBulkAction). Writes in pages of 1,000 through
+        the single-task paths: each task's change is audited (reason "cancelled" or
+        "redriven") and its worker told, as CancelTask's or RedriveTask's would be. Safe
+        to repeat: a second run of the same token matches only what still applies.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
