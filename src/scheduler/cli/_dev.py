@@ -33,6 +33,7 @@ from scheduler.engine import Engine, EngineConfig
 from scheduler.metrics import MetricsConfig
 from scheduler.node import Node, NodeConfig
 from scheduler.server import ServerConfig
+from scheduler.ui import RunningUI, UIConfig, start_ui
 from scheduler.worker import TaskContext, Worker
 
 DEMO_JITTER_WINDOW_S = 15
@@ -45,6 +46,8 @@ DEMO_SLOTS_PER_WORKER = 2_500
 
 
 DEV_TENANT = "dev"
+DEV_UI_PORT = 8090
+"""The dashboard's port under ``dev`` (a free one when it is taken)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,6 +61,8 @@ class ConnectFacts:
     database: str
     metrics_url: str = ""
     """Prometheus ``/metrics`` of the dev node ("" when off)."""
+    ui_url: str = ""
+    """The dashboard's address (empty with ``--no-ui``)."""
 
 
 def credentials_path(db: Path) -> Path:
@@ -125,8 +130,10 @@ async def run_dev(
     timing: Mapping[str, object] | None = None,
     limits: Mapping[str, Any] | None = None,
     metrics: MetricsConfig | None = None,
+    ui_port: int | None = DEV_UI_PORT,
 ) -> None:
-    """Start the embedded node; print how to connect; serve or run the demo. The
+    """Start the embedded node and the dashboard (on ``ui_port``, a free port when that
+    one is taken; None: no dashboard); print how to connect; serve or run the demo. The
     tenant, key and admin token are kept beside the database and reused on restart."""
     path = await _prepare_db(Path(db), fresh=demo)
     saved_path = credentials_path(path)
@@ -145,13 +152,25 @@ async def run_dev(
             metrics=metrics,
         )
     )
+    dashboard: RunningUI | None = None
     try:
         await node.start()
         engine = node.engine
         target = f"127.0.0.1:{node.port}"
         tenant_id, secret = await _dev_identity(engine, saved)
+        if ui_port is not None:
+            dashboard = await start_ui(
+                UIConfig(
+                    target=target,
+                    api_key=secret,
+                    admin_token=admin_token,
+                    port=ui_port,
+                    port_fallback=True,
+                )
+            )
+        ui_url = dashboard.url if dashboard else ""
         facts = ConnectFacts(
-            target, secret, admin_token, str(tenant_id), str(path), node.metrics_url or ""
+            target, secret, admin_token, str(tenant_id), str(path), node.metrics_url or "", ui_url
         )
         write_private(saved_path, facts)
         if credentials_file:
@@ -165,6 +184,8 @@ async def run_dev(
         else:
             await wait_for_signal()
     finally:
+        if dashboard is not None:
+            await dashboard.stop()
         await node.stop(1.0)
 
 
@@ -177,6 +198,7 @@ def _banner(f: ConnectFacts) -> None:
             f"admin token {f.admin_token}\n"
             f"(kept in {credentials_path(Path(f.database))} and reused on restart)\n"
             + (f"metrics     {f.metrics_url}\n" if f.metrics_url else "")
+            + (f"dashboard   [cyan]{f.ui_url}[/]\n" if f.ui_url else "")
             + "\n"
             f"export TICKWHEEL_TARGET={f.target} TICKWHEEL_API_KEY={f.api_key}\n"
             'tickwheel submit hello --payload \'{"name": "world"}\' --in 5\n'

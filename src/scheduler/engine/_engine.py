@@ -44,6 +44,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._dispatcher import Dispatcher
 from scheduler.engine._fair_share import FairShare
+from scheduler.engine._history import History
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._leases import Reaper
 from scheduler.engine._outlets import Outlets
@@ -59,6 +60,7 @@ from scheduler.engine._tenancy import Tenancy
 from scheduler.engine._timeline import Timeline, to_ms, to_us
 from scheduler.engine._types import FailureReport, Outlet, SubmitSpec, WorkerHello
 from scheduler.engine._waiters import MAX_WAIT_S, SETTLED, Waiters
+from scheduler.engine._watch import Watch
 from scheduler.engine._workflows import Workflows
 from scheduler.index import TimeIndex
 from scheduler.limits import MAX_PAGE_SIZE, MAX_WORKER_ID_CHARS
@@ -70,6 +72,7 @@ from scheduler.types import (
     JSON,
     ApiKey,
     Completion,
+    FencedWrite,
     InsertResult,
     NewTask,
     Outcome,
@@ -89,6 +92,10 @@ log = logging.getLogger("tickwheel.engine")
 
 SUBMIT_SLICE = 200
 """Tasks a submit handles between two yields to the event loop."""
+
+
+UNARY_ACTOR = "CompleteTask/FailTask"
+"""The actor of a refused write made by the unary RPCs (they carry no worker id)."""
 
 
 def _utcnow() -> datetime:
@@ -157,6 +164,8 @@ class Engine:
         self._sessions = Sessions(
             store, cfg, self._completer, self._wake_dispatcher, self._outlets.publish
         )
+        self.watch = Watch(store, self._sessions)
+        """Task counts, the forecast and the worker streams (the dashboard's reads)."""
         self._preloader.use_reaper(
             Reaper(
                 store,
@@ -198,6 +207,7 @@ class Engine:
         self.schedules = Schedules(
             store, cfg, self.now, self._admission, self._timeline, self.stats
         )
+        self.history = History(store, self.now)
         self.canary = Canary(
             store,
             cfg,
@@ -487,6 +497,9 @@ class Engine:
         )
         self._completer.count_stale([outcome])
         if outcome is not Outcome.OK:
+            await self._completer.record_refused(
+                [FencedWrite(key=task.key, token=token)], [outcome], UNARY_ACTOR, "complete"
+            )
             raise StaleFencingToken(str(task_id), token, f"task is {task.status.value}")
         return await self.store.get_task(tenant_id, task_id)
 
@@ -514,6 +527,9 @@ class Engine:
         (outcome,) = await self._completer.fail([report])
         self._completer.count_stale([outcome])
         if outcome is not Outcome.OK:
+            await self._completer.record_refused(
+                [FencedWrite(key=task.key, token=token)], [outcome], UNARY_ACTOR, "fail"
+            )
             raise StaleFencingToken(str(task_id), token, f"task is {task.status.value}")
         return await self.store.get_task(tenant_id, task_id)
 

@@ -51,6 +51,13 @@ class OverlapPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OVERLAP_POLICY_ALLOW: _ClassVar[OverlapPolicy]
     OVERLAP_POLICY_BUFFER_ONE: _ClassVar[OverlapPolicy]
 
+class ExpectationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXPECTATION_STATUS_UNSPECIFIED: _ClassVar[ExpectationStatus]
+    EXPECTATION_STATUS_OK: _ClassVar[ExpectationStatus]
+    EXPECTATION_STATUS_LATE: _ClassVar[ExpectationStatus]
+    EXPECTATION_STATUS_STUCK: _ClassVar[ExpectationStatus]
+
 class TaskOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TASK_ORDER_UNSPECIFIED: _ClassVar[TaskOrder]
@@ -58,6 +65,12 @@ class TaskOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_ORDER_SCHEDULED_DESC: _ClassVar[TaskOrder]
     TASK_ORDER_CREATED_ASC: _ClassVar[TaskOrder]
     TASK_ORDER_CREATED_DESC: _ClassVar[TaskOrder]
+
+class BulkAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BULK_ACTION_UNSPECIFIED: _ClassVar[BulkAction]
+    BULK_ACTION_CANCEL: _ClassVar[BulkAction]
+    BULK_ACTION_REDRIVE: _ClassVar[BulkAction]
 TASK_STATE_UNSPECIFIED: TaskState
 TASK_STATE_SCHEDULED: TaskState
 TASK_STATE_PRELOADED: TaskState
@@ -82,11 +95,18 @@ OVERLAP_POLICY_UNSPECIFIED: OverlapPolicy
 OVERLAP_POLICY_SKIP: OverlapPolicy
 OVERLAP_POLICY_ALLOW: OverlapPolicy
 OVERLAP_POLICY_BUFFER_ONE: OverlapPolicy
+EXPECTATION_STATUS_UNSPECIFIED: ExpectationStatus
+EXPECTATION_STATUS_OK: ExpectationStatus
+EXPECTATION_STATUS_LATE: ExpectationStatus
+EXPECTATION_STATUS_STUCK: ExpectationStatus
 TASK_ORDER_UNSPECIFIED: TaskOrder
 TASK_ORDER_SCHEDULED_ASC: TaskOrder
 TASK_ORDER_SCHEDULED_DESC: TaskOrder
 TASK_ORDER_CREATED_ASC: TaskOrder
 TASK_ORDER_CREATED_DESC: TaskOrder
+BULK_ACTION_UNSPECIFIED: BulkAction
+BULK_ACTION_CANCEL: BulkAction
+BULK_ACTION_REDRIVE: BulkAction
 
 class TraceContext(_message.Message):
     __slots__ = ("traceparent", "tracestate")
@@ -237,7 +257,7 @@ class CancelTaskResponse(_message.Message):
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
-    __slots__ = ("states", "type", "scheduled_from", "scheduled_to", "page_size", "page_token", "order")
+    __slots__ = ("states", "type", "scheduled_from", "scheduled_to", "page_size", "page_token", "order", "pools", "idempotency_key")
     STATES_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_FROM_FIELD_NUMBER: _ClassVar[int]
@@ -245,6 +265,8 @@ class ListTasksRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[TaskState]
     type: str
     scheduled_from: _timestamp_pb2.Timestamp
@@ -252,7 +274,9 @@ class ListTasksRequest(_message.Message):
     page_size: int
     page_token: str
     order: TaskOrder
-    def __init__(self, states: _Optional[_Iterable[_Union[TaskState, str]]] = ..., type: _Optional[str] = ..., scheduled_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order: _Optional[_Union[TaskOrder, str]] = ...) -> None: ...
+    pools: _containers.RepeatedScalarFieldContainer[Pool]
+    idempotency_key: str
+    def __init__(self, states: _Optional[_Iterable[_Union[TaskState, str]]] = ..., type: _Optional[str] = ..., scheduled_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order: _Optional[_Union[TaskOrder, str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class ListTasksResponse(_message.Message):
     __slots__ = ("tasks", "next_page_token")
@@ -407,7 +431,7 @@ class ScheduleSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., task_type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., cron: _Optional[str] = ..., interval_s: _Optional[float] = ..., timezone: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., overlap_policy: _Optional[_Union[OverlapPolicy, str]] = ..., catchup_window_s: _Optional[float] = ..., jitter_s: _Optional[float] = ..., paused: _Optional[bool] = ...) -> None: ...
 
 class Schedule(_message.Message):
-    __slots__ = ("id", "tenant_id", "name", "cron", "interval_s", "timezone", "task_type", "payload", "pool", "max_retries", "timeout_s", "overlap_policy", "catchup_window_s", "jitter_s", "paused", "next_fire_at", "last_fired_at", "buffered_at", "created_at", "updated_at")
+    __slots__ = ("id", "tenant_id", "name", "cron", "interval_s", "timezone", "task_type", "payload", "pool", "max_retries", "timeout_s", "overlap_policy", "catchup_window_s", "jitter_s", "paused", "next_fire_at", "last_fired_at", "buffered_at", "created_at", "updated_at", "upcoming_fire_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -428,6 +452,7 @@ class Schedule(_message.Message):
     BUFFERED_AT_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPCOMING_FIRE_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     name: str
@@ -448,7 +473,8 @@ class Schedule(_message.Message):
     buffered_at: _timestamp_pb2.Timestamp
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., cron: _Optional[str] = ..., interval_s: _Optional[float] = ..., timezone: _Optional[str] = ..., task_type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., max_retries: _Optional[int] = ..., timeout_s: _Optional[float] = ..., overlap_policy: _Optional[_Union[OverlapPolicy, str]] = ..., catchup_window_s: _Optional[float] = ..., jitter_s: _Optional[float] = ..., paused: _Optional[bool] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., buffered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    upcoming_fire_at: _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., name: _Optional[str] = ..., cron: _Optional[str] = ..., interval_s: _Optional[float] = ..., timezone: _Optional[str] = ..., task_type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., max_retries: _Optional[int] = ..., timeout_s: _Optional[float] = ..., overlap_policy: _Optional[_Union[OverlapPolicy, str]] = ..., catchup_window_s: _Optional[float] = ..., jitter_s: _Optional[float] = ..., paused: _Optional[bool] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., buffered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., upcoming_fire_at: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ...) -> None: ...
 
 class CreateScheduleRequest(_message.Message):
     __slots__ = ("schedule",)
@@ -519,7 +545,7 @@ class DeleteScheduleResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Expectation(_message.Message):
-    __slots__ = ("id", "tenant_id", "job_id", "schedule_id", "interval_s", "tolerance_s", "max_runtime_s", "created_at")
+    __slots__ = ("id", "tenant_id", "job_id", "schedule_id", "interval_s", "tolerance_s", "max_runtime_s", "created_at", "status", "last_completed_at", "deadline_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -528,6 +554,9 @@ class Expectation(_message.Message):
     TOLERANCE_S_FIELD_NUMBER: _ClassVar[int]
     MAX_RUNTIME_S_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LAST_COMPLETED_AT_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     job_id: str
@@ -536,7 +565,10 @@ class Expectation(_message.Message):
     tolerance_s: int
     max_runtime_s: int
     created_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., job_id: _Optional[str] = ..., schedule_id: _Optional[str] = ..., interval_s: _Optional[int] = ..., tolerance_s: _Optional[int] = ..., max_runtime_s: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    status: ExpectationStatus
+    last_completed_at: _timestamp_pb2.Timestamp
+    deadline_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., job_id: _Optional[str] = ..., schedule_id: _Optional[str] = ..., interval_s: _Optional[int] = ..., tolerance_s: _Optional[int] = ..., max_runtime_s: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[ExpectationStatus, str]] = ..., last_completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RegisterExpectationRequest(_message.Message):
     __slots__ = ("job_id", "schedule_id", "interval_s", "tolerance_s", "max_runtime_s")
@@ -983,26 +1015,240 @@ class GetTaskHistoryRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class TaskTransition(_message.Message):
-    __slots__ = ("at", "from_state", "to_state", "fencing_token", "shard_epoch", "actor")
+    __slots__ = ("at", "from_state", "to_state", "fencing_token", "shard_epoch", "actor", "reason")
     AT_FIELD_NUMBER: _ClassVar[int]
     FROM_STATE_FIELD_NUMBER: _ClassVar[int]
     TO_STATE_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     SHARD_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ACTOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     at: _timestamp_pb2.Timestamp
     from_state: TaskState
     to_state: TaskState
     fencing_token: int
     shard_epoch: int
     actor: str
-    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., from_state: _Optional[_Union[TaskState, str]] = ..., to_state: _Optional[_Union[TaskState, str]] = ..., fencing_token: _Optional[int] = ..., shard_epoch: _Optional[int] = ..., actor: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., from_state: _Optional[_Union[TaskState, str]] = ..., to_state: _Optional[_Union[TaskState, str]] = ..., fencing_token: _Optional[int] = ..., shard_epoch: _Optional[int] = ..., actor: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RefusedWrite(_message.Message):
+    __slots__ = ("at", "fencing_token", "current_token", "actor", "write", "reason")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    WRITE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    at: _timestamp_pb2.Timestamp
+    fencing_token: int
+    current_token: int
+    actor: str
+    write: str
+    reason: str
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fencing_token: _Optional[int] = ..., current_token: _Optional[int] = ..., actor: _Optional[str] = ..., write: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class GetTaskHistoryResponse(_message.Message):
-    __slots__ = ("transitions",)
+    __slots__ = ("transitions", "refused_writes")
     TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_WRITES_FIELD_NUMBER: _ClassVar[int]
     transitions: _containers.RepeatedCompositeFieldContainer[TaskTransition]
-    def __init__(self, transitions: _Optional[_Iterable[_Union[TaskTransition, _Mapping]]] = ...) -> None: ...
+    refused_writes: _containers.RepeatedCompositeFieldContainer[RefusedWrite]
+    def __init__(self, transitions: _Optional[_Iterable[_Union[TaskTransition, _Mapping]]] = ..., refused_writes: _Optional[_Iterable[_Union[RefusedWrite, _Mapping]]] = ...) -> None: ...
+
+class TaskFilter(_message.Message):
+    __slots__ = ("states", "type", "pools", "scheduled_from", "scheduled_to")
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_FROM_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_TO_FIELD_NUMBER: _ClassVar[int]
+    states: _containers.RepeatedScalarFieldContainer[TaskState]
+    type: str
+    pools: _containers.RepeatedScalarFieldContainer[Pool]
+    scheduled_from: _timestamp_pb2.Timestamp
+    scheduled_to: _timestamp_pb2.Timestamp
+    def __init__(self, states: _Optional[_Iterable[_Union[TaskState, str]]] = ..., type: _Optional[str] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., scheduled_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CountTasksRequest(_message.Message):
+    __slots__ = ("filter",)
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    filter: TaskFilter
+    def __init__(self, filter: _Optional[_Union[TaskFilter, _Mapping]] = ...) -> None: ...
+
+class TaskCount(_message.Message):
+    __slots__ = ("tenant_id", "state", "type", "pool", "count")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    state: TaskState
+    type: str
+    pool: Pool
+    count: int
+    def __init__(self, tenant_id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., type: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., count: _Optional[int] = ...) -> None: ...
+
+class CountTasksResponse(_message.Message):
+    __slots__ = ("counts", "total", "truncated", "as_of")
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    counts: _containers.RepeatedCompositeFieldContainer[TaskCount]
+    total: int
+    truncated: bool
+    as_of: _timestamp_pb2.Timestamp
+    def __init__(self, counts: _Optional[_Iterable[_Union[TaskCount, _Mapping]]] = ..., total: _Optional[int] = ..., truncated: _Optional[bool] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetForecastRequest(_message.Message):
+    __slots__ = ("start", "bucket_s", "buckets", "pools")
+    START_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_S_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    start: _timestamp_pb2.Timestamp
+    bucket_s: int
+    buckets: int
+    pools: _containers.RepeatedScalarFieldContainer[Pool]
+    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bucket_s: _Optional[int] = ..., buckets: _Optional[int] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ...) -> None: ...
+
+class ForecastBucket(_message.Message):
+    __slots__ = ("start", "pool", "nominal", "firing")
+    START_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_FIELD_NUMBER: _ClassVar[int]
+    FIRING_FIELD_NUMBER: _ClassVar[int]
+    start: _timestamp_pb2.Timestamp
+    pool: Pool
+    nominal: int
+    firing: int
+    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., nominal: _Optional[int] = ..., firing: _Optional[int] = ...) -> None: ...
+
+class GetForecastResponse(_message.Message):
+    __slots__ = ("start", "bucket_s", "buckets", "overdue")
+    START_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_S_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    OVERDUE_FIELD_NUMBER: _ClassVar[int]
+    start: _timestamp_pb2.Timestamp
+    bucket_s: int
+    buckets: _containers.RepeatedCompositeFieldContainer[ForecastBucket]
+    overdue: _containers.RepeatedCompositeFieldContainer[ForecastBucket]
+    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bucket_s: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[ForecastBucket, _Mapping]]] = ..., overdue: _Optional[_Iterable[_Union[ForecastBucket, _Mapping]]] = ...) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WorkerInfo(_message.Message):
+    __slots__ = ("worker_id", "tenant_id", "task_types", "pools", "slots", "slots_used", "slots_free", "start_on_delivery", "connected_at", "last_seen", "node_id")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPES_FIELD_NUMBER: _ClassVar[int]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_USED_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FREE_FIELD_NUMBER: _ClassVar[int]
+    START_ON_DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    tenant_id: str
+    task_types: _containers.RepeatedScalarFieldContainer[str]
+    pools: _containers.RepeatedScalarFieldContainer[Pool]
+    slots: int
+    slots_used: int
+    slots_free: int
+    start_on_delivery: bool
+    connected_at: _timestamp_pb2.Timestamp
+    last_seen: _timestamp_pb2.Timestamp
+    node_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., slots_free: _Optional[int] = ..., start_on_delivery: _Optional[bool] = ..., connected_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., node_id: _Optional[str] = ...) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("workers", "node_id")
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
+    node_id: str
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ..., node_id: _Optional[str] = ...) -> None: ...
+
+class GetActivityRequest(_message.Message):
+    __slots__ = ("window_s", "bucket_s")
+    WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_S_FIELD_NUMBER: _ClassVar[int]
+    window_s: int
+    bucket_s: int
+    def __init__(self, window_s: _Optional[int] = ..., bucket_s: _Optional[int] = ...) -> None: ...
+
+class ActivityBucket(_message.Message):
+    __slots__ = ("start", "dispatched", "completed", "failed", "lateness_p50_s", "lateness_p99_s")
+    START_FIELD_NUMBER: _ClassVar[int]
+    DISPATCHED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_P50_S_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_P99_S_FIELD_NUMBER: _ClassVar[int]
+    start: _timestamp_pb2.Timestamp
+    dispatched: int
+    completed: int
+    failed: int
+    lateness_p50_s: float
+    lateness_p99_s: float
+    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dispatched: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., lateness_p50_s: _Optional[float] = ..., lateness_p99_s: _Optional[float] = ...) -> None: ...
+
+class GetActivityResponse(_message.Message):
+    __slots__ = ("buckets", "bucket_s")
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_S_FIELD_NUMBER: _ClassVar[int]
+    buckets: _containers.RepeatedCompositeFieldContainer[ActivityBucket]
+    bucket_s: int
+    def __init__(self, buckets: _Optional[_Iterable[_Union[ActivityBucket, _Mapping]]] = ..., bucket_s: _Optional[int] = ...) -> None: ...
+
+class PlanBulkActionRequest(_message.Message):
+    __slots__ = ("action", "filter")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    action: BulkAction
+    filter: TaskFilter
+    def __init__(self, action: _Optional[_Union[BulkAction, str]] = ..., filter: _Optional[_Union[TaskFilter, _Mapping]] = ...) -> None: ...
+
+class PlanBulkActionResponse(_message.Message):
+    __slots__ = ("count", "plan_token", "action", "filter", "planned_at", "expires_at")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    PLAN_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    PLANNED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    plan_token: str
+    action: BulkAction
+    filter: TaskFilter
+    planned_at: _timestamp_pb2.Timestamp
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, count: _Optional[int] = ..., plan_token: _Optional[str] = ..., action: _Optional[_Union[BulkAction, str]] = ..., filter: _Optional[_Union[TaskFilter, _Mapping]] = ..., planned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RunBulkActionRequest(_message.Message):
+    __slots__ = ("plan_token",)
+    PLAN_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    plan_token: str
+    def __init__(self, plan_token: _Optional[str] = ...) -> None: ...
+
+class RunBulkActionResponse(_message.Message):
+    __slots__ = ("action", "filter", "matched", "changed")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    action: BulkAction
+    filter: TaskFilter
+    matched: int
+    changed: int
+    def __init__(self, action: _Optional[_Union[BulkAction, str]] = ..., filter: _Optional[_Union[TaskFilter, _Mapping]] = ..., matched: _Optional[int] = ..., changed: _Optional[int] = ...) -> None: ...
 
 class ListWorkflowsRequest(_message.Message):
     __slots__ = ("limit",)

@@ -32,6 +32,16 @@ class SchedulerServiceStub:
     ---------------------------------------------------------------------------------
 
     Clients submit and manage tasks of their own tenant.
+
+    Credentials (docs/keys.md): every call carries an API key (`x-api-key` metadata) and
+    acts for the key's tenant, with the key's scopes. Instead of an API key, a call may
+    carry the platform admin token (`x-admin-token`; a call with both is the key's):
+    it then acts for the tenant named in `x-tenant-id` metadata (a tenant id, a UUID),
+    with every scope. A malformed `x-tenant-id` answers INVALID_ARGUMENT
+    "x-tenant-id: ...", an unknown tenant NOT_FOUND, a wrong token UNAUTHENTICATED.
+    Without `x-tenant-id`, CountTasks, GetForecast, ListWorkers and GetActivity answer
+    for every tenant; every other RPC answers INVALID_ARGUMENT "x-tenant-id: required
+    with the admin token".
     """
 
     def __init__(self, channel):
@@ -145,6 +155,36 @@ class SchedulerServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationResponse.FromString,
                 _registered_method=True)
+        self.CountTasks = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/CountTasks',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.CountTasksRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.CountTasksResponse.FromString,
+                _registered_method=True)
+        self.GetForecast = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/GetForecast',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetForecastRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetForecastResponse.FromString,
+                _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/ListWorkers',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
+        self.GetActivity = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/GetActivity',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetActivityRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetActivityResponse.FromString,
+                _registered_method=True)
+        self.PlanBulkAction = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/PlanBulkAction',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.PlanBulkActionRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.PlanBulkActionResponse.FromString,
+                _registered_method=True)
+        self.RunBulkAction = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/RunBulkAction',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -153,6 +193,16 @@ class SchedulerServiceServicer:
     ---------------------------------------------------------------------------------
 
     Clients submit and manage tasks of their own tenant.
+
+    Credentials (docs/keys.md): every call carries an API key (`x-api-key` metadata) and
+    acts for the key's tenant, with the key's scopes. Instead of an API key, a call may
+    carry the platform admin token (`x-admin-token`; a call with both is the key's):
+    it then acts for the tenant named in `x-tenant-id` metadata (a tenant id, a UUID),
+    with every scope. A malformed `x-tenant-id` answers INVALID_ARGUMENT
+    "x-tenant-id: ...", an unknown tenant NOT_FOUND, a wrong token UNAUTHENTICATED.
+    Without `x-tenant-id`, CountTasks, GetForecast, ListWorkers and GetActivity answer
+    for every tenant; every other RPC answers INVALID_ARGUMENT "x-tenant-id: required
+    with the admin token".
     """
 
     def SubmitTask(self, request, context):
@@ -311,6 +361,72 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CountTasks(self, request, context):
+        """---- Watching the scheduler run (docs/observability.md). With an API key these
+        answer for the key's tenant (scope `read`). With the platform admin token
+        (`x-admin-token` metadata, no API key) they answer for every tenant, or for the
+        one tenant named in `x-tenant-id` metadata.
+
+        How many tasks match a filter, grouped by state, type and pool (with the admin
+        token and no `x-tenant-id`: by tenant too).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetForecast(self, request, context):
+        """How many tasks will fire in each second or minute of the coming window (by default
+        the next hour by minute), by pool, with and without the jitter offset applied:
+        from the store's SCHEDULED, PRELOADED and RETRYING rows.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkers(self, request, context):
+        """The workers connected to the node that answers (each node knows its own streams;
+        a cluster's dashboard asks every node). An API key sees its tenant's workers only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetActivity(self, request, context):
+        """Recent throughput and dispatch lateness, per bucket of the last minutes, from the
+        store's audit (every node's work; the audit is indexed by time, so a window reads
+        only its own rows). A failed attempt is a RUNNING task's failure or lease expiry.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PlanBulkAction(self, request, context):
+        """---- Bulk actions in two steps, so the caller acts on exactly what it was shown.
+        PlanBulkAction counts the tasks a filter matches now and returns a plan token
+        that carries the action, the filter and the time of the count; RunBulkAction takes
+        only that token (never a filter), so a reloaded page or a lost filter can never
+        widen the action. The run acts on the tasks that match the filter, were created
+        at or before the plan's time and are still in a state the action applies to
+        (cancel: SCHEDULED, PRELOADED, DISPATCHED, RUNNING or RETRYING, as CancelTask;
+        redrive: DEAD_LETTER, as RedriveTask). A plan token is valid for 15 minutes and
+        only for its tenant (scope `submit`). A plan or run covers at most 100,000 tasks:
+        a filter that matches more answers INVALID_ARGUMENT "filter: matches more than
+        100,000 tasks" (narrow it by type, pools or scheduled time).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunBulkAction(self, request, context):
+        """Run a planned bulk action (see PlanBulkAction). Writes in pages of 1,000 through
+        the single-task paths: each task's change is audited (reason "cancelled" or
+        "redriven") and its worker told, as CancelTask's or RedriveTask's would be. Safe
+        to repeat: a second run of the same token matches only what still applies.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -419,6 +535,36 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationResponse.SerializeToString,
             ),
+            'CountTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountTasks,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.CountTasksRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.CountTasksResponse.SerializeToString,
+            ),
+            'GetForecast': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetForecast,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetForecastRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetForecastResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkersRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'GetActivity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetActivity,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetActivityRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.GetActivityResponse.SerializeToString,
+            ),
+            'PlanBulkAction': grpc.unary_unary_rpc_method_handler(
+                    servicer.PlanBulkAction,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.PlanBulkActionRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.PlanBulkActionResponse.SerializeToString,
+            ),
+            'RunBulkAction': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunBulkAction,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'tickwheel.v1.SchedulerService', rpc_method_handlers)
@@ -433,6 +579,16 @@ class SchedulerService:
     ---------------------------------------------------------------------------------
 
     Clients submit and manage tasks of their own tenant.
+
+    Credentials (docs/keys.md): every call carries an API key (`x-api-key` metadata) and
+    acts for the key's tenant, with the key's scopes. Instead of an API key, a call may
+    carry the platform admin token (`x-admin-token`; a call with both is the key's):
+    it then acts for the tenant named in `x-tenant-id` metadata (a tenant id, a UUID),
+    with every scope. A malformed `x-tenant-id` answers INVALID_ARGUMENT
+    "x-tenant-id: ...", an unknown tenant NOT_FOUND, a wrong token UNAUTHENTICATED.
+    Without `x-tenant-id`, CountTasks, GetForecast, ListWorkers and GetActivity answer
+    for every tenant; every other RPC answers INVALID_ARGUMENT "x-tenant-id: required
+    with the admin token".
     """
 
     @staticmethod
@@ -992,6 +1148,168 @@ class SchedulerService:
             '/tickwheel.v1.SchedulerService/DeleteExpectation',
             tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationRequest.SerializeToString,
             tickwheel_dot_v1_dot_tickwheel__pb2.DeleteExpectationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/CountTasks',
+            tickwheel_dot_v1_dot_tickwheel__pb2.CountTasksRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.CountTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetForecast(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/GetForecast',
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetForecastRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetForecastResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/ListWorkers',
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkersRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetActivity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/GetActivity',
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetActivityRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.GetActivityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PlanBulkAction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/PlanBulkAction',
+            tickwheel_dot_v1_dot_tickwheel__pb2.PlanBulkActionRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.PlanBulkActionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunBulkAction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/RunBulkAction',
+            tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionResponse.FromString,
             options,
             channel_credentials,
             insecure,

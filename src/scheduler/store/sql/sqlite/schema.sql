@@ -68,6 +68,11 @@ CREATE INDEX IF NOT EXISTS idx_tasks_leased ON tasks (lease_expires_at)
 CREATE INDEX IF NOT EXISTS idx_tasks_tenant ON tasks (tenant_id, scheduled_at, id);
 CREATE INDEX IF NOT EXISTS idx_tasks_workflow ON tasks (workflow_id) WHERE workflow_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS idx_tasks_schedule ON tasks (schedule_id) WHERE schedule_id IS NOT NULL;
+-- GetForecast: the tasks still to fire, by due time (firing, overdue) and requested time.
+CREATE INDEX IF NOT EXISTS idx_tasks_forecast_due ON tasks (due_at, pool, tenant_id)
+    WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING');
+CREATE INDEX IF NOT EXISTS idx_tasks_forecast_nominal ON tasks (scheduled_at, pool, tenant_id)
+    WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING');
 CREATE TABLE IF NOT EXISTS workflows (
     id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL REFERENCES tenants(id),
@@ -169,10 +174,32 @@ CREATE TABLE IF NOT EXISTS task_transitions (
     to_status TEXT NOT NULL,
     fencing_token INTEGER NOT NULL,
     actor TEXT NOT NULL,
-    at INTEGER NOT NULL
+    at INTEGER NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    due_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS idx_task_transitions_task ON task_transitions (task_id);
+CREATE INDEX IF NOT EXISTS idx_task_transitions_at ON task_transitions (at);
 CREATE TRIGGER IF NOT EXISTS task_transitions_no_update BEFORE UPDATE ON task_transitions
 BEGIN SELECT RAISE(ABORT, 'task_transitions is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS task_transitions_no_delete BEFORE DELETE ON task_transitions
 BEGIN SELECT RAISE(ABORT, 'task_transitions is append-only'); END;
+
+-- A worker's write refused for a stale fencing token or a task held by another session
+-- (PostgreSQL migration 0008); append-only.
+CREATE TABLE IF NOT EXISTS refused_writes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    fencing_token INTEGER NOT NULL,
+    current_token INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    write_kind TEXT NOT NULL,
+    reason TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_refused_writes_task ON refused_writes (task_id, at);
+CREATE TRIGGER IF NOT EXISTS refused_writes_no_update BEFORE UPDATE ON refused_writes
+BEGIN SELECT RAISE(ABORT, 'refused_writes is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS refused_writes_no_delete BEFORE DELETE ON refused_writes
+BEGIN SELECT RAISE(ABORT, 'refused_writes is append-only'); END;
