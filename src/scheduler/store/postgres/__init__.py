@@ -40,8 +40,8 @@ from scheduler.store.postgres._db import (
 )
 from scheduler.store.postgres.actions import Actions
 from scheduler.store.postgres.dispatch import Dispatch
-from scheduler.store.postgres.metrics import Metrics
 from scheduler.store.postgres.history import History
+from scheduler.store.postgres.metrics import Metrics
 from scheduler.store.postgres.migrate import migrate
 from scheduler.store.postgres.notices import WORK_CHANNEL, PgWorkNotices
 from scheduler.store.postgres.partitions import Partitions
