@@ -28,6 +28,16 @@ class InvalidArgument(TickwheelError):
         self.problem = problem
 
 
+class FailedPrecondition(TickwheelError):
+    """A request field is well formed but no longer usable (an expired plan token);
+    ``field`` names it."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
 class NotFound(TickwheelError):
     """The named entity does not exist (or is not visible to the caller's tenant)."""
 

@@ -32,6 +32,7 @@ from scheduler.cluster import FileLease
 from scheduler.engine import Engine, EngineConfig
 from scheduler.node import Node, NodeConfig
 from scheduler.server import ServerConfig
+from scheduler.ui import RunningUI, UIConfig, start_ui
 from scheduler.worker import TaskContext, Worker
 
 DEMO_JITTER_WINDOW_S = 15
@@ -44,6 +45,8 @@ DEMO_SLOTS_PER_WORKER = 2_500
 
 
 DEV_TENANT = "dev"
+DEV_UI_PORT = 8090
+"""The dashboard's port under ``dev`` (a free one when it is taken)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,6 +58,8 @@ class ConnectFacts:
     admin_token: str
     tenant_id: str
     database: str
+    ui_url: str = ""
+    """The dashboard's address (empty with ``--no-ui``)."""
 
 
 def credentials_path(db: Path) -> Path:
@@ -121,8 +126,10 @@ async def run_dev(
     credentials_file: str | None = None,
     timing: Mapping[str, object] | None = None,
     limits: Mapping[str, Any] | None = None,
+    ui_port: int | None = DEV_UI_PORT,
 ) -> None:
-    """Start the embedded node; print how to connect; serve or run the demo. The
+    """Start the embedded node and the dashboard (on ``ui_port``, a free port when that
+    one is taken; None: no dashboard); print how to connect; serve or run the demo. The
     tenant, key and admin token are kept beside the database and reused on restart."""
     path = await _prepare_db(Path(db), fresh=demo)
     saved_path = credentials_path(path)
@@ -140,12 +147,24 @@ async def run_dev(
             ),
         )
     )
+    dashboard: RunningUI | None = None
     try:
         await node.start()
         engine = node.engine
         target = f"127.0.0.1:{node.port}"
         tenant_id, secret = await _dev_identity(engine, saved)
-        facts = ConnectFacts(target, secret, admin_token, str(tenant_id), str(path))
+        if ui_port is not None:
+            dashboard = await start_ui(
+                UIConfig(
+                    target=target,
+                    api_key=secret,
+                    admin_token=admin_token,
+                    port=ui_port,
+                    port_fallback=True,
+                )
+            )
+        ui_url = dashboard.url if dashboard else ""
+        facts = ConnectFacts(target, secret, admin_token, str(tenant_id), str(path), ui_url)
         write_private(saved_path, facts)
         if credentials_file:
             write_private(Path(credentials_file), facts)
@@ -158,6 +177,8 @@ async def run_dev(
         else:
             await wait_for_signal()
     finally:
+        if dashboard is not None:
+            await dashboard.stop()
         await node.stop(1.0)
 
 
@@ -168,7 +189,9 @@ def _banner(f: ConnectFacts) -> None:
             f"tenant      {f.tenant_id}\n"
             f"API key     [green]{f.api_key}[/]\n"
             f"admin token {f.admin_token}\n"
-            f"(kept in {credentials_path(Path(f.database))} and reused on restart)\n\n"
+            f"(kept in {credentials_path(Path(f.database))} and reused on restart)\n"
+            + (f"Dashboard: [cyan]{f.ui_url}[/]\n" if f.ui_url else "")
+            + "\n"
             f"export TICKWHEEL_TARGET={f.target} TICKWHEEL_API_KEY={f.api_key}\n"
             'tickwheel submit hello --payload \'{"name": "world"}\' --in 5\n'
             "tickwheel worker --type hello=mymodule:handler\n"

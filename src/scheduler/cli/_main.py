@@ -2,7 +2,8 @@
 
 Each command group lives in its own module: ``_serve`` (serve, dev, migrate),
 ``_tasks`` (submit, get, cancel, redrive, list), ``_worker``, ``_admin`` (tenants,
-keys), ``_watchdog`` and ``_orchestration`` (workflows, schedules, expectations);
+keys), ``_watchdog``, ``_orchestration`` (workflows, schedules, expectations) and ``_ui``
+(the web dashboard);
 shared options are in ``_options``, running and clients in ``_runner``. Called by the
 ``tickwheel`` entry point (``scheduler.cli:main``).
 """
@@ -17,6 +18,7 @@ from scheduler.cli._admin import keys, tenants
 from scheduler.cli._orchestration import expectations, schedules, workflows
 from scheduler.cli._serve import dev, migrate, serve
 from scheduler.cli._tasks import cancel, get, history, list_, redrive, submit
+from scheduler.cli._ui import ui
 from scheduler.cli._watchdog import watchdog
 from scheduler.cli._worker import worker
 
@@ -95,6 +97,7 @@ for _command in (
     workflows,
     schedules,
     expectations,
+    ui,
 ):
     main.add_command(_command)
 finish_options(main)

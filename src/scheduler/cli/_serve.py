@@ -379,14 +379,23 @@ async def _serve(node_config: Any) -> None:
     "--json",
     "as_json",
     is_flag=True,
-    help="Print the connect facts (target, api_key, admin_token, tenant_id, database) as "
-    "one JSON object on stdout instead of the banner.",
+    help="Print the connect facts (target, api_key, admin_token, tenant_id, database, "
+    "ui_url) as one JSON object on stdout instead of the banner.",
 )
 @click.option(
     "--credentials-file",
     type=click.Path(dir_okay=False, writable=True),
     help="Also write the connect facts as JSON to this file (mode 0600).",
 )
+@click.option(
+    "--ui-port",
+    envvar="TICKWHEEL_UI_PORT",
+    type=int,
+    default=8090,
+    show_default=True,
+    help="Port of the web dashboard (a free one when this one is taken).",
+)
+@click.option("--no-ui", is_flag=True, help="Do not start the web dashboard.")
 @timing_options
 @server_limit_options
 def dev(
@@ -397,6 +406,8 @@ def dev(
     reuse_port: bool,
     as_json: bool,
     credentials_file: str | None,
+    ui_port: int,
+    no_ui: bool,
     lookahead_s: float,
     lease_ttl_s: float,
     heartbeat_interval_s: float | None,
@@ -409,7 +420,8 @@ def dev(
     The tenant "dev", its API key and the admin token are kept in DB.credentials.json
     beside the database (mode 0600) and reused when dev restarts on the same file. The
     SQLite file is locked (DB.lock beside it): a second dev or serve on the same file is
-    refused."""
+    refused. The web dashboard listens on 127.0.0.1:--ui-port with the dev API key and
+    admin token as its default credentials (the banner prints its address)."""
     from scheduler.cli._dev import run_dev
 
     timing = engine_timing(
@@ -427,6 +439,7 @@ def dev(
             credentials_file=credentials_file,
             timing=dict(timing),
             limits=limits,
+            ui_port=None if no_ui else ui_port,
         )
     )
 

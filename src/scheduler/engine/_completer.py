@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from scheduler._errors import StoreError
 from scheduler.engine._batcher import Batcher
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._slots import Slots
@@ -25,9 +26,21 @@ from scheduler.engine._types import FailureReport
 from scheduler.jitter import stable_hash
 from scheduler.states import TaskState
 from scheduler.store import Store
-from scheduler.types import JSON, Completion, Failure, FencedWrite, Outcome, Release, TaskKey
+from scheduler.types import (
+    JSON,
+    Completion,
+    Failure,
+    FencedWrite,
+    Outcome,
+    RefusedWrite,
+    Release,
+    TaskKey,
+)
 
 log = logging.getLogger("tickwheel.engine")
+
+REFUSED = "stale_fencing_token"
+"""The reason a refused write is recorded with: the one the worker is sent back."""
 
 
 def spread(key: TaskKey, tenant_id: uuid.UUID, attempt: int) -> float:
@@ -147,6 +160,25 @@ class Completer:
         except RuntimeError:
             # Engine already stopped: their leases lapse and the reaper requeues them.
             log.warning("could not release %d unacked tasks; leases will expire", len(held))
+
+    async def record_refused(
+        self, writes: Sequence[FencedWrite], outcomes: Sequence[Outcome], actor: str, write: str
+    ) -> None:
+        """Record the STALE ones in the task's history (GetTaskHistory's refused
+        writes). Only on a refusal, so accepted writes cost nothing; one statement per
+        refused batch. A failure to record is logged, never the worker's problem."""
+        now = self._now()
+        refused = [
+            RefusedWrite(key=w.key, token=w.token, actor=actor, write=write, reason=REFUSED, at=now)
+            for w, o in zip(writes, outcomes, strict=True)
+            if o is Outcome.STALE
+        ]
+        if not refused:
+            return
+        try:
+            await self._store.record_refused(refused)
+        except StoreError as exc:
+            log.warning("could not record %d refused writes: %s", len(refused), exc)
 
     def count_stale(self, outcomes: Sequence[Outcome]) -> None:
         """Count the writes that were refused (zombies, strangers, unknown tasks)."""

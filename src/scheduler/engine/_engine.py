@@ -43,6 +43,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._dispatcher import Dispatcher
 from scheduler.engine._fair_share import FairShare
+from scheduler.engine._history import History
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._leases import Reaper
 from scheduler.engine._outlets import Outlets
@@ -69,12 +70,15 @@ from scheduler.types import (
     JSON,
     ApiKey,
     Completion,
+    Forecast,
+    FencedWrite,
     InsertResult,
     NewTask,
     Outcome,
     Page,
     Pool,
     Scope,
+    TaskCounts,
     TaskFilter,
     TaskKey,
     TaskRecord,
@@ -88,6 +92,10 @@ log = logging.getLogger("tickwheel.engine")
 
 SUBMIT_SLICE = 200
 """Tasks a submit handles between two yields to the event loop."""
+
+
+UNARY_ACTOR = "CompleteTask/FailTask"
+"""The actor of a refused write made by the unary RPCs (they carry no worker id)."""
 
 
 def _utcnow() -> datetime:
@@ -197,6 +205,7 @@ class Engine:
         self.schedules = Schedules(
             store, cfg, self.now, self._admission, self._timeline, self.stats
         )
+        self.history = History(store, self.now)
         self.canary = Canary(
             store,
             cfg,
@@ -311,6 +320,12 @@ class Engine:
         """The open worker streams (outlets' built-in sessions excluded)."""
         return self._sessions.streams()
 
+    def workers(self, tenant_id: uuid.UUID | None) -> list[WorkerSession]:
+        """The worker streams open on this node of ``tenant_id`` (None: every tenant's),
+        by worker id."""
+        found = [s for s in self._sessions.streams() if tenant_id in (None, s.tenant_id)]
+        return sorted(found, key=lambda s: (s.worker_id, s.session_id))
+
     async def reconcile(self, *, full: bool = False) -> None:
         """Run a reconcile pass now (``full``: every PRELOADED row of the owned shards,
         not only those changed since the last pass)."""
@@ -369,6 +384,21 @@ class Engine:
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise InvalidArgument("page_size", f"must be 1..{MAX_PAGE_SIZE}")
         return await self.store.list_tasks(tenant_id, flt, page_size, page_token)
+
+    async def count_tasks(self, tenant_id: uuid.UUID | None, flt: TaskFilter) -> TaskCounts:
+        """``tenant_id``'s tasks (None: every tenant's) matching ``flt``, grouped."""
+        return await self.store.count_tasks(tenant_id, flt)
+
+    async def forecast(
+        self,
+        tenant_id: uuid.UUID | None,
+        start: datetime,
+        bucket_s: int,
+        buckets: int,
+        pools: Sequence[Pool],
+    ) -> Forecast:
+        """What will fire in each bucket of the window (see ``Store.forecast``)."""
+        return await self.store.forecast(tenant_id, start, bucket_s, buckets, pools)
 
     async def cancel(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> TaskRecord:
         """Cancel in any non-terminal state; a running task's worker is told."""
@@ -468,6 +498,9 @@ class Engine:
         )
         self._completer.count_stale([outcome])
         if outcome is not Outcome.OK:
+            await self._completer.record_refused(
+                [FencedWrite(key=task.key, token=token)], [outcome], UNARY_ACTOR, "complete"
+            )
             raise StaleFencingToken(str(task_id), token, f"task is {task.status.value}")
         return await self.store.get_task(tenant_id, task_id)
 
@@ -495,6 +528,9 @@ class Engine:
         (outcome,) = await self._completer.fail([report])
         self._completer.count_stale([outcome])
         if outcome is not Outcome.OK:
+            await self._completer.record_refused(
+                [FencedWrite(key=task.key, token=token)], [outcome], UNARY_ACTOR, "fail"
+            )
             raise StaleFencingToken(str(task_id), token, f"task is {task.status.value}")
         return await self.store.get_task(tenant_id, task_id)
 

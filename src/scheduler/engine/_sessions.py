@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler._errors import InvalidArgument, NotFound
@@ -66,6 +68,10 @@ class WorkerSession:
         self.lease_ttl_s = registry.config.lease_ttl_s
         self.heartbeat_interval_s = registry.config.heartbeat_interval_s
         self._credits = hello.slots
+        self.slots = hello.slots
+        """The slots the worker announced in its hello (its concurrency)."""
+        self.connected_at = datetime.now(UTC)
+        self._connected_mono = self._seen_mono = time.monotonic()
         self.start_on_delivery = hello.start_on_delivery
         """Dispatches commit RUNNING and count as acked once pushed (see WorkerHello)."""
         self.draining = False
@@ -109,6 +115,20 @@ class WorkerSession:
     def credits(self) -> int:
         """Tasks the worker may still be pushed before it grants more."""
         return self._credits
+
+    @property
+    def held(self) -> int:
+        """Tasks this session holds now (dispatched or running)."""
+        return len(self._held)
+
+    def seen(self) -> None:
+        """A message arrived from the worker (one monotonic read: cheap per message)."""
+        self._seen_mono = time.monotonic()
+
+    @property
+    def last_seen(self) -> datetime:
+        """When the last message arrived (the hello, before any other)."""
+        return self.connected_at + timedelta(seconds=self._seen_mono - self._connected_mono)
 
     @property
     def stalled(self) -> bool:
@@ -227,6 +247,7 @@ class WorkerSession:
         self,
         writes: Sequence[FencedWrite],
         run: Callable[[list[FencedWrite]], Any],
+        kind: str,
     ) -> list[Outcome]:
         refused = await self._own(writes)
         mine = [w for w, no in zip(writes, refused, strict=True) if no is None]
@@ -234,12 +255,16 @@ class WorkerSession:
         it = iter(results)
         out = [next(it) if no is None else no for no in refused]
         self._completer.count_stale(out)
+        if Outcome.STALE in out:
+            # Refused here (another session's task) or by the store (an old token):
+            # either way the task's history shows it.
+            await self._completer.record_refused(writes, out, self.worker_id, kind)
         return out
 
     async def ack(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         """DISPATCHED -> RUNNING for each task (fenced)."""
         self._revive()
-        out = await self._fenced(writes, self._completer.ack)
+        out = await self._fenced(writes, self._completer.ack, "ack")
         for w, outcome in zip(writes, out, strict=True):
             if outcome is Outcome.OK:
                 self._acked.add(w.key.id)
@@ -253,7 +278,7 @@ class WorkerSession:
     async def heartbeat(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         """Extend the leases (fenced)."""
         self._revive()
-        return await self._fenced(writes, self._completer.heartbeat)
+        return await self._fenced(writes, self._completer.heartbeat, "heartbeat")
 
     async def checkpoint(self, key: TaskKey, token: int, data: JSON) -> Outcome:
         """Store progress for a resume (fenced)."""
@@ -263,7 +288,7 @@ class WorkerSession:
         async def run(mine: list[FencedWrite]) -> list[Outcome]:
             return [await self._completer.checkpoint(key, token, data)]
 
-        return (await self._fenced([FencedWrite(key=key, token=token)], run))[0]
+        return (await self._fenced([FencedWrite(key=key, token=token)], run, "checkpoint"))[0]
 
     async def complete(self, items: Sequence[Completion]) -> list[Outcome]:
         """RUNNING -> COMPLETED (fenced)."""
@@ -273,7 +298,9 @@ class WorkerSession:
         async def run(mine: list[FencedWrite]) -> list[Outcome]:
             return await self._completer.complete([by_id[w.key.id] for w in mine])
 
-        out = await self._fenced([FencedWrite(key=c.key, token=c.token) for c in items], run)
+        out = await self._fenced(
+            [FencedWrite(key=c.key, token=c.token) for c in items], run, "complete"
+        )
         self._forget(items, out)
         return out
 
@@ -292,7 +319,9 @@ class WorkerSession:
         async def run(mine: list[FencedWrite]) -> list[Outcome]:
             return await self._completer.fail([by_id[w.key.id] for w in mine])
 
-        out = await self._fenced([FencedWrite(key=f.key, token=f.token) for f in items], run)
+        out = await self._fenced(
+            [FencedWrite(key=f.key, token=f.token) for f in items], run, "fail"
+        )
         self._forget(items, out)
         return out
 
@@ -303,13 +332,15 @@ class WorkerSession:
         async def run(mine: list[FencedWrite]) -> list[Outcome]:
             return await self._completer.release([by_id[w.key.id] for w in mine])
 
-        out = await self._fenced([FencedWrite(key=r.key, token=r.token) for r in items], run)
+        out = await self._fenced(
+            [FencedWrite(key=r.key, token=r.token) for r in items], run, "release"
+        )
         self._forget(items, out)
         return out
 
     async def confirm_cancel(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         """The worker stopped cancelled tasks: RUNNING -> CANCELLED (fenced)."""
-        out = await self._fenced(writes, self._completer.confirm_cancel)
+        out = await self._fenced(writes, self._completer.confirm_cancel, "cancel")
         self._forget(writes, out)
         return out
 

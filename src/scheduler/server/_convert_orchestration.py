@@ -14,15 +14,17 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 
 from scheduler import wire
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import dict_to_struct
 from scheduler.engine import ExpectationSpec, ScheduleSpec, WorkflowNode, WorkflowSpec
-from scheduler.engine._schedules import MAX_JITTER_S
+from scheduler.engine._schedules import MAX_JITTER_S, occurrences_after
 from scheduler.engine._workflows import node_id_of
 from scheduler.server import _convert as conv
+from scheduler.store._facts import JobFacts
 from scheduler.types import (
     JSON,
     Expectation,
@@ -33,6 +35,7 @@ from scheduler.types import (
     Workflow,
     WorkflowView,
 )
+from scheduler.watchdog import Status, deadline_of, status_of
 
 MAX_INTERVAL_S = 10 * 365 * 86400
 """Longest fixed schedule interval (the engine looks ten years ahead for the next one)."""
@@ -236,7 +239,22 @@ def schedule_to_proto(s: Schedule) -> pb.Schedule:
         value = getattr(s, name)
         if value is not None:
             getattr(msg, name).CopyFrom(conv.from_datetime(value))
+    for at in upcoming(s):
+        msg.upcoming_fire_at.add().CopyFrom(conv.from_datetime(at))
     return msg
+
+
+UPCOMING = 5
+"""How many occurrences ``Schedule.upcoming_fire_at`` lists."""
+
+
+def upcoming(s: Schedule) -> list[datetime]:
+    """The next occurrences before jitter (the first is ``next_fire_at``), by the code
+    that advances the schedule; none when paused."""
+    if not s.enabled or s.next_fire_at is None:
+        return []
+    first = s.next_fire_at
+    return [first, *occurrences_after(s, first, first + timedelta(days=3660), UPCOMING - 1)]
 
 
 # -- expectations --------------------------------------------------------------------
@@ -256,8 +274,18 @@ def expectation_spec_from_proto(req: pb.RegisterExpectationRequest) -> Expectati
     )
 
 
-def expectation_to_proto(e: Expectation) -> pb.Expectation:
-    """The proto view of an expectation."""
+_STATUS_TO_PROTO = {
+    Status.OK: pb.EXPECTATION_STATUS_OK,
+    Status.LATE: pb.EXPECTATION_STATUS_LATE,
+    Status.STUCK: pb.EXPECTATION_STATUS_STUCK,
+}
+
+
+def expectation_to_proto(
+    e: Expectation, facts: JobFacts | None = None, now: datetime | None = None
+) -> pb.Expectation:
+    """The proto view of an expectation; with its watchdog facts, also its status
+    (by the watchdog's own rule), last completion and deadline."""
     msg = pb.Expectation(
         id=str(e.id),
         tenant_id=str(e.tenant_id),
@@ -269,4 +297,9 @@ def expectation_to_proto(e: Expectation) -> pb.Expectation:
     )
     if e.created_at is not None:
         msg.created_at.CopyFrom(conv.from_datetime(e.created_at))
+    if facts is not None and now is not None:
+        msg.status = _STATUS_TO_PROTO[status_of(facts, now)]
+        msg.deadline_at.CopyFrom(conv.from_datetime(deadline_of(facts)))
+        if facts.last_completed is not None:
+            msg.last_completed_at.CopyFrom(conv.from_datetime(facts.last_completed))
     return msg

@@ -146,6 +146,13 @@ class OrchestrationRpcs:
         """The tenant's expectations."""
         tenant = await tenant_of(self._gate, context, Scope.READ)
         found = await self._engine.schedules.list_expectations(tenant)
+        facts = {
+            (f.tenant_id, f.job_id): f for f in await self._engine.history.expectation_facts(tenant)
+        }
+        now = self._engine.now()
         return pb.ListExpectationsResponse(
-            expectations=[oconv.expectation_to_proto(e) for e in found]
+            expectations=[
+                oconv.expectation_to_proto(e, facts.get((e.tenant_id, e.job_id)), now)
+                for e in found
+            ]
         )

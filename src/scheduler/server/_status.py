@@ -27,6 +27,7 @@ import grpc
 
 from scheduler._errors import (
     AlreadyExists,
+    FailedPrecondition,
     InvalidArgument,
     InvalidTransition,
     NotFound,
@@ -42,6 +43,7 @@ from scheduler.wire import STATUS_DETAILS_KEY, status_details
 
 STATUS_CODES: Mapping[type[TickwheelError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     NotFound: grpc.StatusCode.NOT_FOUND,
     AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
     InvalidTransition: grpc.StatusCode.FAILED_PRECONDITION,

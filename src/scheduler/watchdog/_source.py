@@ -1,39 +1,20 @@
 """What the watchdog reads: expectations, the completion ledger, live and dead-lettered
-tasks, canaries. Its own small SQL, read-only; PostgreSQL (asyncpg) or the SQLite file."""
+tasks (the job facts, shared with the stores: :mod:`scheduler.store._facts`), canaries.
+Read-only; PostgreSQL (asyncpg) or the SQLite file."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import sqlite3
-import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import asyncpg
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+from scheduler.store._facts import EPOCH, JobFacts, pg_job_facts, sqlite_job_facts
 
-# Matching: a schedule expectation matches its schedule id; a job expectation matches
-# the ledger's job id (the schedule name) or the task type.
 _PG = {
-    "expectations": """
-        SELECT id, tenant_id, job_id, interval_s, tolerance_s, schedule_id, max_runtime_s,
-            created_at FROM job_expectations ORDER BY tenant_id, job_id""",
-    "last_completed": """
-        SELECT max(completed_at) FROM task_completions
-        WHERE tenant_id = $1 AND (CASE WHEN $2::uuid IS NOT NULL THEN schedule_id = $2
-                                       ELSE job_id = $3 OR type = $3 END)""",
-    "oldest_running": """
-        SELECT min((SELECT max(x.at) FROM task_transitions x
-                    WHERE x.task_id = t.id AND x.to_status = 'DISPATCHED'))
-        FROM tasks t
-        WHERE t.tenant_id = $1 AND t.status IN ('DISPATCHED', 'RUNNING')
-          AND (CASE WHEN $2::uuid IS NOT NULL THEN t.schedule_id = $2 ELSE t.type = $3 END)""",
-    "dead_since": """
-        SELECT count(*) FROM tasks t
-        WHERE t.tenant_id = $1 AND t.status = 'DEAD_LETTER' AND t.updated_at > $4
-          AND (CASE WHEN $2::uuid IS NOT NULL THEN t.schedule_id = $2 ELSE t.type = $3 END)""",
     "canary": """
         SELECT (SELECT max(completed_time) FROM canary_executions),
                (SELECT min(scheduled_time) FROM canary_executions),
@@ -44,23 +25,6 @@ _PG = {
 }
 
 _SQLITE = {
-    "expectations": """
-        SELECT id, tenant_id, job_id, interval_s, tolerance_s, schedule_id, max_runtime_s,
-            created_at FROM job_expectations ORDER BY tenant_id, job_id""",
-    "last_completed": """
-        SELECT max(completed_at) FROM task_completions
-        WHERE tenant_id = ?1 AND (CASE WHEN ?2 IS NOT NULL THEN schedule_id = ?2
-                                       ELSE job_id = ?3 OR type = ?3 END)""",
-    "oldest_running": """
-        SELECT min((SELECT max(x.at) FROM task_transitions x
-                    WHERE x.task_id = t.id AND x.to_status = 'DISPATCHED'))
-        FROM tasks t
-        WHERE t.tenant_id = ?1 AND t.status IN ('DISPATCHED', 'RUNNING')
-          AND (CASE WHEN ?2 IS NOT NULL THEN t.schedule_id = ?2 ELSE t.type = ?3 END)""",
-    "dead_since": """
-        SELECT count(*) FROM tasks t
-        WHERE t.tenant_id = ?1 AND t.status = 'DEAD_LETTER' AND t.updated_at > ?4
-          AND (CASE WHEN ?2 IS NOT NULL THEN t.schedule_id = ?2 ELSE t.type = ?3 END)""",
     "canary": """
         SELECT (SELECT max(completed_time) FROM canary_executions),
                (SELECT min(scheduled_time) FROM canary_executions),
@@ -69,22 +33,6 @@ _SQLITE = {
                (SELECT dispatched_time FROM canary_executions WHERE dispatched_time IS NOT NULL
                 ORDER BY scheduled_time DESC LIMIT 1)""",
 }
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class JobFacts:
-    """One expectation and what the database says about its job."""
-
-    tenant_id: uuid.UUID
-    job_id: str
-    schedule_id: uuid.UUID | None
-    interval_s: int
-    tolerance_s: int
-    max_runtime_s: int | None
-    registered_at: datetime
-    last_completed: datetime | None
-    oldest_running_since: datetime | None
-    dead_lettered_since_completion: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,28 +77,7 @@ class PostgresSource:
 
     async def jobs(self) -> list[JobFacts]:
         """Every expectation with its facts."""
-        c = await self._c()
-        out = []
-        for e in await c.fetch(_PG["expectations"]):
-            args = (e["tenant_id"], e["schedule_id"], e["job_id"])
-            last = await c.fetchval(_PG["last_completed"], *args)
-            running = await c.fetchval(_PG["oldest_running"], *args)
-            dead = await c.fetchval(_PG["dead_since"], *args, last or _EPOCH)
-            out.append(
-                JobFacts(
-                    e["tenant_id"],
-                    e["job_id"],
-                    e["schedule_id"],
-                    e["interval_s"],
-                    e["tolerance_s"],
-                    e["max_runtime_s"],
-                    e["created_at"],
-                    last,
-                    running,
-                    int(dead),
-                )
-            )
-        return out
+        return await pg_job_facts(await self._c())
 
     async def canary(self) -> CanaryFacts:
         """The canary ledger."""
@@ -167,7 +94,7 @@ class PostgresSource:
 
 
 def _dt(us: Any) -> datetime | None:
-    return None if us is None else _EPOCH + timedelta(microseconds=int(us))
+    return None if us is None else EPOCH + timedelta(microseconds=int(us))
 
 
 class SqliteSource:
@@ -179,26 +106,7 @@ class SqliteSource:
     def _query(self) -> tuple[list[JobFacts], CanaryFacts]:
         conn = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=5)
         try:
-            jobs = []
-            for e in conn.execute(_SQLITE["expectations"]).fetchall():
-                args = (e[1], e[5], e[2])
-                (last,) = conn.execute(_SQLITE["last_completed"], args).fetchone()
-                (running,) = conn.execute(_SQLITE["oldest_running"], args).fetchone()
-                (dead,) = conn.execute(_SQLITE["dead_since"], (*args, last or 0)).fetchone()
-                jobs.append(
-                    JobFacts(
-                        uuid.UUID(e[1]),
-                        e[2],
-                        None if e[5] is None else uuid.UUID(e[5]),
-                        e[3],
-                        e[4],
-                        e[6],
-                        _dt(e[7]) or _EPOCH,
-                        _dt(last),
-                        _dt(running),
-                        int(dead),
-                    )
-                )
+            jobs = sqlite_job_facts(conn)
             r = conn.execute(_SQLITE["canary"]).fetchone()
             return jobs, CanaryFacts(_dt(r[0]), _dt(r[1]), _dt(r[2]), _dt(r[3]))
         finally:

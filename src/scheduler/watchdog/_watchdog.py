@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from scheduler.store._facts import JobFacts
 from scheduler.watchdog._config import WatchdogConfig
-from scheduler.watchdog._source import CanaryFacts, JobFacts, Source, open_source
+from scheduler.watchdog._source import CanaryFacts, Source, open_source
 
 log = logging.getLogger("tickwheel.watchdog")
 
@@ -42,11 +43,38 @@ class Alert:
     details: dict[str, Any]
 
 
+class Status(enum.StrEnum):
+    """What the watchdog says about one expectation now (ListExpectations' status)."""
+
+    OK = "ok"
+    """Completed within its interval, registered and not yet due, or overdue but still
+    running inside its max runtime."""
+    LATE = "late"
+    """An alert fires: nothing started, or attempts dead-lettered."""
+    STUCK = "stuck"
+    """An alert fires: a matching task has been running too long."""
+
+
+def deadline_of(f: JobFacts) -> datetime:
+    """When the expectation becomes overdue: last completion (or registration) +
+    interval + tolerance."""
+    since = f.last_completed or f.registered_at
+    return since + timedelta(seconds=f.interval_s + f.tolerance_s)
+
+
+def status_of(f: JobFacts, now: datetime) -> Status:
+    """The status by :func:`check_job`'s rule (the one the watchdog alerts on)."""
+    alert = check_job(f, now)
+    if alert is None:
+        return Status.OK
+    return Status.STUCK if alert.case is Case.STARTED_NOT_FINISHED else Status.LATE
+
+
 def check_job(f: JobFacts, now: datetime) -> Alert | None:
     """The seed's rule: alert when NOW - MAX(completed) > interval + tolerance."""
     since = f.last_completed or f.registered_at
     limit = timedelta(seconds=f.interval_s + f.tolerance_s)
-    if now - since <= limit:
+    if now <= deadline_of(f):
         return None
     name = f"schedule {f.schedule_id}" if f.schedule_id else f"job {f.job_id!r}"
     if f.dead_lettered_since_completion:

@@ -121,6 +121,18 @@ def test_no_import_cycles_between_modules() -> None:
         ("scheduler.engine", ("scheduler.server", "scheduler.client", "scheduler.worker")),
         ("scheduler.client", ("scheduler.store", "scheduler.engine", "scheduler.server")),
         ("scheduler.worker", ("scheduler.store", "scheduler.engine", "scheduler.server")),
+        # The dashboard is a client of the public API only.
+        (
+            "scheduler.ui",
+            (
+                "scheduler.store",
+                "scheduler.engine",
+                "scheduler.server",
+                "scheduler.node",
+                "scheduler.worker",
+                "scheduler.cluster",
+            ),
+        ),
     ],
 )
 def test_layers_point_one_way(layer: str, forbidden: tuple[str, ...]) -> None:

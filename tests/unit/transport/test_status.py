@@ -10,6 +10,7 @@ import pytest
 from scheduler import _errors
 from scheduler._errors import (
     AlreadyExists,
+    FailedPrecondition,
     InvalidArgument,
     InvalidTransition,
     NotFound,
@@ -34,6 +35,7 @@ SUBCLASSES = [
 
 EXAMPLES: list[tuple[TickwheelError, grpc.StatusCode]] = [
     (InvalidArgument("task.type", "required"), grpc.StatusCode.INVALID_ARGUMENT),
+    (FailedPrecondition("plan_token", "expired"), grpc.StatusCode.FAILED_PRECONDITION),
     (NotFound("task", "abc"), grpc.StatusCode.NOT_FOUND),
     (AlreadyExists("tenant", "a"), grpc.StatusCode.ALREADY_EXISTS),
     (InvalidTransition("t1", "DONE", "X", "terminal"), grpc.StatusCode.FAILED_PRECONDITION),

@@ -27,6 +27,7 @@ import asyncpg
 
 from scheduler.states import TaskState
 from scheduler.store._config import StoreConfig
+from scheduler.store._facts import JobFacts
 from scheduler.store.postgres._db import (
     POOL_TAKES_RESET,
     SCOPE_SETTING,
@@ -38,6 +39,7 @@ from scheduler.store.postgres._db import (
 )
 from scheduler.store.postgres.actions import Actions
 from scheduler.store.postgres.dispatch import Dispatch
+from scheduler.store.postgres.history import History
 from scheduler.store.postgres.migrate import migrate
 from scheduler.store.postgres.notices import WORK_CHANNEL, PgWorkNotices
 from scheduler.store.postgres.partitions import Partitions
@@ -50,6 +52,7 @@ from scheduler.store.postgres.writes import WorkerWrites
 from scheduler.store.protocol import WorkCallback, WorkNotices
 from scheduler.types import (
     DEFAULT_SCOPES,
+    ActivityBucket,
     ApiKey,
     Assignment,
     CancelResult,
@@ -60,17 +63,21 @@ from scheduler.types import (
     FailResult,
     Failure,
     FencedWrite,
+    Forecast,
     InsertResult,
     MaintenanceResult,
     NewTask,
     Outcome,
     Page,
+    Pool,
     Preloaded,
     ReclaimResult,
+    RefusedWrite,
     Release,
     Schedule,
     Scope,
     ShardClaim,
+    TaskCounts,
     TaskFilter,
     TaskKey,
     TaskRecord,
@@ -106,6 +113,7 @@ class PostgresStore:
         self._shards = Shards(db, q)
         self._workflows = Workflows(db, q)
         self._schedules = Schedules(db, q)
+        self._history = History(db, q)
 
     @classmethod
     async def open(cls, dsn: str, config: StoreConfig | None = None) -> PostgresStore:
@@ -273,9 +281,38 @@ class PostgresStore:
         """Keyset-paginated by (scheduled_at, id)."""
         return await self._tasks.list_tasks(tenant_id, flt, page_size, page_token)
 
+    async def count_tasks(self, tenant_id: uuid.UUID | None, flt: TaskFilter) -> TaskCounts:
+        """Matching tasks grouped by (tenant,) state, type and pool."""
+        return await self._tasks.count_tasks(tenant_id, flt)
+
+    async def forecast(
+        self,
+        tenant_id: uuid.UUID | None,
+        start: datetime,
+        bucket_s: int,
+        buckets: int,
+        pools: Sequence[Pool],
+    ) -> Forecast:
+        """Tasks still to fire per bucket of the window, firing and nominal."""
+        return await self._tasks.forecast(tenant_id, start, bucket_s, buckets, pools)
+
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
         """The audit trail of a task."""
         return await self._tasks.transitions_of(task_id)
+
+    async def record_refused(self, writes: Sequence[RefusedWrite]) -> None:
+        """Record refused worker writes (only on refusal)."""
+        await self._history.record_refused(writes)
+
+    async def refused_writes_of(self, key: TaskKey) -> list[RefusedWrite]:
+        """A task's refused worker writes, oldest first (the last 1,000)."""
+        return await self._history.refused_writes_of(key)
+
+    async def activity(
+        self, tenant_id: uuid.UUID | None, start: datetime, end: datetime, bucket_s: int
+    ) -> list[ActivityBucket]:
+        """Dispatches, completions, failed attempts and lateness per bucket (audit)."""
+        return await self._history.activity(tenant_id, start, end, bucket_s)
 
     # -- pre-load, dispatch, lease expiry ------------------------------------------------
     async def claim_preload(
@@ -465,6 +502,10 @@ class PostgresStore:
     async def list_expectations(self, tenant_id: uuid.UUID | None) -> list[Expectation]:
         """Expectations of a tenant (None: all)."""
         return await self._schedules.list_expectations(tenant_id)
+
+    async def expectation_facts(self, tenant_id: uuid.UUID | None) -> list[JobFacts]:
+        """What the watchdog would read about a tenant's expectations (None: all)."""
+        return await self._schedules.expectation_facts(tenant_id)
 
     async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> bool:
         """Delete the tenant's expectation for ``job_id``; whether there was one."""

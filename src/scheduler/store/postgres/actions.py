@@ -59,6 +59,8 @@ class Actions:
         actor: str,
         due_at: datetime | None = None,
         guard: Sequence[TaskState] | None = None,
+        *,
+        reason: str,
     ) -> TaskRecord:
         """Walk ``task`` through ``steps`` (each checked in code), one guarded UPDATE."""
         current = task.status
@@ -81,7 +83,7 @@ class Actions:
         if row is None:
             raise InvalidTransition(str(task.id), task.status.value, target.value, "guard refused")
         froms = [task.status, *steps[:-1]]
-        await self._audit(conn, task, list(zip(froms, steps, strict=True)), now, actor)
+        await self._audit(conn, task, list(zip(froms, steps, strict=True)), now, actor, reason)
         return rows.task(row)
 
     async def _audit(
@@ -91,6 +93,7 @@ class Actions:
         moves: Sequence[tuple[TaskState, TaskState]],
         now: datetime,
         actor: str,
+        reason: str,
     ) -> None:
         n = len(moves)
         await conn.execute(
@@ -102,6 +105,7 @@ class Actions:
             [task.fencing_token] * n,
             [actor] * n,
             [now] * n,
+            [reason] * n,
         )
 
     async def cancel(
@@ -119,7 +123,9 @@ class Actions:
                 )
                 assert row is not None
                 return CancelResult(rows.task(row), task.worker_id)
-            moved = await self._move(conn, task, [TaskState.CANCELLED], now, self._config.actor)
+            moved = await self._move(
+                conn, task, [TaskState.CANCELLED], now, self._config.actor, reason="cancelled"
+            )
             if moved.workflow_id is not None:
                 await upstream.apply_upstream(conn, self._q, [moved.key], now, self._config.actor)
             return CancelResult(moved, None)
@@ -132,7 +138,9 @@ class Actions:
         _validate.aware("due_at", due_at)
         async with self._db.conn(scope_of(tenant_id), tx=True) as conn:
             task = await self._locked(conn, tenant_id, task_id)
-            return await self._move(conn, task, [TaskState.SCHEDULED], now, "operator", due_at)
+            return await self._move(
+                conn, task, [TaskState.SCHEDULED], now, "operator", due_at, reason="redriven"
+            )
 
     async def transition(
         self, key: TaskKey, to_state: TaskState, now: datetime, *, actor: str = "operator"
@@ -144,7 +152,9 @@ class Actions:
             row = await conn.fetchrow(self._q["lock_task"], key.id, key.scheduled_at)
             if row is None:
                 raise NotFound("task", str(key.id))
-            moved = await self._move(conn, rows.task(row), [to_state], now, actor)
+            moved = await self._move(
+                conn, rows.task(row), [to_state], now, actor, reason=f"set to {to_state.value}"
+            )
             if moved.workflow_id is not None and to_state in FAILED:
                 await upstream.apply_upstream(conn, self._q, [moved.key], now, self._config.actor)
             return moved

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from scheduler._errors import AlreadyExists, NotFound
+from scheduler.store._facts import JobFacts, pg_job_facts
 from scheduler.store.postgres import rows
 from scheduler.store.postgres._db import SYSTEM, Db, scope_of
 from scheduler.types import Expectation, Schedule
@@ -154,6 +155,11 @@ class Schedules:
         async with self._db.conn(scope_of(tenant_id)) as conn:
             found = await conn.fetch(self._q["list_expectations"], tenant_id)
         return [rows.expectation(r) for r in found]
+
+    async def expectation_facts(self, tenant_id: uuid.UUID | None) -> list[JobFacts]:
+        """The watchdog's facts of a tenant's expectations (None: all)."""
+        async with self._db.conn(scope_of(tenant_id)) as conn:
+            return await pg_job_facts(conn, tenant_id)
 
     async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> bool:
         """Delete the tenant's expectation for ``job_id``; whether there was one."""

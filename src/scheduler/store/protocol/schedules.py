@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from scheduler.store._facts import JobFacts
 from scheduler.types import (
     Expectation,
     Schedule,
@@ -82,6 +83,11 @@ class ScheduleStore(Protocol):
 
     async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> bool:
         """Delete the tenant's expectation for ``job_id``; whether there was one."""
+        ...
+
+    async def expectation_facts(self, tenant_id: uuid.UUID | None) -> list[JobFacts]:
+        """What the watchdog reads about a tenant's expectations (None: all), for the
+        status ListExpectations shows (judged by the watchdog's own rule)."""
         ...
 
     async def record_canary(

@@ -28,6 +28,7 @@ from typing import Protocol
 from scheduler.states import TaskState
 from scheduler.types import (
     JSON,
+    ActivityBucket,
     Assignment,
     CancelResult,
     CompleteResult,
@@ -36,13 +37,17 @@ from scheduler.types import (
     FailResult,
     Failure,
     FencedWrite,
+    Forecast,
     InsertResult,
     NewTask,
     Outcome,
     Page,
+    Pool,
     Preloaded,
     ReclaimResult,
+    RefusedWrite,
     Release,
+    TaskCounts,
     TaskFilter,
     TaskKey,
     TaskRecord,
@@ -64,7 +69,32 @@ class TaskStore(Protocol):
 
     async def list_tasks(
         self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
-    ) -> Page: ...
+    ) -> Page:
+        """A page of the tenant's tasks matching ``flt``, keyset-paginated in its order.
+        With ``flt.idempotency_key``: the one task with that key (through the key
+        index), when it passes the rest of the filter."""
+        ...
+
+    async def count_tasks(self, tenant_id: uuid.UUID | None, flt: TaskFilter) -> TaskCounts:
+        """The tasks matching ``flt`` (its order and idempotency key ignored), grouped by
+        state, type and pool, and by tenant when ``tenant_id`` is None (every tenant):
+        at most MAX_COUNT_GROUPS groups, the total exact over all of them."""
+        ...
+
+    async def forecast(
+        self,
+        tenant_id: uuid.UUID | None,
+        start: datetime,
+        bucket_s: int,
+        buckets: int,
+        pools: Sequence[Pool],
+    ) -> Forecast:
+        """SCHEDULED, PRELOADED and RETRYING tasks (of ``tenant_id``, None: every
+        tenant; of ``pools``, empty: any) per bucket ``i`` of ``[start + i * bucket_s,
+        start + (i + 1) * bucket_s)``: by ``due_at`` (firing, jitter applied) and by
+        ``scheduled_at`` (nominal); and per pool those with ``due_at`` before ``start``
+        (overdue). ``bucket_s`` 1 or 60, ``buckets`` 1-3600 (InvalidArgument else)."""
+        ...
 
     # -- the hot path ------------------------------------------------------------
     async def claim_preload(
@@ -172,4 +202,22 @@ class TaskStore(Protocol):
 
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
         """The audit trail of a task, oldest first."""
+        ...
+
+    async def record_refused(self, writes: Sequence[RefusedWrite]) -> None:
+        """Record worker writes that were refused (stale token, another session's
+        task): called only on a refusal. The store adds the task's tenant and current
+        token; a task that no longer exists gets no row."""
+        ...
+
+    async def refused_writes_of(self, key: TaskKey) -> list[RefusedWrite]:
+        """A task's refused writes, oldest first (the last 1,000)."""
+        ...
+
+    async def activity(
+        self, tenant_id: uuid.UUID | None, start: datetime, end: datetime, bucket_s: int
+    ) -> list[ActivityBucket]:
+        """From the audit: per bucket of ``bucket_s`` from ``start`` (every bucket up to
+        ``end``, empty ones included), dispatches, completions, failed attempts and
+        dispatch lateness p50/p99 of a tenant (None: every tenant)."""
         ...

@@ -28,10 +28,12 @@ from scheduler._errors import StoreError
 from scheduler.states import TaskState
 from scheduler.store import _validate
 from scheduler.store._config import StoreConfig
+from scheduler.store._facts import JobFacts
 from scheduler.store.protocol import WorkCallback, WorkNotices
 from scheduler.store.sqlite._db import SQL, Db, connect
 from scheduler.store.sqlite.actions import Actions
 from scheduler.store.sqlite.dispatch import Dispatch
+from scheduler.store.sqlite.history import History
 from scheduler.store.sqlite.schedules import Schedules
 from scheduler.store.sqlite.shards import Shards
 from scheduler.store.sqlite.tasks import Tasks
@@ -40,6 +42,7 @@ from scheduler.store.sqlite.workflows import Workflows
 from scheduler.store.sqlite.writes import WorkerWrites
 from scheduler.types import (
     DEFAULT_SCOPES,
+    ActivityBucket,
     ApiKey,
     Assignment,
     CancelResult,
@@ -50,17 +53,21 @@ from scheduler.types import (
     FailResult,
     Failure,
     FencedWrite,
+    Forecast,
     InsertResult,
     MaintenanceResult,
     NewTask,
     Outcome,
     Page,
+    Pool,
     Preloaded,
     ReclaimResult,
+    RefusedWrite,
     Release,
     Schedule,
     Scope,
     ShardClaim,
+    TaskCounts,
     TaskFilter,
     TaskKey,
     TaskRecord,
@@ -95,6 +102,7 @@ class SqliteStore:
         self._shards = Shards(db, q)
         self._workflows = Workflows(db, q)
         self._schedules = Schedules(db, q)
+        self._history = History(db, q)
 
     @classmethod
     async def open(cls, path: str, config: StoreConfig | None = None) -> SqliteStore:
@@ -211,9 +219,38 @@ class SqliteStore:
         """Keyset-paginated by (scheduled_at, id)."""
         return await self._tasks.list_tasks(tenant_id, flt, page_size, page_token)
 
+    async def count_tasks(self, tenant_id: uuid.UUID | None, flt: TaskFilter) -> TaskCounts:
+        """Matching tasks grouped by (tenant,) state, type and pool."""
+        return await self._tasks.count_tasks(tenant_id, flt)
+
+    async def forecast(
+        self,
+        tenant_id: uuid.UUID | None,
+        start: datetime,
+        bucket_s: int,
+        buckets: int,
+        pools: Sequence[Pool],
+    ) -> Forecast:
+        """Tasks still to fire per bucket of the window, firing and nominal."""
+        return await self._tasks.forecast(tenant_id, start, bucket_s, buckets, pools)
+
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
         """The audit trail of a task."""
         return await self._tasks.transitions_of(task_id)
+
+    async def record_refused(self, writes: Sequence[RefusedWrite]) -> None:
+        """Record refused worker writes (only on refusal)."""
+        await self._history.record_refused(writes)
+
+    async def refused_writes_of(self, key: TaskKey) -> list[RefusedWrite]:
+        """A task's refused worker writes, oldest first (the last 1,000)."""
+        return await self._history.refused_writes_of(key)
+
+    async def activity(
+        self, tenant_id: uuid.UUID | None, start: datetime, end: datetime, bucket_s: int
+    ) -> list[ActivityBucket]:
+        """Dispatches, completions, failed attempts and lateness per bucket (audit)."""
+        return await self._history.activity(tenant_id, start, end, bucket_s)
 
     # -- pre-load, dispatch, lease expiry ------------------------------------------------
     async def claim_preload(
@@ -400,6 +437,10 @@ class SqliteStore:
     async def list_expectations(self, tenant_id: uuid.UUID | None) -> list[Expectation]:
         """Expectations of a tenant (None: all)."""
         return await self._schedules.list_expectations(tenant_id)
+
+    async def expectation_facts(self, tenant_id: uuid.UUID | None) -> list[JobFacts]:
+        """What the watchdog would read about a tenant's expectations (None: all)."""
+        return await self._schedules.expectation_facts(tenant_id)
 
     async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> bool:
         """Delete the tenant's expectation for ``job_id``; whether there was one."""

@@ -44,6 +44,8 @@ UPGRADE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("api_keys", "last_used_at", "INTEGER"),
     ("api_keys", "rotated_from", "TEXT"),
     ("tasks", "retry_policy", "TEXT"),
+    ("task_transitions", "reason", "TEXT NOT NULL DEFAULT ''"),
+    ("task_transitions", "due_at", "INTEGER"),
 )
 """Columns added after a table first shipped: ``schema.sql`` creates them in a new file
 (``CREATE TABLE IF NOT EXISTS`` leaves an older file's table as it was), and

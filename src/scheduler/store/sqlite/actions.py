@@ -34,6 +34,8 @@ def move(
     n: int,
     actor: str,
     due_at: int | None = None,
+    *,
+    reason: str,
 ) -> TaskRecord:
     """Move the task of ``row`` to ``to_state`` (checked in code, then by the guard)."""
     task = rows.task(row)
@@ -42,7 +44,18 @@ def move(
     new = c.execute(q["set_status"], (to_state.value, n, due_at, row["id"], guard)).fetchone()
     if new is None:
         raise InvalidTransition(str(task.id), task.status.value, to_state.value, "guard refused")
-    audit(c, q, row["id"], row["scheduled_at"], task.status, to_state, task.fencing_token, actor, n)
+    audit(
+        c,
+        q,
+        row["id"],
+        row["scheduled_at"],
+        task.status,
+        to_state,
+        task.fencing_token,
+        actor,
+        n,
+        reason=reason,
+    )
     return rows.task(new)
 
 
@@ -80,7 +93,7 @@ class Actions:
                     return CancelResult(task, task.worker_id)
                 new = c.execute(q["request_cancel"], (n, row["id"])).fetchone()
                 return CancelResult(rows.task(new), task.worker_id)
-            moved = move(c, q, row, TaskState.CANCELLED, n, actor)
+            moved = move(c, q, row, TaskState.CANCELLED, n, actor, reason="cancelled")
             if moved.workflow_id is not None:
                 upstream.apply_upstream(c, q, [(row["id"], row["scheduled_at"])], n, actor)
             return CancelResult(moved, None)
@@ -97,7 +110,7 @@ class Actions:
 
         def fn(c: sqlite3.Connection) -> TaskRecord:
             row = find(c, q, tenant_id, task_id)
-            return move(c, q, row, TaskState.SCHEDULED, n, "operator", due)
+            return move(c, q, row, TaskState.SCHEDULED, n, "operator", due, reason="redriven")
 
         return await self._db.tx(fn)
 
@@ -116,7 +129,7 @@ class Actions:
             ).fetchone()
             if row is None:
                 raise NotFound("task", str(key.id))
-            moved = move(c, q, row, to_state, n, actor)
+            moved = move(c, q, row, to_state, n, actor, reason=f"set to {to_state.value}")
             if moved.workflow_id is not None and to_state in FAILED:
                 upstream.apply_upstream(c, q, [(row["id"], row["scheduled_at"])], n, policy_actor)
             return moved

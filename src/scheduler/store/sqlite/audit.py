@@ -9,7 +9,7 @@ moves a task, inside its transaction.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from scheduler.states import TaskState, check_transition
 from scheduler.store import _sql
@@ -30,13 +30,57 @@ def audit(
     token: int,
     actor: str | None,
     at: int,
+    *,
+    reason: str | Callable[[TaskState], str],
+    due_at: int | None = None,
 ) -> None:
-    """Record ``start`` -> ``finish`` of one task (each step checked)."""
+    """Record ``start`` -> ``finish`` of one task (each step checked), each step with
+    its reason (``reason``, or ``reason(step's target)``); ``due_at`` on a dispatch."""
     steps = STEPS.get((start, finish))
     if steps is None:
         check_transition(task_id, start, finish)
         steps = [(start, finish)]
     c.executemany(
         q["audit"],
-        [(task_id, sched, f.value, t.value, token, actor or "", at) for f, t in steps],
+        [
+            (
+                task_id,
+                sched,
+                f.value,
+                t.value,
+                token,
+                actor or "",
+                at,
+                reason if isinstance(reason, str) else reason(t),
+                due_at,
+            )
+            for f, t in steps
+        ],
     )
+
+
+def fail_reason(
+    error: str, retryable: bool, retry_count: int, max_retries: int, final: TaskState
+) -> Callable[[TaskState], str]:
+    """The reasons of a failed attempt's steps (as PostgreSQL's ``fail`` statement);
+    ``retry_count`` is the count after this failure, ``final`` the state it ends in."""
+
+    def of(to: TaskState) -> str:
+        if to is TaskState.DEAD_LETTER:
+            if retryable and retry_count > max_retries:
+                return "no attempts left"
+            return "not retryable"
+        if final is TaskState.RETRYING:
+            return f"failed: {error[:200]} (retry {retry_count} of {max_retries})"
+        return f"failed: {error[:200]}"
+
+    return of
+
+
+def lease_expired(to: TaskState) -> str:
+    """The reasons of a lease expiry's steps."""
+    if to is TaskState.DEAD_LETTER:
+        return "lease expired, no attempts left"
+    if to is TaskState.CANCELLED:
+        return "lease expired, cancel pending"
+    return "lease expired"

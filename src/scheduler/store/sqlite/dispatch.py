@@ -20,7 +20,7 @@ from scheduler.store._config import StoreConfig
 from scheduler.store._records import FAILED
 from scheduler.store.sqlite import rows, upstream
 from scheduler.store.sqlite._db import Db
-from scheduler.store.sqlite.audit import audit
+from scheduler.store.sqlite.audit import audit, lease_expired
 from scheduler.types import Assignment, DispatchRequest, Preloaded, ReclaimResult, TaskKey
 
 
@@ -72,6 +72,7 @@ class Dispatch:
                     moved["fencing_token"],
                     actor,
                     n,
+                    reason="retry due" if row["status"] == TaskState.RETRYING else "preloaded",
                 )
                 out.append(rows.preloaded(moved))
             return out
@@ -150,6 +151,8 @@ class Dispatch:
                     row["fencing_token"],
                     actor,
                     n,
+                    reason="dispatched, started on delivery" if r.running else "dispatched",
+                    due_at=row["due_at"],
                 )
                 out.append(rows.assignment(row))
             return out
@@ -187,6 +190,7 @@ class Dispatch:
                     row["fencing_token"],
                     actor,
                     n,
+                    reason=lease_expired,
                 )
                 key = TaskKey(uuid.UUID(row["id"]), rows.dt(row["scheduled_at"]))
                 if status is TaskState.PRELOADED:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from scheduler._errors import AlreadyExists, NotFound
+from scheduler.store._facts import JobFacts, sqlite_job_facts
 from scheduler.store.sqlite import rows
 from scheduler.store.sqlite._db import Db
 from scheduler.types import Expectation, Schedule
@@ -182,6 +183,11 @@ class Schedules:
         return await self._db.tx(
             lambda c: [rows.expectation(r) for r in c.execute(self._q["list_expectations"], (t, t))]
         )
+
+    async def expectation_facts(self, tenant_id: uuid.UUID | None) -> list[JobFacts]:
+        """The watchdog's facts of a tenant's expectations (None: all)."""
+        t = None if tenant_id is None else str(tenant_id)
+        return await self._db.tx(lambda c: sqlite_job_facts(c, t))
 
     async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> bool:
         """Delete the tenant's expectation for ``job_id``; whether there was one."""

@@ -64,6 +64,7 @@ def apply_upstream(
                         row[2],
                         actor,
                         n,
+                        reason=UPSTREAM_FAILED,
                     )
                     cancelled += 1
     if cancelled:

@@ -21,7 +21,7 @@ from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store.sqlite import rows, upstream
 from scheduler.store.sqlite._db import Db
-from scheduler.store.sqlite.audit import audit
+from scheduler.store.sqlite.audit import audit, fail_reason
 from scheduler.types import (
     CompleteResult,
     Completion,
@@ -74,6 +74,7 @@ class WorkerWrites:
                         row["fencing_token"],
                         row["worker_id"],
                         n,
+                        reason="acked",
                     )
                     out.append(Outcome.OK)
                 elif c.execute(q["extend_running"], args).fetchone() is not None:
@@ -170,6 +171,7 @@ class WorkerWrites:
                     row["fencing_token"],
                     row["worker_id"],
                     n,
+                    reason="completed",
                 )
                 if row["workflow_id"] is None:
                     continue
@@ -186,6 +188,7 @@ class WorkerWrites:
                             ch["fencing_token"],
                             actor,
                             n,
+                            reason="dependencies met",
                         )
                         ready.append((rows.preloaded(ch), [item.key.id]))
             order = [i.key.id for i, o in zip(items, outcomes, strict=True) if o is Outcome.OK]
@@ -239,6 +242,9 @@ class WorkerWrites:
                     row["fencing_token"],
                     row["worker_id"],
                     n,
+                    reason=fail_reason(
+                        f.error, f.retryable, row["retry_count"], row["max_retries"], state
+                    ),
                 )
                 if state is TaskState.DEAD_LETTER and row["workflow_id"] is not None:
                     dead.append((str(f.key.id), rows.us(f.key.scheduled_at)))
@@ -291,6 +297,7 @@ class WorkerWrites:
                     r.token,
                     old["worker_id"],
                     n,
+                    reason=lambda to: "cancelled" if to is TaskState.CANCELLED else "released",
                 )
                 # A cancel was pending: the task went CANCELLED, not back to PRELOADED.
                 if row["status"] == TaskState.CANCELLED and row["workflow_id"] is not None:
@@ -330,6 +337,7 @@ class WorkerWrites:
                     row["fencing_token"],
                     row["worker_id"],
                     n,
+                    reason="cancelled, worker confirmed",
                 )
                 if row["workflow_id"] is not None:
                     gone.append((str(w.key.id), rows.us(w.key.scheduled_at)))

@@ -47,8 +47,8 @@ WITH RECURSIVE down(id, scheduled_at) AS (
       AND t.status IN ({{from:SCHEDULED|to:CANCELLED}})
     RETURNING t.id, t.scheduled_at, t.fencing_token
 ), audit AS (
-    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
-    SELECT id, scheduled_at, 'SCHEDULED', 'CANCELLED', fencing_token, $4, $2 FROM c
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
+    SELECT id, scheduled_at, 'SCHEDULED', 'CANCELLED', fencing_token, $4, $2, $3 FROM c
 )
 SELECT id, scheduled_at FROM c
 

@@ -86,6 +86,7 @@ WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR status = ANY($2::text[]))
   AND ($3::text IS NULL OR type = $3)
   AND scheduled_at >= $4 AND scheduled_at < $5
+  AND ($9::text[] IS NULL OR pool = ANY($9::text[]))
   AND (scheduled_at, id) > ($6, $7)
 ORDER BY scheduled_at, id
 LIMIT $8
@@ -96,6 +97,7 @@ WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR status = ANY($2::text[]))
   AND ($3::text IS NULL OR type = $3)
   AND scheduled_at >= $4 AND scheduled_at < $5
+  AND ($9::text[] IS NULL OR pool = ANY($9::text[]))
   AND (scheduled_at, id) < ($6, $7)
 ORDER BY scheduled_at DESC, id DESC
 LIMIT $8
@@ -107,6 +109,7 @@ WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR status = ANY($2::text[]))
   AND ($3::text IS NULL OR type = $3)
   AND scheduled_at >= $4 AND scheduled_at < $5
+  AND ($9::text[] IS NULL OR pool = ANY($9::text[]))
   AND $6::timestamptz IS NOT NULL AND id > $7
 ORDER BY id
 LIMIT $8
@@ -117,9 +120,53 @@ WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR status = ANY($2::text[]))
   AND ($3::text IS NULL OR type = $3)
   AND scheduled_at >= $4 AND scheduled_at < $5
+  AND ($9::text[] IS NULL OR pool = ANY($9::text[]))
   AND $6::timestamptz IS NOT NULL AND id < $7
 ORDER BY id DESC
 LIMIT $8
+
+-- name: count_tasks
+-- $1 tenant (NULL: every tenant, grouped by tenant too), $2 states, $3 type, $4 pools
+-- (NULL: any), $5/$6 the scheduled_at window, $7 groups returned at most. `groups` and
+-- `total` count every group, also those past the limit.
+SELECT CASE WHEN $1::uuid IS NULL THEN tenant_id END AS tenant, status, type, pool,
+       count(*) AS n, count(*) OVER () AS groups, sum(count(*)) OVER () AS total
+FROM tasks
+WHERE ($1::uuid IS NULL OR tenant_id = $1::uuid)
+  AND ($2::text[] IS NULL OR status = ANY($2::text[]))
+  AND ($3::text IS NULL OR type = $3)
+  AND ($4::text[] IS NULL OR pool = ANY($4::text[]))
+  AND scheduled_at >= $5 AND scheduled_at < $6
+GROUP BY 1, status, type, pool
+ORDER BY 1, CASE status WHEN 'SCHEDULED' THEN 1 WHEN 'PRELOADED' THEN 2 WHEN 'DISPATCHED' THEN 3
+    WHEN 'RUNNING' THEN 4 WHEN 'RETRYING' THEN 5 WHEN 'COMPLETED' THEN 6 WHEN 'CANCELLED' THEN 7
+    ELSE 8 END, type, CASE pool WHEN 'critical' THEN 1 WHEN 'standard' THEN 2 ELSE 3 END
+LIMIT $7
+
+-- name: forecast
+-- $1 tenant (NULL: every tenant), $2 window start, $3 bucket width (s), $4 window end,
+-- $5 pools (NULL: any). Rows: ('f', bucket, pool, n) by due_at (firing), ('n', ...) by
+-- scheduled_at (nominal), ('o', -1, pool, n) due before the start (overdue). Each part
+-- is a range on an indexed column (due_at: idx_tasks_claimable for SCHEDULED and
+-- RETRYING; scheduled_at: the partition key, pruned to the window's days).
+SELECT 'f' AS kind, floor(extract(epoch FROM due_at - $2::timestamptz) / $3::int)::int AS bucket,
+       pool, count(*) AS n
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at >= $2 AND due_at < $4
+  AND ($1::uuid IS NULL OR tenant_id = $1::uuid) AND ($5::text[] IS NULL OR pool = ANY($5::text[]))
+GROUP BY 2, 3
+UNION ALL
+SELECT 'n', floor(extract(epoch FROM scheduled_at - $2::timestamptz) / $3::int)::int, pool, count(*)
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND scheduled_at >= $2 AND scheduled_at < $4
+  AND ($1::uuid IS NULL OR tenant_id = $1::uuid) AND ($5::text[] IS NULL OR pool = ANY($5::text[]))
+GROUP BY 2, 3
+UNION ALL
+SELECT 'o', -1, pool, count(*)
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at < $2
+  AND ($1::uuid IS NULL OR tenant_id = $1::uuid) AND ($5::text[] IS NULL OR pool = ANY($5::text[]))
+GROUP BY 3
 
 -- name: claim_preload
 -- $1 horizon, $2 shards (NULL = all), $3/$4 scheduled_at window, $5 limit, $6 now, $7 actor,
@@ -142,8 +189,9 @@ WITH c AS (
     RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
         t.fencing_token, t.status, c.status AS from_status
 ), audit AS (
-    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
-    SELECT m.id, m.scheduled_at, p.f, p.t, m.fencing_token, $7, $6
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
+    SELECT m.id, m.scheduled_at, p.f, p.t, m.fencing_token, $7, $6,
+        CASE m.from_status WHEN 'RETRYING' THEN 'retry due' ELSE 'preloaded' END
     FROM moved m JOIN {{paths}} ON p.start = m.from_status AND p.finish = m.status
 )
 SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type FROM moved
@@ -183,8 +231,12 @@ WITH d AS (
         t.timeout_s, u.epoch, t.status
 ), audit AS (
     INSERT INTO task_transitions
-        (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, epoch)
-    SELECT id, scheduled_at, 'PRELOADED', status, fencing_token, $8, $5, epoch FROM d
+        (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, epoch,
+         reason, due_at)
+    SELECT id, scheduled_at, 'PRELOADED', status, fencing_token, $8, $5, epoch,
+        CASE status WHEN 'RUNNING' THEN 'dispatched, started on delivery' ELSE 'dispatched' END,
+        due_at
+    FROM d
 )
 -- Only what the Assignment needs beyond the request (key, worker and lease are the
 -- caller's); the store reads these columns by position.
@@ -202,8 +254,9 @@ WITH a AS (
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
     RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id
 ), audit AS (
-    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
-    SELECT id, scheduled_at, 'DISPATCHED', 'RUNNING', fencing_token, coalesce(worker_id, ''), $5
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
+    SELECT id, scheduled_at, 'DISPATCHED', 'RUNNING', fencing_token, coalesce(worker_id, ''), $5,
+        'acked'
     FROM a
 )
 SELECT id, fencing_token FROM a
@@ -248,8 +301,9 @@ WITH done AS (
         d.fencing_token, d.worker_id, $5
     FROM done d LEFT JOIN cron_schedules s ON s.id = d.schedule_id
 ), audit AS (
-    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
-    SELECT id, scheduled_at, 'RUNNING', 'COMPLETED', fencing_token, coalesce(worker_id, ''), $5
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
+    SELECT id, scheduled_at, 'RUNNING', 'COMPLETED', fencing_token, coalesce(worker_id, ''), $5,
+        'completed'
     FROM done
 )
 SELECT id, fencing_token, workflow_id FROM done
@@ -275,8 +329,8 @@ WITH edges AS (
     RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
         t.status, t.unresolved_dependencies, t.fencing_token, e.parents
 ), audit AS (
-    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
-    SELECT id, scheduled_at, 'SCHEDULED', 'PRELOADED', fencing_token, $3, $2
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
+    SELECT id, scheduled_at, 'SCHEDULED', 'PRELOADED', fencing_token, $3, $2, 'dependencies met'
     FROM dec WHERE status = 'PRELOADED'
 )
 SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, parents
@@ -310,10 +364,18 @@ WITH f AS (
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
       AND t.status IN ({{from:RUNNING|to:RETRYING}})
       AND t.scheduled_at >= $8 AND t.scheduled_at <= $9
-    RETURNING t.id, t.scheduled_at, t.status, t.fencing_token, t.worker_id, t.workflow_id
+    RETURNING t.id, t.scheduled_at, t.status, t.fencing_token, t.worker_id, t.workflow_id,
+        t.retry_count, t.max_retries, u.error, u.retryable
 ), audit AS (
-    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
-    SELECT f.id, f.scheduled_at, p.f, p.t, f.fencing_token, coalesce(f.worker_id, ''), $7
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
+    SELECT f.id, f.scheduled_at, p.f, p.t, f.fencing_token, coalesce(f.worker_id, ''), $7,
+        CASE WHEN p.t = 'DEAD_LETTER' THEN
+                 CASE WHEN f.retryable AND f.retry_count > f.max_retries
+                      THEN 'no attempts left' ELSE 'not retryable' END
+             WHEN f.status = 'RETRYING' THEN
+                 'failed: ' || left(f.error, 200)
+                 || ' (retry ' || f.retry_count || ' of ' || f.max_retries || ')'
+             ELSE 'failed: ' || left(f.error, 200) END
     FROM f JOIN {{paths}} ON p.start = 'RUNNING' AND p.finish = f.status
 )
 -- workflow_id: a workflow task that went DEAD_LETTER gets its upstream policy applied in
@@ -347,8 +409,9 @@ WITH old AS (
     RETURNING t.id, t.scheduled_at, t.status, old.status AS from_status, t.fencing_token,
         old.worker_id, t.workflow_id
 ), audit AS (
-    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
-    SELECT r.id, r.scheduled_at, p.f, p.t, r.fencing_token, coalesce(r.worker_id, ''), $5
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
+    SELECT r.id, r.scheduled_at, p.f, p.t, r.fencing_token, coalesce(r.worker_id, ''), $5,
+        CASE p.t WHEN 'CANCELLED' THEN 'cancelled' ELSE 'released' END
     FROM r JOIN {{paths}} ON p.start = r.from_status AND p.finish = r.status
 )
 -- status and workflow_id: a workflow task that went CANCELLED (cancel pending) gets its
@@ -364,8 +427,9 @@ WITH c AS (
       AND t.scheduled_at >= $5 AND t.scheduled_at <= $6
     RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id, t.workflow_id
 ), audit AS (
-    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
-    SELECT id, scheduled_at, 'RUNNING', 'CANCELLED', fencing_token, coalesce(worker_id, ''), $4
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
+    SELECT id, scheduled_at, 'RUNNING', 'CANCELLED', fencing_token, coalesce(worker_id, ''), $4,
+        'cancelled, worker confirmed'
     FROM c
 )
 SELECT id, fencing_token, workflow_id FROM c
@@ -399,8 +463,11 @@ WITH x AS (
     RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
         t.status, x.status AS from_status, t.fencing_token, t.workflow_id
 ), audit AS (
-    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
-    SELECT r.id, r.scheduled_at, p.f, p.t, r.fencing_token, $4, $1
+    INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
+    SELECT r.id, r.scheduled_at, p.f, p.t, r.fencing_token, $4, $1,
+        CASE p.t WHEN 'DEAD_LETTER' THEN 'lease expired, no attempts left'
+                 WHEN 'CANCELLED' THEN 'lease expired, cancel pending'
+                 ELSE 'lease expired' END
     FROM r JOIN {{paths}} ON p.start = r.from_status AND p.finish = r.status
 )
 SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, status, workflow_id FROM r
@@ -423,12 +490,12 @@ WHERE id = $1 AND scheduled_at = $2 AND status IN ({{states:DISPATCHED,RUNNING}}
 RETURNING *
 
 -- name: audit
-INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at)
+INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
 SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::bigint[],
-    $6::text[], $7::timestamptz[])
+    $6::text[], $7::timestamptz[], $8::text[])
 
 -- name: transitions_of
-SELECT from_status, to_status, fencing_token, actor, at, epoch FROM task_transitions
+SELECT from_status, to_status, fencing_token, actor, at, epoch, reason FROM task_transitions
 WHERE task_id = $1 ORDER BY at, ctid
 
 -- name: insert_dependencies
@@ -497,3 +564,49 @@ WHERE k.id = u.id
 -- name: list_tenants
 SELECT id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at
 FROM tenants WHERE ($1::uuid IS NULL OR id > $1) ORDER BY id LIMIT $2
+
+-- ---- Refused worker writes and recent activity (issue 18, migration 0008) ----
+
+-- name: record_refused
+-- Only on a refusal (never on the hot path): tenant and current token from the task row.
+-- $1 ids, $2 scheduled_at, $3 tokens, $4 actors, $5 write kinds, $6 reasons, $7 at
+INSERT INTO refused_writes (task_id, tenant_id, at, fencing_token, current_token, actor,
+    write_kind, reason)
+SELECT t.id, t.tenant_id, $7, u.token, t.fencing_token, u.actor, u.kind, u.reason
+FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $5::text[], $6::text[])
+    AS u(id, scheduled_at, token, actor, kind, reason)
+JOIN tasks t ON t.id = u.id AND t.scheduled_at = u.scheduled_at
+
+-- name: refused_of
+-- The last 1,000, oldest first.
+SELECT at, fencing_token, current_token, actor, write_kind, reason FROM (
+    SELECT at, fencing_token, current_token, actor, write_kind, reason, ctid AS c
+    FROM refused_writes WHERE task_id = $1 ORDER BY at DESC, ctid DESC LIMIT 1000
+) r ORDER BY at, c
+
+-- name: activity
+-- GetActivity: per bucket of $3 seconds from $1 to $2, dispatches (with lateness from
+-- the dispatch row's due_at), completions and failed attempts; $4 tenant (NULL: all).
+-- The BRIN index on `at` keeps the scan to the window; a tenant's rows are joined to
+-- their task by its primary key.
+WITH x AS (
+    SELECT floor(extract(epoch FROM (a.at - $1)) / $3)::int AS b, a.from_status, a.to_status,
+        extract(epoch FROM (a.at - a.due_at)) AS late
+    FROM task_transitions a
+    WHERE a.at >= $1 AND a.at < $2
+      AND (a.to_status IN ('DISPATCHED', 'COMPLETED', 'RETRYING', 'DEAD_LETTER')
+           OR (a.to_status = 'RUNNING' AND a.from_status = 'PRELOADED'))
+      AND ($4::uuid IS NULL OR EXISTS (
+          SELECT 1 FROM tasks t
+          WHERE t.id = a.task_id AND t.scheduled_at = a.scheduled_at AND t.tenant_id = $4))
+)
+SELECT b,
+    count(*) FILTER (WHERE from_status = 'PRELOADED') AS dispatched,
+    count(*) FILTER (WHERE to_status = 'COMPLETED') AS completed,
+    count(*) FILTER (WHERE from_status = 'RUNNING' AND to_status IN ('RETRYING', 'DEAD_LETTER'))
+        AS failed,
+    percentile_cont(0.5) WITHIN GROUP (ORDER BY greatest(late, 0))
+        FILTER (WHERE from_status = 'PRELOADED') AS p50,
+    percentile_cont(0.99) WITHIN GROUP (ORDER BY greatest(late, 0))
+        FILTER (WHERE from_status = 'PRELOADED') AS p99
+FROM x GROUP BY b ORDER BY b

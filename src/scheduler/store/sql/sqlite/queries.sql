@@ -43,6 +43,7 @@ SELECT * FROM tasks WHERE id = ? AND scheduled_at = ?
 SELECT * FROM tasks WHERE tenant_id = ?1
   AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
   AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND (?9 IS NULL OR pool IN (SELECT value FROM json_each(?9)))
   AND (scheduled_at > ?6 OR (scheduled_at = ?6 AND id > ?7))
 ORDER BY scheduled_at, id LIMIT ?8
 
@@ -50,6 +51,7 @@ ORDER BY scheduled_at, id LIMIT ?8
 SELECT * FROM tasks WHERE tenant_id = ?1
   AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
   AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND (?9 IS NULL OR pool IN (SELECT value FROM json_each(?9)))
   AND (scheduled_at < ?6 OR (scheduled_at = ?6 AND id < ?7))
 ORDER BY scheduled_at DESC, id DESC LIMIT ?8
 
@@ -57,6 +59,7 @@ ORDER BY scheduled_at DESC, id DESC LIMIT ?8
 SELECT * FROM tasks WHERE tenant_id = ?1
   AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
   AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND (?9 IS NULL OR pool IN (SELECT value FROM json_each(?9)))
   AND ?6 IS NOT NULL AND id > ?7
 ORDER BY id LIMIT ?8
 
@@ -64,8 +67,42 @@ ORDER BY id LIMIT ?8
 SELECT * FROM tasks WHERE tenant_id = ?1
   AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
   AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND (?9 IS NULL OR pool IN (SELECT value FROM json_each(?9)))
   AND ?6 IS NOT NULL AND id < ?7
 ORDER BY id DESC LIMIT ?8
+
+-- name: count_tasks
+-- ?1 tenant (NULL: every tenant, grouped by tenant too), ?2 states, ?3 type, ?4 pools
+-- (JSON arrays; NULL: any), ?5/?6 the scheduled_at window
+SELECT CASE WHEN ?1 IS NULL THEN tenant_id END AS tenant, status, type, pool, count(*) AS n
+FROM tasks
+WHERE (?1 IS NULL OR tenant_id = ?1)
+  AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
+  AND (?3 IS NULL OR type = ?3)
+  AND (?4 IS NULL OR pool IN (SELECT value FROM json_each(?4)))
+  AND scheduled_at >= ?5 AND scheduled_at < ?6
+GROUP BY 1, status, type, pool
+
+-- name: forecast
+-- ?1 tenant (NULL: every tenant), ?2 window start (us), ?3 bucket width (us), ?4 window
+-- end (us), ?5 pools (JSON array; NULL: any); rows as PostgreSQL's forecast
+SELECT 'f' AS kind, (due_at - ?2) / ?3 AS bucket, pool, count(*) AS n
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at >= ?2 AND due_at < ?4
+  AND (?1 IS NULL OR tenant_id = ?1) AND (?5 IS NULL OR pool IN (SELECT value FROM json_each(?5)))
+GROUP BY 2, 3
+UNION ALL
+SELECT 'n', (scheduled_at - ?2) / ?3, pool, count(*)
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND scheduled_at >= ?2 AND scheduled_at < ?4
+  AND (?1 IS NULL OR tenant_id = ?1) AND (?5 IS NULL OR pool IN (SELECT value FROM json_each(?5)))
+GROUP BY 2, 3
+UNION ALL
+SELECT 'o', -1, pool, count(*)
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at < ?2
+  AND (?1 IS NULL OR tenant_id = ?1) AND (?5 IS NULL OR pool IN (SELECT value FROM json_each(?5)))
+GROUP BY 3
 
 -- name: insert_dependency
 INSERT OR IGNORE INTO task_dependencies VALUES (?, ?, ?)
@@ -174,7 +211,7 @@ UPDATE tasks SET
     last_error = ?, lease_expires_at = NULL, updated_at = ?
 WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
   AND status IN ({{from:RUNNING|to:RETRYING}})
-RETURNING status, fencing_token, worker_id, workflow_id
+RETURNING status, fencing_token, worker_id, workflow_id, retry_count, max_retries
 
 -- name: lock_fenced
 SELECT * FROM tasks WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
@@ -233,11 +270,11 @@ RETURNING *
 
 -- name: audit
 INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token,
-    actor, at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+    actor, at, reason, due_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: transitions_of
-SELECT from_status, to_status, fencing_token, actor, at FROM task_transitions
+SELECT from_status, to_status, fencing_token, actor, at, reason FROM task_transitions
 WHERE task_id = ? ORDER BY seq
 
 -- name: claim_shard
@@ -282,3 +319,34 @@ UPDATE api_keys SET last_used_at = MAX(COALESCE(last_used_at, ?2), ?2) WHERE id 
 
 -- name: list_tenants
 SELECT * FROM tenants WHERE ?1 IS NULL OR id > ?1 ORDER BY id LIMIT ?2
+
+-- ---- Refused worker writes and recent activity (issue 18) ----
+
+-- name: record_refused
+-- Only on a refusal: tenant and current token from the task row.
+INSERT INTO refused_writes (task_id, tenant_id, at, fencing_token, current_token, actor,
+    write_kind, reason)
+SELECT t.id, t.tenant_id, ?3, ?4, t.fencing_token, ?5, ?6, ?7
+FROM tasks t WHERE t.id = ?1 AND t.scheduled_at = ?2
+
+-- name: refused_of
+SELECT at, fencing_token, current_token, actor, write_kind, reason FROM (
+    SELECT * FROM refused_writes WHERE task_id = ? ORDER BY seq DESC LIMIT 1000
+) ORDER BY seq
+
+-- name: activity
+-- GetActivity's rows of the window ?1..?2 (microseconds), tenant ?3 (NULL: all): the
+-- bucket index, whether the row is a dispatch, a completion or a failed attempt, and a
+-- dispatch's lateness in microseconds. Bucketed and ranked by the caller.
+SELECT (a.at - ?1) / ?4 AS b,
+    a.from_status = 'PRELOADED' AS dispatched,
+    a.to_status = 'COMPLETED' AS completed,
+    a.from_status = 'RUNNING' AND a.to_status IN ('RETRYING', 'DEAD_LETTER') AS failed,
+    max(a.at - coalesce(a.due_at, a.at), 0) AS late
+FROM task_transitions a
+WHERE a.at >= ?1 AND a.at < ?2
+  AND ((a.from_status = 'PRELOADED' AND a.to_status IN ('DISPATCHED', 'RUNNING'))
+       OR a.to_status = 'COMPLETED'
+       OR (a.from_status = 'RUNNING' AND a.to_status IN ('RETRYING', 'DEAD_LETTER')))
+  AND (?3 IS NULL OR EXISTS (
+      SELECT 1 FROM tasks t WHERE t.id = a.task_id AND t.tenant_id = ?3))

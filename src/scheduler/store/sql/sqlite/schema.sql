@@ -169,10 +169,32 @@ CREATE TABLE IF NOT EXISTS task_transitions (
     to_status TEXT NOT NULL,
     fencing_token INTEGER NOT NULL,
     actor TEXT NOT NULL,
-    at INTEGER NOT NULL
+    at INTEGER NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    due_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS idx_task_transitions_task ON task_transitions (task_id);
+CREATE INDEX IF NOT EXISTS idx_task_transitions_at ON task_transitions (at);
 CREATE TRIGGER IF NOT EXISTS task_transitions_no_update BEFORE UPDATE ON task_transitions
 BEGIN SELECT RAISE(ABORT, 'task_transitions is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS task_transitions_no_delete BEFORE DELETE ON task_transitions
 BEGIN SELECT RAISE(ABORT, 'task_transitions is append-only'); END;
+
+-- A worker's write refused for a stale fencing token or a task held by another session
+-- (PostgreSQL migration 0008); append-only.
+CREATE TABLE IF NOT EXISTS refused_writes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    fencing_token INTEGER NOT NULL,
+    current_token INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    write_kind TEXT NOT NULL,
+    reason TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_refused_writes_task ON refused_writes (task_id, at);
+CREATE TRIGGER IF NOT EXISTS refused_writes_no_update BEFORE UPDATE ON refused_writes
+BEGIN SELECT RAISE(ABORT, 'refused_writes is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS refused_writes_no_delete BEFORE DELETE ON refused_writes
+BEGIN SELECT RAISE(ABORT, 'refused_writes is append-only'); END;

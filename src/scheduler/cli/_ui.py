@@ -1,0 +1,74 @@
+"""``tickwheel ui``: serve the web dashboard against a running scheduler.
+
+Builds a :class:`~scheduler.ui.UIConfig` from flags and env vars and serves it until
+SIGINT/SIGTERM; registered by ``_main``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from scheduler.cli._options import DEFAULT_TARGET
+from scheduler.cli._output import err_console
+from scheduler.cli._runner import run_coro, wait_for_signal
+from scheduler.client import TLSConfig
+
+DEFAULT_UI_PORT = 8090
+
+
+@click.command()
+@click.option(
+    "--target", envvar="TICKWHEEL_TARGET", default=DEFAULT_TARGET, show_default=True,
+    help="Scheduler host:port.",
+)
+@click.option(
+    "--api-key", envvar="TICKWHEEL_API_KEY",
+    help="Default credentials: a tenant's API key (a browser that has not logged in sees "
+    "that tenant).",
+)
+@click.option(
+    "--admin-token", envvar="TICKWHEEL_ADMIN_TOKEN",
+    help="Default credentials: the platform admin token (every tenant, with a tenant picker).",
+)
+@click.option(
+    "--tls-ca", envvar="TICKWHEEL_TLS_CA", type=click.Path(exists=True, dir_okay=False),
+    help="PEM CA that signed the server certificate (turns TLS on).",
+)
+@click.option("--host", envvar="TICKWHEEL_UI_HOST", default="127.0.0.1", show_default=True)
+@click.option("--port", envvar="TICKWHEEL_UI_PORT", type=int, default=DEFAULT_UI_PORT,
+              show_default=True, help="HTTP port of the dashboard; 0 picks a free one.")
+def ui(
+    target: str,
+    api_key: str | None,
+    admin_token: str | None,
+    tls_ca: str | None,
+    host: str,
+    port: int,
+) -> None:
+    """Serve the web dashboard (a client of the scheduler's public API).
+
+    Without --api-key or --admin-token every browser logs in first (/login)."""
+    from scheduler.ui import UIConfig
+
+    tls = TLSConfig(server_root_ca_cert=Path(tls_ca).read_bytes()) if tls_ca else None
+    config = UIConfig(
+        target=target, api_key=api_key, admin_token=admin_token, tls=tls, host=host, port=port
+    )
+    run_coro(_serve(config))
+
+
+async def _serve(config: object) -> None:
+    from scheduler.ui import UIConfig, start_ui
+
+    assert isinstance(config, UIConfig)
+    try:
+        running = await start_ui(config)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {config.host}:{config.port}: {exc}") from None
+    err_console.print(f"Dashboard: {running.url} (scheduler at {config.target})")
+    try:
+        await wait_for_signal()
+    finally:
+        await running.stop()

@@ -1,0 +1,319 @@
+"""Protobuf answers as plain values for the templates and the ``/api/`` JSON.
+
+Owns the names the pages show (states and pools without their enum prefixes), time
+stamps as ISO text, Structs as JSON text, and the figures derived from an answer
+(counts by state and pool, forecast and activity series). Pure functions: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.struct_pb2 import Struct
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+
+STATES = (
+    "SCHEDULED",
+    "PRELOADED",
+    "DISPATCHED",
+    "RUNNING",
+    "RETRYING",
+    "COMPLETED",
+    "CANCELLED",
+    "DEAD_LETTER",
+)
+TERMINAL = frozenset({"COMPLETED", "CANCELLED", "DEAD_LETTER"})
+POOLS = ("CRITICAL", "STANDARD", "BULK")
+
+
+def state_name(value: int) -> str:
+    return pb.TaskState.Name(value).removeprefix("TASK_STATE_")  # type: ignore[arg-type]
+
+
+def state_value(name: str) -> int:
+    return int(pb.TaskState.Value("TASK_STATE_" + name))
+
+
+def pool_name(value: int) -> str:
+    """The pool's name; unspecified is STANDARD (as the API defines it)."""
+    if value == pb.POOL_UNSPECIFIED:
+        return "STANDARD"
+    return pb.Pool.Name(value).removeprefix("POOL_")  # type: ignore[arg-type]
+
+
+def pool_value(name: str) -> int:
+    return int(pb.Pool.Value("POOL_" + name))
+
+
+def action_name(value: int) -> str:
+    return pb.BulkAction.Name(value).removeprefix("BULK_ACTION_")  # type: ignore[arg-type]
+
+
+def expectation_status(value: int) -> str:
+    return pb.ExpectationStatus.Name(value).removeprefix("EXPECTATION_STATUS_")  # type: ignore[arg-type]
+
+
+def ts(message: Any, field: str) -> str | None:
+    """A Timestamp field as ISO 8601 UTC text (milliseconds), None when unset."""
+    if not message.HasField(field):
+        return None
+    return iso(getattr(message, field))
+
+
+def iso(stamp: Timestamp) -> str:
+    dt = stamp.ToDatetime(tzinfo=UTC)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def epoch_s(stamp: Timestamp) -> float:
+    return stamp.seconds + stamp.nanos / 1e9
+
+
+def struct_json(message: Any, field: str) -> str:
+    """A Struct field as indented JSON text (``null`` when unset)."""
+    if not message.HasField(field):
+        return "null"
+    value: Struct = getattr(message, field)
+    return json.dumps(json_format.MessageToDict(value), indent=2, sort_keys=True)
+
+
+def timestamp(dt: datetime) -> Timestamp:
+    out = Timestamp()
+    out.FromDatetime(dt.astimezone(UTC))
+    return out
+
+
+def trace_id(task: pb.Task) -> str:
+    """The W3C trace id of a task's ``traceparent`` (empty when it has none)."""
+    parts = task.trace_context.traceparent.split("-")
+    return parts[1] if len(parts) >= 4 else ""
+
+
+def task_row(task: pb.Task) -> dict[str, Any]:
+    """The fields of a task the tasks table and the JSON show."""
+    return {
+        "id": task.id,
+        "tenant_id": task.tenant_id,
+        "type": task.type,
+        "state": state_name(task.state),
+        "pool": pool_name(task.pool),
+        "scheduled_at": ts(task, "scheduled_at"),
+        "due_at": ts(task, "due_at"),
+        "idempotency_key": task.idempotency_key,
+        "retry_count": task.retry_count,
+        "max_retries": task.max_retries,
+        "fencing_token": task.fencing_token,
+        "worker_id": task.worker_id,
+        "created_at": ts(task, "created_at"),
+        "updated_at": ts(task, "updated_at"),
+    }
+
+
+def task_detail(task: pb.Task) -> dict[str, Any]:
+    """Everything the task page shows."""
+    return {
+        **task_row(task),
+        "payload": struct_json(task, "payload"),
+        "result": struct_json(task, "result"),
+        "checkpoint": struct_json(task, "checkpoint"),
+        "last_error": task.last_error,
+        "cancel_requested": task.cancel_requested,
+        "shard_id": task.shard_id,
+        "strict_timing": task.strict_timing,
+        "traceparent": task.trace_context.traceparent,
+        "trace_id": trace_id(task),
+        "terminal": state_name(task.state) in TERMINAL,
+    }
+
+
+def timeline(history: pb.GetTaskHistoryResponse) -> list[dict[str, Any]]:
+    """Transitions and refused writes in one list, oldest first."""
+    rows: list[tuple[float, int, dict[str, Any]]] = []
+    for i, t in enumerate(history.transitions):
+        rows.append(
+            (
+                epoch_s(t.at),
+                i,
+                {
+                    "kind": "transition",
+                    "at": ts(t, "at"),
+                    "from": state_name(t.from_state),
+                    "to": state_name(t.to_state),
+                    "token": t.fencing_token,
+                    "epoch": t.shard_epoch,
+                    "actor": t.actor,
+                    "reason": t.reason,
+                },
+            )
+        )
+    offset = len(rows)
+    for i, r in enumerate(history.refused_writes):
+        rows.append(
+            (
+                epoch_s(r.at),
+                offset + i,
+                {
+                    "kind": "refused-write",
+                    "at": ts(r, "at"),
+                    "token": r.fencing_token,
+                    "current_token": r.current_token,
+                    "actor": r.actor,
+                    "write": r.write,
+                    "reason": r.reason,
+                },
+            )
+        )
+    return [row for _, _, row in sorted(rows, key=lambda x: (x[0], x[1]))]
+
+
+def counts(response: pb.CountTasksResponse) -> dict[str, Any]:
+    """Totals by state, by pool, by type (and by tenant for the admin) of CountTasks."""
+    by_state = dict.fromkeys(STATES, 0)
+    by_pool = dict.fromkeys(POOLS, 0)
+    by_type: dict[str, int] = {}
+    by_tenant: dict[str, int] = {}
+    pool_states: dict[str, dict[str, int]] = {p: dict.fromkeys(STATES, 0) for p in POOLS}
+    for c in response.counts:
+        state, pool = state_name(c.state), pool_name(c.pool)
+        by_state[state] = by_state.get(state, 0) + c.count
+        by_pool[pool] = by_pool.get(pool, 0) + c.count
+        pool_states.setdefault(pool, dict.fromkeys(STATES, 0))[state] += c.count
+        by_type[c.type] = by_type.get(c.type, 0) + c.count
+        if c.tenant_id:
+            by_tenant[c.tenant_id] = by_tenant.get(c.tenant_id, 0) + c.count
+    return {
+        "by_state": by_state,
+        "by_pool": by_pool,
+        "pool_states": pool_states,
+        "by_type": dict(sorted(by_type.items())),
+        "by_tenant": dict(sorted(by_tenant.items())),
+        "total": response.total,
+        "truncated": response.truncated,
+        "as_of": ts(response, "as_of"),
+    }
+
+
+def workers(response: pb.ListWorkersResponse) -> list[dict[str, Any]]:
+    return [
+        {
+            "worker_id": w.worker_id,
+            "tenant_id": w.tenant_id,
+            "task_types": list(w.task_types),
+            "pools": [pool_name(p) for p in w.pools],
+            "slots": w.slots,
+            "slots_used": w.slots_used,
+            "slots_free": w.slots_free,
+            "start_on_delivery": w.start_on_delivery,
+            "connected_at": ts(w, "connected_at"),
+            "last_seen": ts(w, "last_seen"),
+            "node_id": w.node_id,
+        }
+        for w in response.workers
+    ]
+
+
+def activity(response: pb.GetActivityResponse) -> dict[str, Any]:
+    """Per bucket: start (epoch s and ISO), rates per second, lateness in ms."""
+    width = response.bucket_s or 60
+    rows = [
+        {
+            "t": epoch_s(b.start),
+            "start": ts(b, "start"),
+            "dispatched": b.dispatched,
+            "completed": b.completed,
+            "failed": b.failed,
+            "dispatched_per_s": round(b.dispatched / width, 3),
+            "completed_per_s": round(b.completed / width, 3),
+            "failed_per_s": round(b.failed / width, 3),
+            "p50_ms": round(b.lateness_p50_s * 1000, 3),
+            "p99_ms": round(b.lateness_p99_s * 1000, 3),
+        }
+        for b in response.buckets
+    ]
+    return {"bucket_s": width, "rows": rows}
+
+
+def forecast(response: pb.GetForecastResponse) -> dict[str, Any]:
+    """Rows per bucket start with firing and nominal per pool; the overdue per pool."""
+    pools: list[str] = []
+    by_start: dict[float, dict[str, Any]] = {}
+    for b in response.buckets:
+        pool = pool_name(b.pool)
+        if pool not in pools:
+            pools.append(pool)
+        t = epoch_s(b.start)
+        row = by_start.setdefault(t, {"t": t, "start": ts(b, "start"), "pools": {}})
+        row["pools"][pool] = {"firing": b.firing, "nominal": b.nominal}
+    rows = [by_start[t] for t in sorted(by_start)]
+    for row in rows:
+        for pool in pools:
+            row["pools"].setdefault(pool, {"firing": 0, "nominal": 0})
+    overdue = {pool_name(b.pool): {"firing": b.firing, "nominal": b.nominal} for b in response.overdue}
+    totals = {
+        pool: {
+            "firing": sum(r["pools"][pool]["firing"] for r in rows),
+            "nominal": sum(r["pools"][pool]["nominal"] for r in rows),
+        }
+        for pool in pools
+    }
+    return {
+        "bucket_s": response.bucket_s,
+        "start": ts(response, "start"),
+        "pools": pools,
+        "rows": rows,
+        "overdue": overdue,
+        "totals": totals,
+        "peak_firing": max((sum(p["firing"] for p in r["pools"].values()) for r in rows), default=0),
+        "peak_nominal": max(
+            (sum(p["nominal"] for p in r["pools"].values()) for r in rows), default=0
+        ),
+    }
+
+
+def task_filter(message: pb.TaskFilter) -> dict[str, Any]:
+    """A TaskFilter as the confirm page shows it."""
+    return {
+        "states": [state_name(s) for s in message.states],
+        "type": message.type,
+        "pools": [pool_name(p) for p in message.pools],
+        "scheduled_from": ts(message, "scheduled_from"),
+        "scheduled_to": ts(message, "scheduled_to"),
+    }
+
+
+def schedule(s: pb.Schedule) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "name": s.name,
+        "cron": s.cron,
+        "interval_s": s.interval_s,
+        "timezone": s.timezone or "UTC",
+        "task_type": s.task_type,
+        "pool": pool_name(s.pool),
+        "paused": s.paused,
+        "jitter_s": s.jitter_s,
+        "overlap_policy": pb.OverlapPolicy.Name(s.overlap_policy).removeprefix("OVERLAP_POLICY_"),  # type: ignore[arg-type]
+        "next_fire_at": ts(s, "next_fire_at"),
+        "last_fired_at": ts(s, "last_fired_at"),
+        "upcoming": [iso(u) for u in s.upcoming_fire_at],
+    }
+
+
+def expectation(e: pb.Expectation) -> dict[str, Any]:
+    return {
+        "id": e.id,
+        "job_id": e.job_id,
+        "schedule_id": e.schedule_id,
+        "interval_s": e.interval_s,
+        "tolerance_s": e.tolerance_s,
+        "max_runtime_s": e.max_runtime_s,
+        "created_at": ts(e, "created_at"),
+        "status": expectation_status(e.status),
+        "last_completed_at": ts(e, "last_completed_at"),
+        "deadline_at": ts(e, "deadline_at"),
+    }

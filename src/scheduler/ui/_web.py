@@ -1,0 +1,131 @@
+"""What every dashboard request shares: its session, its credentials and tenant, the
+call metadata, and how a page is rendered.
+
+Owns :class:`Ctx` (one per request, built by the session middleware in ``_app``),
+:func:`render` (a template with the base context: the tenant picker, the CSRF token,
+the messages), :func:`url` (a link that keeps the chosen tenant) and the error pages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp_jinja2
+from aiohttp import web
+
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.ui._api import ALL_TENANTS, Api, ApiError, call_metadata
+from scheduler.ui._sessions import Session
+
+API_KEY: web.AppKey[Api] = web.AppKey("tickwheel_api", Api)
+TENANTS_TTL_S = 30.0
+MAX_TENANTS_SHOWN = 1000
+
+
+@dataclasses.dataclass(slots=True)
+class Ctx:
+    """One request's view of the scheduler."""
+
+    request: web.Request
+    api: Api
+    session: Session
+    tenant: str | None
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return call_metadata(self.session.creds, self.tenant)
+
+    @property
+    def all_tenants(self) -> bool:
+        """True when the calls answer for every tenant (the admin token, no tenant)."""
+        creds = self.session.creds
+        if not creds.admin_token:
+            return False
+        return self.tenant == ALL_TENANTS or (self.tenant is None and not creds.api_key)
+
+    def url(self, path: str, params: list[tuple[str, str]] | None = None) -> str:
+        """``path`` with ``params`` and the chosen tenant."""
+        items = list(params or [])
+        if self.tenant and self.session.creds.admin_token:
+            items.append(("tenant", self.tenant))
+        return path + ("?" + urlencode(items) if items else "")
+
+
+CTX_KEY: web.RequestKey[Ctx] = web.RequestKey("tickwheel_ui", Ctx)
+
+
+def ctx_of(request: web.Request) -> Ctx:
+    return request[CTX_KEY]
+
+
+_tenant_cache: dict[str, tuple[float, list[dict[str, str]]]] = {}
+
+
+async def tenant_choices(ctx: Ctx) -> list[dict[str, str]]:
+    """The admin's tenant picker (ListTenants, cached a few seconds per token)."""
+    token = ctx.session.creds.admin_token
+    if not token:
+        return []
+    hit = _tenant_cache.get(token)
+    now = time.monotonic()
+    if hit and now - hit[0] < TENANTS_TTL_S:
+        return hit[1]
+    out: list[dict[str, str]] = []
+    page_token = ""
+    try:
+        while len(out) < MAX_TENANTS_SHOWN:
+            resp = await ctx.api.call(
+                ctx.api.admin.ListTenants,
+                pb.ListTenantsRequest(page_size=500, page_token=page_token),
+                (("x-admin-token", token),),
+            )
+            out += [{"id": t.id, "name": t.name} for t in resp.tenants]
+            page_token = resp.next_page_token
+            if not page_token:
+                break
+    except ApiError:
+        return []
+    if len(_tenant_cache) > 100:
+        _tenant_cache.clear()
+    _tenant_cache[token] = (now, out)
+    return out
+
+
+async def render(
+    request: web.Request, template: str, context: dict[str, Any], *, status: int = 200
+) -> web.Response:
+    """``template`` with the base context every page needs."""
+    ctx = ctx_of(request)
+    creds = ctx.session.creds
+    base = {
+        "csrf": ctx.session.csrf,
+        "messages": ctx.session.take_messages(),
+        "tenant": ctx.tenant,
+        "tenants": await tenant_choices(ctx),
+        "is_admin": creds.is_admin,
+        "has_key": bool(creds.api_key),
+        "all_tenants": ctx.all_tenants,
+        "logged_in": ctx.session.logged_in,
+        "url": ctx.url,
+        "path": request.path,
+        "target": ctx.api.target,
+    }
+    response = aiohttp_jinja2.render_template(template, request, {**base, **context})
+    response.set_status(status)
+    return response
+
+
+async def error_page(request: web.Request, status: int, title: str, detail: str) -> web.Response:
+    return await render(request, "error.html", {"title": title, "detail": detail}, status=status)
+
+
+async def not_found(request: web.Request, what: str = "This page") -> web.Response:
+    return await error_page(request, 404, "Not found", f"{what} does not exist or is not yours.")
+
+
+def redirect(location: str) -> web.HTTPSeeOther:
+    """Post/redirect/get: a 303 to ``location``."""
+    return web.HTTPSeeOther(location)
