@@ -10,6 +10,7 @@ failure (never a skip).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -197,19 +198,26 @@ class Browser:
 
     # -- artifacts ---------------------------------------------------------------------
     def screenshot(self, name: str) -> Path:
-        """Save a full-window PNG as ``build/test-artifacts/NAME.png`` and return it."""
+        """Save the whole page (beyond the window) as ``build/test-artifacts/NAME.png``."""
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTIFACTS / f"{name}.png"
-        height = self.driver.execute_script(
-            "return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)"
+        metrics = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})
+        size = metrics["cssContentSize"]
+        shot = self.driver.execute_cdp_cmd(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {
+                    "x": 0,
+                    "y": 0,
+                    "width": size["width"],
+                    "height": min(size["height"], 8000),
+                    "scale": 1,
+                },
+            },
         )
-        size = self.driver.get_window_size()
-        self.driver.set_window_size(size["width"], min(max(int(height or 0), 600), 4000))
-        try:
-            ok = self.driver.save_screenshot(str(path))
-        finally:
-            self.driver.set_window_size(size["width"], size["height"])
-        assert ok, f"screenshot of {self.driver.current_url} was not saved"
+        path.write_bytes(base64.b64decode(shot["data"]))
         assert path.stat().st_size > 0, f"{path} is empty"
         saved_artifacts.append(path)
         return path

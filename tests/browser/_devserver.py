@@ -44,16 +44,6 @@ STATES = (
 )
 
 
-def dev_has_ui() -> bool:
-    """Whether this ``tickwheel dev`` serves the dashboard (has ``--ui-port``)."""
-    import subprocess
-
-    out = subprocess.run(
-        [TICKWHEEL, "dev", "--help"], capture_output=True, text=True, timeout=60, check=False
-    )
-    return "--ui-port" in out.stdout
-
-
 class DevProcess(TickwheelProcess):
     """``tickwheel dev --json`` on a fresh SQLite file, gRPC and dashboard on free ports."""
 
@@ -238,6 +228,7 @@ class Seeded:
     other_api_key: str
     other_task_id: str
     other_marker: str
+    other_secret: str
     ok_worker: str
 
 
@@ -325,6 +316,8 @@ def seed(dev: DevProcess, base_dir: Path) -> Iterator[Seeded]:
                     name="browser-etl",
                 )
             )
+            early = [str(wf.nodes["extract"].id), str(wf.nodes["transform"].id)]
+            _wait_states(client, early, {TaskState.COMPLETED})
             schedule = client.run(
                 client.aio.create_schedule(
                     "browser-hourly", "report", {"n": "hourly"}, interval_s=3600
@@ -333,12 +326,13 @@ def seed(dev: DevProcess, base_dir: Path) -> Iterator[Seeded]:
             client.run(client.aio.register_expectation("ok", interval_s=3600, tolerance_s=300))
 
         marker = f"OTHER-TENANT-{secrets.token_hex(6)}"
+        other_secret = f"OTHER-PAYLOAD-{secrets.token_hex(6)}"
         other_tenant, other_key = _other_tenant(dev, marker)
         with SyncClient(dev.target, api_key=other_key) as other:
             other_task = str(
                 other.submit(
                     f"{marker}-type",
-                    {"secret": marker},
+                    {"secret": other_secret},
                     delay=timedelta(minutes=20),
                     idempotency_key=f"{marker}-key",
                 ).id
@@ -359,6 +353,7 @@ def seed(dev: DevProcess, base_dir: Path) -> Iterator[Seeded]:
             other_api_key=other_key,
             other_task_id=other_task,
             other_marker=marker,
+            other_secret=other_secret,
             ok_worker=ok_worker.name,
         )
     finally:

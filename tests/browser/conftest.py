@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser._chrome import Browser, BrowserStartError, saved_artifacts
-from tests.browser._devserver import Api, DevProcess, Seeded, dev_has_ui, seed
+from tests.browser._devserver import Api, DevProcess, Seeded, seed
 from tests.support.servers import ServerStartError
 
 
@@ -53,7 +53,7 @@ def _dev_dir() -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def dev(_dev_dir: Path) -> Iterator[DevProcess]:
     """``tickwheel dev --json`` with its dashboard, on a fresh SQLite file."""
-    proc = DevProcess(_dev_dir / "dev", ui=dev_has_ui())
+    proc = DevProcess(_dev_dir / "dev")
     try:
         proc.start()
     except ServerStartError as exc:
