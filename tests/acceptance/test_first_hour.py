@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import stat
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,11 @@ from tests.acceptance.conftest import HANDLERS, Cluster
 from tests.support.processes import CommandProcess, process_group, run_cli_result
 from tests.support.servers import free_port
 from tests.support.waiting import eventually
+
+
+def _http_status(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return int(resp.status)
 
 
 def _facts(proc: CommandProcess) -> dict[str, Any]:
@@ -30,8 +36,17 @@ def _facts(proc: CommandProcess) -> dict[str, Any]:
 async def test_dev_keeps_its_tenant_and_key_across_restarts(tmp_path: Path) -> None:
     db = tmp_path / "data" / "dev.db"
     creds = tmp_path / "creds.json"
-    port = free_port()
-    args = ["dev", "--db", str(db), "--listen", f"127.0.0.1:{port}", "--json"]
+    port, ui_port = free_port(), free_port()
+    args = [
+        "dev",
+        "--db",
+        str(db),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--ui-port",
+        str(ui_port),
+        "--json",
+    ]
     with process_group(tmp_path / "procs") as group:
         dev = CommandProcess(
             group.dir / "dev", "dev", [*args, "--credentials-file", str(creds)], ready_log="^{"
@@ -39,8 +54,10 @@ async def test_dev_keeps_its_tenant_and_key_across_restarts(tmp_path: Path) -> N
         group.procs.append(dev)
         await asyncio.to_thread(dev.start)
         first = _facts(dev)
-        assert set(first) == {"target", "api_key", "admin_token", "tenant_id", "database"}
+        assert set(first) == {"target", "api_key", "admin_token", "tenant_id", "database", "ui_url"}
         assert first["target"] == f"127.0.0.1:{port}"
+        assert first["ui_url"] == f"http://127.0.0.1:{ui_port}/"
+        assert _http_status(first["ui_url"] + "tasks") == 200
         assert first["database"] == str(db)
         assert json.loads(creds.read_text()) == first
         assert stat.S_IMODE(os.stat(creds).st_mode) == 0o600

@@ -20,25 +20,38 @@ DEFAULT_UI_PORT = 8090
 
 @click.command()
 @click.option(
-    "--target", envvar="TICKWHEEL_TARGET", default=DEFAULT_TARGET, show_default=True,
+    "--target",
+    envvar="TICKWHEEL_TARGET",
+    default=DEFAULT_TARGET,
+    show_default=True,
     help="Scheduler host:port.",
 )
 @click.option(
-    "--api-key", envvar="TICKWHEEL_API_KEY",
+    "--api-key",
+    envvar="TICKWHEEL_API_KEY",
     help="Default credentials: a tenant's API key (a browser that has not logged in sees "
     "that tenant).",
 )
 @click.option(
-    "--admin-token", envvar="TICKWHEEL_ADMIN_TOKEN",
+    "--admin-token",
+    envvar="TICKWHEEL_ADMIN_TOKEN",
     help="Default credentials: the platform admin token (every tenant, with a tenant picker).",
 )
 @click.option(
-    "--tls-ca", envvar="TICKWHEEL_TLS_CA", type=click.Path(exists=True, dir_okay=False),
+    "--tls-ca",
+    envvar="TICKWHEEL_TLS_CA",
+    type=click.Path(exists=True, dir_okay=False),
     help="PEM CA that signed the server certificate (turns TLS on).",
 )
 @click.option("--host", envvar="TICKWHEEL_UI_HOST", default="127.0.0.1", show_default=True)
-@click.option("--port", envvar="TICKWHEEL_UI_PORT", type=int, default=DEFAULT_UI_PORT,
-              show_default=True, help="HTTP port of the dashboard; 0 picks a free one.")
+@click.option(
+    "--port",
+    envvar="TICKWHEEL_UI_PORT",
+    type=int,
+    default=DEFAULT_UI_PORT,
+    show_default=True,
+    help="HTTP port of the dashboard; 0 picks a free one.",
+)
 def ui(
     target: str,
     api_key: str | None,

@@ -242,6 +242,8 @@ def _past(key: TaskKey, after: TaskKey, order: TaskOrder) -> bool:
     if order is TaskOrder.CREATED_ASC:
         return key.id > after.id
     return key.id < after.id
+
+
 ActivityRow: TypeAlias = tuple[int, int, int, float | None, float | None]
 """One bucket's (dispatched, completed, failed, lateness p50, lateness p99)."""
 

@@ -115,11 +115,11 @@ class Api:
     def __init__(self, target: str, tls: TLSConfig | None = None) -> None:
         self.target = target
         self._channel = open_channel(target, tls)
-        self.scheduler = pbg.SchedulerServiceStub(self._channel)
-        self.admin = pbg.AdminServiceStub(self._channel)
+        self.scheduler = pbg.SchedulerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self.admin = pbg.AdminServiceStub(self._channel)  # type: ignore[no-untyped-call]
 
     async def close(self) -> None:
-        await self._channel.close()
+        await self._channel.close(None)
 
     async def call(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 
 import aiohttp_jinja2
@@ -19,12 +19,14 @@ import jinja2
 from aiohttp import web
 
 from scheduler.client import TLSConfig
+from scheduler.ui import _format as fmt
 from scheduler.ui import _orchestration, _overview, _tasks
 from scheduler.ui._api import Api, ApiError, Credentials, parse_tenant
 from scheduler.ui._sessions import COOKIE, Sessions
 from scheduler.ui._web import API_KEY, CTX_KEY, Ctx, ctx_of, error_page, render
 
 log = logging.getLogger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 HERE = Path(__file__).parent
 SESSIONS_KEY: web.AppKey[Sessions] = web.AppKey("tickwheel_sessions", Sessions)
@@ -70,7 +72,7 @@ def _secure(headers: MutableMapping[str, str], path: str) -> None:
 
 
 @web.middleware
-async def security_headers(request: web.Request, handler: web.Handler) -> web.StreamResponse:
+async def security_headers(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         response = await handler(request)
     except web.HTTPException as exc:
@@ -86,7 +88,7 @@ def see_other(location: str) -> web.Response:
 
 
 @web.middleware
-async def sessions_and_csrf(request: web.Request, handler: web.Handler) -> web.StreamResponse:
+async def sessions_and_csrf(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every request gets a session (a new one, with the start-up credentials, for a
     browser without one); every POST needs its CSRF token; API errors become pages."""
     if request.path.startswith("/static/"):
@@ -112,8 +114,10 @@ async def sessions_and_csrf(request: web.Request, handler: web.Handler) -> web.S
             token = form.get("csrf")
             if not session.csrf_ok(token if isinstance(token, str) else None):
                 response = await error_page(
-                    request, 403, "Forbidden", "The form's CSRF token is missing or stale: "
-                    "reload the page and try again."
+                    request,
+                    403,
+                    "Forbidden",
+                    "The form's CSRF token is missing or stale: reload the page and try again.",
                 )
                 return _finish(response, request, session.id, fresh)
         if session.creds.empty and not request.path.startswith(OPEN_PATHS):
@@ -128,7 +132,7 @@ async def sessions_and_csrf(request: web.Request, handler: web.Handler) -> web.S
             response = await _api_error(request, exc)
     except web.HTTPException as exc:
         if isinstance(exc, web.HTTPRedirection):
-            response = see_other(str(exc.location))
+            response = see_other(exc.headers.get("Location", "/"))
         elif exc.status >= 400 and not request.path.startswith("/api/"):
             response = await error_page(request, exc.status, exc.reason, exc.text or exc.reason)
         else:
@@ -178,7 +182,9 @@ async def login(request: web.Request) -> web.StreamResponse:
     if problem is None:
         problem = await ctx.api.check_credentials(creds)
     if problem is not None:
-        return await render(request, "login.html", {"title": "Log in", "error": problem}, status=401)
+        return await render(
+            request, "login.html", {"title": "Log in", "error": problem}, status=401
+        )
     sessions = request.app[SESSIONS_KEY]
     sessions.drop(ctx.session.id)
     session = sessions.new(creds, logged_in=True)
@@ -210,7 +216,7 @@ def create_app(config: UIConfig, api: Api | None = None) -> web.Application:
         autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
         undefined=jinja2.StrictUndefined,
     )
-    env.globals["state_names"] = _tasks.fmt.STATES
+    env.globals["state_names"] = fmt.STATES
     if owned:
 
         async def close(app: web.Application) -> None:

@@ -70,9 +70,7 @@ def depths(node_ids: Sequence[str], edges: Iterable[tuple[str, str]]) -> dict[st
     return depth
 
 
-def layout(
-    nodes: Sequence[tuple[str, str, str]], edges: Sequence[tuple[str, str]]
-) -> Layout:
+def layout(nodes: Sequence[tuple[str, str, str]], edges: Sequence[tuple[str, str]]) -> Layout:
     """Coordinates for ``nodes`` (id, state, task id) and ``edges`` (parent, child)."""
     ids = [n[0] for n in nodes]
     depth = depths(ids, edges)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct
@@ -32,30 +32,30 @@ POOLS = ("CRITICAL", "STANDARD", "BULK")
 
 
 def state_name(value: int) -> str:
-    return pb.TaskState.Name(value).removeprefix("TASK_STATE_")  # type: ignore[arg-type]
+    return pb.TaskState.Name(value).removeprefix("TASK_STATE_")
 
 
-def state_value(name: str) -> int:
-    return int(pb.TaskState.Value("TASK_STATE_" + name))
+def state_value(name: str) -> pb.TaskState:
+    return cast("pb.TaskState", pb.TaskState.Value("TASK_STATE_" + name))
 
 
 def pool_name(value: int) -> str:
     """The pool's name; unspecified is STANDARD (as the API defines it)."""
     if value == pb.POOL_UNSPECIFIED:
         return "STANDARD"
-    return pb.Pool.Name(value).removeprefix("POOL_")  # type: ignore[arg-type]
+    return pb.Pool.Name(value).removeprefix("POOL_")
 
 
-def pool_value(name: str) -> int:
-    return int(pb.Pool.Value("POOL_" + name))
+def pool_value(name: str) -> pb.Pool:
+    return cast("pb.Pool", pb.Pool.Value("POOL_" + name))
 
 
 def action_name(value: int) -> str:
-    return pb.BulkAction.Name(value).removeprefix("BULK_ACTION_")  # type: ignore[arg-type]
+    return pb.BulkAction.Name(value).removeprefix("BULK_ACTION_")
 
 
 def expectation_status(value: int) -> str:
-    return pb.ExpectationStatus.Name(value).removeprefix("EXPECTATION_STATUS_")  # type: ignore[arg-type]
+    return pb.ExpectationStatus.Name(value).removeprefix("EXPECTATION_STATUS_")
 
 
 def ts(message: Any, field: str) -> str | None:
@@ -253,7 +253,9 @@ def forecast(response: pb.GetForecastResponse) -> dict[str, Any]:
     for row in rows:
         for pool in pools:
             row["pools"].setdefault(pool, {"firing": 0, "nominal": 0})
-    overdue = {pool_name(b.pool): {"firing": b.firing, "nominal": b.nominal} for b in response.overdue}
+    overdue = {
+        pool_name(b.pool): {"firing": b.firing, "nominal": b.nominal} for b in response.overdue
+    }
     totals = {
         pool: {
             "firing": sum(r["pools"][pool]["firing"] for r in rows),
@@ -268,7 +270,9 @@ def forecast(response: pb.GetForecastResponse) -> dict[str, Any]:
         "rows": rows,
         "overdue": overdue,
         "totals": totals,
-        "peak_firing": max((sum(p["firing"] for p in r["pools"].values()) for r in rows), default=0),
+        "peak_firing": max(
+            (sum(p["firing"] for p in r["pools"].values()) for r in rows), default=0
+        ),
         "peak_nominal": max(
             (sum(p["nominal"] for p in r["pools"].values()) for r in rows), default=0
         ),
@@ -297,7 +301,7 @@ def schedule(s: pb.Schedule) -> dict[str, Any]:
         "pool": pool_name(s.pool),
         "paused": s.paused,
         "jitter_s": s.jitter_s,
-        "overlap_policy": pb.OverlapPolicy.Name(s.overlap_policy).removeprefix("OVERLAP_POLICY_"),  # type: ignore[arg-type]
+        "overlap_policy": pb.OverlapPolicy.Name(s.overlap_policy).removeprefix("OVERLAP_POLICY_"),
         "next_fire_at": ts(s, "next_fire_at"),
         "last_fired_at": ts(s, "last_fired_at"),
         "upcoming": [iso(u) for u in s.upcoming_fire_at],

@@ -84,7 +84,7 @@ async def workflows(request: web.Request) -> web.Response:
                 "name": w.name,
                 "node_count": w.node_count,
                 "created_at": fmt.ts(w, "created_at"),
-                "policy": pb.UpstreamPolicy.Name(w.on_upstream_failure).removeprefix(  # type: ignore[arg-type]
+                "policy": pb.UpstreamPolicy.Name(w.on_upstream_failure).removeprefix(
                     "UPSTREAM_POLICY_"
                 ),
             }
@@ -179,6 +179,4 @@ async def expectations(request: web.Request) -> web.Response:
 
 async def expectations_json(request: web.Request) -> web.Response:
     data = await expectations_data(ctx_of(request))
-    return web.json_response(
-        {"expectations": data["expectations"], "error": data["section"].error}
-    )
+    return web.json_response({"expectations": data["expectations"], "error": data["section"].error})

@@ -6,6 +6,7 @@ another tenant."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
@@ -79,7 +80,8 @@ async def test_tasks_list_filters_paginates_and_searches(dashboard: Dashboard) -
     second = await d.get(nxt)
     assert second.status == 200
     rest = {t.id for t in tasks if second.has(f"task-row-{t.id}")}
-    assert len(rest) == 5 and not (rest & shown)
+    assert len(rest) == 5
+    assert not (rest & shown)
     assert not second.has("next-page")
     # Search: a task id opens it, an idempotency key opens its task.
     by_id = await d.get(f"/tasks?q={tasks[0].id}")
@@ -88,9 +90,11 @@ async def test_tasks_list_filters_paginates_and_searches(dashboard: Dashboard) -
     by_key = await d.get("/tasks?q=order-77")
     assert by_key.url.endswith(f"/tasks/{keyed.id}")
     missing = await d.get("/tasks?q=no-such-key")
-    assert missing.status == 200 and "No task matches" in missing.html
+    assert missing.status == 200
+    assert "No task matches" in missing.html
     bad = await d.get("/tasks?state=NOPE")
-    assert bad.status == 400 and "state:" in bad.text("tasks-error")
+    assert bad.status == 400
+    assert "state:" in bad.text("tasks-error")
 
 
 async def test_task_detail_shows_payload_escaped_and_the_timeline(dashboard: Dashboard) -> None:
@@ -115,7 +119,8 @@ async def test_task_detail_shows_payload_escaped_and_the_timeline(dashboard: Das
     assert page.has("task-timeline")
     history = await d.env.client.history(task.id)
     assert len(page.all("transition")) == len(history)
-    assert page.has("cancel") and not page.has("redrive")
+    assert page.has("cancel")
+    assert not page.has("redrive")
     assert (await d.get("/tasks/not-a-uuid")).status == 404
     assert (await d.get("/tasks/01a23d04-4f44-7000-94ed-de9338bac640")).status == 404
 
@@ -132,7 +137,8 @@ async def test_cancel_needs_csrf_and_changes_the_state(dashboard: Dashboard) -> 
     resp = await d.http.post(
         f"/tasks/{task.id}/cancel", data={"csrf": page.csrf}, allow_redirects=False
     )
-    assert resp.status == 303 and resp.headers["Location"] == f"/tasks/{task.id}"
+    assert resp.status == 303
+    assert resp.headers["Location"] == f"/tasks/{task.id}"
     assert (await d.env.client.get(task.id)).state is TaskState.CANCELLED
     after = await d.get(f"/tasks/{task.id}")
     assert after.text("task-state") == "CANCELLED"
@@ -163,14 +169,17 @@ async def test_a_tenant_key_sees_only_its_tenant(dashboard: Dashboard) -> None:
     mine = await d.env.client.submit("ui.mine", {"secret": "tenant-a"}, scheduled_at=at)
     theirs = await d.other.submit("ui.theirs", {"secret": "tenant-b"}, scheduled_at=at)
     bad = await _login(d, api_key="tw_not_a_key")
-    assert bad.status == 401 and bad.has("login-error")
+    assert bad.status == 401
+    assert bad.has("login-error")
     page = await _login(d, api_key=d.other_key)
-    assert page.status == 200 and page.url.endswith("/")
+    assert page.status == 200
+    assert page.url.endswith("/")
     assert int(page.text("count-total")) == 1
     assert (await d.get(f"/tasks/{mine.id}")).status == 404
     assert (await d.http.get(f"/api/tasks/{mine.id}")).status == 404
     listing = await d.get("/tasks")
-    assert listing.has(f"task-row-{theirs.id}") and not listing.has(f"task-row-{mine.id}")
+    assert listing.has(f"task-row-{theirs.id}")
+    assert not listing.has(f"task-row-{mine.id}")
     assert "tenant-a" not in listing.html
     # The tenant parameter is the admin's; a key's session ignores it.
     picked = await d.get(f"/tasks?tenant={d.env.tenant_id}")
@@ -233,10 +242,12 @@ async def test_schedules_workflows_expectations_and_forecast_pages(dashboard: Da
     assert resp.status == 303
     assert (await client.get_schedule(sched.id)).paused
     paused = await d.get("/schedules")
-    assert paused.text("schedule-state") == "paused" and paused.has("resume")
+    assert paused.text("schedule-state") == "paused"
+    assert paused.has("resume")
 
     flows = await d.get("/workflows")
-    assert flows.status == 200 and flows.has(f"workflow-{flow.id}")
+    assert flows.status == 200
+    assert flows.has(f"workflow-{flow.id}")
     graph = await d.get(f"/workflows/{flow.id}")
     assert graph.status == 200
     for node in ("extract", "transform", "load"):
@@ -248,10 +259,12 @@ async def test_schedules_workflows_expectations_and_forecast_pages(dashboard: Da
     assert (await d.get(f"/workflows/{flow.tenant_id}")).status == 404
 
     ex = await d.get("/expectations")
-    assert ex.status == 200 and ex.has("expectation-nightly")
+    assert ex.status == 200
+    assert ex.has("expectation-nightly")
 
     fc = await d.get("/forecast")
-    assert fc.status == 200 and fc.has("forecast-chart")
+    assert fc.status == 200
+    assert fc.has("forecast-chart")
     if not fc.has("not-available"):
         assert fc.has("forecast-table")
         assert sum(int(c["_text"]) for c in fc.all("forecast-STANDARD-firing")) >= 4
@@ -267,7 +280,67 @@ async def test_the_dashboard_needs_credentials_when_started_without(dashboard: D
     app = create_app(UIConfig(target=dashboard.env.target))
     async with TestClient(TestServer(app)) as http:
         resp = await http.get("/", allow_redirects=False)
-        assert resp.status == 303 and resp.headers["Location"] == "/login"
+        assert resp.status == 303
+        assert resp.headers["Location"] == "/login"
         assert (await http.get("/api/overview")).status == 401
         form = await http.get("/login")
         assert form.status == 200
+
+
+async def test_bulk_cancel_shows_the_servers_count_and_never_widens(dashboard: Dashboard) -> None:
+    d = dashboard
+    at = datetime.now(UTC) + LATER
+    planned = await d.env.client.submit_many(
+        [TaskSpec(type="ui.bulk", payload={}, scheduled_at=at) for _ in range(3)]
+    )
+    bystander = await d.env.client.submit("ui.keep", {}, scheduled_at=at)
+    listing = await d.get("/tasks?type=ui.bulk")
+    form = {"csrf": listing.csrf, "type": "ui.bulk", "action": "cancel"}
+    resp = await d.http.post("/bulk/plan", data=form, allow_redirects=False)
+    assert resp.status == 303
+    confirm_url = resp.headers["Location"]
+    assert confirm_url.startswith("/bulk/confirm/")
+    confirm = await d.get(confirm_url)
+    assert confirm.status == 200
+    assert int(confirm.text("bulk-count")) == 3
+    assert confirm.text("bulk-filter-type") == "ui.bulk"
+    assert "SCHEDULED" in confirm.text("bulk-filter-states")
+    # A task that arrives after the plan is not in it; a reload shows the same plan.
+    late = await d.env.client.submit("ui.bulk", {}, scheduled_at=at)
+    again = await d.get(confirm_url)
+    assert int(again.text("bulk-count")) == 3
+    token = again.all("bulk-run")  # the run form holds only the token and csrf
+    assert token
+    fields = dict(
+        (m.group(1), m.group(2)) for m in re.finditer(r'name="(\w+)" value="([^"]*)"', again.html)
+    )
+    run = {"csrf": again.csrf, "plan_token": fields["plan_token"]}
+    resp = await d.http.post("/bulk/run", data=run, allow_redirects=False)
+    assert resp.status == 303
+    assert resp.headers["Location"].startswith("/bulk/result/")
+    result = await d.get(resp.headers["Location"])
+    assert int(result.text("bulk-changed")) == 3
+    for t in planned:
+        assert (await d.env.client.get(t.id)).state is TaskState.CANCELLED
+    assert (await d.env.client.get(late.id)).state is not TaskState.CANCELLED
+    assert (await d.env.client.get(bystander.id)).state is not TaskState.CANCELLED
+    # Posting the same token again runs nothing: the first result is shown.
+    twice = await d.post("/bulk/run", run)
+    assert int(twice.text("bulk-changed")) == 3
+    assert (await d.env.client.get(late.id)).state is not TaskState.CANCELLED
+    assert (await d.post("/bulk/run", {"csrf": again.csrf, "plan_token": "forged"})).status == 400
+    assert (await d.get("/bulk/confirm/nope")).status == 404
+
+
+async def test_the_timeline_shows_reasons_and_tokens(dashboard: Dashboard) -> None:
+    d = dashboard
+    task = await d.env.client.submit("ui.hist", {}, scheduled_at=datetime.now(UTC) + LATER)
+    await d.env.client.cancel(task.id)
+    page = await d.get(f"/tasks/{task.id}")
+    rows = page.all("transition")
+    history = await d.env.client.history(task.id)
+    assert len(rows) == len(history) >= 1
+    last = rows[-1]
+    assert last["data-to"] == "CANCELLED"
+    assert int(last["data-token"]) == history[-1].fencing_token
+    assert last["data-actor"] == history[-1].actor
