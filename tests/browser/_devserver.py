@@ -11,6 +11,7 @@ real ``tickwheel worker`` processes so every page has something to show.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import secrets
@@ -27,7 +28,15 @@ import grpc
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
-from scheduler.client import AdminClient, JitterMode, Pool, SyncClient, TaskSpec, TaskState
+from scheduler.client import (
+    AdminClient,
+    JitterMode,
+    Pool,
+    StaleFencingToken,
+    SyncClient,
+    TaskSpec,
+    TaskState,
+)
 from tests.support.processes import TICKWHEEL, TickwheelProcess, WorkerProcess
 from tests.support.servers import ServerStartError, free_port, port_open
 
@@ -277,6 +286,11 @@ def seed(dev: DevProcess, base_dir: Path) -> Iterator[Seeded]:
             dead = [str(client.submit("boom", {"n": i}, max_retries=0).id) for i in range(3)]
             _wait_states(client, completed, {TaskState.COMPLETED})
             _wait_states(client, dead, {TaskState.DEAD_LETTER})
+            # A zombie's write (an older fencing token): the store refuses it and the
+            # task's history keeps it (the timeline's refused-write row).
+            zombie = client.get(completed[0])
+            with contextlib.suppress(StaleFencingToken):
+                client.run(client.aio.complete(zombie.id, zombie.fencing_token - 1, {"z": 1}))
             # No worker takes `boom` from here on: a redriven task stays due, visibly.
             boom_worker.stop()
 
