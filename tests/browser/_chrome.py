@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
@@ -149,6 +149,24 @@ class Browser:
         digits = re.sub(r"[,\s\u00a0\u202f_]", "", text)
         assert re.fullmatch(r"\d+", digits), f"{testid} shows {text!r}, not an integer"
         return int(digits)
+
+    def click_and_wait(self, element: WebElement) -> None:
+        """Click ``element`` and wait until the next page has replaced this one."""
+        old = self.driver.find_element(By.TAG_NAME, "html")
+        element.click()
+
+        def replaced() -> bool:
+            try:
+                old.is_enabled()
+            except StaleElementReferenceException:
+                return True
+            return False
+
+        self.wait_for(replaced, what="the next page after a click")
+        self.wait_for(
+            lambda: self.driver.execute_script("return document.readyState") == "complete",
+            what="the next page to load",
+        )
 
     def wait_for(
         self, probe: Callable[[], Any], *, timeout_s: float = 15.0, what: str = "condition"

@@ -53,16 +53,19 @@ def login(browser: Browser, dev: DevProcess, *, api_key: str = "", admin_token: 
         browser.by_testid("login-api-key").send_keys(api_key)
     if admin_token:
         browser.by_testid("login-admin-token").send_keys(admin_token)
-    browser.by_testid("login-submit").click()
+    browser.click_and_wait(browser.by_testid("login-submit"))
     browser.wait_for(
         lambda: not browser.driver.current_url.endswith("/login"), what="the login to finish"
     )
 
 
-def http_status(url: str) -> int:
-    """The HTTP status of a GET with the default credentials (no session cookie)."""
+def http_status(browser: Browser, url: str) -> int:
+    """The HTTP status of a GET of ``url`` with the browser's session cookies (Selenium
+    does not expose a page's status)."""
+    cookies = "; ".join(f"{c['name']}={c['value']}" for c in browser.driver.get_cookies())
+    request = urllib.request.Request(url, headers={"Cookie": cookies} if cookies else {})
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(request, timeout=10) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
@@ -162,6 +165,29 @@ def test_tasks_filter_by_type_and_pool(
     assert _row_ids(browser) == expected
 
 
+def test_tasks_pages_through_a_filter_without_gaps_or_repeats(
+    browser: Browser, dev: DevProcess, seeded: Seeded, api: Api
+) -> None:
+    kind = f"paged-{secrets.token_hex(3)}"
+    with SyncClient(dev.target, api_key=dev.api_key) as client:
+        submitted = {
+            str(t.id)
+            for t in client.submit_many(
+                [TaskSpec(type=kind, payload={"n": i}, scheduled_at=_later(120)) for i in range(61)]
+            )
+        }
+    browser.get(dev.ui_url + f"tasks?type={kind}")
+    seen: list[str] = []
+    for _ in range(5):
+        seen += sorted(_row_ids(browser))
+        nxt = browser.all_by_testid("next-page")
+        if not nxt:
+            break
+        browser.click_and_wait(nxt[0])
+    assert len(seen) == len(set(seen)) == 61
+    assert set(seen) == submitted
+
+
 def test_search_by_id_and_by_idempotency_key(
     browser: Browser, dev: DevProcess, seeded: Seeded
 ) -> None:
@@ -244,7 +270,7 @@ def test_cancel_a_scheduled_task(
     task_id = seeded.cancel_me
     assert api.state(task_id) in {"SCHEDULED", "PRELOADED"}
     browser.get(dev.ui_url + f"tasks/{task_id}")
-    browser.by_testid("cancel").click()
+    browser.click_and_wait(browser.by_testid("cancel"))
     browser.wait_for(
         lambda: (
             browser.driver.current_url.rstrip("/").endswith(f"/tasks/{task_id}")
@@ -261,7 +287,7 @@ def test_redrive_a_dead_lettered_task(
     task_id = seeded.redrive_me
     assert api.state(task_id) == "DEAD_LETTER"
     browser.get(dev.ui_url + f"tasks/{task_id}")
-    browser.by_testid("redrive").click()
+    browser.click_and_wait(browser.by_testid("redrive"))
     browser.wait_for(
         lambda: browser.text_of("task-state") in {"SCHEDULED", "PRELOADED"},
         what="the page to show the redriven task due again",
@@ -290,7 +316,7 @@ def test_bulk_cancel_shows_the_server_count_and_never_widens(
         )
     )
     browser.get(dev.ui_url + f"tasks?type={kind}")
-    browser.by_testid("bulk-cancel").click()
+    browser.click_and_wait(browser.by_testid("bulk-cancel"))
     if plan is None:
         browser.wait_for(lambda: "not available" in browser.html.lower())
         return
@@ -312,9 +338,11 @@ def test_bulk_cancel_shows_the_server_count_and_never_widens(
     assert browser.int_of("bulk-count") == 5
     assert kind in browser.text_of("bulk-filter")
 
-    browser.driver.find_element(
-        By.CSS_SELECTOR, "form:has(input[name=plan_token]) [type=submit]"
-    ).click()
+    browser.click_and_wait(
+        browser.driver.find_element(
+            By.CSS_SELECTOR, "form:has(input[name=plan_token]) [type=submit]"
+        )
+    )
     browser.wait_for(lambda: browser.has_testid("bulk-changed"), what="the result page")
     changed = browser.int_of("bulk-changed")
     by_state, _ = api.counts(task_filter)
@@ -353,8 +381,11 @@ def test_a_tenant_key_cannot_open_another_tenants_task(
     browser: Browser, dev: DevProcess, seeded: Seeded
 ) -> None:
     other = seeded.other_task_id
-    # Default credentials are the dev tenant's key.
-    assert http_status(dev.ui_url + f"tasks/{other}") == 404
+    # Logged in with the dev tenant's API key only (dev's default credentials also
+    # carry the admin token, whose tenant picker lists every tenant by design).
+    login(browser, dev, api_key=dev.api_key)
+    assert not browser.has_testid("tenant-picker")
+    assert http_status(browser, dev.ui_url + f"tasks/{other}") == 404
     browser.get(dev.ui_url + f"tasks/{other}")
     assert "not found" in browser.html.lower()
     assert not browser.has_testid("task-state")
