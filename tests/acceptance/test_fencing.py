@@ -6,8 +6,11 @@ import asyncio
 import re
 import uuid
 
+import grpc
 import pytest
 
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import Task, TaskState
 from tests.acceptance.conftest import Cluster
 from tests.support.processes import WorkerProcess
@@ -75,6 +78,19 @@ async def test_zombie_worker_is_fenced_out_end_to_end(
     # Both attempts ran the handler to the end; only B's outcome was committed.
     finished = {(r["worker"], r["token"]) for r in cluster.records("done")}
     assert finished == {("worker-a", token_a), ("worker-b", done.fencing_token)}
+    # The zombie's refused completion is in the task's history, with both tokens
+    # (issue 18), and the audit says why each change happened.
+    async with grpc.aio.insecure_channel(cluster.server.target) as channel:
+        history = await pbg.SchedulerServiceStub(channel).GetTaskHistory(  # type: ignore[no-untyped-call]
+            pb.GetTaskHistoryRequest(task_id=str(task.id)),
+            metadata=(("x-api-key", cluster.api_key),),
+            timeout=10,
+        )
+    refused = [(r.write, r.fencing_token, r.current_token, r.actor) for r in history.refused_writes]
+    assert ("complete", token_a, done.fencing_token, "worker-a") in refused
+    assert all(r.reason == "stale_fencing_token" for r in history.refused_writes)
+    assert "lease expired" in [t.reason for t in history.transitions]
+    assert all(t.reason for t in history.transitions)
 
 
 @START

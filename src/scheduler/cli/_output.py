@@ -125,7 +125,7 @@ def print_tasks(tasks: Iterable[Task], *, wide: bool = False) -> None:
 
 def print_history(transitions: Iterable[Transition]) -> None:
     """A task's audit, oldest first, in plain aligned columns."""
-    head = ("at", "from", "to", "token", "epoch", "actor")
+    head = ("at", "from", "to", "token", "epoch", "actor", "reason")
     rows = [
         (
             t.at.isoformat(timespec="milliseconds"),
@@ -134,6 +134,7 @@ def print_history(transitions: Iterable[Transition]) -> None:
             str(t.fencing_token),
             "" if t.epoch is None else str(t.epoch),
             t.actor,
+            t.reason,
         )
         for t in transitions
     ]

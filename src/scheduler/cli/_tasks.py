@@ -245,6 +245,7 @@ def list_(
 @json_option
 def history(task_id: str, as_json: bool, **kw: Any) -> None:
     """Every state change of a task, oldest first: when, from and to which state, the
-    fencing token, the shard epoch (PostgreSQL) and who wrote it (a worker id or a node)."""
+    fencing token, the shard epoch (PostgreSQL), who wrote it (a worker id or a node)
+    and why."""
     found = run_coro(with_client(kw, lambda c: c.history(task_id)))
     print_json(found) if as_json else print_history(found)

@@ -564,6 +564,7 @@ class Client(_Base):
                 actor=t.actor,
                 at=conv.from_timestamp(t.at),
                 epoch=t.shard_epoch or None,
+                reason=t.reason,
             )
             for t in resp.transitions
         ]

@@ -59,6 +59,7 @@ from scheduler.engine._tenancy import Tenancy
 from scheduler.engine._timeline import Timeline, to_ms
 from scheduler.engine._types import FailureReport, Outlet, SubmitSpec, WorkerHello
 from scheduler.engine._waiters import MAX_WAIT_S, SETTLED, Waiters
+from scheduler.engine._watch import Watch
 from scheduler.engine._workflows import Workflows
 from scheduler.index import TimeIndex
 from scheduler.limits import MAX_PAGE_SIZE, MAX_WORKER_ID_CHARS
@@ -71,14 +72,12 @@ from scheduler.types import (
     ApiKey,
     Completion,
     FencedWrite,
-    Forecast,
     InsertResult,
     NewTask,
     Outcome,
     Page,
     Pool,
     Scope,
-    TaskCounts,
     TaskFilter,
     TaskKey,
     TaskRecord,
@@ -164,6 +163,8 @@ class Engine:
         self._sessions = Sessions(
             store, cfg, self._completer, self._wake_dispatcher, self._outlets.publish
         )
+        self.watch = Watch(store, self._sessions)
+        """Task counts, the forecast and the worker streams (the dashboard's reads)."""
         self._preloader.use_reaper(
             Reaper(
                 store,
@@ -320,12 +321,6 @@ class Engine:
         """The open worker streams (outlets' built-in sessions excluded)."""
         return self._sessions.streams()
 
-    def workers(self, tenant_id: uuid.UUID | None) -> list[WorkerSession]:
-        """The worker streams open on this node of ``tenant_id`` (None: every tenant's),
-        by worker id."""
-        found = [s for s in self._sessions.streams() if tenant_id in (None, s.tenant_id)]
-        return sorted(found, key=lambda s: (s.worker_id, s.session_id))
-
     async def reconcile(self, *, full: bool = False) -> None:
         """Run a reconcile pass now (``full``: every PRELOADED row of the owned shards,
         not only those changed since the last pass)."""
@@ -384,21 +379,6 @@ class Engine:
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise InvalidArgument("page_size", f"must be 1..{MAX_PAGE_SIZE}")
         return await self.store.list_tasks(tenant_id, flt, page_size, page_token)
-
-    async def count_tasks(self, tenant_id: uuid.UUID | None, flt: TaskFilter) -> TaskCounts:
-        """``tenant_id``'s tasks (None: every tenant's) matching ``flt``, grouped."""
-        return await self.store.count_tasks(tenant_id, flt)
-
-    async def forecast(
-        self,
-        tenant_id: uuid.UUID | None,
-        start: datetime,
-        bucket_s: int,
-        buckets: int,
-        pools: Sequence[Pool],
-    ) -> Forecast:
-        """What will fire in each bucket of the window (see ``Store.forecast``)."""
-        return await self.store.forecast(tenant_id, start, bucket_s, buckets, pools)
 
     async def cancel(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> TaskRecord:
         """Cancel in any non-terminal state; a running task's worker is told."""

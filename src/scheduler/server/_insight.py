@@ -104,7 +104,7 @@ class InsightRpcs:
         tenant = await self._gate.reader_scope(context, Scope.READ)
         flt = conv.task_filter_from_proto(request.filter, "filter.")
         as_of = self._engine.now()
-        found = await self._engine.count_tasks(tenant, flt)
+        found = await self._engine.watch.count_tasks(tenant, flt)
         out = pb.CountTasksResponse(
             counts=[count_to_proto(c) for c in found.groups],
             total=found.total,
@@ -135,7 +135,7 @@ class InsightRpcs:
             else self._engine.now()
         )
         shown = tuple(p for p in POOL_ORDER if not pools or p in pools)
-        found = await self._engine.forecast(tenant, start, bucket_s, buckets, pools)
+        found = await self._engine.watch.forecast(tenant, start, bucket_s, buckets, pools)
         return forecast_to_proto(found, start, bucket_s, buckets, shown)
 
     @unary
@@ -146,6 +146,6 @@ class InsightRpcs:
         tenant = await self._gate.reader_scope(context, Scope.READ)
         node = self._engine.node_id
         return pb.ListWorkersResponse(
-            workers=[worker_to_proto(s, node) for s in self._engine.workers(tenant)],
+            workers=[worker_to_proto(s, node) for s in self._engine.watch.workers(tenant)],
             node_id=node,
         )

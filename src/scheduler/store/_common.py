@@ -248,12 +248,18 @@ ActivityRow: TypeAlias = tuple[int, int, int, float | None, float | None]
 """One bucket's (dispatched, completed, failed, lateness p50, lateness p99)."""
 
 
+def bucket_count(start: datetime, end: datetime, bucket_s: int) -> int:
+    """How many buckets of ``bucket_s`` cover ``start`` to ``end`` (at least one)."""
+    us = (end - start) // timedelta(microseconds=1)
+    return max(1, -(-us // (bucket_s * 1_000_000)))
+
+
 def fill_buckets(
     start: datetime, end: datetime, bucket_s: int, by_bucket: Mapping[int, ActivityRow]
 ) -> list[ActivityBucket]:
     """One :class:`ActivityBucket` per bucket from ``start`` to ``end`` (the last may be
     partial), empty ones included; ``by_bucket`` is keyed by bucket index."""
-    n = max(1, -(-int((end - start).total_seconds()) // bucket_s))
+    n = bucket_count(start, end, bucket_s)
     out = []
     for i in range(n):
         at = start + timedelta(seconds=i * bucket_s)

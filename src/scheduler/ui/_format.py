@@ -16,6 +16,7 @@ from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._wellknown import struct_to_dict
 
 STATES = (
     "SCHEDULED",
@@ -79,7 +80,11 @@ def struct_json(message: Any, field: str) -> str:
     if not message.HasField(field):
         return "null"
     value: Struct = getattr(message, field)
-    return json.dumps(json_format.MessageToDict(value), indent=2, sort_keys=True)
+    try:
+        shown = struct_to_dict(value)
+    except ValueError:
+        shown = json_format.MessageToDict(value)
+    return json.dumps(shown, indent=2, sort_keys=True)
 
 
 def timestamp(dt: datetime) -> Timestamp:

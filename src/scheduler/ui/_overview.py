@@ -8,9 +8,11 @@ by second or minute, per pool, firing (after jitter) against nominal (before).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from aiohttp import web
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.ui import _format as fmt
@@ -42,7 +44,11 @@ async def overview_data(ctx: Ctx) -> dict[str, Any]:
             md,
         ),
         api.section(api.scheduler.ListWorkers, pb.ListWorkersRequest(), md),
-        api.section(api.scheduler.GetForecast, pb.GetForecastRequest(bucket_s=60, buckets=60), md),
+        api.section(
+            api.scheduler.GetForecast,
+            pb.GetForecastRequest(start=aligned_start(60), bucket_s=60, buckets=60),
+            md,
+        ),
     )
     return {
         "counts": _shown(count, fmt.counts),
@@ -78,8 +84,16 @@ def _forecast_params(request: web.Request) -> tuple[int, list[str]]:
     return bucket, pools
 
 
+def aligned_start(bucket_s: int) -> Timestamp:
+    """Now, rounded down to a whole bucket: buckets start on whole seconds or minutes,
+    so a task asked for 12:00:00 falls in the bucket that says 12:00:00."""
+    now = int(time.time())
+    return Timestamp(seconds=now - now % bucket_s)
+
+
 async def forecast_data(ctx: Ctx, bucket: int, pools: list[str]) -> dict[str, Any]:
     request = pb.GetForecastRequest(
+        start=aligned_start(bucket),
         bucket_s=bucket,
         buckets=FORECAST_SHAPES[bucket],
         pools=[fmt.pool_value(p) for p in pools],

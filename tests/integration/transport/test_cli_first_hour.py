@@ -151,8 +151,10 @@ async def test_history_shows_every_transition(any_stack: Stack) -> None:
     assert all(r["actor"] for r in rows)
     assert all(isinstance(r["fencing_token"], int) for r in rows)
     human = (await _ok("history", task["id"], *auth)).stdout.splitlines()
-    assert human[0].split() == ["at", "from", "to", "token", "epoch", "actor"]
+    assert human[0].split() == ["at", "from", "to", "token", "epoch", "actor", "reason"]
     assert human[-1].split()[2] == "CANCELLED"
+    assert human[-1].split()[-1] == "cancelled"
+    assert rows[-1]["reason"] == "cancelled"
     client = await any_stack.client()
     try:
         history = await client.history(task["id"])

@@ -109,6 +109,7 @@ async def test_task_detail_shows_payload_escaped_and_the_timeline(dashboard: Das
     assert page.status == 200
     assert "<script>alert(1)</script>" not in page.html
     assert json.loads(page.text("task-payload")) == {"name": "<script>alert(1)</script>", "n": 3}
+    assert '"n": 3,' in page.text("task-payload")  # as submitted, not 3.0
     assert page.text("task-state") == task.state.name
     assert page.text("task-type") == "ui.detail"
     assert page.text("task-pool") == "STANDARD"

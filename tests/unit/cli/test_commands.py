@@ -25,6 +25,7 @@ def test_every_command_is_registered() -> None:
         "serve",
         "submit",
         "tenants",
+        "ui",
         "watchdog",
         "worker",
         "workflows",

@@ -67,6 +67,9 @@ class History:
         _validate.aware("start", start)
         _validate.aware("end", end)
         async with self._db.conn(scope_of(tenant_id)) as conn:
-            found = await conn.fetch(self._q["activity"], start, end, float(bucket_s), tenant_id)
+            last = _common.bucket_count(start, end, bucket_s) - 1
+            found = await conn.fetch(
+                self._q["activity"], start, end, float(bucket_s), tenant_id, last
+            )
         rows = {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in found}
         return _common.fill_buckets(start, end, bucket_s, rows)

@@ -86,7 +86,8 @@ class History:
         """Every bucket of ``bucket_s`` from ``start`` to ``end``, empty ones included."""
         lo = rows.us(_validate.aware("start", start))
         hi = rows.us(_validate.aware("end", end))
-        args = (lo, hi, None if tenant_id is None else str(tenant_id), bucket_s * 1_000_000)
+        last = _common.bucket_count(start, end, bucket_s) - 1
+        args = (lo, hi, None if tenant_id is None else str(tenant_id), bucket_s * 1_000_000, last)
         q = self._q
 
         def fn(c: sqlite3.Connection) -> list[sqlite3.Row]:

@@ -24,6 +24,7 @@
       legend: { show: false },
       cursor: { show: true },
       scales: { x: { time: true } },
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
       series: [{}].concat(series),
       axes: [{ stroke: "#1b1f24" }, { stroke: "#1b1f24" }]
     };

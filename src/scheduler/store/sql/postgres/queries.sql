@@ -585,15 +585,17 @@ SELECT at, fencing_token, current_token, actor, write_kind, reason FROM (
 ) r ORDER BY at, c
 
 -- name: activity
--- GetActivity: per bucket of $3 seconds from $1 to $2, dispatches (with lateness from
--- the dispatch row's due_at), completions and failed attempts; $4 tenant (NULL: all).
+-- GetActivity: per bucket of $3 seconds from $1 to $2 (both included: a row at $2 is
+-- in the last bucket, $5), dispatches (with lateness from the dispatch row's due_at),
+-- completions and failed attempts; $4 tenant (NULL: all).
 -- The BRIN index on `at` keeps the scan to the window; a tenant's rows are joined to
 -- their task by its primary key.
 WITH x AS (
-    SELECT floor(extract(epoch FROM (a.at - $1)) / $3)::int AS b, a.from_status, a.to_status,
+    SELECT least(floor(extract(epoch FROM (a.at - $1)) / $3)::int, $5) AS b,
+        a.from_status, a.to_status,
         extract(epoch FROM (a.at - a.due_at)) AS late
     FROM task_transitions a
-    WHERE a.at >= $1 AND a.at < $2
+    WHERE a.at >= $1 AND a.at <= $2
       AND (a.to_status IN ('DISPATCHED', 'COMPLETED', 'RETRYING', 'DEAD_LETTER')
            OR (a.to_status = 'RUNNING' AND a.from_status = 'PRELOADED'))
       AND ($4::uuid IS NULL OR EXISTS (

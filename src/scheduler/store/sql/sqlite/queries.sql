@@ -335,16 +335,17 @@ SELECT at, fencing_token, current_token, actor, write_kind, reason FROM (
 ) ORDER BY seq
 
 -- name: activity
--- GetActivity's rows of the window ?1..?2 (microseconds), tenant ?3 (NULL: all): the
+-- GetActivity's rows of the window ?1..?2 (microseconds, both included; a row at ?2 is
+-- in the last bucket, ?5), tenant ?3 (NULL: all): the
 -- bucket index, whether the row is a dispatch, a completion or a failed attempt, and a
 -- dispatch's lateness in microseconds. Bucketed and ranked by the caller.
-SELECT (a.at - ?1) / ?4 AS b,
+SELECT min((a.at - ?1) / ?4, ?5) AS b,
     a.from_status = 'PRELOADED' AS dispatched,
     a.to_status = 'COMPLETED' AS completed,
     a.from_status = 'RUNNING' AND a.to_status IN ('RETRYING', 'DEAD_LETTER') AS failed,
     max(a.at - coalesce(a.due_at, a.at), 0) AS late
 FROM task_transitions a
-WHERE a.at >= ?1 AND a.at < ?2
+WHERE a.at >= ?1 AND a.at <= ?2
   AND ((a.from_status = 'PRELOADED' AND a.to_status IN ('DISPATCHED', 'RUNNING'))
        OR a.to_status = 'COMPLETED'
        OR (a.from_status = 'RUNNING' AND a.to_status IN ('RETRYING', 'DEAD_LETTER')))

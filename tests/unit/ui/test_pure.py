@@ -1,0 +1,79 @@
+"""The dashboard's pure parts: the DAG layout, the sessions map, the call metadata."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from scheduler.ui._api import Credentials, call_metadata, parse_tenant
+from scheduler.ui._dag import NODE_H, layout
+from scheduler.ui._sessions import Sessions
+
+
+def test_layout_puts_each_node_at_its_longest_path_depth() -> None:
+    nodes = [(n, "SCHEDULED", f"t-{n}") for n in ("a", "b", "c", "d")]
+    # a -> b -> d and a -> d: d sits below b (depth 2), not beside it.
+    out = layout(nodes, [("a", "b"), ("b", "d"), ("a", "d"), ("a", "c")])
+    by_id = {n.id: n for n in out.nodes}
+    assert [by_id[n].layer for n in "abcd"] == [0, 1, 1, 2]
+    assert by_id["b"].y == by_id["c"].y > by_id["a"].y
+    assert by_id["d"].y > by_id["b"].y
+    assert {(e.parent, e.child) for e in out.edges} == {
+        ("a", "b"),
+        ("b", "d"),
+        ("a", "d"),
+        ("a", "c"),
+    }
+    for e in out.edges:  # from the parent's bottom to the child's top
+        assert e.y1 == by_id[e.parent].y + NODE_H
+        assert e.y2 == by_id[e.child].y
+    xs = sorted((n.x, n.x + out.node_w) for n in out.nodes if n.layer == 1)
+    assert xs[0][1] < xs[1][0]  # no overlap in a layer
+    assert all(n.x >= 0 and n.x + out.node_w <= out.width for n in out.nodes)
+
+
+def test_layout_of_one_node_and_of_none() -> None:
+    assert len(layout([("x", "COMPLETED", "t")], []).nodes) == 1
+    empty = layout([], [])
+    assert empty.nodes == []
+    assert empty.edges == []
+
+
+def test_sessions_are_bounded_and_expire() -> None:
+    now = [0.0]
+    sessions = Sessions(Credentials(api_key="k"), max_sessions=3, idle_s=10, clock=lambda: now[0])
+    first = sessions.new()
+    assert first.creds == Credentials(api_key="k")
+    assert sessions.get(first.id) is first
+    others = [sessions.new() for _ in range(3)]
+    assert sessions.get(first.id) is None  # the least recently used went first
+    assert len(sessions) == 3
+    now[0] = 11
+    assert sessions.get(others[-1].id) is None  # idle too long
+    assert sessions.get(None) is None
+    assert sessions.get("nope") is None
+
+
+def test_csrf_compares_the_whole_token() -> None:
+    s = Sessions(Credentials()).new()
+    assert s.csrf_ok(s.csrf)
+    assert not s.csrf_ok(None)
+    assert not s.csrf_ok("")
+    assert not s.csrf_ok(s.csrf[:-1])
+
+
+def test_call_metadata_per_credentials_and_tenant() -> None:
+    tenant = str(uuid.uuid4())
+    key, admin, both = Credentials("k"), Credentials(None, "t"), Credentials("k", "t")
+    assert call_metadata(key, None) == (("x-api-key", "k"),)
+    assert call_metadata(key, tenant) == (("x-api-key", "k"),)  # a key never acts for another
+    assert call_metadata(admin, None) == (("x-admin-token", "t"),)
+    assert call_metadata(admin, tenant) == (("x-admin-token", "t"), ("x-tenant-id", tenant))
+    assert call_metadata(both, None) == (("x-api-key", "k"),)
+    assert call_metadata(both, "all") == (("x-admin-token", "t"),)
+    assert parse_tenant("") is None
+    assert parse_tenant("all") == "all"
+    assert parse_tenant(tenant.upper()) == tenant
+    with pytest.raises(ValueError, match="badly formed"):
+        parse_tenant("robert'); drop")
