@@ -198,8 +198,13 @@ class Api:
     def workers(self) -> list[pb.WorkerInfo]:
         return list(self.call(self.sched.ListWorkers, pb.ListWorkersRequest()).workers)
 
-    def forecast(self, bucket_s: int = 60) -> pb.GetForecastResponse:
-        req = pb.GetForecastRequest(bucket_s=bucket_s)
+    def forecast(
+        self, bucket_s: int = 60, *, start: datetime | None = None, buckets: int = 0
+    ) -> pb.GetForecastResponse:
+        """GetForecast; ``start`` None means the current whole minute (as the pages ask)."""
+        start = start or datetime.now(UTC).replace(second=0, microsecond=0)
+        req = pb.GetForecastRequest(bucket_s=bucket_s, buckets=buckets)
+        req.start.FromDatetime(start)
         resp: pb.GetForecastResponse = self.call(self.sched.GetForecast, req)
         return resp
 
