@@ -11,6 +11,7 @@ import contextlib
 import json
 import re
 import secrets
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -83,12 +84,24 @@ def test_overview_counts_pools_and_workers_equal_the_api(
     if counted is None:
         assert_not_available(browser)
     else:
-        by_state, total = counted
-        shown = {s: browser.int_of(f"count-{s}") for s in STATES}
-        assert shown == by_state
-        assert browser.int_of("count-total") == total
-        for pool, n in api.pool_counts().items():
-            assert browser.int_of(f"pool-{pool}-count") == n, pool
+
+        def page_and_api() -> tuple[dict[str, int], dict[str, int]]:
+            by_state, total = api.counts()
+            pools = api.pool_counts()
+            shown = {s: browser.int_of(f"count-{s}") for s in STATES}
+            shown["total"] = browser.int_of("count-total")
+            shown |= {f"pool-{p}": browser.int_of(f"pool-{p}-count") for p in pools}
+            return shown, {**by_state, "total": total} | {f"pool-{p}": n for p, n in pools.items()}
+
+        # Equal at once unless something changed in between (a schedule's occurrence);
+        # the page refreshes itself, so compare again until both agree.
+        deadline = time.monotonic() + 10
+        shown, expected = page_and_api()
+        while shown != expected and time.monotonic() < deadline:
+            time.sleep(0.5)
+            shown, expected = page_and_api()
+        assert shown == expected
+        assert sum(v for k, v in expected.items() if k in STATES) == expected["total"]
     workers = maybe(api.workers)
     if workers is None:
         assert_not_available(browser)
