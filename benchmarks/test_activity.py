@@ -99,9 +99,7 @@ def _timed(dsn: str, seq_scan: bool) -> tuple[float, list[Any], int]:
 
 
 @pytest.mark.parametrize("scan", ["brin", "seqscan"])
-def test_activity_window_reads_only_its_rows(
-    benchmark: Any, activity_dsn: str, scan: str
-) -> None:
+def test_activity_window_reads_only_its_rows(benchmark: Any, activity_dsn: str, scan: str) -> None:
     elapsed, rows, size = benchmark.pedantic(
         _timed, args=(activity_dsn, scan == "seqscan"), rounds=3, iterations=1
     )
@@ -110,6 +108,4 @@ def test_activity_window_reads_only_its_rows(
     dispatched = sum(r["dispatched"] for r in rows)
     expected = ROWS / (DAYS * 96) / 5
     assert 0.8 * expected < dispatched < 1.2 * expected
-    benchmark.extra_info.update(
-        {"ms": round(elapsed * 1000, 2), "rows": ROWS, "brin_bytes": size}
-    )
+    benchmark.extra_info.update({"ms": round(elapsed * 1000, 2), "rows": ROWS, "brin_bytes": size})

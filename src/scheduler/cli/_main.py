@@ -15,6 +15,7 @@ import logging
 import click
 
 from scheduler.cli._admin import keys, tenants
+from scheduler.cli._bulk import bulk_cancel, bulk_redrive
 from scheduler.cli._orchestration import expectations, schedules, workflows
 from scheduler.cli._serve import dev, migrate, serve
 from scheduler.cli._tasks import cancel, get, history, list_, redrive, submit
@@ -88,6 +89,8 @@ for _command in (
     get,
     cancel,
     redrive,
+    bulk_cancel,
+    bulk_redrive,
     list_,
     history,
     worker,

@@ -27,6 +27,8 @@ from scheduler.client._tls import TLSConfig
 from scheduler.client._types import (
     ApiKeyInfo,
     ApiKeySecret,
+    BulkPlan,
+    BulkResult,
     ExpectationInfo,
     RotatedApiKey,
     ScheduleInfo,
@@ -54,6 +56,8 @@ __all__ = [
     "ApiKeyInfo",
     "ApiKeySecret",
     "App",
+    "BulkPlan",
+    "BulkResult",
     "Client",
     "ExpectationInfo",
     "InvalidArgument",

@@ -23,6 +23,8 @@ from scheduler.client._types import (
     JSON,
     ApiKeyInfo,
     ApiKeySecret,
+    BulkPlan,
+    BulkResult,
     ExpectationInfo,
     RotatedApiKey,
     ScheduleInfo,
@@ -239,6 +241,68 @@ class Client(_Base):
             self._sched.RedriveTask(req, metadata=self._metadata, timeout=self._timeout_s)
         )
         return conv.task_from_proto(resp.task)
+
+    async def plan_bulk(
+        self,
+        action: str,
+        *,
+        states: Iterable[TaskState] = (),
+        type: str | None = None,
+        pools: Iterable[Pool] = (),
+        scheduled_from: datetime | None = None,
+        scheduled_to: datetime | None = None,
+    ) -> BulkPlan:
+        """Count what a bulk ``action`` (``cancel`` or ``redrive``) would act on now and
+        get a plan token for exactly that (PlanBulkAction; docs/observability.md)."""
+        actions = {"cancel": pb.BULK_ACTION_CANCEL, "redrive": pb.BULK_ACTION_REDRIVE}
+        if action not in actions:
+            raise ValueError(f"action must be 'cancel' or 'redrive', not {action!r}")
+        flt = pb.TaskFilter(
+            states=[conv.state_to_proto(s) for s in states],
+            type=type or "",
+            pools=[conv.pool_to_proto(p) for p in pools],
+        )
+        if scheduled_from is not None:
+            flt.scheduled_from.CopyFrom(conv.to_timestamp(scheduled_from))
+        if scheduled_to is not None:
+            flt.scheduled_to.CopyFrom(conv.to_timestamp(scheduled_to))
+        resp = await self._call(
+            self._sched.PlanBulkAction(
+                pb.PlanBulkActionRequest(action=actions[action], filter=flt),
+                metadata=self._metadata,
+                timeout=self._timeout_s,
+            )
+        )
+        f = resp.filter
+        return BulkPlan(
+            action=action,
+            count=resp.count,
+            plan_token=resp.plan_token,
+            states=tuple(conv.state_from_proto(s) for s in f.states),
+            type=f.type or None,
+            pools=tuple(conv.pool_from_proto(p) for p in f.pools),
+            scheduled_from=conv.from_timestamp(f.scheduled_from)
+            if f.HasField("scheduled_from")
+            else None,
+            scheduled_to=(
+                conv.from_timestamp(f.scheduled_to) if f.HasField("scheduled_to") else None
+            ),
+            planned_at=conv.from_timestamp(resp.planned_at),
+            expires_at=conv.from_timestamp(resp.expires_at),
+        )
+
+    async def run_bulk(self, plan_token: str, *, timeout_s: float = 600.0) -> BulkResult:
+        """Run a planned bulk action (RunBulkAction): acts on the plan's tasks that still
+        apply, never on more. A run of many tasks takes a while: ``timeout_s``."""
+        resp = await self._call(
+            self._sched.RunBulkAction(
+                pb.RunBulkActionRequest(plan_token=plan_token),
+                metadata=self._metadata,
+                timeout=timeout_s,
+            )
+        )
+        action = "cancel" if resp.action == pb.BULK_ACTION_CANCEL else "redrive"
+        return BulkResult(action=action, matched=resp.matched, changed=resp.changed)
 
     async def wait(self, task_id: uuid.UUID | str, timeout_s: float | None = None) -> Task:
         """The task once it is COMPLETED, CANCELLED or DEAD_LETTER.

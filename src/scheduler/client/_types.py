@@ -168,6 +168,39 @@ class ExpectationInfo:
     created_at: datetime | None
 
 
+# -- bulk actions (issue 18) -------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class BulkPlan:
+    """A planned bulk action: what the server counted, for exactly the filter shown."""
+
+    action: str
+    """``cancel`` or ``redrive``."""
+    count: int
+    """How many tasks the run would act on now."""
+    plan_token: str
+    """Pass this (and only this) to :meth:`Client.run_bulk`."""
+    states: tuple[TaskState, ...]
+    """The filter's states with the action's added (as the server understood them)."""
+    type: str | None
+    pools: tuple[Pool, ...]
+    scheduled_from: datetime | None
+    scheduled_to: datetime | None
+    planned_at: datetime
+    """The run acts only on tasks created at or before it."""
+    expires_at: datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class BulkResult:
+    """What a run of a plan did."""
+
+    action: str
+    matched: int
+    """Tasks that matched when the run started."""
+    changed: int
+    """Tasks the run changed (one that finished in between is matched, not changed)."""
+
+
 # -- API keys (issue 15) -----------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ApiKeyInfo:

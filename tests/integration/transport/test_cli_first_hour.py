@@ -32,8 +32,10 @@ async def any_stack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         yield s
 
 
-async def _invoke(*args: str) -> Result:
-    return await asyncio.to_thread(CliRunner().invoke, main, list(args), catch_exceptions=False)
+async def _invoke(*args: str, input: str | None = None) -> Result:
+    return await asyncio.to_thread(
+        CliRunner().invoke, main, list(args), input=input, catch_exceptions=False
+    )
 
 
 async def _ok(*args: str) -> Result:
@@ -245,3 +247,24 @@ async def test_workflows_list_and_cancel_and_expectations_delete(
     assert gone.exit_code == 1
     (line,) = gone.stderr.splitlines()
     assert line == "Error: expectation nightly not found"
+
+
+async def test_bulk_cancel_shows_the_count_and_asks(any_stack: Stack) -> None:
+    auth = _auth(any_stack)
+    for _ in range(3):
+        await _ok("submit", "nightly", "--in", "3600", *auth)
+    await _ok("submit", "other", "--in", "3600", *auth)
+    # No confirmation: nothing is done.
+    declined = await _invoke("bulk-cancel", "--type", "nightly", *auth, input="n\n")
+    assert declined.exit_code == 0, declined.output
+    assert "3 task(s) to cancel" in declined.output
+    assert "nothing done" in declined.output
+    done = json.loads(
+        (await _ok("bulk-cancel", "--type", "nightly", "--yes", "--json", *auth)).stdout
+    )
+    assert done["plan"]["count"] == 3
+    assert (done["result"]["matched"], done["result"]["changed"]) == (3, 3)
+    again = await _ok("bulk-cancel", "--type", "nightly", "--yes", *auth)
+    assert "0 task(s) to cancel" in again.output
+    nothing = await _ok("bulk-redrive", "--yes", *auth)
+    assert "0 task(s) to redrive (states DEAD_LETTER)" in nothing.output

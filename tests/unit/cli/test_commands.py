@@ -12,6 +12,8 @@ from scheduler.cli import main
 
 def test_every_command_is_registered() -> None:
     assert sorted(main.commands) == [
+        "bulk-cancel",
+        "bulk-redrive",
         "cancel",
         "dev",
         "expectations",

@@ -55,6 +55,7 @@ class FakeCompleter:
         self.released_unacked: list[list[tuple[TaskKey, int]]] = []
         self.dispatched_only: list[bool] = []
         self.counted: list[list[Outcome]] = []
+        self.refused: list[tuple[str, str, int, Outcome]] = []
 
     def _answer(self, kind: str, items: Sequence[Any]) -> list[Outcome]:
         self.calls.append((kind, list(items)))
@@ -90,6 +91,11 @@ class FakeCompleter:
 
     def count_stale(self, outcomes: Sequence[Outcome]) -> None:
         self.counted.append(list(outcomes))
+
+    async def record_refused(
+        self, writes: Sequence[FencedWrite], outcomes: Sequence[Outcome], actor: str, write: str
+    ) -> None:
+        self.refused += [(write, actor, w.token, o) for w, o in zip(writes, outcomes, strict=True)]
 
     def kinds(self) -> list[str]:
         return [kind for kind, _ in self.calls]
@@ -438,6 +444,13 @@ async def test_a_task_not_dispatched_to_this_worker_with_this_token_is_stale(
     assert await s.complete([Completion(key=task.key, token=token)]) == [Outcome.STALE]
     assert world.completer.calls == []  # never reaches the completer
     assert world.completer.stale() == 3
+    # Each refusal goes to the task's history (the completer keeps only the STALE ones).
+    stale = Outcome.STALE
+    assert world.completer.refused == [
+        ("heartbeat", "w", token, stale),
+        ("ack", "w", token, stale),
+        ("complete", "w", token, stale),
+    ]
     assert s.holding(task.id) is None
     await s.close()
     assert world.completer.released_unacked == []
