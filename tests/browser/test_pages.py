@@ -580,3 +580,30 @@ def test_admin_token_sees_every_tenant_and_picks_one(
     assert browser.text_of("task-type") == f"{seeded.other_marker}-type"
     browser.get(dev.ui_url + f"tasks/{seeded.completed[0]}?tenant={seeded.other_tenant_id}")
     assert "not found" in browser.html.lower()
+
+
+def test_bulk_redrive_of_the_dead_letters_of_a_type(
+    browser: Browser, dev: DevProcess, seeded: Seeded, api: Api
+) -> None:
+    # Last in the file: it redrives the seeded `boom` dead letters the tests above read.
+    task_filter = pb.TaskFilter(type="boom")
+    dead_before, _ = api.counts(pb.TaskFilter(type="boom", states=[pb.TASK_STATE_DEAD_LETTER]))
+    assert dead_before["DEAD_LETTER"] >= 1
+    browser.get(dev.ui_url + "tasks?type=boom&state=DEAD_LETTER")
+    browser.click_and_wait(browser.by_testid("bulk-redrive"))
+    plan = api.call(
+        api.sched.PlanBulkAction,
+        pb.PlanBulkActionRequest(action=pb.BULK_ACTION_REDRIVE, filter=task_filter),
+    )
+    assert browser.int_of("bulk-count") == plan.count == dead_before["DEAD_LETTER"]
+    assert "boom" in browser.text_of("bulk-filter")
+    browser.click_and_wait(
+        browser.driver.find_element(
+            By.CSS_SELECTOR, "form:has(input[name=plan_token]) [type=submit]"
+        )
+    )
+    assert browser.int_of("bulk-changed") == plan.count
+    by_state, _ = api.counts(task_filter)
+    assert by_state["DEAD_LETTER"] == 0
+    assert by_state["SCHEDULED"] + by_state["PRELOADED"] >= plan.count
+    browser.assert_accessible()
