@@ -18,7 +18,8 @@ Data path (brief §2), with the module of each step:
    one fenced statement per kind of write per tick.
 
 Shard gains and losses go to ``_shards.py``; outlets (Kafka) are ``_outlets.py``;
-tenants and keys ``_tenancy.py``. The store alone decides state: everything in memory
+tenants and keys ``_tenancy.py`` (public as ``engine.tenancy``, like ``workflows`` and
+``schedules``: the admin API calls it directly). The store alone decides state: everything in memory
 is an index that a restart rebuilds from PRELOADED rows and lease expiry.
 """
 
@@ -32,7 +33,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from scheduler._aio import Background, wait_event
 from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
@@ -138,7 +138,7 @@ class Engine:
         self._background = Background(log)
         self._shards = ShardState(self.membership, clustered=membership is not None)
         self._admission = Admission(cfg, self._shards)
-        self._tenancy = Tenancy(store, cfg)
+        self.tenancy = Tenancy(store, cfg)
         self._fair_share = FairShare(store, cfg)
         self._ready = ReadyQueues(self._fair_share.weight)
         self._mirror = IndexMirror(index, cfg, self.stats, self._background, self._wake_dispatcher)
@@ -544,7 +544,7 @@ class Engine:
         home_region: str = "",
     ) -> Tenant:
         """Create a tenant; zero quotas mean the defaults."""
-        return await self._tenancy.create_tenant(
+        return await self.tenancy.create_tenant(
             name=name,
             tier=tier,
             rate_limit_rps=rate_limit_rps,
@@ -554,11 +554,7 @@ class Engine:
 
     async def get_tenant(self, tenant_id: uuid.UUID) -> Tenant:
         """One tenant."""
-        return await self._tenancy.get_tenant(tenant_id)
-
-    async def update_tenant(self, tenant_id: uuid.UUID, changes: Mapping[str, Any]) -> Tenant:
-        """Change a tenant's tier or quotas."""
-        return await self._tenancy.update_tenant(tenant_id, changes)
+        return await self.tenancy.get_tenant(tenant_id)
 
     async def create_api_key(
         self,
@@ -569,42 +565,19 @@ class Engine:
         expires_at: datetime | None = None,
     ) -> tuple[ApiKey, str]:
         """A new key; the secret is returned once and stored only as a hash."""
-        return await self._tenancy.create_api_key(
+        return await self.tenancy.create_api_key(
             tenant_id, name, scopes=scopes, expires_at=expires_at
         )
 
     async def authenticate(self, secret: str) -> ApiKey:
         """The key of an API key secret (its tenant, scopes, expiry); Unauthenticated
         when unknown, revoked or expired."""
-        return await self._tenancy.authenticate(secret)
+        return await self.tenancy.authenticate(secret)
 
     def knows_key(self, secret: str) -> bool:
         """Whether this node verified ``secret`` lately (the auth throttle lets it by)."""
-        return self._tenancy.knows(secret)
+        return self.tenancy.knows(secret)
 
-    async def get_api_key(self, key_id: uuid.UUID) -> ApiKey:
-        """One key's public part; NotFound."""
-        return await self._tenancy.get_api_key(key_id)
-
-    async def list_api_keys(self, tenant_id: uuid.UUID) -> list[ApiKey]:
-        """Every key of a tenant, revoked and expired ones too (never a secret)."""
-        return await self._tenancy.list_api_keys(tenant_id)
-
-    async def revoke_api_key(self, key_id: uuid.UUID) -> ApiKey:
-        """Revoke a key (at once on this node, within ``auth_cache_s`` on others)."""
-        return await self._tenancy.revoke_api_key(key_id)
-
-    async def rotate_api_key(
-        self, key_id: uuid.UUID, *, grace_s: float = 0, expires_at: datetime | None = None
-    ) -> tuple[ApiKey, ApiKey, str]:
-        """A new key like ``key_id``; the old one expires after the grace."""
-        return await self._tenancy.rotate_api_key(key_id, grace_s=grace_s, expires_at=expires_at)
-
-    async def list_tenants(self, after: uuid.UUID | None, limit: int) -> list[Tenant]:
-        """A page of tenants in id order."""
-        return await self._tenancy.list_tenants(after, limit)
-
-    # ------------------------------------------------------------------ sessions
     async def open_session(self, hello: WorkerHello) -> WorkerSession:
         """Register a worker stream; assignments flow once it has credit."""
         if not hello.worker_id or len(hello.worker_id) > MAX_WORKER_ID_CHARS:

@@ -82,7 +82,7 @@ class AdminService(pbg.AdminServiceServicer):
         if request.max_concurrent_workers:
             changes["max_concurrent_workers"] = request.max_concurrent_workers
         tenant = (
-            await self._engine.update_tenant(tenant_id, changes)
+            await self._engine.tenancy.update_tenant(tenant_id, changes)
             if changes
             else await self._engine.get_tenant(tenant_id)
         )
@@ -117,7 +117,7 @@ class AdminService(pbg.AdminServiceServicer):
         admin_of = await self._gate.tenant_admin(context)
         tenant_id = conv.parse_uuid(request.tenant_id, "tenant_id")
         self._gate.same_tenant(admin_of, tenant_id)
-        keys = await self._engine.list_api_keys(tenant_id)
+        keys = await self._engine.tenancy.list_api_keys(tenant_id)
         return pb.ListApiKeysResponse(keys=[api_key_to_proto(k) for k in keys])
 
     @unary
@@ -128,7 +128,7 @@ class AdminService(pbg.AdminServiceServicer):
         admin_of = await self._gate.tenant_admin(context)
         key_id = conv.parse_uuid(request.key_id, "key_id")
         await self._own_key(admin_of, key_id)
-        key = await self._engine.revoke_api_key(key_id)
+        key = await self._engine.tenancy.revoke_api_key(key_id)
         return pb.RevokeApiKeyResponse(key=api_key_to_proto(key))
 
     @unary
@@ -144,7 +144,7 @@ class AdminService(pbg.AdminServiceServicer):
             if request.HasField("expires_at")
             else None
         )
-        old, new, secret = await self._engine.rotate_api_key(
+        old, new, secret = await self._engine.tenancy.rotate_api_key(
             key_id, grace_s=request.grace_s, expires_at=expires_at
         )
         return pb.RotateApiKeyResponse(
@@ -161,7 +161,7 @@ class AdminService(pbg.AdminServiceServicer):
         if size > MAX_PAGE_SIZE:
             raise InvalidArgument("page_size", f"must be at most {MAX_PAGE_SIZE}")
         after = conv.parse_uuid(request.page_token, "page_token") if request.page_token else None
-        tenants = await self._engine.list_tenants(after, size + 1)
+        tenants = await self._engine.tenancy.list_tenants(after, size + 1)
         more = len(tenants) > size
         tenants = tenants[:size]
         return pb.ListTenantsResponse(
@@ -173,7 +173,7 @@ class AdminService(pbg.AdminServiceServicer):
         """NotFound for a key of another tenant (as for one that does not exist)."""
         if admin_of is None:
             return
-        key = await self._engine.get_api_key(key_id)
+        key = await self._engine.tenancy.get_api_key(key_id)
         if key.tenant_id != admin_of:
             raise NotFound("api key", str(key_id))
 
