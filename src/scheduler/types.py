@@ -404,6 +404,65 @@ class TaskFilter:
     scheduled_from: datetime | None = None
     scheduled_to: datetime | None = None
     order: TaskOrder = TaskOrder.SCHEDULED_ASC
+    pools: Sequence[Pool] = ()
+    idempotency_key: str | None = None
+    """Only the task with this key (looked up through the key index: one row at most)."""
+
+    def matches(self, task: TaskRecord) -> bool:
+        """Whether ``task`` passes every narrowing of the filter (the order aside)."""
+        return (
+            (not self.statuses or task.status in self.statuses)
+            and (self.type is None or task.type == self.type)
+            and (not self.pools or task.pool in self.pools)
+            and (self.idempotency_key is None or task.idempotency_key == self.idempotency_key)
+            and (self.scheduled_from is None or task.scheduled_at >= self.scheduled_from)
+            and (self.scheduled_to is None or task.scheduled_at < self.scheduled_to)
+        )
+
+
+MAX_COUNT_GROUPS = 10_000
+"""Groups one :meth:`Store.count_tasks` answer lists at most (its total stays exact)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskCount:
+    """The number of tasks in one (tenant, state, type, pool) group."""
+
+    tenant_id: uuid.UUID | None
+    """The tenant; None unless the count was made for every tenant."""
+    state: TaskState
+    type: str
+    pool: Pool
+    count: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskCounts:
+    """:meth:`Store.count_tasks`: the groups (at most :data:`MAX_COUNT_GROUPS`, ordered
+    by tenant, state, type, pool) and the exact total over every group."""
+
+    groups: tuple[TaskCount, ...]
+    total: int
+    truncated: bool
+
+
+FORECAST_STATES: tuple[TaskState, ...] = (
+    TaskState.SCHEDULED,
+    TaskState.PRELOADED,
+    TaskState.RETRYING,
+)
+"""The states a forecast counts: tasks that are still to fire."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Forecast:
+    """:meth:`Store.forecast`: per (bucket index, pool), the tasks whose ``due_at``
+    (``firing``) or ``scheduled_at`` (``nominal``) falls in the bucket; per pool, those
+    due before the window's start (``overdue``). Missing keys are zero."""
+
+    firing: dict[tuple[int, Pool], int]
+    nominal: dict[tuple[int, Pool], int]
+    overdue: dict[Pool, int]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

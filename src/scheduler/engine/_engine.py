@@ -59,6 +59,7 @@ from scheduler.engine._tenancy import Tenancy
 from scheduler.engine._timeline import Timeline, to_ms
 from scheduler.engine._types import FailureReport, Outlet, SubmitSpec, WorkerHello
 from scheduler.engine._waiters import MAX_WAIT_S, SETTLED, Waiters
+from scheduler.engine._watch import Watch
 from scheduler.engine._workflows import Workflows
 from scheduler.index import TimeIndex
 from scheduler.limits import MAX_PAGE_SIZE, MAX_WORKER_ID_CHARS
@@ -162,6 +163,8 @@ class Engine:
         self._sessions = Sessions(
             store, cfg, self._completer, self._wake_dispatcher, self._outlets.publish
         )
+        self.watch = Watch(store, self._sessions)
+        """Task counts, the forecast and the worker streams (the dashboard's reads)."""
         self._preloader.use_reaper(
             Reaper(
                 store,

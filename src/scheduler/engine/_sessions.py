@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler._errors import InvalidArgument, NotFound
@@ -66,6 +68,10 @@ class WorkerSession:
         self.lease_ttl_s = registry.config.lease_ttl_s
         self.heartbeat_interval_s = registry.config.heartbeat_interval_s
         self._credits = hello.slots
+        self.slots = hello.slots
+        """The slots the worker announced in its hello (its concurrency)."""
+        self.connected_at = datetime.now(UTC)
+        self._connected_mono = self._seen_mono = time.monotonic()
         self.start_on_delivery = hello.start_on_delivery
         """Dispatches commit RUNNING and count as acked once pushed (see WorkerHello)."""
         self.draining = False
@@ -109,6 +115,20 @@ class WorkerSession:
     def credits(self) -> int:
         """Tasks the worker may still be pushed before it grants more."""
         return self._credits
+
+    @property
+    def held(self) -> int:
+        """Tasks this session holds now (dispatched or running)."""
+        return len(self._held)
+
+    def seen(self) -> None:
+        """A message arrived from the worker (one monotonic read: cheap per message)."""
+        self._seen_mono = time.monotonic()
+
+    @property
+    def last_seen(self) -> datetime:
+        """When the last message arrived (the hello, before any other)."""
+        return self.connected_at + timedelta(seconds=self._seen_mono - self._connected_mono)
 
     @property
     def stalled(self) -> bool:

@@ -1,5 +1,6 @@
-"""Caller identity from call metadata: API keys and their scopes, the admin token, and
-the limits that protect the server from one caller (docs/keys.md).
+"""Caller identity from call metadata: API keys and their scopes, the admin token (and
+the tenant it acts for), and the limits that protect the server from one caller
+(docs/keys.md).
 
 Owns :class:`Gatekeeper` (one per server: authentication with the per-source throttle,
 scope checks, in-flight unary calls per key, open streams per tenant, the re-check of
@@ -19,6 +20,7 @@ from typing import Any
 import grpc
 
 from scheduler._errors import (
+    InvalidArgument,
     PermissionDenied,
     ResourceExhausted,
     StoreError,
@@ -31,6 +33,13 @@ from scheduler.types import ApiKey, Scope
 
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
+TENANT_ID_HEADER = "x-tenant-id"
+"""With the admin token on a SchedulerService call: the tenant it acts for."""
+ADMIN_CALLER = uuid.UUID(int=0)
+"""The in-flight count of calls made with the platform admin token is kept under this id."""
+ACTS_FOR_TENANT = frozenset({Scope.READ, Scope.SUBMIT})
+"""Scopes the admin token holds when it acts for a tenant (the SchedulerService's);
+worker calls (``work``) always need a tenant's API key."""
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -206,19 +215,58 @@ class Gatekeeper:
 
     async def tenant(self, context: Context, scope: Scope) -> uuid.UUID:
         """The caller's tenant for a unary call that needs ``scope``; counts the call
-        against ``max_inflight_calls_per_key`` until it ends."""
+        against ``max_inflight_calls_per_key`` until it ends.
+
+        With the platform admin token instead of an API key (no ``x-api-key``; ``read``
+        and ``submit`` calls only): the tenant named in ``x-tenant-id``, with every scope;
+        InvalidArgument ``x-tenant-id: required with the admin token`` without one."""
+        if scope in ACTS_FOR_TENANT and _admin_call(context):
+            tenant_id = await self._acting_for(context)
+            if tenant_id is None:
+                raise InvalidArgument(TENANT_ID_HEADER, "required with the admin token")
+            return tenant_id
         key = await self.key(context)
         require_scope(key, scope)
-        held = self._inflight.get(key.id, 0)
+        self._hold(context, key.id, f"API key {key.id}")
+        return key.tenant_id
+
+    async def reader_scope(self, context: Context, scope: Scope) -> uuid.UUID | None:
+        """The tenant a read that may span tenants answers for: an API key's tenant (it
+        must have ``scope``); with the admin token, the tenant in ``x-tenant-id``, or
+        None (every tenant) without that header. Counted like :meth:`tenant`.
+
+        For the RPCs that answer for every tenant to the admin token (CountTasks,
+        GetForecast, ListWorkers, GetActivity); the engine and store take None as
+        every tenant."""
+        if scope in ACTS_FOR_TENANT and _admin_call(context):
+            return await self._acting_for(context)
+        return await self.tenant(context, scope)
+
+    async def _acting_for(self, context: Context) -> uuid.UUID | None:
+        """Check the admin token; the tenant of ``x-tenant-id`` (NotFound when there is
+        no such tenant, InvalidArgument when it is no UUID), None without it."""
+        self.platform_admin(context)
+        raw = metadata_value(context.invocation_metadata(), TENANT_ID_HEADER)
+        tenant_id: uuid.UUID | None = None
+        if raw is not None:
+            try:
+                tenant_id = uuid.UUID(raw.strip())
+            except ValueError:
+                raise InvalidArgument(TENANT_ID_HEADER, "is not a tenant id (a UUID)") from None
+            await self._engine.get_tenant(tenant_id)
+        self._hold(context, ADMIN_CALLER, "the admin token")
+        return tenant_id
+
+    def _hold(self, context: Context, caller: uuid.UUID, who: str) -> None:
+        """Count one in-flight call of ``caller`` until the call ends."""
+        held = self._inflight.get(caller, 0)
         if held >= self._max_inflight:
             raise ResourceExhausted(
                 "max_inflight_calls_per_key",
-                f"{self._max_inflight} calls with API key {key.id} are already in flight "
-                "on this server",
+                f"{self._max_inflight} calls with {who} are already in flight on this server",
             )
-        self._inflight[key.id] = held + 1
-        context.add_done_callback(_done(self._inflight, key.id))
-        return key.tenant_id
+        self._inflight[caller] = held + 1
+        context.add_done_callback(_done(self._inflight, caller))
 
     async def stream(self, context: Context) -> uuid.UUID:
         """The tenant of a worker stream (scope ``work``); counts the stream against
@@ -295,6 +343,15 @@ class Gatekeeper:
             raise PermissionDenied(
                 f"this API key administers tenant {admin_of} only, not {tenant_id}"
             )
+
+
+def _admin_call(context: Context) -> bool:
+    """Whether a SchedulerService call is made with the admin token instead of an API
+    key (a call that carries a key is the key's, whatever else it carries)."""
+    metadata = context.invocation_metadata()
+    return bool(metadata_value(metadata, ADMIN_TOKEN_HEADER)) and not metadata_value(
+        metadata, API_KEY_HEADER
+    )
 
 
 def _done(counts: dict[uuid.UUID, int], key: uuid.UUID) -> Any:

@@ -8,6 +8,7 @@ so bad input always answers INVALID_ARGUMENT and never reaches the engine malfor
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import math
 import re
@@ -121,6 +122,16 @@ def pool_from_proto(value: int, field: str) -> Pool:
         return _POOL_FROM_PROTO[value]
     except KeyError:
         raise InvalidArgument(field, f"unknown pool {value}") from None
+
+
+def filter_pool(value: int, field: str) -> Pool:
+    """A pool a filter names: unspecified and unknown values are rejected."""
+    try:
+        return wire.POOL_FROM_PROTO[value]
+    except KeyError:
+        raise InvalidArgument(
+            field, f"unknown pool {value} (POOL_CRITICAL, POOL_STANDARD or POOL_BULK)"
+        ) from None
 
 
 def pool_to_proto(pool: Pool) -> pb.Pool:
@@ -506,19 +517,42 @@ _ORDER_FROM_PROTO = {
 }
 
 
-def filter_from_proto(req: pb.ListTasksRequest) -> tuple[TaskFilter, int]:
-    """The filter and page size of a ListTasks request."""
-    states = tuple(state_from_proto(s, f"states[{i}]") for i, s in enumerate(req.states))
+_FilterMessage = pb.ListTasksRequest | pb.TaskFilter
+
+
+def task_filter_from_proto(req: _FilterMessage, prefix: str = "") -> TaskFilter:
+    """The narrowing fields (states, type, pools, scheduled_from/to) of a ListTasks
+    request or a TaskFilter; ``prefix`` (``filter.``) goes before each field's name."""
+    states = tuple(state_from_proto(s, f"{prefix}states[{i}]") for i, s in enumerate(req.states))
     if req.type and len(req.type) > MAX_TYPE_CHARS:
-        raise InvalidArgument("type", f"longer than {MAX_TYPE_CHARS} characters")
+        raise InvalidArgument(f"{prefix}type", f"longer than {MAX_TYPE_CHARS} characters")
+    pools = tuple(
+        dict.fromkeys(filter_pool(p, f"{prefix}pools[{i}]") for i, p in enumerate(req.pools))
+    )
     start = (
-        to_datetime(req.scheduled_from, "scheduled_from")
+        to_datetime(req.scheduled_from, f"{prefix}scheduled_from")
         if req.HasField("scheduled_from")
         else None
     )
-    end = to_datetime(req.scheduled_to, "scheduled_to") if req.HasField("scheduled_to") else None
+    end = (
+        to_datetime(req.scheduled_to, f"{prefix}scheduled_to")
+        if req.HasField("scheduled_to")
+        else None
+    )
     if start is not None and end is not None and end < start:
-        raise InvalidArgument("scheduled_to", "before scheduled_from")
+        raise InvalidArgument(f"{prefix}scheduled_to", "before scheduled_from")
+    return TaskFilter(
+        statuses=states, type=req.type or None, pools=pools, scheduled_from=start, scheduled_to=end
+    )
+
+
+def filter_from_proto(req: pb.ListTasksRequest) -> tuple[TaskFilter, int]:
+    """The filter and page size of a ListTasks request."""
+    narrowed = task_filter_from_proto(req)
+    if len(req.idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
+        raise InvalidArgument(
+            "idempotency_key", f"longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters"
+        )
     if req.page_size > MAX_PAGE_SIZE:
         raise InvalidArgument("page_size", f"at most {MAX_PAGE_SIZE}")
     if len(req.page_token) > 1024:
@@ -526,9 +560,7 @@ def filter_from_proto(req: pb.ListTasksRequest) -> tuple[TaskFilter, int]:
     order = _ORDER_FROM_PROTO.get(req.order)
     if order is None:
         raise InvalidArgument("order", f"unknown TaskOrder {req.order}")
-    flt = TaskFilter(
-        statuses=states, type=req.type or None, scheduled_from=start, scheduled_to=end, order=order
-    )
+    flt = dataclasses.replace(narrowed, order=order, idempotency_key=req.idempotency_key or None)
     return flt, req.page_size or DEFAULT_PAGE_SIZE
 
 
@@ -547,6 +579,8 @@ def _filter_digest(tenant_id: uuid.UUID, flt: TaskFilter) -> str:
         flt.type or "",
         flt.scheduled_from.isoformat() if flt.scheduled_from else "",
         flt.scheduled_to.isoformat() if flt.scheduled_to else "",
+        ",".join(sorted(p.value for p in flt.pools)),
+        flt.idempotency_key or "",
     ]
     digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=9).digest()
     return base64.urlsafe_b64encode(digest).decode()

@@ -2,7 +2,8 @@
 
 The workflow, schedule and expectation RPCs of the same service are in
 ``_orchestration.py`` (a mixin), a task's history and activity in ``_history.py``
-(another), the bulk actions in ``_bulk.py`` (a third).
+(another), the dashboard's reads (counts, forecast, workers) in ``_insight.py``, the
+bulk actions in ``_bulk.py``.
 
 Tracing: SubmitTask(s) runs in a SERVER span ``tickwheel.submit``, a child of the
 caller's W3C context (the request's ``trace_context`` field, else the ``traceparent``
@@ -32,6 +33,7 @@ from scheduler.server._auth import Gatekeeper, tenant_of
 from scheduler.server._bulk import BulkRpcs
 from scheduler.server._config import ServerConfig
 from scheduler.server._history import HistoryRpcs
+from scheduler.server._insight import InsightRpcs
 from scheduler.server._orchestration import OrchestrationRpcs
 from scheduler.server._status import unary
 from scheduler.types import JSON, InsertResult, Scope
@@ -64,7 +66,9 @@ def _submit_response(result: InsertResult, spec: pb.TaskSpec) -> pb.SubmitTaskRe
     )
 
 
-class SchedulerService(OrchestrationRpcs, HistoryRpcs, BulkRpcs, pbg.SchedulerServiceServicer):
+class SchedulerService(
+    OrchestrationRpcs, HistoryRpcs, InsightRpcs, BulkRpcs, pbg.SchedulerServiceServicer
+):
     """gRPC adapter over :class:`Engine` for tasks, workflows, schedules and expectations."""
 
     def __init__(

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -442,7 +442,8 @@ class WorkerService(pbg.WorkerServiceServicer):
     ) -> None:
         inbox: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue(maxsize=MAX_COALESCE * 4)
         receiver = asyncio.create_task(
-            self._receive(requests, inbox), name=f"tickwheel-session-{session.session_id}-recv"
+            self._receive(requests, inbox, session.seen),
+            name=f"tickwheel-session-{session.session_id}-recv",
         )
         try:
             carry: list[pb.WorkerMessage | None] = []  # at most one message read ahead
@@ -479,9 +480,11 @@ class WorkerService(pbg.WorkerServiceServicer):
         self,
         requests: AsyncIterator[pb.WorkerMessage],
         inbox: asyncio.Queue[pb.WorkerMessage | None],
+        seen: Callable[[], None],
     ) -> None:
         try:
             async for msg in requests:
+                seen()
                 await inbox.put(msg)
         except Exception:
             await inbox.put(None)  # the handler loop ends, then sees this error

@@ -6,20 +6,29 @@ import base64
 import dataclasses
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias
 
 from scheduler._errors import InvalidArgument
+from scheduler.states import TaskState
 from scheduler.store import _validate
 from scheduler.types import (
+    MAX_COUNT_GROUPS,
     ActivityBucket,
     CompleteResult,
+    Forecast,
     Outcome,
+    Page,
+    Pool,
     Preloaded,
     RetryPolicy,
+    TaskCount,
+    TaskCounts,
     TaskFilter,
     TaskKey,
+    TaskOrder,
+    TaskRecord,
     Tenant,
 )
 
@@ -197,3 +206,70 @@ def fill_buckets(
                 )
             )
     return out
+
+
+# -- dashboard reads: counts, forecast, a page found by idempotency key ------------------
+
+_STATE_RANK = {state: i for i, state in enumerate(TaskState)}
+_POOL_RANK = {Pool.CRITICAL: 0, Pool.STANDARD: 1, Pool.BULK: 2}
+
+
+def task_count(tenant: uuid.UUID | None, status: str, type_: str, pool: str, n: int) -> TaskCount:
+    """One group of a count, from its row."""
+    return TaskCount(tenant, TaskState(status), type_, Pool(pool), int(n))
+
+
+def count_order(c: TaskCount) -> tuple[str, int, str, int]:
+    """The order of a count's groups: tenant, state (the state machine's order), type,
+    pool (critical first)."""
+    return (str(c.tenant_id or ""), _STATE_RANK[c.state], c.type, _POOL_RANK[c.pool])
+
+
+def counts_of(groups: Iterable[TaskCount]) -> TaskCounts:
+    """Every group, ordered and cut at MAX_COUNT_GROUPS; the total over all of them."""
+    ordered = sorted(groups, key=count_order)
+    total = sum(c.count for c in ordered)
+    return TaskCounts(tuple(ordered[:MAX_COUNT_GROUPS]), total, len(ordered) > MAX_COUNT_GROUPS)
+
+
+def window_end(start: datetime, bucket_s: int, buckets: int) -> datetime:
+    """The end of a forecast window; InvalidArgument for a width or count out of range
+    or a window that ends past the latest time the store accepts."""
+    if bucket_s not in (1, 60):
+        raise InvalidArgument("bucket_s", "must be 1 or 60")
+    if not 1 <= buckets <= 3600:
+        raise InvalidArgument("buckets", "must be 1-3600")
+    if start > FAR_FUTURE - timedelta(seconds=bucket_s * buckets):
+        raise InvalidArgument("start", "the window ends after 9999-12-30")
+    return start + timedelta(seconds=bucket_s * buckets)
+
+
+def forecast_of(found: Iterable[tuple[str, int, str, int]]) -> Forecast:
+    """A :class:`Forecast` from rows (kind 'f' firing, 'n' nominal, 'o' overdue; bucket
+    index; pool; count)."""
+    out = Forecast({}, {}, {})
+    for kind, bucket, pool, n in found:
+        p = Pool(pool)
+        if kind == "o":
+            out.overdue[p] = out.overdue.get(p, 0) + int(n)
+        else:
+            into = out.firing if kind == "f" else out.nominal
+            into[(int(bucket), p)] = into.get((int(bucket), p), 0) + int(n)
+    return out
+
+
+def page_of_one(found: Sequence[TaskRecord], flt: TaskFilter, after: TaskKey) -> Page:
+    """The page of a filter by idempotency key: the task with that key (0 or 1), when it
+    passes the other narrowings and lies past the page's start in ``flt.order``."""
+    tasks = tuple(t for t in found if flt.matches(t) and _past(t.key, after, flt.order))
+    return Page(tasks, "")
+
+
+def _past(key: TaskKey, after: TaskKey, order: TaskOrder) -> bool:
+    if order is TaskOrder.SCHEDULED_ASC:
+        return (key.scheduled_at, key.id) > (after.scheduled_at, after.id)
+    if order is TaskOrder.SCHEDULED_DESC:
+        return (key.scheduled_at, key.id) < (after.scheduled_at, after.id)
+    if order is TaskOrder.CREATED_ASC:
+        return key.id > after.id
+    return key.id < after.id

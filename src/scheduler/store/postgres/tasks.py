@@ -28,7 +28,18 @@ from scheduler.store.postgres._db import SYSTEM, Db, scope_of, scope_of_all
 from scheduler.store.postgres.notices import notify_work
 from scheduler.store.postgres.partitions import Partitions, utc_day
 from scheduler.store.postgres.tenants import Tenants
-from scheduler.types import InsertResult, NewTask, Page, TaskFilter, TaskRecord, Transition
+from scheduler.types import (
+    MAX_COUNT_GROUPS,
+    Forecast,
+    InsertResult,
+    NewTask,
+    Page,
+    Pool,
+    TaskCounts,
+    TaskFilter,
+    TaskRecord,
+    Transition,
+)
 
 
 class Tasks:
@@ -157,6 +168,13 @@ class Tasks:
         after = _common.page_start(flt, page_token)
         lo = _validate.aware("scheduled_from", flt.scheduled_from or _common.FAR_PAST)
         hi = _validate.aware("scheduled_to", flt.scheduled_to or _common.FAR_FUTURE)
+        if flt.idempotency_key is not None:
+            # One row at most, found through task_keys' primary key.
+            async with self._db.conn(tenant_id) as conn:
+                found = await conn.fetch(
+                    self._q["tasks_by_idempotency"], [tenant_id], [flt.idempotency_key]
+                )
+            return _common.page_of_one([rows.task(r) for r in found], flt, after)
         async with self._db.conn(tenant_id) as conn:
             found = await conn.fetch(
                 self._q[flt.order.query],
@@ -168,10 +186,58 @@ class Tasks:
                 after.scheduled_at,
                 after.id,
                 page_size + 1,
+                [p.value for p in flt.pools] or None,
             )
         tasks = tuple(rows.task(r) for r in found[:page_size])
         token = _common.encode_page_token(tasks[-1].key) if len(found) > page_size else ""
         return Page(tasks, token)
+
+    async def count_tasks(self, tenant_id: uuid.UUID | None, flt: TaskFilter) -> TaskCounts:
+        """Tasks matching ``flt`` grouped by state, type and pool (and tenant for None:
+        every tenant); at most MAX_COUNT_GROUPS groups, the total over all of them."""
+        lo = _validate.aware("scheduled_from", flt.scheduled_from or _common.FAR_PAST)
+        hi = _validate.aware("scheduled_to", flt.scheduled_to or _common.FAR_FUTURE)
+        async with self._db.conn(scope_of(tenant_id)) as conn:
+            found = await conn.fetch(
+                self._q["count_tasks"],
+                tenant_id,
+                [s.value for s in flt.statuses] or None,
+                flt.type,
+                [p.value for p in flt.pools] or None,
+                lo,
+                hi,
+                MAX_COUNT_GROUPS,
+            )
+        groups = tuple(
+            _common.task_count(r["tenant"], r["status"], r["type"], r["pool"], r["n"])
+            for r in found
+        )
+        if not found:
+            return TaskCounts((), 0, False)
+        return TaskCounts(groups, int(found[0]["total"]), found[0]["groups"] > len(groups))
+
+    async def forecast(
+        self,
+        tenant_id: uuid.UUID | None,
+        start: datetime,
+        bucket_s: int,
+        buckets: int,
+        pools: Sequence[Pool],
+    ) -> Forecast:
+        """SCHEDULED, PRELOADED and RETRYING tasks per bucket of the window by due_at
+        (firing) and scheduled_at (nominal), and those due before ``start``."""
+        _validate.aware("start", start)
+        end = _common.window_end(start, bucket_s, buckets)
+        async with self._db.conn(scope_of(tenant_id)) as conn:
+            found = await conn.fetch(
+                self._q["forecast"],
+                tenant_id,
+                start,
+                bucket_s,
+                end,
+                [p.value for p in pools] or None,
+            )
+        return _common.forecast_of((r["kind"], r["bucket"], r["pool"], r["n"]) for r in found)
 
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
         """The audit trail of a task."""

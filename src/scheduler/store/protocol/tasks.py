@@ -37,14 +37,17 @@ from scheduler.types import (
     FailResult,
     Failure,
     FencedWrite,
+    Forecast,
     InsertResult,
     NewTask,
     Outcome,
     Page,
+    Pool,
     Preloaded,
     ReclaimResult,
     RefusedWrite,
     Release,
+    TaskCounts,
     TaskFilter,
     TaskKey,
     TaskRecord,
@@ -66,7 +69,32 @@ class TaskStore(Protocol):
 
     async def list_tasks(
         self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
-    ) -> Page: ...
+    ) -> Page:
+        """A page of the tenant's tasks matching ``flt``, keyset-paginated in its order.
+        With ``flt.idempotency_key``: the one task with that key (through the key
+        index), when it passes the rest of the filter."""
+        ...
+
+    async def count_tasks(self, tenant_id: uuid.UUID | None, flt: TaskFilter) -> TaskCounts:
+        """The tasks matching ``flt`` (its order and idempotency key ignored), grouped by
+        state, type and pool, and by tenant when ``tenant_id`` is None (every tenant):
+        at most MAX_COUNT_GROUPS groups, the total exact over all of them."""
+        ...
+
+    async def forecast(
+        self,
+        tenant_id: uuid.UUID | None,
+        start: datetime,
+        bucket_s: int,
+        buckets: int,
+        pools: Sequence[Pool],
+    ) -> Forecast:
+        """SCHEDULED, PRELOADED and RETRYING tasks (of ``tenant_id``, None: every
+        tenant; of ``pools``, empty: any) per bucket ``i`` of ``[start + i * bucket_s,
+        start + (i + 1) * bucket_s)``: by ``due_at`` (firing, jitter applied) and by
+        ``scheduled_at`` (nominal); and per pool those with ``due_at`` before ``start``
+        (overdue). ``bucket_s`` 1 or 60, ``buckets`` 1-3600 (InvalidArgument else)."""
+        ...
 
     # -- the hot path ------------------------------------------------------------
     async def claim_preload(

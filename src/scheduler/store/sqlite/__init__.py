@@ -53,11 +53,13 @@ from scheduler.types import (
     FailResult,
     Failure,
     FencedWrite,
+    Forecast,
     InsertResult,
     MaintenanceResult,
     NewTask,
     Outcome,
     Page,
+    Pool,
     Preloaded,
     ReclaimResult,
     RefusedWrite,
@@ -65,6 +67,7 @@ from scheduler.types import (
     Schedule,
     Scope,
     ShardClaim,
+    TaskCounts,
     TaskFilter,
     TaskKey,
     TaskRecord,
@@ -215,6 +218,21 @@ class SqliteStore:
     ) -> Page:
         """Keyset-paginated by (scheduled_at, id)."""
         return await self._tasks.list_tasks(tenant_id, flt, page_size, page_token)
+
+    async def count_tasks(self, tenant_id: uuid.UUID | None, flt: TaskFilter) -> TaskCounts:
+        """Matching tasks grouped by (tenant,) state, type and pool."""
+        return await self._tasks.count_tasks(tenant_id, flt)
+
+    async def forecast(
+        self,
+        tenant_id: uuid.UUID | None,
+        start: datetime,
+        bucket_s: int,
+        buckets: int,
+        pools: Sequence[Pool],
+    ) -> Forecast:
+        """Tasks still to fire per bucket of the window, firing and nominal."""
+        return await self._tasks.forecast(tenant_id, start, bucket_s, buckets, pools)
 
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
         """The audit trail of a task."""

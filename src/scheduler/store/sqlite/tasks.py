@@ -21,7 +21,17 @@ from scheduler.store._config import StoreConfig
 from scheduler.store._records import unresolved
 from scheduler.store.sqlite import rows
 from scheduler.store.sqlite._db import Db
-from scheduler.types import InsertResult, NewTask, Page, TaskFilter, TaskRecord, Transition
+from scheduler.types import (
+    Forecast,
+    InsertResult,
+    NewTask,
+    Page,
+    Pool,
+    TaskCounts,
+    TaskFilter,
+    TaskRecord,
+    Transition,
+)
 
 
 class Tasks:
@@ -119,8 +129,17 @@ class Tasks:
         hi = rows.us(_validate.aware("scheduled_to", flt.scheduled_to or _common.FAR_FUTURE))
         a_t, a_id = rows.us(after.scheduled_at), str(after.id)
         statuses = json.dumps([s.value for s in flt.statuses]) if flt.statuses else None
-        args = (str(tenant_id), statuses, flt.type, lo, hi, a_t, a_id, page_size + 1)
+        pools = json.dumps([p.value for p in flt.pools]) if flt.pools else None
+        args = (str(tenant_id), statuses, flt.type, lo, hi, a_t, a_id, page_size + 1, pools)
         q = self._q
+        if flt.idempotency_key is not None:
+            key = (str(tenant_id), flt.idempotency_key)
+
+            def by_key(c: sqlite3.Connection) -> list[sqlite3.Row]:
+                return c.execute(q["task_by_idempotency"], key).fetchall()
+
+            one = [rows.task(r) for r in await self._db.tx(by_key)]
+            return _common.page_of_one(one, flt, after)
 
         def fn(c: sqlite3.Connection) -> list[sqlite3.Row]:
             return c.execute(q[flt.order.query], args).fetchall()
@@ -129,6 +148,61 @@ class Tasks:
         tasks = tuple(rows.task(r) for r in found[:page_size])
         token = _common.encode_page_token(tasks[-1].key) if len(found) > page_size else ""
         return Page(tasks, token)
+
+    async def count_tasks(self, tenant_id: uuid.UUID | None, flt: TaskFilter) -> TaskCounts:
+        """Tasks matching ``flt`` grouped by state, type and pool (and tenant for None)."""
+        lo = rows.us(_validate.aware("scheduled_from", flt.scheduled_from or _common.FAR_PAST))
+        hi = rows.us(_validate.aware("scheduled_to", flt.scheduled_to or _common.FAR_FUTURE))
+        args = (
+            None if tenant_id is None else str(tenant_id),
+            json.dumps([s.value for s in flt.statuses]) if flt.statuses else None,
+            flt.type,
+            json.dumps([p.value for p in flt.pools]) if flt.pools else None,
+            lo,
+            hi,
+        )
+        q = self._q
+
+        def fn(c: sqlite3.Connection) -> list[sqlite3.Row]:
+            return c.execute(q["count_tasks"], args).fetchall()
+
+        found = await self._db.tx(fn)
+        return _common.counts_of(
+            _common.task_count(
+                None if r["tenant"] is None else uuid.UUID(r["tenant"]),
+                r["status"],
+                r["type"],
+                r["pool"],
+                r["n"],
+            )
+            for r in found
+        )
+
+    async def forecast(
+        self,
+        tenant_id: uuid.UUID | None,
+        start: datetime,
+        bucket_s: int,
+        buckets: int,
+        pools: Sequence[Pool],
+    ) -> Forecast:
+        """SCHEDULED, PRELOADED and RETRYING tasks per bucket (see the protocol)."""
+        _validate.aware("start", start)
+        end = _common.window_end(start, bucket_s, buckets)
+        args = (
+            None if tenant_id is None else str(tenant_id),
+            rows.us(start),
+            bucket_s * 1_000_000,
+            rows.us(end),
+            json.dumps([p.value for p in pools]) if pools else None,
+        )
+        q = self._q
+
+        def fn(c: sqlite3.Connection) -> list[sqlite3.Row]:
+            return c.execute(q["forecast"], args).fetchall()
+
+        found = await self._db.tx(fn)
+        return _common.forecast_of((r[0], r[1], r[2], r[3]) for r in found)
 
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
         """The audit trail of a task."""

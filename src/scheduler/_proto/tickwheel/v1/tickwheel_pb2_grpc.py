@@ -32,6 +32,16 @@ class SchedulerServiceStub:
     ---------------------------------------------------------------------------------
 
     Clients submit and manage tasks of their own tenant.
+
+    Credentials (docs/keys.md): every call carries an API key (`x-api-key` metadata) and
+    acts for the key's tenant, with the key's scopes. Instead of an API key, a call may
+    carry the platform admin token (`x-admin-token`; a call with both is the key's):
+    it then acts for the tenant named in `x-tenant-id` metadata (a tenant id, a UUID),
+    with every scope. A malformed `x-tenant-id` answers INVALID_ARGUMENT
+    "x-tenant-id: ...", an unknown tenant NOT_FOUND, a wrong token UNAUTHENTICATED.
+    Without `x-tenant-id`, CountTasks, GetForecast, ListWorkers and GetActivity answer
+    for every tenant; every other RPC answers INVALID_ARGUMENT "x-tenant-id: required
+    with the admin token".
     """
 
     def __init__(self, channel):
@@ -183,6 +193,16 @@ class SchedulerServiceServicer:
     ---------------------------------------------------------------------------------
 
     Clients submit and manage tasks of their own tenant.
+
+    Credentials (docs/keys.md): every call carries an API key (`x-api-key` metadata) and
+    acts for the key's tenant, with the key's scopes. Instead of an API key, a call may
+    carry the platform admin token (`x-admin-token`; a call with both is the key's):
+    it then acts for the tenant named in `x-tenant-id` metadata (a tenant id, a UUID),
+    with every scope. A malformed `x-tenant-id` answers INVALID_ARGUMENT
+    "x-tenant-id: ...", an unknown tenant NOT_FOUND, a wrong token UNAUTHENTICATED.
+    Without `x-tenant-id`, CountTasks, GetForecast, ListWorkers and GetActivity answer
+    for every tenant; every other RPC answers INVALID_ARGUMENT "x-tenant-id: required
+    with the admin token".
     """
 
     def SubmitTask(self, request, context):
@@ -344,10 +364,11 @@ class SchedulerServiceServicer:
     def CountTasks(self, request, context):
         """---- Watching the scheduler run (docs/observability.md). With an API key these
         answer for the key's tenant (scope `read`). With the platform admin token
-        (`x-admin-token` metadata) they answer for every tenant, or for the one tenant
-        named in `x-tenant-id` metadata.
+        (`x-admin-token` metadata, no API key) they answer for every tenant, or for the
+        one tenant named in `x-tenant-id` metadata.
 
-        How many tasks match a filter, grouped by state, type and pool.
+        How many tasks match a filter, grouped by state, type and pool (with the admin
+        token and no `x-tenant-id`: by tenant too).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -364,7 +385,7 @@ class SchedulerServiceServicer:
 
     def ListWorkers(self, request, context):
         """The workers connected to the node that answers (each node knows its own streams;
-        a cluster's dashboard asks every node).
+        a cluster's dashboard asks every node). An API key sees its tenant's workers only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -558,6 +579,16 @@ class SchedulerService:
     ---------------------------------------------------------------------------------
 
     Clients submit and manage tasks of their own tenant.
+
+    Credentials (docs/keys.md): every call carries an API key (`x-api-key` metadata) and
+    acts for the key's tenant, with the key's scopes. Instead of an API key, a call may
+    carry the platform admin token (`x-admin-token`; a call with both is the key's):
+    it then acts for the tenant named in `x-tenant-id` metadata (a tenant id, a UUID),
+    with every scope. A malformed `x-tenant-id` answers INVALID_ARGUMENT
+    "x-tenant-id: ...", an unknown tenant NOT_FOUND, a wrong token UNAUTHENTICATED.
+    Without `x-tenant-id`, CountTasks, GetForecast, ListWorkers and GetActivity answer
+    for every tenant; every other RPC answers INVALID_ARGUMENT "x-tenant-id: required
+    with the admin token".
     """
 
     @staticmethod

@@ -86,6 +86,7 @@ WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR status = ANY($2::text[]))
   AND ($3::text IS NULL OR type = $3)
   AND scheduled_at >= $4 AND scheduled_at < $5
+  AND ($9::text[] IS NULL OR pool = ANY($9::text[]))
   AND (scheduled_at, id) > ($6, $7)
 ORDER BY scheduled_at, id
 LIMIT $8
@@ -96,6 +97,7 @@ WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR status = ANY($2::text[]))
   AND ($3::text IS NULL OR type = $3)
   AND scheduled_at >= $4 AND scheduled_at < $5
+  AND ($9::text[] IS NULL OR pool = ANY($9::text[]))
   AND (scheduled_at, id) < ($6, $7)
 ORDER BY scheduled_at DESC, id DESC
 LIMIT $8
@@ -107,6 +109,7 @@ WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR status = ANY($2::text[]))
   AND ($3::text IS NULL OR type = $3)
   AND scheduled_at >= $4 AND scheduled_at < $5
+  AND ($9::text[] IS NULL OR pool = ANY($9::text[]))
   AND $6::timestamptz IS NOT NULL AND id > $7
 ORDER BY id
 LIMIT $8
@@ -117,9 +120,53 @@ WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR status = ANY($2::text[]))
   AND ($3::text IS NULL OR type = $3)
   AND scheduled_at >= $4 AND scheduled_at < $5
+  AND ($9::text[] IS NULL OR pool = ANY($9::text[]))
   AND $6::timestamptz IS NOT NULL AND id < $7
 ORDER BY id DESC
 LIMIT $8
+
+-- name: count_tasks
+-- $1 tenant (NULL: every tenant, grouped by tenant too), $2 states, $3 type, $4 pools
+-- (NULL: any), $5/$6 the scheduled_at window, $7 groups returned at most. `groups` and
+-- `total` count every group, also those past the limit.
+SELECT CASE WHEN $1::uuid IS NULL THEN tenant_id END AS tenant, status, type, pool,
+       count(*) AS n, count(*) OVER () AS groups, sum(count(*)) OVER () AS total
+FROM tasks
+WHERE ($1::uuid IS NULL OR tenant_id = $1::uuid)
+  AND ($2::text[] IS NULL OR status = ANY($2::text[]))
+  AND ($3::text IS NULL OR type = $3)
+  AND ($4::text[] IS NULL OR pool = ANY($4::text[]))
+  AND scheduled_at >= $5 AND scheduled_at < $6
+GROUP BY 1, status, type, pool
+ORDER BY 1, CASE status WHEN 'SCHEDULED' THEN 1 WHEN 'PRELOADED' THEN 2 WHEN 'DISPATCHED' THEN 3
+    WHEN 'RUNNING' THEN 4 WHEN 'RETRYING' THEN 5 WHEN 'COMPLETED' THEN 6 WHEN 'CANCELLED' THEN 7
+    ELSE 8 END, type, CASE pool WHEN 'critical' THEN 1 WHEN 'standard' THEN 2 ELSE 3 END
+LIMIT $7
+
+-- name: forecast
+-- $1 tenant (NULL: every tenant), $2 window start, $3 bucket width (s), $4 window end,
+-- $5 pools (NULL: any). Rows: ('f', bucket, pool, n) by due_at (firing), ('n', ...) by
+-- scheduled_at (nominal), ('o', -1, pool, n) due before the start (overdue). Each part
+-- is a range on an indexed column (due_at: idx_tasks_claimable for SCHEDULED and
+-- RETRYING; scheduled_at: the partition key, pruned to the window's days).
+SELECT 'f' AS kind, floor(extract(epoch FROM due_at - $2::timestamptz) / $3::int)::int AS bucket,
+       pool, count(*) AS n
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at >= $2 AND due_at < $4
+  AND ($1::uuid IS NULL OR tenant_id = $1::uuid) AND ($5::text[] IS NULL OR pool = ANY($5::text[]))
+GROUP BY 2, 3
+UNION ALL
+SELECT 'n', floor(extract(epoch FROM scheduled_at - $2::timestamptz) / $3::int)::int, pool, count(*)
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND scheduled_at >= $2 AND scheduled_at < $4
+  AND ($1::uuid IS NULL OR tenant_id = $1::uuid) AND ($5::text[] IS NULL OR pool = ANY($5::text[]))
+GROUP BY 2, 3
+UNION ALL
+SELECT 'o', -1, pool, count(*)
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at < $2
+  AND ($1::uuid IS NULL OR tenant_id = $1::uuid) AND ($5::text[] IS NULL OR pool = ANY($5::text[]))
+GROUP BY 3
 
 -- name: claim_preload
 -- $1 horizon, $2 shards (NULL = all), $3/$4 scheduled_at window, $5 limit, $6 now, $7 actor,

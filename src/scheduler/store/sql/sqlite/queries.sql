@@ -43,6 +43,7 @@ SELECT * FROM tasks WHERE id = ? AND scheduled_at = ?
 SELECT * FROM tasks WHERE tenant_id = ?1
   AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
   AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND (?9 IS NULL OR pool IN (SELECT value FROM json_each(?9)))
   AND (scheduled_at > ?6 OR (scheduled_at = ?6 AND id > ?7))
 ORDER BY scheduled_at, id LIMIT ?8
 
@@ -50,6 +51,7 @@ ORDER BY scheduled_at, id LIMIT ?8
 SELECT * FROM tasks WHERE tenant_id = ?1
   AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
   AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND (?9 IS NULL OR pool IN (SELECT value FROM json_each(?9)))
   AND (scheduled_at < ?6 OR (scheduled_at = ?6 AND id < ?7))
 ORDER BY scheduled_at DESC, id DESC LIMIT ?8
 
@@ -57,6 +59,7 @@ ORDER BY scheduled_at DESC, id DESC LIMIT ?8
 SELECT * FROM tasks WHERE tenant_id = ?1
   AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
   AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND (?9 IS NULL OR pool IN (SELECT value FROM json_each(?9)))
   AND ?6 IS NOT NULL AND id > ?7
 ORDER BY id LIMIT ?8
 
@@ -64,8 +67,42 @@ ORDER BY id LIMIT ?8
 SELECT * FROM tasks WHERE tenant_id = ?1
   AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
   AND (?3 IS NULL OR type = ?3) AND scheduled_at >= ?4 AND scheduled_at < ?5
+  AND (?9 IS NULL OR pool IN (SELECT value FROM json_each(?9)))
   AND ?6 IS NOT NULL AND id < ?7
 ORDER BY id DESC LIMIT ?8
+
+-- name: count_tasks
+-- ?1 tenant (NULL: every tenant, grouped by tenant too), ?2 states, ?3 type, ?4 pools
+-- (JSON arrays; NULL: any), ?5/?6 the scheduled_at window
+SELECT CASE WHEN ?1 IS NULL THEN tenant_id END AS tenant, status, type, pool, count(*) AS n
+FROM tasks
+WHERE (?1 IS NULL OR tenant_id = ?1)
+  AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
+  AND (?3 IS NULL OR type = ?3)
+  AND (?4 IS NULL OR pool IN (SELECT value FROM json_each(?4)))
+  AND scheduled_at >= ?5 AND scheduled_at < ?6
+GROUP BY 1, status, type, pool
+
+-- name: forecast
+-- ?1 tenant (NULL: every tenant), ?2 window start (us), ?3 bucket width (us), ?4 window
+-- end (us), ?5 pools (JSON array; NULL: any); rows as PostgreSQL's forecast
+SELECT 'f' AS kind, (due_at - ?2) / ?3 AS bucket, pool, count(*) AS n
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at >= ?2 AND due_at < ?4
+  AND (?1 IS NULL OR tenant_id = ?1) AND (?5 IS NULL OR pool IN (SELECT value FROM json_each(?5)))
+GROUP BY 2, 3
+UNION ALL
+SELECT 'n', (scheduled_at - ?2) / ?3, pool, count(*)
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND scheduled_at >= ?2 AND scheduled_at < ?4
+  AND (?1 IS NULL OR tenant_id = ?1) AND (?5 IS NULL OR pool IN (SELECT value FROM json_each(?5)))
+GROUP BY 2, 3
+UNION ALL
+SELECT 'o', -1, pool, count(*)
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at < ?2
+  AND (?1 IS NULL OR tenant_id = ?1) AND (?5 IS NULL OR pool IN (SELECT value FROM json_each(?5)))
+GROUP BY 3
 
 -- name: insert_dependency
 INSERT OR IGNORE INTO task_dependencies VALUES (?, ?, ?)

@@ -68,6 +68,11 @@ CREATE INDEX IF NOT EXISTS idx_tasks_leased ON tasks (lease_expires_at)
 CREATE INDEX IF NOT EXISTS idx_tasks_tenant ON tasks (tenant_id, scheduled_at, id);
 CREATE INDEX IF NOT EXISTS idx_tasks_workflow ON tasks (workflow_id) WHERE workflow_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS idx_tasks_schedule ON tasks (schedule_id) WHERE schedule_id IS NOT NULL;
+-- GetForecast: the tasks still to fire, by due time (firing, overdue) and requested time.
+CREATE INDEX IF NOT EXISTS idx_tasks_forecast_due ON tasks (due_at, pool, tenant_id)
+    WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING');
+CREATE INDEX IF NOT EXISTS idx_tasks_forecast_nominal ON tasks (scheduled_at, pool, tenant_id)
+    WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING');
 CREATE TABLE IF NOT EXISTS workflows (
     id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL REFERENCES tenants(id),
