@@ -86,10 +86,11 @@ class Plan:
     expires_at: datetime
 
     def task_filter(self) -> TaskFilter:
-        """The store filter of the plan (pools are checked per task)."""
+        """The store filter of the plan."""
         return TaskFilter(
             statuses=self.states,
             type=self.type,
+            pools=self.pools,
             scheduled_from=self.scheduled_from,
             scheduled_to=self.scheduled_to,
             order=TaskOrder.CREATED_ASC,

@@ -9,7 +9,6 @@ NOT_FOUND exactly as one that does not exist.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import grpc
@@ -120,10 +119,9 @@ class HistoryRpcs:
         self, request: pb.GetActivityRequest, context: Context
     ) -> pb.GetActivityResponse:
         """Throughput and dispatch lateness per bucket of the last window (the audit)."""
-        # TODO(insight): the admin token answers for every tenant (None) or the one in
-        # x-tenant-id, once the Gatekeeper's "tenant key, or admin = all" helper lands;
-        # until then an API key's tenant only.
-        tenant: uuid.UUID | None = await tenant_of(self._gate, context, Scope.READ)
+        # An API key: its tenant; the admin token: the tenant in x-tenant-id, or every
+        # tenant (None) without it.
+        tenant = await self._gate.reader_scope(context, Scope.READ)
         window, bucket = activity_args(request)
         found = await self._engine.history.activity(tenant, window, bucket)
         return pb.GetActivityResponse(

@@ -20,7 +20,7 @@ from scheduler.engine import AssignmentBatch, SubmitSpec, WorkerHello
 from scheduler.engine._types import FailureReport
 from scheduler.server._bulk import decode_plan, encode_plan
 from scheduler.types import Completion, FencedWrite
-from tests.integration.transport.conftest import Stack, eventually, running_stack
+from tests.integration.transport.conftest import ADMIN_TOKEN, Stack, eventually, running_stack
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -128,6 +128,15 @@ async def test_activity_buckets(any_stack: Stack, api: Api) -> None:
         pb.GetActivityRequest(), metadata=api.md(any_stack.key_b), timeout=10
     )
     assert sum(b.dispatched for b in other.buckets) == 0
+    # The admin token: every tenant, or the one in x-tenant-id.
+    admin = (("x-admin-token", ADMIN_TOKEN),)
+    everyone = await api.stub.GetActivity(pb.GetActivityRequest(), metadata=admin, timeout=10)
+    assert sum(b.dispatched for b in everyone.buckets) == 2
+    for tenant, dispatched in ((any_stack.tenant_a, 2), (any_stack.tenant_b, 0)):
+        one = await api.stub.GetActivity(
+            pb.GetActivityRequest(), metadata=(*admin, ("x-tenant-id", tenant)), timeout=10
+        )
+        assert sum(b.dispatched for b in one.buckets) == dispatched
 
 
 async def test_bulk_cancel_acts_on_exactly_the_plan(any_stack: Stack, api: Api) -> None:
