@@ -41,6 +41,8 @@ DEMO_JITTER_WINDOW_S = 15
 DEMO_STRICT_SHARE = 0.3
 DEMO_SUBMIT_BATCH = 2_000
 DEMO_LEAD_S = 12.0
+DEMO_LEAD_WITH_UI_S = 40.0
+"""With the dashboard on: time to open its forecast before the stampede."""
 DEMO_WORKERS = 4
 DEMO_SLOTS_PER_WORKER = 2_500
 
@@ -180,7 +182,16 @@ async def run_dev(
         else:
             _banner(facts)
         if demo:
-            await run_demo(engine, target, secret, demo_tasks)
+            # With the dashboard on, the stampede comes later so there is time to open
+            # the forecast, and the node stays up afterwards to look at what ran.
+            lead_s = DEMO_LEAD_WITH_UI_S if dashboard else DEMO_LEAD_S
+            await run_demo(engine, target, secret, demo_tasks, lead_s=lead_s)
+            if dashboard is not None:
+                console.print(
+                    f"demo done; the dashboard stays up at [cyan]{dashboard.url}[/] "
+                    "(Ctrl-C to stop)"
+                )
+                await wait_for_signal()
         else:
             await wait_for_signal()
     finally:
@@ -253,7 +264,9 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def run_demo(engine: Engine, target: str, api_key: str, total: int) -> None:
+async def run_demo(
+    engine: Engine, target: str, api_key: str, total: int, *, lead_s: float = DEMO_LEAD_S
+) -> None:
     """A stampede at a round instant: some tasks strict, the rest jittered late-only."""
     rec = _Recorder()
     workers = [
@@ -273,7 +286,7 @@ async def run_demo(engine: Engine, target: str, api_key: str, total: int) -> Non
     client = await Client.connect(target, api_key=api_key)
     try:
         now = datetime.now(UTC)
-        instant = now + timedelta(seconds=DEMO_LEAD_S)
+        instant = now + timedelta(seconds=lead_s)
         instant = instant.replace(microsecond=0) + timedelta(seconds=5 - instant.second % 5)
         n_strict = int(total * DEMO_STRICT_SHARE)
         specs = [

@@ -394,7 +394,12 @@ async def _serve(node_config: Any) -> None:
 )
 @click.option("--db", default=".tickwheel/dev.db", show_default=True, help="SQLite file.")
 @click.option(
-    "--demo", is_flag=True, help="Run a demo worker and a 20,000-task workload, then exit."
+    "--demo",
+    is_flag=True,
+    help=(
+        "Run demo workers and a 20,000-task stampede, then exit (with the dashboard "
+        "on: the stampede 40 s out, and the node stays up after it until Ctrl-C)."
+    ),
 )
 @click.option("--demo-tasks", default=20_000, show_default=True, hidden=True)
 @click.option("--reuse-port", is_flag=True, help="Share the listening port with other processes.")
