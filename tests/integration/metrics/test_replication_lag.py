@@ -79,6 +79,7 @@ async def test_standby_lag_rises_while_replay_is_paused_and_returns_to_zero(
         behind = await eventually(
             lambda: snap("paused"),
             until=lambda s: s[LAG_BYTES][()] > 0,
+            timeout_s=60,
             what="the lag in bytes to rise while replay is paused",
         )
         assert _figures(behind)[0] == 1, "the paused standby still streams"
@@ -89,6 +90,7 @@ async def test_standby_lag_rises_while_replay_is_paused_and_returns_to_zero(
         await eventually(
             lambda: snap("resumed"),
             until=lambda s: s[STANDBYS][()] == 1 and s[LAG_BYTES][()] == 0,
+            timeout_s=60,
             what="the lag to return to 0 after replay resumes",
         )
         assert await on_standby("SELECT count(*) FROM tasks") == "50"
