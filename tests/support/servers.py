@@ -274,6 +274,16 @@ class PostgresServer(ServerProcess):
         )
         if result.returncode != 0:
             raise ServerStartError(f"initdb failed:\n{result.stdout}\n{result.stderr}")
+        self._allow_replication()
+
+    def _allow_replication(self) -> None:
+        """Let a standby on loopback stream from this cluster (initdb's trust set-up
+        usually has this line; write it when it does not)."""
+        hba = self.data / "pg_hba.conf"
+        line = "host replication all 127.0.0.1/32 trust"
+        text = hba.read_text()
+        if not any(" ".join(row.split()) == line for row in text.splitlines()):
+            hba.write_text(f"{text.rstrip()}\n{line}\n")
 
     def command(self) -> Sequence[str]:
         return [
@@ -296,6 +306,14 @@ class PostgresServer(ServerProcess):
             "max_locks_per_transaction=256",
             "-c",
             "logging_collector=off",
+            # Replication for StandbyServer (PostgreSQL's defaults, stated so a changed
+            # default cannot silently break it).
+            "-c",
+            "wal_level=replica",
+            "-c",
+            "max_wal_senders=10",
+            "-c",
+            "max_replication_slots=10",
         ]
 
     def _spawn(self) -> None:
@@ -356,6 +374,121 @@ class PostgresServer(ServerProcess):
         if result.returncode != 0:
             raise RuntimeError(f"psql failed: {result.stderr}")
         return result.stdout
+
+
+class StandbyServer(PostgresServer):
+    """A real streaming-replication standby of ``primary``: ``pg_basebackup -R -X stream
+    -C -S <slot>`` as a REPLICATION role, then ``postgres`` with hot_standby on its own
+    port and data dir. :meth:`cleanup` stops it and drops the slot on the primary.
+
+    A failed base backup raises :class:`ServerStartError` with pg_basebackup's output;
+    a standby that does not start, with its log tail.
+    """
+
+    name = "standby"
+    replication_user = "tickwheel_replicator"
+
+    def __init__(self, primary: PostgresServer, slot: str, base_dir: Path | None = None) -> None:
+        super().__init__(base_dir)
+        self.primary = primary
+        self.slot = slot
+        self._slot_created = False
+
+    def ensure_replication_role(self) -> None:
+        """Create :attr:`replication_user` (LOGIN REPLICATION, nothing else) on the
+        primary once (idempotent)."""
+        user = self.replication_user
+        self.primary.psql(
+            "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = "
+            f"'{user}') THEN CREATE ROLE {user} LOGIN REPLICATION; END IF; END $$"
+        )
+
+    def prepare(self) -> None:
+        if self.data.exists():
+            return
+        self.sockdir.mkdir(exist_ok=True)
+        if self.ids is not None:
+            os.chmod(self.dir, 0o755)
+            for path in (self.dir, self.sockdir):
+                os.chown(path, *self.ids)
+        self.ensure_replication_role()
+        result = subprocess.run(
+            [
+                str(self.bindir / "pg_basebackup"),
+                "-R",
+                "-D",
+                str(self.data),
+                "-h",
+                self.primary.host,
+                "-p",
+                str(self.primary.port),
+                "-U",
+                self.replication_user,
+                "-X",
+                "stream",
+                "-C",
+                "-S",
+                self.slot,
+                # An immediate checkpoint to start from (the default spread one takes
+                # minutes on an idle cluster).
+                "--checkpoint=fast",
+                "--no-sync",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=self.dir,
+            **self.popen_kwargs(),  # type: ignore[call-overload]
+        )
+        if result.returncode != 0:
+            raise ServerStartError(
+                f"pg_basebackup from port {self.primary.port} failed "
+                f"(code {result.returncode}):\n{result.stdout}\n{result.stderr}"
+            )
+        self._slot_created = True
+
+    def command(self) -> Sequence[str]:
+        # The primary's settings (a hot standby refuses lower max_connections and
+        # max_locks_per_transaction than its primary), then the standby's own.
+        return [
+            *super().command(),
+            "-c",
+            "hot_standby=on",
+            # Report replay progress every second (default 10 s), so the primary's
+            # replay_lsn follows replay closely.
+            "-c",
+            "wal_receiver_status_interval=1s",
+        ]
+
+    def streaming(self) -> bool:
+        """Whether the primary lists this standby's slot as active."""
+        out = self.primary.psql(
+            f"SELECT active FROM pg_replication_slots WHERE slot_name = '{self.slot}'"
+        )
+        return out.strip() == "t"
+
+    def cleanup(self) -> None:
+        """Stop the standby, drop its slot on the primary, remove the directory."""
+        self.stop()
+        if self._slot_created:
+            self._drop_slot()
+        super().cleanup()
+
+    def _drop_slot(self) -> None:
+        deadline = time.monotonic() + 20
+        sql = (
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            f"WHERE slot_name = '{self.slot}'"
+        )
+        while True:
+            try:
+                self.primary.psql(sql)
+                self._slot_created = False
+                return
+            except RuntimeError:
+                # The walsender of the stopped standby may still hold the slot.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
 
 # --------------------------------------------------------------------------- Redis

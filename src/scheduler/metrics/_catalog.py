@@ -81,8 +81,11 @@ CATALOG: tuple[Metric, ...] = (
     _m("tickwheel_canary_lag_seconds", "gauge", "", "node",
        "Dispatch lag of the latest canary task (0 before the first)."),
     _m("tickwheel_replication_lag_seconds", "gauge", "", "node",
-       "Largest standby replay lag seen by the PostgreSQL primary (0 without a standby "
-       "or on SQLite)."),
+       "Largest standby replay_lag seen by the PostgreSQL primary, as last measured (0 "
+       "when PostgreSQL shows NULL: caught up and idle, no standby, or SQLite)."),
+    _m("tickwheel_replication_lag_bytes", "gauge", "", "node",
+       "Bytes of WAL written on the PostgreSQL primary that the slowest standby has not "
+       "replayed (0 caught up, without a standby or on SQLite)."),
     _m("tickwheel_replication_standbys", "gauge", "", "node",
        "Standbys streaming from the PostgreSQL primary (0 on SQLite)."),
     _m("tickwheel_worker_tasks_handled_total", "counter", "type outcome", "worker",

@@ -138,6 +138,9 @@ class EngineCollector(Collector):
         lag = _gauge("tickwheel_replication_lag_seconds")
         lag.add_metric([], replication.lag_s if replication else 0.0)
         yield lag
+        lag_bytes = _gauge("tickwheel_replication_lag_bytes")
+        lag_bytes.add_metric([], replication.lag_bytes if replication else 0.0)
+        yield lag_bytes
         standbys = _gauge("tickwheel_replication_standbys")
         standbys.add_metric([], replication.standbys if replication else 0)
         yield standbys

@@ -33,9 +33,14 @@ from tests.support.waiting import eventually
 ADMIN = "metrics-test-admin-token"
 Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
 
-#: No standby in the harness: these two read pg_stat_replication on a primary that has
-#: none, so they must be exported and equal what PostgreSQL says (0 standbys, no lag).
-NO_STANDBY = {"tickwheel_replication_lag_seconds", "tickwheel_replication_standbys"}
+#: Moved by test_replication_lag.py, against a real standby of a primary of its own.
+#: The session's primary here has none, so they must be exported and equal what
+#: PostgreSQL says (0 standbys, no lag).
+NO_STANDBY = {
+    "tickwheel_replication_lag_seconds",
+    "tickwheel_replication_lag_bytes",
+    "tickwheel_replication_standbys",
+}
 
 
 class Handlers:

@@ -46,6 +46,6 @@ async def test_replication_lag_is_none_on_sqlite_and_zero_standbys_on_a_lone_pri
     lag = await store.replication_lag()
     if isinstance(store, PostgresStore):
         assert lag is not None
-        assert (lag.standbys, lag.lag_s) == (0, 0.0)
+        assert (lag.standbys, lag.lag_s, lag.lag_bytes) == (0, 0.0, 0.0)
     else:
         assert lag is None

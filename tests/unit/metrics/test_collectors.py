@@ -109,6 +109,7 @@ async def test_engine_collector_reads_the_counters_and_precreates_every_series()
     assert age[(("pool", "critical"),)] == 0
     assert len(s["tickwheel_pool_slots_free"]) == 3
     assert s["tickwheel_replication_lag_seconds"][()] == 0
+    assert s["tickwheel_replication_lag_bytes"][()] == 0
 
 
 async def test_worker_collector_reports_outcomes_durations_and_slots() -> None:

@@ -49,4 +49,8 @@ class Metrics:
             return None
         if row is None:
             return None
-        return ReplicationLag(standbys=int(row["standbys"]), lag_s=float(row["lag_s"]))
+        return ReplicationLag(
+            standbys=int(row["standbys"]),
+            lag_s=float(row["lag_s"]),
+            lag_bytes=float(row["lag_bytes"]),
+        )

@@ -37,7 +37,14 @@ class ReplicationLag:
 
     standbys: int
     lag_s: float
-    """The largest ``replay_lag`` in seconds (0 without a standby or while idle)."""
+    """The largest ``replay_lag`` in seconds: the time between the primary writing WAL
+    and a standby reporting it replayed, as last measured. PostgreSQL shows NULL (here
+    0) once a standby has caught up and no WAL is written; while replay is stuck it
+    keeps the last measurement until replay moves on."""
+    lag_bytes: float = 0.0
+    """The largest ``pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)``: bytes of WAL
+    written on the primary that the slowest standby has not replayed yet (0 caught
+    up). Unlike ``lag_s`` it grows at once while replay is behind."""
 
 
 class MetricsStore(Protocol):
