@@ -478,11 +478,11 @@ def dev(
 
     timing = engine_timing(
         lookahead_s,
-                lease_ttl_s,
-                heartbeat_interval_s,
-                preload_interval_s,
-                retry_base_s,
-                count_cache_s,
+        lease_ttl_s,
+        heartbeat_interval_s,
+        preload_interval_s,
+        retry_base_s,
+        count_cache_s,
     )
     tune_gc()
     run_node(

@@ -152,9 +152,7 @@ class EngineConfig:
         if self.canary_interval_s < 0:
             raise ValueError("EngineConfig.canary_interval_s must be >= 0")
         if not 0 <= self.count_cache_ttl_s <= self.count_cache_max_age_s:
-            raise ValueError(
-                "EngineConfig: need 0 <= count_cache_ttl_s <= count_cache_max_age_s"
-            )
+            raise ValueError("EngineConfig: need 0 <= count_cache_ttl_s <= count_cache_max_age_s")
         if self.count_cache_keys < 1:
             raise ValueError("EngineConfig.count_cache_keys must be positive")
         if self.jitter_window_s < 0:

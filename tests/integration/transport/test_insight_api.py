@@ -191,9 +191,7 @@ async def test_counts_come_from_a_short_cache_and_follow_a_submit_after_its_ttl(
     and 60 s defaults): a count within the TTL may be the cached one, and then its
     ``as_of`` is the earlier count's; past the hard max a count reflects the submit and
     says it was taken after it; a stale count (past the TTL) is refreshed."""
-    engine = dataclasses.replace(
-        engine_config(), count_cache_ttl_s=0.3, count_cache_max_age_s=1.0
-    )
+    engine = dataclasses.replace(engine_config(), count_cache_ttl_s=0.3, count_cache_max_age_s=1.0)
     when = datetime.now(UTC) + timedelta(hours=2)
     async with running_stack(pg_dsn, engine) as stack, apis(stack) as api:
         client = await stack.client()

@@ -214,9 +214,9 @@ async def test_ttl_zero_loads_every_time() -> None:
 
 
 def test_bad_policies_are_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="ttl_s"):
         SwrCache(Source(), ttl_s=10, max_age_s=5, max_keys=1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_keys"):
         SwrCache(Source(), ttl_s=1, max_age_s=5, max_keys=0)
     with pytest.raises(ValueError, match="count_cache_ttl_s"):
         EngineConfig(count_cache_ttl_s=61)
