@@ -71,6 +71,10 @@ class DevProcess(TickwheelProcess):
             str(self.dir / "dev.db"),
             "--listen",
             f"{self.host}:{self.port}",
+            # Exact counts: the tests compare counts right after changing tasks (the
+            # count cache is tested in tests/integration/transport/test_insight_api.py).
+            "--count-cache-s",
+            "0",
         ]
         if self.ui:
             if not self.ui_port:

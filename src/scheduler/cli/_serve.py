@@ -134,6 +134,15 @@ def timing_options(fn: Any) -> Any:
             show_default=True,
             help="First retry backoff (doubles per attempt).",
         ),
+        click.option(
+            "--count-cache-s",
+            envvar="TICKWHEEL_COUNT_CACHE_S",
+            type=float,
+            default=5.0,
+            show_default=True,
+            help="CountTasks answers from a cache this many seconds fresh (stale up to 60 s "
+            "while a refresh runs); 0: exact count on every call.",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -148,6 +157,8 @@ class Timing(TypedDict):
     heartbeat_interval_s: float
     preload_interval_s: float
     retry_base_s: float
+    count_cache_ttl_s: float
+    count_cache_max_age_s: float
 
 
 def engine_timing(
@@ -156,6 +167,7 @@ def engine_timing(
     heartbeat_interval_s: float | None,
     preload_interval_s: float,
     retry_base_s: float,
+    count_cache_s: float,
 ) -> Timing:
     """The EngineConfig fields of :func:`timing_options`."""
     return {
@@ -164,6 +176,8 @@ def engine_timing(
         "heartbeat_interval_s": heartbeat_interval_s or lease_ttl_s / 3,
         "preload_interval_s": preload_interval_s,
         "retry_base_s": retry_base_s,
+        "count_cache_ttl_s": count_cache_s,
+        "count_cache_max_age_s": max(60.0, count_cache_s),
     }
 
 
@@ -264,6 +278,7 @@ def serve(
     heartbeat_interval_s: float | None,
     preload_interval_s: float,
     retry_base_s: float,
+    count_cache_s: float,
     canary_interval_s: float,
     row_level_security: bool,
     kafka_bootstrap: str | None,
@@ -294,7 +309,12 @@ def serve(
     try:
         engine_config = EngineConfig(
             **engine_timing(
-                lookahead_s, lease_ttl_s, heartbeat_interval_s, preload_interval_s, retry_base_s
+                lookahead_s,
+                lease_ttl_s,
+                heartbeat_interval_s,
+                preload_interval_s,
+                retry_base_s,
+                count_cache_s,
             ),
             canary_interval_s=canary_interval_s,
             shard_count=shard_count,
@@ -444,6 +464,7 @@ def dev(
     heartbeat_interval_s: float | None,
     preload_interval_s: float,
     retry_base_s: float,
+    count_cache_s: float,
     metrics_port: int,
     metrics_host: str,
     no_metrics: bool,
@@ -461,7 +482,12 @@ def dev(
     from scheduler.metrics import MetricsConfig
 
     timing = engine_timing(
-        lookahead_s, lease_ttl_s, heartbeat_interval_s, preload_interval_s, retry_base_s
+        lookahead_s,
+        lease_ttl_s,
+        heartbeat_interval_s,
+        preload_interval_s,
+        retry_base_s,
+        count_cache_s,
     )
     tune_gc()
     run_node(

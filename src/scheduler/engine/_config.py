@@ -75,6 +75,14 @@ class EngineConfig:
     full_reconcile_interval_s: float = 60.0
     """In a cluster: how often the reconcile reads every PRELOADED row of its shards,
     whatever its ``updated_at`` (the safety net under the incremental reads)."""
+    count_cache_ttl_s: float = 5.0
+    """CountTasks answers from a cache keyed by (tenant, filter): a count younger than
+    this is returned as is (0: no cache, every call counts)."""
+    count_cache_max_age_s: float = 60.0
+    """A cached count older than the TTL but younger than this is returned at once while
+    one refresh runs in the background; older, the caller waits for a fresh count."""
+    count_cache_keys: int = 1000
+    """Most (tenant, filter) keys the count cache holds (least recently used dropped)."""
     auth_cache_s: float = 5.0
     """How long a node trusts a verified API key before asking the store again."""
     critical_reserved_slots: int = 500
@@ -143,6 +151,10 @@ class EngineConfig:
             raise ValueError("EngineConfig.tier_weights must be positive")
         if self.canary_interval_s < 0:
             raise ValueError("EngineConfig.canary_interval_s must be >= 0")
+        if not 0 <= self.count_cache_ttl_s <= self.count_cache_max_age_s:
+            raise ValueError("EngineConfig: need 0 <= count_cache_ttl_s <= count_cache_max_age_s")
+        if self.count_cache_keys < 1:
+            raise ValueError("EngineConfig.count_cache_keys must be positive")
         if self.jitter_window_s < 0:
             raise ValueError("EngineConfig.jitter_window_s must be >= 0")
         if self.dispatch_window_ms < 0:

@@ -164,7 +164,7 @@ class Engine:
         self._sessions = Sessions(
             store, cfg, self._completer, self._wake_dispatcher, self._outlets.publish
         )
-        self.watch = Watch(store, self._sessions)
+        self.watch = Watch(store, self._sessions, cfg, self.now)
         """Task counts, the forecast and the worker streams (the dashboard's reads)."""
         self._preloader.use_reaper(
             Reaper(

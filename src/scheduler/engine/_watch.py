@@ -2,32 +2,84 @@
 
 Owns :class:`Watch`, a thin read-only part: counts and the forecast come from the store
 (for one tenant, or None for every tenant), the workers from this node's sessions.
+Counts are served from a short-lived cache keyed by (tenant or every tenant, filter)
+(:class:`~scheduler.engine._count_cache.SwrCache`; ``EngineConfig.count_cache_*``): up to
+``count_cache_ttl_s`` old, or ``count_cache_max_age_s`` while a refresh runs.
 Built by the engine facade (``Engine.watch``); called by the transport's
 ``scheduler.server._insight``. Writes nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from scheduler.engine._config import EngineConfig
+from scheduler.engine._count_cache import SwrCache
 from scheduler.engine._sessions import Sessions, WorkerSession
 from scheduler.store import Store
-from scheduler.types import Forecast, Pool, TaskCounts, TaskFilter
+from scheduler.types import Forecast, Pool, TaskCounts, TaskFilter, TaskOrder
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CountedTasks:
+    """:meth:`Watch.count_tasks`: the counts and when they were taken (the wall clock
+    just before the store was asked)."""
+
+    counts: TaskCounts
+    as_of: datetime
+
+
+_CountKey = tuple[uuid.UUID | None, TaskFilter]
+
+
+def _filter_key(flt: TaskFilter) -> TaskFilter:
+    """``flt`` with only what changes a count: states and pools sorted and once each,
+    the order left at its default. Hashable (tuples in a frozen dataclass)."""
+    return dataclasses.replace(
+        flt,
+        statuses=tuple(sorted(set(flt.statuses), key=lambda s: s.value)),
+        pools=tuple(sorted(set(flt.pools), key=lambda p: p.value)),
+        order=TaskOrder.SCHEDULED_ASC,
+    )
 
 
 class Watch:
     """Read-only views of the store and of this node's worker sessions."""
 
-    def __init__(self, store: Store, sessions: Sessions) -> None:
+    def __init__(
+        self,
+        store: Store,
+        sessions: Sessions,
+        config: EngineConfig,
+        now: Callable[[], datetime],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._store = store
         self._sessions = sessions
+        self._now = now
+        self.counts: SwrCache[_CountKey, CountedTasks] = SwrCache(
+            self._count,
+            ttl_s=config.count_cache_ttl_s,
+            max_age_s=config.count_cache_max_age_s,
+            max_keys=config.count_cache_keys,
+            clock=clock,
+        )
+        """The count cache (its ``loads`` tell how often the store was asked)."""
 
-    async def count_tasks(self, tenant_id: uuid.UUID | None, flt: TaskFilter) -> TaskCounts:
+    async def count_tasks(self, tenant_id: uuid.UUID | None, flt: TaskFilter) -> CountedTasks:
         """``tenant_id``'s tasks (None: every tenant's) matching ``flt``, grouped by
-        (tenant,) state, type and pool."""
-        return await self._store.count_tasks(tenant_id, flt)
+        (tenant,) state, type and pool, as of up to the cache's TTL ago (the hard max
+        while a refresh runs)."""
+        return await self.counts.get((tenant_id, _filter_key(flt)))
+
+    async def _count(self, key: _CountKey) -> CountedTasks:
+        as_of = self._now()
+        return CountedTasks(await self._store.count_tasks(*key), as_of)
 
     async def forecast(
         self,

@@ -58,19 +58,24 @@ class Stack:
 
 
 def engine_config() -> EngineConfig:
-    """Short leases so lease-related behaviour shows within a test."""
+    """Short leases so lease-related behaviour shows within a test; exact counts (no
+    count cache) unless a test passes its own ``count_cache_ttl_s``."""
     return EngineConfig(
-        lease_ttl_s=6.0, heartbeat_interval_s=1.0, preload_interval_s=0.2, retry_base_s=0.2
+        lease_ttl_s=6.0,
+        heartbeat_interval_s=1.0,
+        preload_interval_s=0.2,
+        retry_base_s=0.2,
+        count_cache_ttl_s=0,
     )
 
 
 @contextlib.asynccontextmanager
-async def running_stack(url: str) -> AsyncIterator[Stack]:
+async def running_stack(url: str, engine: EngineConfig | None = None) -> AsyncIterator[Stack]:
     """A node (the composition root) on the store at ``url``, with two tenants."""
     node = Node(
         NodeConfig(
             store_url=url,
-            engine=engine_config(),
+            engine=engine or engine_config(),
             server=ServerConfig(listen="127.0.0.1:0", admin_token=ADMIN_TOKEN),
         )
     )

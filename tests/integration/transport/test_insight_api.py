@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,13 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import Client, Pool, Task, TaskSpec, TaskState
 from scheduler.server import _convert as conv
-from tests.integration.transport.conftest import ADMIN_TOKEN, Stack, eventually, running_stack
+from tests.integration.transport.conftest import (
+    ADMIN_TOKEN,
+    Stack,
+    engine_config,
+    eventually,
+    running_stack,
+)
 from tests.integration.transport.test_stream_items import Wire
 
 _POOL = {Pool.CRITICAL: pb.POOL_CRITICAL, Pool.STANDARD: pb.POOL_STANDARD, Pool.BULK: pb.POOL_BULK}
@@ -175,6 +182,47 @@ async def test_count_and_forecast_are_per_tenant_and_the_admin_sees_all(any_stac
         fall = await api["admin"]("GetForecast", req)
         assert firing(fall) == {pb.POOL_CRITICAL: 0, pb.POOL_STANDARD: 2, pb.POOL_BULK: 1}
         assert firing(await api["admin_a"]("GetForecast", req)) == firing(fa)
+
+
+async def test_counts_come_from_a_short_cache_and_follow_a_submit_after_its_ttl(
+    pg_dsn: str,
+) -> None:
+    """CountTasks with the count cache on (a small TTL and hard max instead of the 5 s
+    and 60 s defaults): a count within the TTL may be the cached one, and then its
+    ``as_of`` is the earlier count's; past the hard max a count reflects the submit and
+    says it was taken after it; a stale count (past the TTL) is refreshed."""
+    engine = dataclasses.replace(engine_config(), count_cache_ttl_s=0.3, count_cache_max_age_s=1.0)
+    when = datetime.now(UTC) + timedelta(hours=2)
+    async with running_stack(pg_dsn, engine) as stack, apis(stack) as api:
+        client = await stack.client()
+        try:
+            before = await api["a"]("CountTasks", pb.CountTasksRequest())
+            assert before.total == 0
+            loads = stack.engine.watch.counts.loads
+            submitted = datetime.now(UTC)
+            await client.submit("a", {}, scheduled_at=when)
+            soon = await api["a"]("CountTasks", pb.CountTasksRequest())
+            if soon.total == 0:  # served from the cache: says so by its as_of
+                assert soon.as_of == before.as_of
+            else:
+                assert soon.total == 1
+            await asyncio.sleep(1.1)  # past the hard max: this caller waits for a count
+            after = await api["a"]("CountTasks", pb.CountTasksRequest())
+            assert after.total == 1
+            assert conv.to_datetime(after.as_of, "as_of") >= submitted
+            assert stack.engine.watch.counts.loads > loads
+            # Every tenant's count is its own key, exact as well.
+            assert (await api["admin"]("CountTasks", pb.CountTasksRequest())).total == 1
+
+            await client.submit("a", {}, scheduled_at=when, idempotency_key="second")
+            await asyncio.sleep(0.4)  # past the TTL: answered (maybe stale), refreshed
+            await eventually(
+                lambda: api["a"]("CountTasks", pb.CountTasksRequest()),
+                lambda r: r.total == 2,
+                timeout_s=10,
+            )
+        finally:
+            await client.close()
 
 
 async def test_forecast_buckets_firing_after_jitter_and_nominal_before(any_stack: Stack) -> None:

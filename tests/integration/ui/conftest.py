@@ -14,6 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from scheduler.client import Client
+from scheduler.engine import EngineConfig
 from scheduler.testing import LocalEnvironment, start_local
 from scheduler.ui import UIConfig, create_app
 
@@ -98,7 +99,8 @@ class Dashboard:
 
 @pytest.fixture
 async def dashboard() -> AsyncIterator[Dashboard]:
-    async with start_local(tenant_name="ui-a") as env:
+    # Exact counts (no count cache): the pages are compared with counts just taken.
+    async with start_local(tenant_name="ui-a", engine=EngineConfig(count_cache_ttl_s=0)) as env:
         other = await env.admin.create_tenant("ui-b")
         other_key = (await env.admin.create_api_key(other.id, "ui-b")).secret
         other_client = await Client.connect(env.target, api_key=other_key)

@@ -368,7 +368,10 @@ class SchedulerServiceServicer:
         one tenant named in `x-tenant-id` metadata.
 
         How many tasks match a filter, grouped by state, type and pool (with the admin
-        token and no `x-tenant-id`: by tenant too).
+        token and no `x-tenant-id`: by tenant too). Counted exactly, but served from a
+        short-lived cache per (tenant, filter) on the node: an answer may be up to the
+        node's `--count-cache-s` (default 5 s) old, and up to 60 s old while a refresh runs
+        in the background; `as_of` says when it was taken.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
