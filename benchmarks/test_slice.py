@@ -33,7 +33,7 @@ import json
 import statistics
 import time
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -242,6 +242,52 @@ def test_full_lifecycle(
     )
 
 
+# -- on/off comparisons ------------------------------------------------------------------
+
+
+def _ab_order(runs: int) -> list[str]:
+    """``runs`` runs of each mode, alternating so drift hits both: on, off, off, on, ..."""
+    return [m for i in range(runs) for m in (("on", "off") if i % 2 == 0 else ("off", "on"))]
+
+
+def _ab_series(
+    benchmark: Any, label: str, runs: int, one: Callable[[int, str], float]
+) -> dict[str, float]:
+    """Run ``one(i, mode)`` over :func:`_ab_order` under the benchmark, record each rate
+    and the means under ``label``; the recorded figures."""
+
+    def all_runs() -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {"on": [], "off": []}
+        for i, mode in enumerate(_ab_order(runs)):
+            out[mode].append(one(i, mode))
+        return out
+
+    f = benchmark.pedantic(all_runs, rounds=1, iterations=1)
+    mean_on, mean_off = statistics.fmean(f["on"]), statistics.fmean(f["off"])
+    figures: dict[str, float] = {f"{m}_{i}": r for m in ("on", "off") for i, r in enumerate(f[m])}
+    figures |= {
+        "mean_on": mean_on,
+        "mean_off": mean_off,
+        "ratio_on_off": mean_on / mean_off,
+        "cost_pct": (1 - mean_on / mean_off) * 100,
+    }
+    _record(benchmark, label, **figures)
+    return figures
+
+
+async def _submit_and_drain(target: str, key: str, dsn: str, n: int) -> float:
+    """Submit ``n`` immediate tasks in batches of 10,000; tasks/s until all completed."""
+    async with await Client.connect(target, api_key=key) as c:
+        first = datetime.now(UTC)
+        for start in range(0, n, 10_000):
+            await c.submit_many(
+                TaskSpec(type="bench", payload={"i": i}, strict_timing=True)
+                for i in range(start, start + 10_000)
+            )
+        last = await _wait_completed(dsn, n, timeout_s=300)
+    return n / (last - first).total_seconds()
+
+
 # -- the cost of row-level security ------------------------------------------------------
 
 
@@ -256,7 +302,6 @@ def test_lifecycle_row_level_security_cost(
 
     runs = int(os.environ.get("TW_BENCH_RLS_RUNS", "3"))
     n = 40_000
-    order = [m for i in range(runs) for m in (("on", "off") if i % 2 == 0 else ("off", "on"))]
 
     def one(i: int, mode: str) -> float:
         with contextlib.ExitStack() as stack:
@@ -272,38 +317,11 @@ def test_lifecycle_row_level_security_cost(
                 server.target, key, {"bench": f"{HANDLERS}:fast"}, name="rls-w", slots=2_000
             )
 
-            async def go() -> float:
-                async with await Client.connect(server.target, api_key=key) as c:
-                    first = datetime.now(UTC)
-                    for start in range(0, n, 10_000):
-                        await c.submit_many(
-                            TaskSpec(type="bench", payload={"i": i}, strict_timing=True)
-                            for i in range(start, start + 10_000)
-                        )
-                    last = await _wait_completed(dsn, n, timeout_s=300)
-                return n / (last - first).total_seconds()
-
-            rate: float = _run(loop, go())
+            rate: float = _run(loop, _submit_and_drain(server.target, key, dsn, n))
             assert worker.running(), group.explain()
             return rate
 
-    def all_runs() -> dict[str, list[float]]:
-        out: dict[str, list[float]] = {"on": [], "off": []}
-        for i, mode in enumerate(order):
-            out[mode].append(one(i, mode))
-        return out
-
-    f = benchmark.pedantic(all_runs, rounds=1, iterations=1)
-    mean_on, mean_off = statistics.fmean(f["on"]), statistics.fmean(f["off"])
-    figures: dict[str, float] = {f"{m}_{i}": r for m in ("on", "off") for i, r in enumerate(f[m])}
-    _record(
-        benchmark,
-        "lifecycle rls on vs off",
-        **figures,
-        mean_on=mean_on,
-        mean_off=mean_off,
-        cost_pct=(1 - mean_on / mean_off) * 100,
-    )
+    _ab_series(benchmark, "lifecycle rls on vs off", runs, one)
 
 
 # -- the cost of /metrics ---------------------------------------------------------------
@@ -345,7 +363,6 @@ def test_lifecycle_metrics_cost(
 
     runs = int(os.environ.get("TW_BENCH_METRICS_RUNS", "3"))
     n = 40_000
-    order = [m for i in range(runs) for m in (("on", "off") if i % 2 == 0 else ("off", "on"))]
 
     def one(i: int, mode: str) -> float:
         with contextlib.ExitStack() as stack:
@@ -382,41 +399,17 @@ def test_lifecycle_metrics_cost(
             async def go() -> float:
                 stop = asyncio.Event()
                 scraper = asyncio.create_task(_scrape_every(urls, 1.0, stop), name="scraper")
-                async with await Client.connect(server.target, api_key=key) as c:
-                    first = datetime.now(UTC)
-                    for start in range(0, n, 10_000):
-                        await c.submit_many(
-                            TaskSpec(type="bench", payload={"i": i}, strict_timing=True)
-                            for i in range(start, start + 10_000)
-                        )
-                    last = await _wait_completed(dsn, n, timeout_s=300)
+                rate = await _submit_and_drain(server.target, key, dsn, n)
                 stop.set()
                 scrapes = await scraper
                 assert scrapes >= len(urls)
-                return n / (last - first).total_seconds()
+                return rate
 
             rate: float = _run(loop, go())
             assert worker.running(), group.explain()
             return rate
 
-    def all_runs() -> dict[str, list[float]]:
-        out: dict[str, list[float]] = {"on": [], "off": []}
-        for i, mode in enumerate(order):
-            out[mode].append(one(i, mode))
-        return out
-
-    f = benchmark.pedantic(all_runs, rounds=1, iterations=1)
-    mean_on, mean_off = statistics.fmean(f["on"]), statistics.fmean(f["off"])
-    figures: dict[str, float] = {f"{m}_{i}": r for m in ("on", "off") for i, r in enumerate(f[m])}
-    _record(
-        benchmark,
-        "lifecycle metrics on vs off",
-        **figures,
-        mean_on=mean_on,
-        mean_off=mean_off,
-        ratio_on_off=mean_on / mean_off,
-        cost_pct=(1 - mean_on / mean_off) * 100,
-    )
+    _ab_series(benchmark, "lifecycle metrics on vs off", runs, one)
     assert SLICE["lifecycle metrics on vs off"]["mean_on"] > 0
 
 
