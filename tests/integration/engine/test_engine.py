@@ -20,7 +20,6 @@ from scheduler.engine import (
     AssignmentBatch,
     CancelNotice,
     Engine,
-    EngineConfig,
     FailureReport,
     SubmitSpec,
     WorkerHello,
@@ -29,31 +28,9 @@ from scheduler.engine import (
 from scheduler.states import TaskState
 from scheduler.store import Store
 from scheduler.types import Assignment, Completion, FencedWrite, InsertResult
+from tests.integration.engine.conftest import CONFIG
 from tests.support.clock import FakeClock
 from tests.support.waiting import eventually
-
-CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-async def engine(store: Store, clock: FakeClock) -> AsyncIterator[Engine]:
-    e = Engine(store, CONFIG, clock=clock)
-    await e.start()
-    try:
-        yield e
-    finally:
-        await e.stop()
-
-
-@pytest.fixture
-async def tenant(engine: Engine) -> uuid.UUID:
-    t = await engine.create_tenant(name="acme")
-    return t.id
 
 
 async def next_batch(session: WorkerSession, timeout_s: float = 10.0) -> AssignmentBatch:

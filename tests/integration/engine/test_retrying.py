@@ -9,46 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
-
-import pytest
 
 from scheduler.engine import (
     AssignmentBatch,
     Engine,
-    EngineConfig,
     SubmitSpec,
     WorkerHello,
     WorkerSession,
 )
 from scheduler.engine._types import FailureReport
 from scheduler.states import TaskState
-from scheduler.store import Store
 from scheduler.types import Assignment, FencedWrite
+from tests.integration.engine.conftest import CONFIG
 from tests.support.clock import FakeClock
 
 S = TaskState
-CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-async def engine(store: Store, clock: FakeClock) -> AsyncIterator[Engine]:
-    e = Engine(store, CONFIG, clock=clock)
-    await e.start()
-    try:
-        yield e
-    finally:
-        await e.stop()
-
-
-@pytest.fixture
-async def tenant(engine: Engine) -> uuid.UUID:
-    return (await engine.create_tenant(name="acme")).id
 
 
 async def _next_assignment(session: WorkerSession) -> Assignment:

@@ -11,38 +11,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator
 
-import pytest
-
-from scheduler.engine import AssignmentBatch, Engine, EngineConfig, SubmitSpec, WorkerHello
+from scheduler.engine import AssignmentBatch, Engine, SubmitSpec
 from scheduler.states import TaskState
 from scheduler.store import Store
 from scheduler.types import Assignment, Completion, FencedWrite
-from tests.support.clock import FakeClock
-
-CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)
-
-
-@pytest.fixture
-async def engine(store: Store) -> AsyncIterator[Engine]:
-    e = Engine(store, CONFIG, clock=FakeClock())
-    await e.start()
-    try:
-        yield e
-    finally:
-        await e.stop()
-
-
-@pytest.fixture
-async def tenant(engine: Engine) -> uuid.UUID:
-    return (await engine.create_tenant(name="acme")).id
-
-
-def hello(tenant: uuid.UUID, worker_id: str = "w", slots: int = 1) -> WorkerHello:
-    return WorkerHello(
-        worker_id=worker_id, tenant_id=tenant, task_types=frozenset({"email"}), slots=slots
-    )
+from tests.integration.engine.conftest import hello
 
 
 async def running(engine: Engine, tenant: uuid.UUID) -> Assignment:
