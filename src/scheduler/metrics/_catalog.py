@@ -75,6 +75,9 @@ CATALOG: tuple[Metric, ...] = (
        "Shards this node serves."),
     _m("tickwheel_shard_epoch_changes_total", "counter", "", "node",
        "Shards this node claimed (each claim raises the shard's epoch)."),
+    _m("tickwheel_index_rebuilds_total", "counter", "", "node",
+       "Shards whose Redis time index this node rebuilt from the store (a gained shard "
+       "whose index was lost, or an owned one found lost: FLUSHALL, a Redis restart)."),
     _m("tickwheel_quota_throttled_total", "counter", "tenant", "node",
        "Tasks a tenant quota held back, per dispatch round (tenant id; the first N "
        "tenants, then other)."),

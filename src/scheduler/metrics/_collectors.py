@@ -124,6 +124,9 @@ class EngineCollector(Collector):
         epochs = _counter("tickwheel_shard_epoch_changes")
         epochs.add_metric([], stats.epoch_changes)
         yield epochs
+        rebuilds = _counter("tickwheel_index_rebuilds")
+        rebuilds.add_metric([], stats.index_rebuilds)
+        yield rebuilds
         throttled = _counter("tickwheel_quota_throttled", ("tenant",))
         by_label: collections.Counter[str] = collections.Counter()
         for tenant_id, n in stats.throttled.items():

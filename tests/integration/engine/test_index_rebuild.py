@@ -20,9 +20,13 @@ from datetime import timedelta
 
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import CollectorRegistry
 
 from scheduler.engine import AssignmentBatch, Engine, EngineConfig, SubmitSpec, WorkerHello
 from scheduler.index import RedisTimeIndex
+from scheduler.metrics import MetricsConfig
+from scheduler.metrics._collectors import EngineCollector
+from scheduler.metrics._depth import DepthPoller
 from scheduler.store import Store
 from scheduler.types import Completion, FencedWrite
 from tests.support.servers import RedisServer
@@ -30,6 +34,13 @@ from tests.support.waiting import eventually
 
 CAP = 10
 FIRST, SECOND = 40, 20
+
+
+def _exported_rebuilds(engine: Engine) -> float | None:
+    """``tickwheel_index_rebuilds_total`` as a scrape of this engine would show it."""
+    registry = CollectorRegistry()
+    registry.register(EngineCollector(engine, DepthPoller(engine.store, 60.0), MetricsConfig()))
+    return registry.get_sample_value("tickwheel_index_rebuilds_total")
 
 
 @pytest.fixture
@@ -94,6 +105,8 @@ async def test_a_flushed_index_is_rebuilt_by_its_owner_and_serves_again(
             indexed, until=lambda ids: ids >= first_ids, timeout_s=8.0, what="index rebuilt"
         )
         assert engine.stats.index_rebuilds > rebuilt_at_start
+        # ... and so does /metrics' counter (the collector a node's endpoint registers).
+        assert _exported_rebuilds(engine) == engine.stats.index_rebuilds
         assert any(
             "lost" in r.getMessage() and "rebuil" in r.getMessage()
             for r in caplog.records
