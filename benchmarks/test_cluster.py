@@ -9,6 +9,8 @@
   CPU per node and worker, PostgreSQL commits per task and tasks per write.
 - ``due_now``: tasks due now submitted through one of three nodes: how soon those on
   other nodes' shards go out (work notices) against those on its own.
+- ``idle``: three nodes and their workers with no task: CPU per second of every
+  process (nodes, workers, etcd, Redis, PostgreSQL), what a cluster costs at rest.
 - ``throughput``: 20,000 tasks due at one instant on 1, 2 and 3 nodes (one worker
   each): dispatch rate (tasks / time from due to the last first dispatch) and completion
   rate. All nodes, workers, PostgreSQL (fsync on), Redis and etcd share 2 cores, so
@@ -29,7 +31,7 @@ from typing import Any, TypeVar
 import pytest
 from tests.support import cluster
 from tests.support.processes import process_group
-from tests.support.servers import EtcdServer, RedisServer
+from tests.support.servers import EtcdServer, PostgresServer, RedisServer
 
 T = TypeVar("T")
 
@@ -38,6 +40,7 @@ FAILOVER_TASKS = int(os.environ.get("TW_BENCH_FAILOVER_TASKS", "50000"))
 FAILOVER_SPREAD_S = float(os.environ.get("TW_BENCH_FAILOVER_SPREAD_S", "60"))
 STEADY_TASKS = int(os.environ.get("TW_BENCH_STEADY_TASKS", str(FAILOVER_TASKS)))
 DUE_NOW_TASKS = int(os.environ.get("TW_BENCH_DUE_NOW_TASKS", "1000"))
+IDLE_S = float(os.environ.get("TW_BENCH_IDLE_S", "20"))
 BURST_TASKS = int(os.environ.get("TW_BENCH_BURST_TASKS", "20000"))
 
 #: benchmark -> figures, printed as one table at the end of the module.
@@ -157,6 +160,47 @@ def test_steady(
         worker_cpu_ms_per_task=1000 * sum(f.worker_cpu_s) / f.tasks,
         pg_commits_per_task=f.commits_per_task,
         **{f"tasks_per_{k.lower()}_write": v for k, v in f.per_write.items()},
+    )
+
+
+def test_idle(
+    benchmark: Any,
+    slice_postgres: PostgresServer,
+    slice_dsn: str,
+    etcd_server: EtcdServer,
+    redis_server: RedisServer,
+    tmp_path: Path,
+) -> None:
+    """Three nodes with a worker each and no task: what keeping a cluster alive costs,
+    as CPU seconds per second (1.0 = one core) of every process, over
+    ``TW_BENCH_IDLE_S`` seconds (default 20)."""
+    assert slice_postgres.proc is not None
+    f = _scenario(
+        benchmark,
+        tmp_path,
+        cluster.idle,
+        slice_dsn,
+        etcd_server,
+        redis_server,
+        slice_postgres.proc.pid,
+        nodes=3,
+        seconds=IDLE_S,
+        etcd_ttl_s=ETCD_TTL_S,
+    )
+    _record(
+        benchmark,
+        "idle_3_nodes",
+        seconds=f.seconds,
+        **{f"node{i + 1}_cpu_per_s": c for i, c in enumerate(f.node_cpu_per_s)},
+        **{f"worker{i + 1}_cpu_per_s": c for i, c in enumerate(f.worker_cpu_per_s)},
+        etcd_cpu_per_s=f.etcd_cpu_per_s,
+        redis_cpu_per_s=f.redis_cpu_per_s,
+        postgres_cpu_per_s=f.postgres_cpu_per_s,
+        total_cpu_per_s=sum(f.node_cpu_per_s)
+        + sum(f.worker_cpu_per_s)
+        + f.etcd_cpu_per_s
+        + f.redis_cpu_per_s
+        + f.postgres_cpu_per_s,
     )
 
 

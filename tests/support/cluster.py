@@ -621,3 +621,66 @@ async def due_now(
             own_shards_ms=stats([r["ms"] for r in rows if r["own"]]),
             other_shards_ms=stats([r["ms"] for r in rows if not r["own"]]),
         )
+
+
+@dataclass(frozen=True)
+class IdleFigures:
+    """What :func:`idle` measured: CPU per second of wall time, per process kind."""
+
+    nodes: int
+    seconds: float
+    node_cpu_per_s: list[float]
+    worker_cpu_per_s: list[float]
+    etcd_cpu_per_s: float
+    redis_cpu_per_s: float
+    postgres_cpu_per_s: float
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU of a process and all its children (PostgreSQL's backends)."""
+    root = psutil.Process(pid)
+    total = 0.0
+    for p in (root, *root.children(recursive=True)):
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
+async def idle(
+    group: ProcessGroup,
+    pg_dsn: str,
+    etcd: EtcdServer,
+    redis: RedisServer,
+    postgres_pid: int,
+    *,
+    nodes: int,
+    seconds: float,
+    etcd_ttl_s: float = 5.0,
+) -> IdleFigures:
+    """``nodes`` nodes with a worker each and no task: what keeping the cluster alive
+    costs (etcd rounds and keep-alives, preload and reconcile passes, the index mirror,
+    heartbeats), as CPU seconds per wall second of each process over ``seconds``, after
+    the shards settled."""
+    async with running(group, pg_dsn, etcd, redis, nodes, etcd_ttl_s=etcd_ttl_s) as cluster:
+        workers = [p for p in group.procs if p not in cluster.nodes]
+        await asyncio.sleep(2.0)  # the claims' index seeding and first passes
+        assert etcd.proc is not None
+        assert redis.proc is not None
+        pids = [n.pid for n in cluster.nodes] + [w.pid for w in workers]
+        extra = [etcd.proc.pid, redis.proc.pid]
+        before = [_cpu_s(p) for p in pids + extra] + [_tree_cpu_s(postgres_pid)]
+        t0 = time.monotonic()
+        await asyncio.sleep(seconds)
+        after = [_cpu_s(p) for p in pids + extra] + [_tree_cpu_s(postgres_pid)]
+        wall = time.monotonic() - t0
+        per_s = [(a - b) / wall for a, b in zip(after, before, strict=True)]
+        return IdleFigures(
+            nodes=nodes,
+            seconds=wall,
+            node_cpu_per_s=per_s[:nodes],
+            worker_cpu_per_s=per_s[nodes : len(pids)],
+            etcd_cpu_per_s=per_s[len(pids)],
+            redis_cpu_per_s=per_s[len(pids) + 1],
+            postgres_cpu_per_s=per_s[-1],
+        )
