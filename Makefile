@@ -84,7 +84,8 @@ bench: deps build
 
 ## Running -------------------------------------------------------------------
 
-dev: deps build
+# The embedded default needs no system server: only the venv and the wheel.
+dev: build
 	$(BIN)/tickwheel dev --demo
 
 clean:
