@@ -60,9 +60,7 @@ class AdminService(pbg.AdminServiceServicer):
         self, request: pb.GetTenantRequest, context: Context
     ) -> pb.GetTenantResponse:
         """Read a tenant (the admin token, or an admin key of that tenant)."""
-        admin_of = await self._gate.tenant_admin(context)
-        tenant_id = conv.parse_uuid(request.tenant_id, "tenant_id")
-        self._gate.same_tenant(admin_of, tenant_id)
+        tenant_id = await self._gate.admin_for(context, request.tenant_id)
         tenant = await self._engine.get_tenant(tenant_id)
         return pb.GetTenantResponse(tenant=conv.tenant_to_proto(tenant))
 
@@ -93,9 +91,7 @@ class AdminService(pbg.AdminServiceServicer):
         self, request: pb.CreateApiKeyRequest, context: Context
     ) -> pb.CreateApiKeyResponse:
         """Create an API key; the secret is returned once."""
-        admin_of = await self._gate.tenant_admin(context)
-        tenant_id = conv.parse_uuid(request.tenant_id, "tenant_id")
-        self._gate.same_tenant(admin_of, tenant_id)
+        tenant_id = await self._gate.admin_for(context, request.tenant_id)
         name = conv.name_from_proto(request.name, "name")
         scopes = scopes_from_proto(request.scopes, "scopes")
         expires_at = (
@@ -114,9 +110,7 @@ class AdminService(pbg.AdminServiceServicer):
         self, request: pb.ListApiKeysRequest, context: Context
     ) -> pb.ListApiKeysResponse:
         """Every key of a tenant; never a secret."""
-        admin_of = await self._gate.tenant_admin(context)
-        tenant_id = conv.parse_uuid(request.tenant_id, "tenant_id")
-        self._gate.same_tenant(admin_of, tenant_id)
+        tenant_id = await self._gate.admin_for(context, request.tenant_id)
         keys = await self._engine.tenancy.list_api_keys(tenant_id)
         return pb.ListApiKeysResponse(keys=[api_key_to_proto(k) for k in keys])
 

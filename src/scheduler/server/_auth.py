@@ -29,6 +29,7 @@ from scheduler._errors import (
 )
 from scheduler.engine import Engine
 from scheduler.server._config import ServerConfig
+from scheduler.server._convert import parse_uuid
 from scheduler.types import ApiKey, Scope
 
 API_KEY_HEADER = "x-api-key"
@@ -335,6 +336,16 @@ class Gatekeeper:
         key = await self.key(context)
         require_scope(key, Scope.ADMIN)
         return key.tenant_id
+
+    async def admin_for(self, context: Context, raw_tenant_id: str) -> uuid.UUID:
+        """The tenant an AdminService call names in ``tenant_id``, once the caller may
+        administer it: the platform admin token (any tenant) or an ``admin`` key of that
+        tenant (PermissionDenied for another one). The caller is checked before the id
+        is parsed, so an unauthenticated call learns nothing from a malformed id."""
+        admin_of = await self.tenant_admin(context)
+        tenant_id = parse_uuid(raw_tenant_id, "tenant_id")
+        self.same_tenant(admin_of, tenant_id)
+        return tenant_id
 
     @staticmethod
     def same_tenant(admin_of: uuid.UUID | None, tenant_id: uuid.UUID) -> None:
