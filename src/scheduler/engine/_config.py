@@ -108,6 +108,10 @@ class EngineConfig:
     wait_recheck_s: float = 1.0
     """A WaitTask call re-reads its task this often besides the settle events of this
     node (tasks settled by another node, the reaper or an upstream policy)."""
+    move_poll_interval_s: float = 0.2
+    """How often a node reads which tenants a home move has frozen or taken away
+    (``tenant_moves``, migration 0012): a freeze reaches the node within this (one
+    indexed read of a tiny table per interval)."""
     canary_interval_s: float = 0.0
     """Schedule a canary task this often (0: off; ``tickwheel serve`` turns it on at
     60 s). It runs on a built-in in-process worker of the SYSTEM tenant."""
@@ -139,6 +143,7 @@ class EngineConfig:
             "full_reconcile_interval_s": self.full_reconcile_interval_s,
             "wait_recheck_s": self.wait_recheck_s,
             "index_check_interval_s": self.index_check_interval_s,
+            "move_poll_interval_s": self.move_poll_interval_s,
         }
         for name, value in positive.items():
             if value <= 0:

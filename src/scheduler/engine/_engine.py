@@ -47,6 +47,7 @@ from scheduler.engine._fair_share import FairShare
 from scheduler.engine._history import History
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._leases import Reaper
+from scheduler.engine._moves import MoveWatch
 from scheduler.engine._outlets import Outlets
 from scheduler.engine._preloader import Preloader
 from scheduler.engine._ready import ReadyQueues
@@ -196,10 +197,12 @@ class Engine:
             stats=self.stats,
             outlet_pools=self._outlets.pools,
             reload_shard=self._preloader.reload_shard,
+            served=self.tenancy.served,
         )
         self._shard_handler = ShardHandler(
             store, node_id, self.now, self._shards, self._preloader, self._timeline, self._ready
         )
+        self._moves = MoveWatch(cfg, self.tenancy, self._sessions, self._ready, self.wake)
         self._tasks: list[asyncio.Task[None]] = []
         self._lifecycle = asyncio.Lock()
         self._started = False
@@ -251,6 +254,7 @@ class Engine:
             asyncio.create_task(self._delivery.run(), name="tickwheel-deliverer"),
             asyncio.create_task(self._preloader.run(), name="tickwheel-preloader"),
             asyncio.create_task(self.schedules.run(), name="tickwheel-schedules"),
+            asyncio.create_task(self._moves.run(), name="tickwheel-moves"),
         ]
         if self._shards.shared:
             self._tasks.append(

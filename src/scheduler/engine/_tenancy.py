@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler._errors import InvalidArgument, StoreError, Unauthenticated
+from scheduler._errors import InvalidArgument, StoreError, Unauthenticated, Unavailable
 from scheduler.engine._config import EngineConfig
 from scheduler.limits import (
     DEFAULT_ROTATION_GRACE_S,
@@ -24,6 +24,7 @@ from scheduler.limits import (
     MAX_ROTATION_GRACE_S,
 )
 from scheduler.store import Store
+from scheduler.store.protocol.tenants import MoveState
 from scheduler.types import DEFAULT_SCOPES, ApiKey, Scope, Tenant
 
 TIERS = ("STANDARD", "ENTERPRISE", "SYSTEM")
@@ -48,6 +49,34 @@ class Tenancy:
         self._config = config
         self._auth_cache: dict[bytes, tuple[ApiKey, float]] = {}
         self._touched: dict[uuid.UUID, float] = {}
+        self.moves: dict[uuid.UUID, MoveState] = {}
+        """Tenants this node does not serve because of a home move (frozen or gone), as
+        last read from the store (:meth:`read_moves`); empty almost always."""
+
+    async def read_moves(self) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
+        """Re-read the tenants a move has frozen or taken away; returns (newly not
+        served, newly served again)."""
+        moves = await self._store.tenant_moves()
+        before = self.moves
+        self.moves = moves
+        stopped = {t for t, state in moves.items() if before.get(t) != state}
+        resumed = set(before) - set(moves)
+        return stopped, resumed
+
+    def served(self, tenant_id: uuid.UUID) -> bool:
+        """Whether this node serves ``tenant_id`` now (no move freezes it or took it)."""
+        return tenant_id not in self.moves
+
+    def check_served(self, tenant_id: uuid.UUID) -> None:
+        """Unavailable (retryable) for a tenant a move froze here or took away."""
+        state = self.moves.get(tenant_id)
+        if state is None:
+            return
+        if state == "frozen":
+            raise Unavailable(
+                f"tenant {tenant_id} is moving between regions: retry (the pause is short)"
+            )
+        raise Unavailable(f"tenant {tenant_id} has moved to another region: call its home")
 
     async def create_tenant(
         self,

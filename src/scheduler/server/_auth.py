@@ -208,10 +208,13 @@ class Gatekeeper:
         if not self._engine.knows_key(secret):
             self.throttle.check(source)
         try:
-            return await self._engine.authenticate(secret)
+            key = await self._engine.authenticate(secret)
         except Unauthenticated:
             self.throttle.failed(source)
             raise
+        # A tenant whose home is moving is paused here: UNAVAILABLE, and the SDKs retry.
+        self._engine.tenancy.check_served(key.tenant_id)
+        return key
 
     async def tenant(self, context: Context, scope: Scope) -> uuid.UUID:
         """The caller's tenant for a unary call that needs ``scope``; counts the call

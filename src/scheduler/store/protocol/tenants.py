@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypeAlias
 
 from scheduler.types import (
     DEFAULT_SCOPES,
@@ -19,6 +19,10 @@ from scheduler.types import (
     Scope,
     Tenant,
 )
+
+MoveState: TypeAlias = Literal["frozen", "gone"]
+"""A tenant this region does not serve: ``frozen`` while a move hands it over (to or
+from here), ``gone`` once it has moved to another region (migration 0012)."""
 
 
 class TenantStore(Protocol):
@@ -82,4 +86,11 @@ class TenantStore(Protocol):
 
     async def list_tenants(self, after: uuid.UUID | None, limit: int) -> list[Tenant]:
         """Tenants in id order, those after ``after``, at most ``limit``."""
+        ...
+
+    # -- moving a tenant's home (issue 16) -----------------------------------------------
+    async def tenant_moves(self) -> dict[uuid.UUID, MoveState]:
+        """Tenants this region does not serve because of a move: frozen (being handed
+        over, either way) or gone (moved away). Empty on a store without moves
+        (SQLite: a move needs PostgreSQL in both regions)."""
         ...

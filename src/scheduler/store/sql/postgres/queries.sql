@@ -565,6 +565,11 @@ WHERE k.id = u.id
 SELECT id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at
 FROM tenants WHERE ($1::uuid IS NULL OR id > $1) ORDER BY id LIMIT $2
 
+-- name: tenant_moves
+-- Tenants not served here (migration 0012): frozen either way, or moved away.
+SELECT tenant_id, (role = 'source' AND phase = 'done') AS gone
+FROM tenant_moves WHERE NOT (role = 'target' AND phase = 'done')
+
 -- ---- Refused worker writes and recent activity (issue 18, migration 0008) ----
 
 -- name: record_refused
