@@ -125,7 +125,9 @@ async def test_a_move_copies_live_rows_flips_the_home_and_keeps_history(
     )
     # While frozen, neither region served the tenant.
     assert seen_frozen == [{tenant.id: "frozen"}, {tenant.id: "frozen"}]
-    assert report.tasks_moved == 4 and report.copies == 1 and not report.resumed
+    assert report.tasks_moved == 4
+    assert report.copies == 1
+    assert not report.resumed
     assert report.frozen_s > 0
 
     at_eu = await _states(second_dsn, tenant.id)
@@ -220,7 +222,9 @@ async def test_a_move_from_a_region_that_is_not_home_is_refused(
     assert await us.tenant_moves() == {}
 
 
-async def test_the_fingerprint_ignores_a_claim_and_a_heartbeat(us: PostgresStore, pg_dsn: str) -> None:
+async def test_the_fingerprint_ignores_a_claim_and_a_heartbeat(
+    us: PostgresStore, pg_dsn: str
+) -> None:
     """A pre-loader claim (SCHEDULED -> PRELOADED) and a lease extension change nothing
     that moves, so they never make the flip copy again."""
     tenant, ids = await _seed(us)
@@ -229,8 +233,7 @@ async def test_the_fingerprint_ignores_a_claim_and_a_heartbeat(us: PostgresStore
         before = await fingerprint(conn, tenant.id)
         await conn.execute("UPDATE tasks SET status = 'PRELOADED' WHERE id = $1", ids["scheduled"])
         await conn.execute(
-            "UPDATE tasks SET lease_expires_at = lease_expires_at + interval '10 s'"
-            " WHERE id = $1",
+            "UPDATE tasks SET lease_expires_at = lease_expires_at + interval '10 s' WHERE id = $1",
             ids["running"],
         )
         assert await fingerprint(conn, tenant.id) == before
