@@ -7,7 +7,7 @@ import builtins
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -16,7 +16,12 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler._wellknown import dict_to_struct
 from scheduler.client import _convert as conv
-from scheduler.client._channel import check_reachable, open_channel
+from scheduler.client._channel import (
+    check_reachable,
+    connect_failover,
+    open_channel,
+    region_targets,
+)
 from scheduler.client._errors import from_rpc_error
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import (
@@ -36,6 +41,7 @@ from scheduler.client._types import (
 )
 from scheduler.jitter import JitterMode
 from scheduler.limits import MAX_SUBMIT_BATCH
+from scheduler.regions import RegionDirectory
 from scheduler.states import TaskState
 from scheduler.types import (
     OverlapPolicy,
@@ -123,16 +129,28 @@ class Client(_Base):
     @classmethod
     async def connect(
         cls,
-        target: str,
+        target: str | None = None,
         *,
         api_key: str,
         tls: TLSConfig | None = None,
         rpc_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
+        regions: RegionDirectory | None = None,
     ) -> Client:
-        """Open a channel to ``target`` (host:port) and check the server answers."""
+        """Open a channel to ``target`` (host:port) and check the server answers.
+
+        With ``regions`` (the region directory) the client goes straight to the
+        endpoints of the region its API key names, in directory order, and a call that
+        finds one unreachable is made on the next (docs/regions.md); ``target`` is then
+        needed only for a key that names no listed region."""
         if not api_key:
             raise ValueError("api_key is required")
+        if regions is not None:
+            targets = region_targets(target, api_key, regions)
+            failover = await connect_failover(targets, tls, connect_timeout_s)
+            return cls(cast(Any, failover), api_key=api_key, rpc_timeout_s=rpc_timeout_s)
+        if not target:
+            raise ValueError("target is required (or regions)")
         channel = open_channel(target, tls)
         try:
             await check_reachable(channel, target, connect_timeout_s)

@@ -59,7 +59,6 @@ class Dispatcher:
         stats: EngineStats,
         outlet_pools: frozenset[Pool],
         reload_shard: Callable[[int], None],
-        served: Callable[[uuid.UUID], bool] = lambda _t: True,
     ) -> None:
         self._store = store
         self._config = config
@@ -76,7 +75,6 @@ class Dispatcher:
         self._stats = stats
         self._outlet_pools = outlet_pools
         self._reload_shard = reload_shard
-        self._served = served
         self._wake = asyncio.Event()
         self._commit_ms: collections.deque[float] = collections.deque(maxlen=32)
         self._throttled_until = 0.0
@@ -195,11 +193,11 @@ class Dispatcher:
         # Quotas (rate and in-flight cap per tenant, shared by every node): one reserve
         # call per round for every tenant with waiting work; unused grants go back.
         # A tenant a home move froze (or took away) gets no grant: its tasks wait.
-        served = self._served
+        paused = self._ready.paused
         wanted = {
             t: min(n, credits, cfg.dispatch_batch)
             for t, n in self._ready.tenant_counts().items()
-            if served(t)
+            if t not in paused
         }
         grants = await self._quota.reserve(
             wanted, {t: self._fair_share.limits(t) for t in wanted}, now.timestamp()

@@ -5,8 +5,8 @@ away (``tenant_moves``, through :meth:`Tenancy.read_moves`) every
 ``move_poll_interval_s``. A newly stopped tenant's worker streams are ended (its
 workers reconnect: UNAVAILABLE while frozen, sent to the new home after); a departed
 tenant's waiting tasks leave the ready queues (their rows live in another region now).
-The dispatcher asks :meth:`Tenancy.served` for every tenant with waiting work, and the
-transport's authentication answers UNAVAILABLE for a tenant not served
+The dispatcher skips the tenants in ``ReadyQueues.paused``, and the transport's
+authentication answers UNAVAILABLE for a tenant not served
 (:meth:`Tenancy.check_served`). Calls the tenancy, the sessions and the ready queues;
 built and started by the facade.
 """
@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from scheduler._errors import StoreError, Unavailable
+from scheduler._errors import StoreError, TenantMoving
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._ready import ReadyQueues
 from scheduler.engine._sessions import Sessions
@@ -59,14 +59,14 @@ class MoveWatch:
         """One read of the moves and what follows from a change."""
         stopped, resumed = await self._tenancy.read_moves()
         moves = self._tenancy.moves
+        self._ready.paused = frozenset(moves)  # the dispatcher grants them nothing
         for tenant_id in stopped:
             frozen = moves[tenant_id] == "frozen"
             ended = self._sessions.end_tenant(
                 tenant_id,
-                Unavailable(
-                    f"tenant {tenant_id} is moving between regions: reconnect"
-                    if frozen
-                    else f"tenant {tenant_id} has moved to another region: reconnect"
+                TenantMoving(
+                    str(tenant_id),
+                    "is moving between regions" if frozen else "has moved to another region",
                 ),
             )
             log.info(

@@ -218,6 +218,9 @@ class ReadyQueues:
         self._pools = {pool: _PoolQueue() for pool in POOL_ORDER}
         self._ids: set[int] = set()  # task ids (as ints: a UUID hashes in Python)
         self._seq = itertools.count()
+        self.paused: frozenset[uuid.UUID] = frozenset()
+        """Tenants whose tasks wait without being dispatched: a home move froze them
+        here or took them away (set by the engine's ``MoveWatch``)."""
 
     def __len__(self) -> int:
         return len(self._ids)

@@ -306,7 +306,7 @@ class PostgresStore:
         return await self._tenants.list_tenants(after, limit)
 
     async def tenant_moves(self) -> dict[uuid.UUID, MoveState]:
-        """Tenants not served here because of a move (frozen or gone)."""
+        """Every tenant a home move touched here (frozen, gone or arrived)."""
         return await self._tenants.tenant_moves()
 
     # -- submission and reads ------------------------------------------------------------

@@ -226,7 +226,7 @@ class Tenants:
         return [rows.tenant(r) for r in found]
 
     async def tenant_moves(self) -> dict[uuid.UUID, MoveState]:
-        """Tenants not served here because of a move (migration 0012)."""
+        """Every tenant a home move touched here (migration 0012)."""
         async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["tenant_moves"])
-        return {r["tenant_id"]: "gone" if r["gone"] else "frozen" for r in found}
+        return {r["tenant_id"]: r["state"] for r in found}

@@ -20,9 +20,11 @@ from scheduler.types import (
     Tenant,
 )
 
-MoveState: TypeAlias = Literal["frozen", "gone"]
-"""A tenant this region does not serve: ``frozen`` while a move hands it over (to or
-from here), ``gone`` once it has moved to another region (migration 0012)."""
+MoveState: TypeAlias = Literal["frozen", "gone", "arrived"]
+"""Where a home move left a tenant in this region (migration 0012): ``frozen`` while a
+move hands it over (to or from here: not served), ``gone`` once it has moved to
+another region (not served: its calls go to its new home), ``arrived`` once it has
+moved here (served; its API keys may name the region they were made in)."""
 
 
 class TenantStore(Protocol):
@@ -90,7 +92,7 @@ class TenantStore(Protocol):
 
     # -- moving a tenant's home (issue 16) -----------------------------------------------
     async def tenant_moves(self) -> dict[uuid.UUID, MoveState]:
-        """Tenants this region does not serve because of a move: frozen (being handed
-        over, either way) or gone (moved away). Empty on a store without moves
-        (SQLite: a move needs PostgreSQL in both regions)."""
+        """Every tenant a home move touched in this region, and where it left it (see
+        :data:`MoveState`). Empty on a store without moves (SQLite: a move needs
+        PostgreSQL in both regions)."""
         ...

@@ -566,9 +566,12 @@ SELECT id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, crea
 FROM tenants WHERE ($1::uuid IS NULL OR id > $1) ORDER BY id LIMIT $2
 
 -- name: tenant_moves
--- Tenants not served here (migration 0012): frozen either way, or moved away.
-SELECT tenant_id, (role = 'source' AND phase = 'done') AS gone
-FROM tenant_moves WHERE NOT (role = 'target' AND phase = 'done')
+-- Every tenant a home move touched here (migration 0012), and where it left it.
+SELECT tenant_id, CASE
+    WHEN phase = 'frozen' THEN 'frozen'
+    WHEN role = 'source' THEN 'gone'
+    ELSE 'arrived' END AS state
+FROM tenant_moves
 
 -- ---- Refused worker writes and recent activity (issue 18, migration 0008) ----
 
