@@ -226,6 +226,15 @@ async def test_a_tenant_moves_home_under_load_and_every_task_runs_once(
             stack.admin_dsn, "SELECT home_region FROM tenants WHERE id = $1", tenant.id
         )
         assert home[0]["home_region"] == "eu"
+    # No handler ran twice: a task running when its stream ended was completed at the
+    # new home by the same worker (adopted: same worker id, same token, still leased).
+    runs: dict[str, int] = {}
+    for line in (tmp_path / "records.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["event"] == "done":
+            runs[record["task_id"]] = runs.get(record["task_id"], 0) + 1
+    assert {uuid.UUID(t) for t in runs} == acked
+    assert {t: n for t, n in runs.items() if n > 1} == {}
     # Both workers followed the tenant home (the old home's node sent them there).
     for worker in workers:
         assert worker.log_has(r"lives in region eu: reconnecting to " + eu.target), worker.log()
