@@ -60,6 +60,22 @@ async def _completions(regions: Regions, tenant_id: uuid.UUID) -> list[tuple[uui
     return out
 
 
+async def _missing(regions: Regions, tenant_id: uuid.UUID, acked: set[uuid.UUID]) -> list[Any]:
+    """Where the acknowledged tasks that did not complete are (for a failure message)."""
+    finished = {t for t, _ in await _completions(regions, tenant_id)}
+    out: list[Any] = []
+    for name, stack in regions.stacks.items():
+        rows = await fetch(
+            stack.admin_dsn,
+            "SELECT id, status, fencing_token, worker_id, due_at, lease_expires_at, updated_at"
+            " FROM tasks WHERE tenant_id = $1 AND id = ANY($2::uuid[])",
+            tenant_id,
+            list(acked - finished),
+        )
+        out.extend((name, dict(r)) for r in rows)
+    return out
+
+
 async def _scenario(regions: Regions, tmp_path: Path) -> dict[str, float]:
     us = regions["us"]
     async with await AdminClient.connect(us.target, admin_token=ADMIN_TOKEN) as admin:
@@ -113,7 +129,10 @@ async def _scenario(regions: Regions, tmp_path: Path) -> dict[str, float]:
 
             deadline = time.monotonic() + 60
             while await done() < len(acked):
-                assert time.monotonic() < deadline, "not every acknowledged task completed"
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"not every acknowledged task completed: {await _missing(regions, tenant.id, acked)}"
+                    )
                 await asyncio.sleep(0.2)
     finally:
         for worker in workers:
