@@ -75,7 +75,7 @@ class _MoveRetry(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[type-arg
                 ):
                     return call
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.5)
+                delay = min(delay * 2, 0.2)  # about the nodes' poll of the moves
                 details = grpc.aio.ClientCallDetails(
                     client_call_details.method,
                     left,

@@ -100,6 +100,7 @@ class Dispatcher:
 
     async def run(self) -> None:
         """The dispatch loop, until cancelled."""
+        await self._ready.paused_known.wait()  # which tenants a home move paused
         while True:
             # Cleared before the work, so a nudge that arrives during it is not lost.
             self._wake.clear()

@@ -43,6 +43,7 @@ class MoveWatch:
         self._sessions = sessions
         self._ready = ready
         self._wake = wake
+        ready.paused_known.clear()  # the dispatcher waits for the first read
 
     async def run(self) -> None:
         """Poll until cancelled; a store error is logged and the next poll tries again
@@ -60,6 +61,7 @@ class MoveWatch:
         stopped, resumed = await self._tenancy.read_moves()
         moves = self._tenancy.moves
         self._ready.paused = frozenset(moves)  # the dispatcher grants them nothing
+        self._ready.paused_known.set()
         for tenant_id in stopped:
             frozen = moves[tenant_id] == "frozen"
             ended = self._sessions.end_tenant(
