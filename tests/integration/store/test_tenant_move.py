@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from scheduler._errors import FailedPrecondition
+from scheduler._errors import FailedPrecondition, TenantMoving
 from scheduler.states import TaskState
 from scheduler.store import StoreConfig, open_store
 from scheduler.store.postgres import PostgresStore
@@ -200,6 +200,32 @@ async def test_a_write_after_the_copy_makes_the_flip_copy_again(
     assert ids["running"] not in at_eu
     assert report.tasks_moved == 3 == len(at_eu)
     assert (await _states(pg_dsn, tenant.id))[ids["running"]][0] == "COMPLETED"
+
+
+async def test_a_task_is_not_added_where_its_tenant_is_moving_away_or_moved(
+    us: PostgresStore, eu: PostgresStore, pg_dsn: str, second_dsn: str
+) -> None:
+    """The statement that inserts tasks checks the tenant's move itself: a submission
+    that passed a node's check before the freeze reached it cannot add a row behind the
+    flip (it gets TENANT_MOVING, retried by the SDK, and lands at the new home)."""
+    tenant, _ = await _seed(us)
+    other = await us.create_tenant(Tenant(id=uuid.uuid4(), name="other", home_region="us"))
+    conn = await _conn(pg_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO tenant_moves (tenant_id, role, phase, from_region, to_region)"
+            " VALUES ($1, 'source', 'frozen', 'us', 'eu')",
+            tenant.id,
+        )
+    finally:
+        await conn.close()
+    late = new_task(tenant, NOW)
+    with pytest.raises(TenantMoving):
+        await us.insert_tasks([late], NOW)
+    assert late.id not in await _states(pg_dsn, tenant.id)
+    # Another tenant is not held up, and a duplicate is still answered as one.
+    (made,) = await us.insert_tasks([new_task(other, NOW)], NOW)
+    assert made.created
 
 
 async def test_a_move_from_a_region_that_is_not_home_is_refused(

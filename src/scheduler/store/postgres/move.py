@@ -21,17 +21,19 @@ CLI. The protocol (docs/regions.md, "Moving a tenant's home"):
    T, in one transaction (T serves none of it yet). The snapshot's fingerprint (every
    digest, every schedule's next firing) is kept.
 5. **Flip S**, one transaction: lock ``tasks`` and ``cron_schedules`` against writers
-   (SHARE ROW EXCLUSIVE: S's other tenants' task writes wait for this transaction, a
-   few milliseconds), compute the fingerprint again; if anything changed since the copy
-   (a write that was in flight when the freeze began), roll back and copy again. Else
-   delete its schedules and expectations at S, set its ``home_region`` to T and
-   ``tenant_moves`` to ``source/done``: from now on S forwards its calls to T.
+   (SHARE ROW EXCLUSIVE: S's other tenants' task writes wait for this transaction:
+   tens of milliseconds, about 0.3 s for 5,000 live tasks), compute the fingerprint
+   again; if anything changed since the copy (a write that was in flight when the
+   freeze began), roll back and copy again. Else delete its live tasks (with their
+   keys and edges), schedules and expectations at S, set its ``home_region`` to T and
+   ``tenant_moves`` to ``source/done``: from now on S forwards its calls to T. A write
+   to a deleted row finds nothing (a worker's is refused as stale, a dispatch commits
+   nothing), and the one statement that inserts tasks refuses a tenant with a
+   ``source`` row (a late submission gets TENANT_MOVING and is made again, at T).
 6. **Open T**: the leases of the copied DISPATCHED/RUNNING tasks are brought up to the
-   values S last held (heartbeats during the copy), and ``tenant_moves`` at T says
+   values S last held (heartbeats during the copy) plus the pause (no node heard their
+   workers meanwhile), and ``tenant_moves`` at T says
    ``target/done``: T's nodes serve the tenant. The pause ends here.
-7. **Clean S**: the tenant's live task rows at S (dead copies since the flip: S's
-   nodes never dispatch a departed tenant's tasks, and read the moves before they
-   dispatch at all) are deleted.
 
 A task is never live in two regions: T dispatches nothing of the tenant before step 6,
 S nothing after step 3, and the flip proves T holds exactly what S held.
@@ -249,16 +251,14 @@ async def _move(
                 "to", f"tenant {tid} {state} to {move['to_region']!r}, not {target!r}"
             )
         report.resumed = True
-        if move["phase"] == "done":  # S flipped; T may not have opened, S not cleaned up
+        if move["phase"] == "done":  # S flipped; T may not have opened yet
             frozen_s = await src.fetchval(
                 "SELECT extract(epoch FROM now() - updated_at) FROM tenant_moves"
                 " WHERE tenant_id = $1",
                 tid,
             )
-            await _open_target(dst, tid, await _leases(src, tid), float(frozen_s))
+            await _open_target(dst, tid, {}, float(frozen_s))
             await step("opened")
-            await _delete_tasks(src, tid)
-            await step("source cleaned")
             return
     elif home != source:
         raise FailedPrecondition("from", f"tenant {tid} lives in {home!r}, not {source!r}")
@@ -304,10 +304,6 @@ async def _move(
             await _open_target(dst, tid, leases, time.monotonic() - frozen_at)
             report.frozen_s = time.monotonic() - frozen_at
             await step("opened")
-            # S's copies are dead rows now (S serves the tenant no more, and a node
-            # reads the moves before it dispatches): removed after the pause.
-            await _delete_tasks(src, tid)
-            await step("source cleaned")
             return
         await step("source changed since the copy: copying again")
     await _abort(src, dst, tid)
@@ -450,14 +446,15 @@ async def _flip_source(
     at S) when S's live rows differ from the last copy."""
     async with src.transaction():
         await src.execute("SET LOCAL lock_timeout = '10s'")
-        # Writers of any tenant wait for this transaction (milliseconds: a read of the
-        # tenant's live rows and three small writes): no write can slip between the
-        # check and the flip.
+        # Writers of any tenant wait for this transaction (a read and a delete of the
+        # tenant's live rows): no write can slip between the check and the flip.
         await src.execute("LOCK TABLE tasks, cron_schedules IN SHARE ROW EXCLUSIVE MODE")
         if await fingerprint(src, tid) != copied:
             raise _Rollback
         leases = await _leases(src, tid)
-        # Its schedules would fire here: they go now (its tasks right after the pause).
+        # Its live rows go in the flip itself: a worker's write or a dispatch that was
+        # under way here then finds no row (refused), never a row it could still change.
+        await _delete_tasks(src, tid)
         await src.execute("DELETE FROM cron_schedules WHERE tenant_id = $1", tid)
         await src.execute("DELETE FROM job_expectations WHERE tenant_id = $1", tid)
         await src.execute("UPDATE tenants SET home_region = $2 WHERE id = $1", tid, target)
