@@ -515,24 +515,25 @@ async def _delete_tasks(
     """Delete the tenant's live tasks (those of ``ids``; None: all of them) with their
     keys and DAG edges, in one transaction."""
     live = list(LIVE_STATES)
-    match = (
-        "SELECT id FROM tasks WHERE tenant_id = $1 AND status = ANY($2::text[])"
-        " AND ($3::uuid[] IS NULL OR id = ANY($3))"
-    )
     async with conn.transaction():
-        await conn.execute(
-            f"DELETE FROM task_dependencies WHERE parent_task_id IN ({match})",
+        gone = await conn.fetch(
+            "DELETE FROM tasks WHERE tenant_id = $1 AND status = ANY($2::text[])"
+            " AND ($3::uuid[] IS NULL OR id = ANY($3)) RETURNING id",
             tid,
             live,
             ids,
         )
+        if not gone:
+            return
+        removed = [r["id"] for r in gone]
         await conn.execute(
-            f"DELETE FROM task_keys WHERE tenant_id = $1 AND task_id IN ({match})",
+            "DELETE FROM task_keys WHERE tenant_id = $1 AND task_id = ANY($2::uuid[])",
             tid,
-            live,
-            ids,
+            removed,
         )
-        await conn.execute(f"DELETE FROM tasks WHERE id IN ({match})", tid, live, ids)
+        await conn.execute(
+            "DELETE FROM task_dependencies WHERE parent_task_id = ANY($1::uuid[])", removed
+        )
 
 
 async def _abort(src: asyncpg.Connection, dst: asyncpg.Connection, tid: uuid.UUID) -> None:
