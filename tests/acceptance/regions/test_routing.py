@@ -281,21 +281,52 @@ async def test_a_forward_keeps_the_callers_deadline(
     assert time.monotonic() - started < 10  # the forward did not outlive the caller
 
 
+async def _copy_rows(src: str, dst: str, table: str, tenant_column: str, tenant_id: Any) -> None:
+    """Copy ``table``'s rows of one tenant between two regions' databases (as a move
+    would), keeping every column."""
+    source, target = await asyncpg.connect(src), await asyncpg.connect(dst)
+    try:
+        for row in await source.fetch(
+            f"SELECT * FROM {table} WHERE {tenant_column} = $1", tenant_id
+        ):
+            columns = list(row.keys())
+            marks = ", ".join(f"${i + 1}" for i in range(len(columns)))
+            await target.execute(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", *row.values()
+            )
+    finally:
+        await source.close()
+        await target.close()
+
+
 async def test_the_loop_guard_refuses_a_second_forward(
-    regions: Regions, tenants: Tenants, channels: dict[str, grpc.aio.Channel]
+    regions: Regions, channels: dict[str, grpc.aio.Channel]
 ) -> None:
+    # A tenant both regions hold, each saying the other is its home (a move gone wrong).
+    us, eu = regions["us"], regions["eu"]
+    async with await AdminClient.connect(us.target, admin_token=ADMIN_TOKEN) as admin:
+        split = await admin.create_tenant("split")
+        key = (await admin.create_api_key(split.id, "k")).secret
+    await _copy_rows(us.admin_dsn, eu.admin_dsn, "tenants", "id", split.id)
+    await _copy_rows(us.admin_dsn, eu.admin_dsn, "api_keys", "tenant_id", split.id)
+    conn = await asyncpg.connect(us.admin_dsn)
+    try:
+        await conn.execute("UPDATE tenants SET home_region = 'eu' WHERE id = $1", split.id)
+    finally:
+        await conn.close()
     sched = pbg.SchedulerServiceStub(channels["us"])  # type: ignore[no-untyped-call]
     with pytest.raises(grpc.aio.AioRpcError) as caught:
+        # US forwards to EU (the tenant's home, says US); EU would send it back.
         await sched.GetTask(
-            pb.GetTaskRequest(task_id=str(uuid.uuid4())),
-            metadata=(("x-api-key", tenants.eu_key), (FORWARDED_FROM_HEADER, "eu")),
-            timeout=10,
+            pb.GetTaskRequest(task_id=str(uuid.uuid4())), metadata=(("x-api-key", key),), timeout=10
         )
     assert caught.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-    details = caught.value.details() or ""
-    assert details.startswith(f"{FORWARDED_FROM_HEADER}: region 'eu' forwarded this call")
-    assert "region 'us'" in details
-    assert "again to region 'eu'" in details
+    assert caught.value.details() == (
+        f"{FORWARDED_FROM_HEADER}: region 'us' forwarded this call to region 'eu', which "
+        "would forward it again to region 'us': the regions disagree about its home (their "
+        "directories or the tenant's home differ); not forwarded"
+    )
+    assert _error_info(caught.value).metadata["field"] == FORWARDED_FROM_HEADER
 
 
 async def test_the_sdks_go_to_their_keys_region_and_fail_over_to_its_next_endpoint(
@@ -340,6 +371,9 @@ def _home(method: str, metadata: list[tuple[str, str]], request: bytes = b"") ->
 
 def test_a_key_names_its_home_and_a_local_key_is_looked_up() -> None:
     assert _home("GetTask", [("x-api-key", "tw_eu.abc")]) == "eu"
+    # Forwarded here by the key's own region (a moved tenant): looked up here.
+    assert _home("GetTask", [("x-api-key", "tw_eu.a"), (FORWARDED_FROM_HEADER, "eu")]) is None
+    assert _home("GetTask", [("x-api-key", "tw_eu.a"), (FORWARDED_FROM_HEADER, "ap")]) == "eu"
     assert _home("GetTask", [("x-api-key", "tw_us.abc")]) is None  # its tenant's home
     assert _home("GetTask", [("x-api-key", "tw_oldkeywithoutregion")]) is None
     with pytest.raises(UnknownRegion, match=r"x-api-key: unknown region 'ap' \(known: eu, us\)"):
@@ -363,6 +397,12 @@ def test_the_admin_token_goes_where_its_header_or_the_new_tenant_says() -> None:
     with pytest.raises(InvalidArgument, match=r"tenant\.home_region"):
         _home("CreateTenant", admin, bad.SerializeToString())
     assert _home("GetTask", []) == "us"  # no credentials: answered here
+    # An AdminService call with both goes by the token (as the service does).
+    both = [*admin, ("x-api-key", "tw_eu.k")]
+    assert _home("GetTenant", both) == "eu"
+    assert (
+        static_home("GetTenant", both, b"", here="us", directory=DIRECTORY, admin_wins=True) == "us"
+    )
 
 
 def test_without_a_directory_only_another_regions_key_is_refused() -> None:
