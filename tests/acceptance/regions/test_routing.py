@@ -14,6 +14,7 @@ regions ``us`` and ``eu``, each on a PostgreSQL server of its own, one directory
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -42,7 +43,7 @@ from scheduler.server._regions import (
 from scheduler.states import TaskState
 from scheduler.wire import STATUS_DETAILS_KEY
 from scheduler.worker import TaskContext, Worker
-from tests.support.processes import ADMIN_TOKEN, WorkerProcess
+from tests.support.processes import ADMIN_TOKEN, WorkerProcess, run_cli
 from tests.support.regions import Regions, start_regions
 from tests.support.servers import PostgresServer, free_port
 
@@ -358,6 +359,43 @@ async def test_the_sdks_go_to_their_keys_region_and_fail_over_to_its_next_endpoi
     finally:
         await worker.shutdown(grace_s=2)
         await running
+
+
+async def test_the_cli_creates_a_tenant_at_home_and_its_worker_follows_the_directory(
+    regions: Regions, tmp_path: Path
+) -> None:
+    us, eu = regions["us"], regions["eu"]
+    out = await asyncio.to_thread(
+        run_cli,
+        [
+            "tenants", "create", "cli-t", "--home-region", "eu",
+            "--target", us.target, "--admin-token", ADMIN_TOKEN, "--json",
+        ],
+    )  # fmt: skip
+    tenant = json.loads(out)
+    assert tenant["home_region"] == "eu"
+    tenant_sql = "SELECT count(*) FROM tenants WHERE id = $1"
+    assert await _count(eu.admin_dsn, tenant_sql, uuid.UUID(tenant["id"])) == 1
+    assert await _count(us.admin_dsn, tenant_sql, uuid.UUID(tenant["id"])) == 0
+    async with await AdminClient.connect(us.target, admin_token=ADMIN_TOKEN, region="eu") as admin:
+        key = (await admin.create_api_key(tenant["id"], "k")).secret
+    # EU's first endpoint answers nothing; --target names US: the worker goes to EU's next.
+    dead = f"127.0.0.1:{free_port()}"
+    directory = f"us={us.target},eu={dead}|{eu.target}"
+    worker = WorkerProcess(
+        tmp_path / "w", us.target, key, HANDLER, name="cli-w", extra_args=("--regions", directory)
+    )
+    regions.group.procs.append(worker)
+    worker.start()
+    try:
+        assert worker.log_has(rf"{dead} is unreachable; trying {eu.target}")
+        assert worker.log_has(rf"worker cli-w connected .*server {eu.target}\)")
+        async with await Client.connect(us.target, api_key=key) as client:
+            task = await client.submit("work", {})
+            done = await client.wait(task.id, timeout_s=20)
+        assert done.state is TaskState.COMPLETED
+    finally:
+        worker.stop()
 
 
 # -- the routing decision, no server -------------------------------------------------
