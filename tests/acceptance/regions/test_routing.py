@@ -28,10 +28,11 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 
-from scheduler._errors import InvalidArgument, UnknownRegion
+from scheduler._errors import FailedPrecondition, InvalidArgument, UnknownRegion
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import AdminClient, Client
+from scheduler.engine import EngineConfig, SubmitSpec
 from scheduler.regions import Region, RegionDirectory, key_region
 from scheduler.server._regions import (
     FORWARDED_FROM_HEADER,
@@ -41,6 +42,7 @@ from scheduler.server._regions import (
     static_home,
 )
 from scheduler.states import TaskState
+from scheduler.testing import start_local
 from scheduler.wire import STATUS_DETAILS_KEY
 from scheduler.worker import TaskContext, Worker
 from tests.support.processes import ADMIN_TOKEN, WorkerProcess, run_cli
@@ -396,6 +398,23 @@ async def test_the_cli_creates_a_tenant_at_home_and_its_worker_follows_the_direc
         assert done.state is TaskState.COMPLETED
     finally:
         worker.stop()
+
+
+async def test_a_node_never_writes_a_tenant_of_another_region() -> None:
+    """Under the routing (here: a node without a directory, so nothing is routed), the
+    engine itself refuses writes of a tenant whose home is elsewhere."""
+    async with start_local(engine=EngineConfig(region="us")) as env:
+        assert env.api_key.startswith("tw_us.")
+        assert (await env.client.submit("t", {})).state is TaskState.PRELOADED
+        await env.node.store.update_tenant(env.tenant_id, {"home_region": "eu"})
+        env.engine.tenancy.forget_home(env.tenant_id)
+        with pytest.raises(
+            FailedPrecondition, match="lives in region 'eu', not in this region 'us'"
+        ):
+            await env.client.submit("t", {})
+        with pytest.raises(FailedPrecondition):
+            await env.engine.submit(env.tenant_id, [SubmitSpec(type="t")])
+        assert len([t async for t in env.client.list()]) == 1  # reads still answer
 
 
 # -- the routing decision, no server -------------------------------------------------
