@@ -41,7 +41,7 @@ import grpc
 from scheduler._errors import FailedPrecondition, UnknownRegion, WrongRegion
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.engine import Engine
-from scheduler.regions import RegionDirectory, check_region_name, key_region
+from scheduler.regions import DEFAULT_REGION, RegionDirectory, check_region_name, key_region
 from scheduler.server._auth import (
     ADMIN_TOKEN_HEADER,
     API_KEY_HEADER,
@@ -119,6 +119,10 @@ def static_home(
     if secret and not (admin and admin_wins):
         region = key_region(secret)
         if region is None or region == here:
+            return None
+        if region == DEFAULT_REGION and region not in directory:
+            # A key of a single-region set-up (``tw_local.…``) that took up regions:
+            # it belongs to the region that holds it, as its tenant does.
             return None
         if region == metadata_value(metadata, FORWARDED_FROM_HEADER):
             return None

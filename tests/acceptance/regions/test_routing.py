@@ -433,6 +433,8 @@ def test_a_key_names_its_home_and_a_local_key_is_looked_up() -> None:
     assert _home("GetTask", [("x-api-key", "tw_eu.a"), (FORWARDED_FROM_HEADER, "ap")]) == "eu"
     assert _home("GetTask", [("x-api-key", "tw_us.abc")]) is None  # its tenant's home
     assert _home("GetTask", [("x-api-key", "tw_oldkeywithoutregion")]) is None
+    # A key of a single-region set-up (region "local") belongs where it is held.
+    assert _home("GetTask", [("x-api-key", "tw_local.abc")]) is None
     with pytest.raises(UnknownRegion, match=r"x-api-key: unknown region 'ap' \(known: eu, us\)"):
         _home("GetTask", [("x-api-key", "tw_ap.abc")])
 
