@@ -55,6 +55,8 @@ from scheduler.types import (
 
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
+REGION_HEADER = "x-tickwheel-region"
+"""With the admin token: the region its calls are for (docs/regions.md)."""
 
 WAIT_SLICE_S = 60.0
 """The longest one WaitTask call asks the server to wait (the server's own bound)."""
@@ -711,12 +713,16 @@ class AdminClient(_Base):
         admin_token: str | None = None,
         api_key: str | None = None,
         rpc_timeout_s: float = 30.0,
+        region: str | None = None,
     ) -> None:
-        metadata = (
+        metadata: tuple[tuple[str, str], ...] = (
             ((API_KEY_HEADER, api_key),)
             if api_key is not None and admin_token is None
             else ((ADMIN_TOKEN_HEADER, admin_token or ""),)
         )
+        if region:
+            # The admin token's calls go to this region (docs/regions.md).
+            metadata = (*metadata, (REGION_HEADER, region))
         super().__init__(channel, metadata, rpc_timeout_s)
         self._admin = pbg.AdminServiceStub(channel)  # type: ignore[no-untyped-call]
 
@@ -730,15 +736,24 @@ class AdminClient(_Base):
         tls: TLSConfig | None = None,
         rpc_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
+        region: str | None = None,
     ) -> AdminClient:
-        """Open a channel to ``target`` and check the server answers."""
+        """Open a channel to ``target`` and check the server answers. ``region``: with
+        the admin token, the region the calls are for (``x-tickwheel-region``; the node
+        forwards them there; default: the node's own)."""
         channel = open_channel(target, tls)
         try:
             await check_reachable(channel, target, connect_timeout_s)
         except BaseException:
             await channel.close(None)
             raise
-        return cls(channel, admin_token=admin_token, api_key=api_key, rpc_timeout_s=rpc_timeout_s)
+        return cls(
+            channel,
+            admin_token=admin_token,
+            api_key=api_key,
+            rpc_timeout_s=rpc_timeout_s,
+            region=region,
+        )
 
     async def create_tenant(
         self,

@@ -6,8 +6,9 @@ decoded. The call's home is:
 
 - with an API key (``x-api-key``): the region its prefix names (``tw_<region>.…``,
   :func:`~scheduler.regions.key_region`); for a key of this region (or an old key that
-  names none) the key's tenant's home (``Engine.home_region``, cached), so a tenant
-  whose home moved is followed without a new key;
+  names none, or a call the key's region forwarded here) the key's tenant's home
+  (``Engine.home_region``, cached), so a tenant whose home moved is followed without a
+  new key;
 - with the admin token: ``CreateTenant``'s ``tenant.home_region``, else the region in
   ``x-tickwheel-region``, else this one;
 - with neither, this region.
@@ -40,7 +41,7 @@ import grpc
 from scheduler._errors import FailedPrecondition, UnknownRegion, WrongRegion
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.engine import Engine
-from scheduler.regions import RegionDirectory, check_region_name, key_region
+from scheduler.regions import DEFAULT_REGION, RegionDirectory, check_region_name, key_region
 from scheduler.server._auth import (
     ADMIN_TOKEN_HEADER,
     API_KEY_HEADER,
@@ -51,6 +52,8 @@ from scheduler.wire import STATUS_DETAILS_KEY
 
 REGION_HEADER = "x-tickwheel-region"
 """With the admin token: the region the call is for (default: the one it reaches)."""
+ADMIN_SERVICE = pb.DESCRIPTOR.services_by_name["AdminService"].full_name
+"""Its calls go by the admin token when they carry one (as the service itself does)."""
 FORWARDED_FROM_HEADER = "x-tickwheel-forwarded-from"
 """Set on a forwarded call: the region that forwarded it (the loop guard reads it)."""
 
@@ -90,22 +93,41 @@ def _listed(region: str, field: str, directory: RegionDirectory, here: str) -> s
 
 
 def static_home(
-    method: str, metadata: Metadata | None, request: bytes, *, here: str, directory: RegionDirectory
+    method: str,
+    metadata: Metadata | None,
+    request: bytes,
+    *,
+    here: str,
+    directory: RegionDirectory,
+    admin_wins: bool = False,
 ) -> str | None:
     """The home region a call names on its own (the rules in the module docstring), or
     None when it is the API key's tenant's home (a key of this region, or one that
     names none): the caller looks that up.
 
+    A call forwarded here by the region its key names is looked up here too: that
+    region found the key's tenant lives elsewhere (a moved tenant keeps its keys), so
+    only this region's own record of the tenant can say more (and the loop guard
+    stops a disagreement). ``admin_wins``: the admin token decides over a key (an
+    AdminService call carrying both is the token's).
+
     Raises UnknownRegion for a key, ``CreateTenant`` home or ``x-tickwheel-region``
     naming a region that is neither ``here`` nor in ``directory``, InvalidArgument for a
     header or home that is no region name."""
     secret = metadata_value(metadata, API_KEY_HEADER)
-    if secret:
+    admin = bool(metadata_value(metadata, ADMIN_TOKEN_HEADER))
+    if secret and not (admin and admin_wins):
         region = key_region(secret)
         if region is None or region == here:
             return None
+        if region == DEFAULT_REGION and region not in directory:
+            # A key of a single-region set-up (``tw_local.…``) that took up regions:
+            # it belongs to the region that holds it, as its tenant does.
+            return None
+        if region == metadata_value(metadata, FORWARDED_FROM_HEADER):
+            return None
         return _listed(region, API_KEY_HEADER, directory, here)
-    if not metadata_value(metadata, ADMIN_TOKEN_HEADER):
+    if not admin:
         return here
     if method == "CreateTenant":
         home = _create_tenant_home(request)
@@ -159,10 +181,18 @@ class Router:
         self.directory = directory
         self._channels: dict[str, grpc.aio.Channel] = {}
 
-    async def home(self, method: str, context: Context, request: bytes = b"") -> str:
-        """The call's home region."""
+    async def home(self, path: str, context: Context, request: bytes = b"") -> str:
+        """The home region of the call to ``path`` (``/tickwheel.v1.Service/Method``)."""
         metadata = context.invocation_metadata()
-        named = static_home(method, metadata, request, here=self.region, directory=self.directory)
+        service, _, method = path.lstrip("/").partition("/")
+        named = static_home(
+            method,
+            metadata,
+            request,
+            here=self.region,
+            directory=self.directory,
+            admin_wins=service == ADMIN_SERVICE,
+        )
         if named is not None:
             secret = metadata_value(metadata, API_KEY_HEADER)
             if named != self.region and secret:
@@ -200,8 +230,7 @@ class Router:
     async def unary(self, path: str, request: bytes, context: Context) -> bytes | None:
         """The home region's response bytes when the call belongs elsewhere (its errors
         are relayed as they came, through ``context.abort``); None to serve it here."""
-        method = path.rpartition("/")[2]
-        home = await self.home(method, context, request)
+        home = await self.home(path, context, request)
         if home == self.region:
             return None
         self._loop_guard(context, home)
@@ -263,7 +292,7 @@ class Router:
     async def stream(self, path: str, context: Context) -> None:
         """WrongRegion (naming the home and its endpoints) when the stream belongs to
         another region; it is not proxied."""
-        home = await self.home(path.rpartition("/")[2], context)
+        home = await self.home(path, context)
         if home != self.region:
             raise WrongRegion(home, ",".join(self.directory.endpoints(home)))
 

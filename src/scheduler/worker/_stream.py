@@ -285,7 +285,6 @@ class Stream:
             _log.info(
                 "worker %s: reconnecting to %s in %.1f s", self.worker_id, channel.target, delay
             )
-            self._reconnecting = True
             self.reconnects += 1
             await self._pause(delay)
 
@@ -360,6 +359,8 @@ class Stream:
                 announced,
                 self.target,
             )
+            # Until the first welcome it is a first connect, however many attempts it took.
+            self._reconnecting = True
             name = f"tickwheel-worker-{self.worker_id}"
             writer = asyncio.create_task(self._write_loop(call, conn), name=f"{name}-write")
             heart = asyncio.create_task(self._heartbeat_loop(), name=f"{name}-heartbeat")

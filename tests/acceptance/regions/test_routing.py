@@ -14,6 +14,7 @@ regions ``us`` and ``eu``, each on a PostgreSQL server of its own, one directory
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -27,10 +28,11 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 
-from scheduler._errors import InvalidArgument, UnknownRegion
+from scheduler._errors import FailedPrecondition, InvalidArgument, UnknownRegion
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import AdminClient, Client
+from scheduler.engine import EngineConfig, SubmitSpec
 from scheduler.regions import Region, RegionDirectory, key_region
 from scheduler.server._regions import (
     FORWARDED_FROM_HEADER,
@@ -40,9 +42,10 @@ from scheduler.server._regions import (
     static_home,
 )
 from scheduler.states import TaskState
+from scheduler.testing import start_local
 from scheduler.wire import STATUS_DETAILS_KEY
 from scheduler.worker import TaskContext, Worker
-from tests.support.processes import ADMIN_TOKEN, WorkerProcess
+from tests.support.processes import ADMIN_TOKEN, WorkerProcess, run_cli
 from tests.support.regions import Regions, start_regions
 from tests.support.servers import PostgresServer, free_port
 
@@ -281,21 +284,52 @@ async def test_a_forward_keeps_the_callers_deadline(
     assert time.monotonic() - started < 10  # the forward did not outlive the caller
 
 
+async def _copy_rows(src: str, dst: str, table: str, tenant_column: str, tenant_id: Any) -> None:
+    """Copy ``table``'s rows of one tenant between two regions' databases (as a move
+    would), keeping every column."""
+    source, target = await asyncpg.connect(src), await asyncpg.connect(dst)
+    try:
+        for row in await source.fetch(
+            f"SELECT * FROM {table} WHERE {tenant_column} = $1", tenant_id
+        ):
+            columns = list(row.keys())
+            marks = ", ".join(f"${i + 1}" for i in range(len(columns)))
+            await target.execute(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", *row.values()
+            )
+    finally:
+        await source.close()
+        await target.close()
+
+
 async def test_the_loop_guard_refuses_a_second_forward(
-    regions: Regions, tenants: Tenants, channels: dict[str, grpc.aio.Channel]
+    regions: Regions, channels: dict[str, grpc.aio.Channel]
 ) -> None:
+    # A tenant both regions hold, each saying the other is its home (a move gone wrong).
+    us, eu = regions["us"], regions["eu"]
+    async with await AdminClient.connect(us.target, admin_token=ADMIN_TOKEN) as admin:
+        split = await admin.create_tenant("split")
+        key = (await admin.create_api_key(split.id, "k")).secret
+    await _copy_rows(us.admin_dsn, eu.admin_dsn, "tenants", "id", split.id)
+    await _copy_rows(us.admin_dsn, eu.admin_dsn, "api_keys", "tenant_id", split.id)
+    conn = await asyncpg.connect(us.admin_dsn)
+    try:
+        await conn.execute("UPDATE tenants SET home_region = 'eu' WHERE id = $1", split.id)
+    finally:
+        await conn.close()
     sched = pbg.SchedulerServiceStub(channels["us"])  # type: ignore[no-untyped-call]
     with pytest.raises(grpc.aio.AioRpcError) as caught:
+        # US forwards to EU (the tenant's home, says US); EU would send it back.
         await sched.GetTask(
-            pb.GetTaskRequest(task_id=str(uuid.uuid4())),
-            metadata=(("x-api-key", tenants.eu_key), (FORWARDED_FROM_HEADER, "eu")),
-            timeout=10,
+            pb.GetTaskRequest(task_id=str(uuid.uuid4())), metadata=(("x-api-key", key),), timeout=10
         )
     assert caught.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-    details = caught.value.details() or ""
-    assert details.startswith(f"{FORWARDED_FROM_HEADER}: region 'eu' forwarded this call")
-    assert "region 'us'" in details
-    assert "again to region 'eu'" in details
+    assert caught.value.details() == (
+        f"{FORWARDED_FROM_HEADER}: region 'us' forwarded this call to region 'eu', which "
+        "would forward it again to region 'us': the regions disagree about its home (their "
+        "directories or the tenant's home differ); not forwarded"
+    )
+    assert _error_info(caught.value).metadata["field"] == FORWARDED_FROM_HEADER
 
 
 async def test_the_sdks_go_to_their_keys_region_and_fail_over_to_its_next_endpoint(
@@ -329,6 +363,60 @@ async def test_the_sdks_go_to_their_keys_region_and_fail_over_to_its_next_endpoi
         await running
 
 
+async def test_the_cli_creates_a_tenant_at_home_and_its_worker_follows_the_directory(
+    regions: Regions, tmp_path: Path
+) -> None:
+    us, eu = regions["us"], regions["eu"]
+    out = await asyncio.to_thread(
+        run_cli,
+        [
+            "tenants", "create", "cli-t", "--home-region", "eu",
+            "--target", us.target, "--admin-token", ADMIN_TOKEN, "--json",
+        ],
+    )  # fmt: skip
+    tenant = json.loads(out)
+    assert tenant["home_region"] == "eu"
+    tenant_sql = "SELECT count(*) FROM tenants WHERE id = $1"
+    assert await _count(eu.admin_dsn, tenant_sql, uuid.UUID(tenant["id"])) == 1
+    assert await _count(us.admin_dsn, tenant_sql, uuid.UUID(tenant["id"])) == 0
+    async with await AdminClient.connect(us.target, admin_token=ADMIN_TOKEN, region="eu") as admin:
+        key = (await admin.create_api_key(tenant["id"], "k")).secret
+    # EU's first endpoint answers nothing; --target names US: the worker goes to EU's next.
+    dead = f"127.0.0.1:{free_port()}"
+    directory = f"us={us.target},eu={dead}|{eu.target}"
+    worker = WorkerProcess(
+        tmp_path / "w", us.target, key, HANDLER, name="cli-w", extra_args=("--regions", directory)
+    )
+    regions.group.procs.append(worker)
+    worker.start()
+    try:
+        assert worker.log_has(rf"{dead} is unreachable; trying {eu.target}")
+        assert worker.log_has(rf"worker cli-w connected .*server {eu.target}\)")
+        async with await Client.connect(us.target, api_key=key) as client:
+            task = await client.submit("work", {})
+            done = await client.wait(task.id, timeout_s=20)
+        assert done.state is TaskState.COMPLETED
+    finally:
+        worker.stop()
+
+
+async def test_a_node_never_writes_a_tenant_of_another_region() -> None:
+    """Under the routing (here: a node without a directory, so nothing is routed), the
+    engine itself refuses writes of a tenant whose home is elsewhere."""
+    async with start_local(engine=EngineConfig(region="us")) as env:
+        assert env.api_key.startswith("tw_us.")
+        assert (await env.client.submit("t", {})).state is TaskState.PRELOADED
+        await env.node.store.update_tenant(env.tenant_id, {"home_region": "eu"})
+        env.engine.tenancy.forget_home(env.tenant_id)
+        with pytest.raises(
+            FailedPrecondition, match="lives in region 'eu', not in this region 'us'"
+        ):
+            await env.client.submit("t", {})
+        with pytest.raises(FailedPrecondition):
+            await env.engine.submit(env.tenant_id, [SubmitSpec(type="t")])
+        assert len([t async for t in env.client.list()]) == 1  # reads still answer
+
+
 # -- the routing decision, no server -------------------------------------------------
 
 DIRECTORY = RegionDirectory({"us": Region("us", ("u:1",)), "eu": Region("eu", ("e:1", "e:2"))})
@@ -340,8 +428,13 @@ def _home(method: str, metadata: list[tuple[str, str]], request: bytes = b"") ->
 
 def test_a_key_names_its_home_and_a_local_key_is_looked_up() -> None:
     assert _home("GetTask", [("x-api-key", "tw_eu.abc")]) == "eu"
+    # Forwarded here by the key's own region (a moved tenant): looked up here.
+    assert _home("GetTask", [("x-api-key", "tw_eu.a"), (FORWARDED_FROM_HEADER, "eu")]) is None
+    assert _home("GetTask", [("x-api-key", "tw_eu.a"), (FORWARDED_FROM_HEADER, "ap")]) == "eu"
     assert _home("GetTask", [("x-api-key", "tw_us.abc")]) is None  # its tenant's home
     assert _home("GetTask", [("x-api-key", "tw_oldkeywithoutregion")]) is None
+    # A key of a single-region set-up (region "local") belongs where it is held.
+    assert _home("GetTask", [("x-api-key", "tw_local.abc")]) is None
     with pytest.raises(UnknownRegion, match=r"x-api-key: unknown region 'ap' \(known: eu, us\)"):
         _home("GetTask", [("x-api-key", "tw_ap.abc")])
 
@@ -363,6 +456,12 @@ def test_the_admin_token_goes_where_its_header_or_the_new_tenant_says() -> None:
     with pytest.raises(InvalidArgument, match=r"tenant\.home_region"):
         _home("CreateTenant", admin, bad.SerializeToString())
     assert _home("GetTask", []) == "us"  # no credentials: answered here
+    # An AdminService call with both goes by the token (as the service does).
+    both = [*admin, ("x-api-key", "tw_eu.k")]
+    assert _home("GetTenant", both) == "eu"
+    assert (
+        static_home("GetTenant", both, b"", here="us", directory=DIRECTORY, admin_wins=True) == "us"
+    )
 
 
 def test_without_a_directory_only_another_regions_key_is_refused() -> None:
