@@ -29,7 +29,6 @@ from scheduler.client import AdminClient, Client
 from scheduler.states import TaskState
 from tests.support.processes import ADMIN_TOKEN, TICKWHEEL, WorkerProcess
 from tests.support.regions import Regions, start_regions
-from tests.support.servers import PostgresServer
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.postgres
@@ -38,13 +37,10 @@ HANDLER = {"work": "tests.acceptance.handlers:work"}
 
 
 @pytest.fixture(scope="module")
-def regions(
-    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Regions]:
-    """US on the session's PostgreSQL, EU on one of its own; one node each."""
-    with start_regions(
-        tmp_path_factory.mktemp("move"), ("us", "eu"), postgres={"us": postgres_server}
-    ) as started:
+def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
+    """US and EU, each on a PostgreSQL server of its own (the session's server keeps its
+    ``tickwheel`` database for the routing tests); one node each."""
+    with start_regions(tmp_path_factory.mktemp("move"), ("us", "eu")) as started:
         yield started
 
 
