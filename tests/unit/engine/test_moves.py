@@ -6,6 +6,8 @@ TENANT_MOVING answer."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
-from scheduler._errors import TenantMoving
+from scheduler._errors import StoreError, TenantMoving
 from scheduler.client._channel import _tenant_moving
 from scheduler.engine import EngineConfig, WorkerHello
 from scheduler.engine._moves import MoveWatch
@@ -23,6 +25,7 @@ from scheduler.engine._tenancy import Tenancy, hash_secret
 from scheduler.server._status import status_of
 from scheduler.store.protocol.tenants import MoveState
 from scheduler.types import Pool, Preloaded, TaskKey, Tenant
+from tests.support.waiting import eventually
 from tests.unit.engine.test_sessions import FakeCompleter
 from tests.unit.engine.test_tenancy import FakeStore
 
@@ -169,3 +172,48 @@ def test_the_client_retries_tenant_moving_and_nothing_else() -> None:
         grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "node down"
     )
     assert not _tenant_moving(other)
+
+
+class BrokenMovesStore(MovesStore):
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+        self.reads = 0
+
+    async def tenant_moves(self) -> dict[uuid.UUID, MoveState]:
+        self.reads += 1
+        raise StoreError(self.message)
+
+
+@pytest.mark.parametrize(
+    ("message", "dispatches"),
+    [
+        # No migration 0012: no move can exist, dispatch goes on.
+        ('PostgreSQL: UndefinedTableError: relation "tenant_moves" does not exist', True),
+        # The store did not answer: a freeze may be missed, so dispatch waits for a read.
+        ("PostgreSQL: ConnectionDoesNotExistError: connection was closed", False),
+    ],
+)
+async def test_dispatch_waits_for_the_first_read_of_the_moves(
+    message: str, dispatches: bool
+) -> None:
+    store = BrokenMovesStore(message)
+    ready = ReadyQueues(lambda _t: 1)
+    config = EngineConfig(move_poll_interval_s=0.01)
+    sessions = Sessions(
+        store,  # type: ignore[arg-type]
+        config,
+        FakeCompleter(),  # type: ignore[arg-type]
+        lambda: None,
+        lambda outlet, batch: None,
+    )
+    watch = MoveWatch(config, tenancy(store), sessions, ready, lambda: None)
+    assert not ready.paused_known.is_set()
+    task = asyncio.create_task(watch.run(), name="test-move-watch")
+    try:
+        await eventually(lambda: asyncio.sleep(0, store.reads), until=lambda n: n >= 3)
+        assert ready.paused_known.is_set() is dispatches
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
