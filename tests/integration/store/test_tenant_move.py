@@ -208,7 +208,7 @@ async def test_a_task_is_not_added_where_its_tenant_is_moving_away_or_moved(
     """The statement that inserts tasks checks the tenant's move itself: a submission
     that passed a node's check before the freeze reached it cannot add a row behind the
     flip (it gets TENANT_MOVING, retried by the SDK, and lands at the new home)."""
-    tenant, _ = await _seed(us)
+    tenant, ids = await _seed(us)
     other = await us.create_tenant(Tenant(id=uuid.uuid4(), name="other", home_region="us"))
     conn = await _conn(pg_dsn)
     try:
@@ -223,6 +223,13 @@ async def test_a_task_is_not_added_where_its_tenant_is_moving_away_or_moved(
     with pytest.raises(TenantMoving):
         await us.insert_tasks([late], NOW)
     assert late.id not in await _states(pg_dsn, tenant.id)
+    # Nor does a dead letter come back to life there (a redrive).
+    await force_status(
+        us, TaskKey(ids["completed"], NOW - timedelta(minutes=1)), TaskState.DEAD_LETTER
+    )
+    with pytest.raises(TenantMoving):
+        await us.redrive(tenant.id, ids["completed"], NOW, NOW)
+    assert (await _states(pg_dsn, tenant.id))[ids["completed"]][0] == "DEAD_LETTER"
     # Another tenant is not held up, and a duplicate is still answered as one.
     (made,) = await us.insert_tasks([new_task(other, NOW)], NOW)
     assert made.created
