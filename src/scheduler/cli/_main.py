@@ -16,6 +16,7 @@ import click
 from click.core import ParameterSource
 
 from scheduler import logs
+from scheduler.cli import _move  # noqa: F401  (registers `tenants move`)
 from scheduler.cli._admin import keys, tenants
 from scheduler.cli._bulk import bulk_cancel, bulk_redrive
 from scheduler.cli._orchestration import expectations, schedules, workflows

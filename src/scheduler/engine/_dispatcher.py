@@ -100,6 +100,7 @@ class Dispatcher:
 
     async def run(self) -> None:
         """The dispatch loop, until cancelled."""
+        await self._ready.paused_known.wait()  # which tenants a home move paused
         while True:
             # Cleared before the work, so a nudge that arrives during it is not lost.
             self._wake.clear()
@@ -192,8 +193,12 @@ class Dispatcher:
         capacity = credits + len(self._slots)
         # Quotas (rate and in-flight cap per tenant, shared by every node): one reserve
         # call per round for every tenant with waiting work; unused grants go back.
+        # A tenant a home move froze (or took away) gets no grant: its tasks wait.
+        paused = self._ready.paused
         wanted = {
-            t: min(n, credits, cfg.dispatch_batch) for t, n in self._ready.tenant_counts().items()
+            t: min(n, credits, cfg.dispatch_batch)
+            for t, n in self._ready.tenant_counts().items()
+            if t not in paused
         }
         grants = await self._quota.reserve(
             wanted, {t: self._fair_share.limits(t) for t in wanted}, now.timestamp()

@@ -47,6 +47,7 @@ from scheduler.engine._fair_share import FairShare
 from scheduler.engine._history import History
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._leases import Reaper
+from scheduler.engine._moves import MoveWatch
 from scheduler.engine._outlets import Outlets
 from scheduler.engine._preloader import Preloader
 from scheduler.engine._ready import ReadyQueues
@@ -106,8 +107,7 @@ class Engine:
     """The scheduler core for one node.
 
     ``clock`` returns the current time (timezone-aware); tests pass a fake clock to
-    move time without sleeping and call :meth:`wake` after moving it.
-    """
+    move time without sleeping and call :meth:`wake` after moving it."""
 
     def __init__(
         self,
@@ -200,6 +200,7 @@ class Engine:
         self._shard_handler = ShardHandler(
             store, node_id, self.now, self._shards, self._preloader, self._timeline, self._ready
         )
+        self._moves = MoveWatch(cfg, self.tenancy, self._sessions, self._ready, self.wake)
         self._tasks: list[asyncio.Task[None]] = []
         self._lifecycle = asyncio.Lock()
         self._started = False
@@ -229,8 +230,7 @@ class Engine:
     async def start(self) -> None:
         """Recover PRELOADED tasks into the wheel, then start the background loops.
 
-        Idempotent; concurrent calls of ``start`` and ``stop`` run one after another.
-        """
+        Idempotent; concurrent calls of ``start`` and ``stop`` run one after another."""
         async with self._lifecycle:
             await self._start()
 
@@ -251,6 +251,7 @@ class Engine:
             asyncio.create_task(self._delivery.run(), name="tickwheel-deliverer"),
             asyncio.create_task(self._preloader.run(), name="tickwheel-preloader"),
             asyncio.create_task(self.schedules.run(), name="tickwheel-schedules"),
+            asyncio.create_task(self._moves.run(), name="tickwheel-moves"),
         ]
         if self._shards.shared:
             self._tasks.append(
@@ -354,10 +355,10 @@ class Engine:
     async def submit(self, tenant_id: uuid.UUID, specs: Sequence[SubmitSpec]) -> list[InsertResult]:
         """Validate and store tasks; those due inside the look-ahead go into the wheel.
 
-        An idempotent resubmit returns the existing task with ``created=False``.
-        """
+        An idempotent resubmit returns the existing task with ``created=False``."""
         admission = self._admission
         admission.check_batch(specs)
+        await self.tenancy.check_home(tenant_id)
         single = len(specs) == 1
         now = self.now()
         horizon = admission.horizon(now)
@@ -574,6 +575,14 @@ class Engine:
         when unknown, revoked or expired."""
         return await self.tenancy.authenticate(secret)
 
+    async def home_region(self, tenant_id: uuid.UUID) -> str:
+        """The region where ``tenant_id`` lives (cached; see ``Tenancy.home_region``)."""
+        return await self.tenancy.home_region(tenant_id)
+
+    async def check_home(self, tenant_id: uuid.UUID) -> None:
+        """FailedPrecondition unless ``tenant_id`` lives in this node's region."""
+        await self.tenancy.check_home(tenant_id)
+
     def knows_key(self, secret: str) -> bool:
         """Whether this node verified ``secret`` lately (the auth throttle lets it by)."""
         return self.tenancy.knows(secret)
@@ -587,4 +596,5 @@ class Engine:
         if hello.slots < 0:
             raise InvalidArgument("hello.slots", "must not be negative")
         tenant = await self.store.get_tenant(hello.tenant_id)
+        await self.tenancy.check_home(hello.tenant_id)
         return self._sessions.open(hello, shared=tenant.tier == "SYSTEM")

@@ -13,6 +13,7 @@ takeover 44 s after their due time, behind tasks due 27 s after them).
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import heapq
 import itertools
@@ -218,6 +219,13 @@ class ReadyQueues:
         self._pools = {pool: _PoolQueue() for pool in POOL_ORDER}
         self._ids: set[int] = set()  # task ids (as ints: a UUID hashes in Python)
         self._seq = itertools.count()
+        self.paused: frozenset[uuid.UUID] = frozenset()
+        """Tenants whose tasks wait without being dispatched: a home move froze them
+        here or took them away (set by the engine's ``MoveWatch``)."""
+        self.paused_known = asyncio.Event()
+        """Set once :attr:`paused` has been read from the store: the dispatcher waits
+        for it, so a node that (re)starts never dispatches a moved tenant's rows."""
+        self.paused_known.set()  # a MoveWatch clears it until its first read
 
     def __len__(self) -> int:
         return len(self._ids)

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler._errors import InvalidArgument, NotFound
+from scheduler._errors import InvalidArgument, NotFound, TickwheelError
 from scheduler.engine._completer import Completer
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._types import (
@@ -86,6 +86,8 @@ class WorkerSession:
         self.draining = False
         self._stalled = False
         self.closed = False
+        self.ended: TickwheelError | None = None
+        """Why the engine asked the transport to end this stream (:meth:`end`)."""
         self._held: dict[uuid.UUID, tuple[TaskKey, int]] = {}
         self._attempts: dict[uuid.UUID, int] = {}
         self._acked: set[uuid.UUID] = set()
@@ -203,6 +205,18 @@ class WorkerSession:
     def drain(self) -> None:
         """Stop pushing new work to this session (graceful drain, phase one)."""
         self.draining = True
+
+    def end(self, error: TickwheelError) -> None:
+        """Ask the transport to end the stream with ``error`` (its tenant is moving):
+        nothing more is pushed, the event stream ends, and the transport closes the
+        session as for any stream that ends (unacked tasks go back; RUNNING ones keep
+        their lease for the worker's reconnect). Writes already read from the stream
+        are still answered until then."""
+        if self.closed or self.ended is not None:
+            return
+        self.ended = error
+        self.draining = True
+        self._queue.put_nowait(None)
 
     # -- the worker's writes -----------------------------------------------------------
     async def _own(self, writes: Sequence[FencedWrite]) -> list[Outcome | None]:
@@ -452,6 +466,15 @@ class Sessions:
                 for pool in session.pools:
                     out[pool] += session.credits
         return out
+
+    def end_tenant(self, tenant_id: uuid.UUID, error: TickwheelError) -> int:
+        """End every stream of ``tenant_id`` with ``error``; how many."""
+        ended = 0
+        for session in list(self._sessions.values()):
+            if session.outlet is None and session.scope == tenant_id and session.ended is None:
+                session.end(error)
+                ended += 1
+        return ended
 
     def takers(self) -> list[WorkerSession]:
         """Sessions that may be given a task now, in registration order."""

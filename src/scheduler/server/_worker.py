@@ -474,7 +474,8 @@ class WorkerService(pbg.WorkerServiceServicer):
         except Exception as exc:  # handed to the stream handler
             out.put_nowait(_End(exc))
             return
-        out.put_nowait(_End())
+        # The engine ended the stream (its tenant is moving): the worker reconnects.
+        out.put_nowait(_End(session.ended))
 
     async def _read(
         self,

@@ -37,7 +37,7 @@ def test_every_command_is_registered() -> None:
         "expectations": ["delete", "list", "register"],
         "keys": ["create", "list", "revoke", "rotate"],
         "schedules": ["create", "delete", "get", "list", "pause", "resume"],
-        "tenants": ["create", "get", "list", "update"],
+        "tenants": ["create", "get", "list", "move", "update"],
         "workflows": ["cancel", "get", "list", "submit"],
     }
 

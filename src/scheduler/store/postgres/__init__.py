@@ -52,6 +52,7 @@ from scheduler.store.postgres.tenants import Tenants
 from scheduler.store.postgres.workflows import Workflows
 from scheduler.store.postgres.writes import WorkerWrites
 from scheduler.store.protocol import DepthRow, ReplicationLag, WorkCallback, WorkNotices
+from scheduler.store.protocol.tenants import MoveState
 from scheduler.types import (
     DEFAULT_SCOPES,
     ActivityBucket,
@@ -303,6 +304,10 @@ class PostgresStore:
     async def list_tenants(self, after: uuid.UUID | None, limit: int) -> list[Tenant]:
         """Tenants in id order after ``after``."""
         return await self._tenants.list_tenants(after, limit)
+
+    async def tenant_moves(self) -> dict[uuid.UUID, MoveState]:
+        """Every tenant a home move touched here (frozen, gone or arrived)."""
+        return await self._tenants.tenant_moves()
 
     # -- submission and reads ------------------------------------------------------------
     async def insert_tasks(self, tasks: Sequence[NewTask], now: datetime) -> list[InsertResult]:

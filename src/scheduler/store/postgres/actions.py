@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from scheduler._errors import InvalidTransition, NotFound
+from scheduler._errors import InvalidTransition, NotFound, TenantMoving
 from scheduler.states import TaskState, check_transition, sources
 from scheduler.store import _validate
 from scheduler.store._config import StoreConfig
@@ -138,6 +138,11 @@ class Actions:
         _validate.aware("due_at", due_at)
         async with self._db.conn(scope_of(tenant_id), tx=True) as conn:
             task = await self._locked(conn, tenant_id, task_id)
+            # A tenant whose home is moving away (or moved) gets no live row back here:
+            # it would be behind the move's copy (migration 0012; the flip's lock waits
+            # for a redrive that checked before the freeze).
+            if await conn.fetchval(self._q["moving_tenant"], [task.tenant_id]) is not None:
+                raise TenantMoving(str(task.tenant_id))
             return await self._move(
                 conn, task, [TaskState.SCHEDULED], now, "operator", due_at, reason="redriven"
             )

@@ -18,7 +18,7 @@ from datetime import datetime
 
 import asyncpg
 
-from scheduler._errors import InvalidArgument, NotFound, StoreError
+from scheduler._errors import InvalidArgument, NotFound, StoreError, TenantMoving
 from scheduler.states import TaskState
 from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
@@ -139,6 +139,13 @@ class Tasks:
                     [tasks[i].idempotency_key for i in dups],
                 )
                 existing = {dups[r["ord"] - 1]: rows.task(r) for r in found}
+            if len(existing) < len(dups):
+                # Neither made nor a duplicate: its tenant is moving away (or moved).
+                moving = await conn.fetchval(
+                    q["moving_tenant"], list({tasks[i].tenant_id for i in dups})
+                )
+                if moving is not None:
+                    raise TenantMoving(str(moving))
         out = []
         seen: set[uuid.UUID] = set()
         for i, t in enumerate(tasks):

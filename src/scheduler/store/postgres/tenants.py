@@ -19,6 +19,7 @@ from scheduler._errors import AlreadyExists, NotFound
 from scheduler.store import _common, _validate
 from scheduler.store.postgres import rows
 from scheduler.store.postgres._db import SYSTEM, Db, scope_of_all
+from scheduler.store.protocol.tenants import MoveState
 from scheduler.types import DEFAULT_SCOPES, ApiKey, Scope, Tenant
 
 
@@ -223,3 +224,9 @@ class Tenants:
         async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["list_tenants"], after, limit)
         return [rows.tenant(r) for r in found]
+
+    async def tenant_moves(self) -> dict[uuid.UUID, MoveState]:
+        """Every tenant a home move touched here (migration 0012)."""
+        async with self._db.conn(SYSTEM) as conn:
+            found = await conn.fetch(self._q["tenant_moves"])
+        return {r["tenant_id"]: r["state"] for r in found}

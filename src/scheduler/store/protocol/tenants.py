@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypeAlias
 
 from scheduler.types import (
     DEFAULT_SCOPES,
@@ -19,6 +19,12 @@ from scheduler.types import (
     Scope,
     Tenant,
 )
+
+MoveState: TypeAlias = Literal["frozen", "gone", "arrived"]
+"""Where a home move left a tenant in this region (migration 0012): ``frozen`` while a
+move hands it over (to or from here: not served), ``gone`` once it has moved to
+another region (not served: its calls go to its new home), ``arrived`` once it has
+moved here (served; its API keys may name the region they were made in)."""
 
 
 class TenantStore(Protocol):
@@ -82,4 +88,11 @@ class TenantStore(Protocol):
 
     async def list_tenants(self, after: uuid.UUID | None, limit: int) -> list[Tenant]:
         """Tenants in id order, those after ``after``, at most ``limit``."""
+        ...
+
+    # -- moving a tenant's home (issue 16) -----------------------------------------------
+    async def tenant_moves(self) -> dict[uuid.UUID, MoveState]:
+        """Every tenant a home move touched in this region, and where it left it (see
+        :data:`MoveState`). Empty on a store without moves (SQLite: a move needs
+        PostgreSQL in both regions)."""
         ...

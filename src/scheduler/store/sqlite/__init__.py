@@ -30,6 +30,7 @@ from scheduler.store import _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._facts import JobFacts
 from scheduler.store.protocol import DepthRow, ReplicationLag, WorkCallback, WorkNotices
+from scheduler.store.protocol.tenants import MoveState
 from scheduler.store.sqlite._db import SQL, Db, connect
 from scheduler.store.sqlite.actions import Actions
 from scheduler.store.sqlite.dispatch import Dispatch
@@ -205,6 +206,10 @@ class SqliteStore:
     async def list_tenants(self, after: uuid.UUID | None, limit: int) -> list[Tenant]:
         """Tenants in id order after ``after``."""
         return await self._tenants.list_tenants(after, limit)
+
+    async def tenant_moves(self) -> dict[uuid.UUID, MoveState]:
+        """None: moving a tenant's home needs PostgreSQL in both regions."""
+        return {}
 
     # -- submission and reads ------------------------------------------------------------
     async def insert_tasks(self, tasks: Sequence[NewTask], now: datetime) -> list[InsertResult]:

@@ -40,10 +40,17 @@ WHERE i.inhparent = 'tasks'::regclass
 
 -- name: insert_tasks
 -- Keys first: a key that already exists (another batch, or earlier in this one) makes
--- the task row a duplicate and it is not inserted.
+-- the task row a duplicate and it is not inserted. Nor is the task of a tenant whose
+-- home is moving away from here or has moved (migration 0012): checked in the writing
+-- statement, so a call that passed the node's check before the move reached it cannot
+-- add a row behind the move's flip (the flip locks `tasks`; this statement's snapshot
+-- is taken after its lock, so it sees the flip).
 WITH new_keys AS (
     INSERT INTO task_keys (tenant_id, idempotency_key, task_id, scheduled_at)
     SELECT * FROM unnest($2::uuid[], $7::text[], $1::uuid[], $4::timestamptz[])
+        AS n(tenant_id, idem, task_id, scheduled_at)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM tenant_moves m WHERE m.tenant_id = n.tenant_id AND m.role = 'source')
     ON CONFLICT DO NOTHING
     RETURNING task_id
 )
@@ -62,6 +69,10 @@ FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamp
          deps, shard, pool, strict, jitter, timeout, trace, wf, sched, retry)
 JOIN new_keys k ON k.task_id = u.id
 RETURNING id
+
+-- name: moving_tenant
+-- One of these tenants whose home is moving away from here or has moved (0012).
+SELECT tenant_id FROM tenant_moves WHERE tenant_id = ANY($1::uuid[]) AND role = 'source' LIMIT 1
 
 -- name: tasks_by_idempotency
 SELECT u.ord, t.*
@@ -564,6 +575,14 @@ WHERE k.id = u.id
 -- name: list_tenants
 SELECT id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at
 FROM tenants WHERE ($1::uuid IS NULL OR id > $1) ORDER BY id LIMIT $2
+
+-- name: tenant_moves
+-- Every tenant a home move touched here (migration 0012), and where it left it.
+SELECT tenant_id, CASE
+    WHEN phase = 'frozen' THEN 'frozen'
+    WHEN role = 'source' THEN 'gone'
+    ELSE 'arrived' END AS state
+FROM tenant_moves
 
 -- ---- Refused worker writes and recent activity (issue 18, migration 0008) ----
 
