@@ -116,8 +116,6 @@ class NodeConfig:
     database is promoted and its fencing generation raised, then start."""
     standby_poll_interval_s: float = 0.5
     """How often a standby node polls ``pg_is_in_recovery()`` and the generation."""
-    standby_region: str = ""
-    """The region a standby node serves (named in its UNAVAILABLE message)."""
 
     def __post_init__(self) -> None:
         if not (is_postgres(self.store_url) or self.store_url.startswith("sqlite://")):
@@ -132,6 +130,13 @@ class NodeConfig:
             raise ValueError("a standby node needs a PostgreSQL store")
         if self.standby_poll_interval_s <= 0:
             raise ValueError("NodeConfig.standby_poll_interval_s must be positive")
+        if self.engine.region != self.server.region:
+            # One region per node: the engine's (new tenants' home, the writes it
+            # admits) is the server's (where calls are routed from).
+            raise ValueError(
+                f"NodeConfig: the engine's region {self.engine.region!r} and the "
+                f"server's {self.server.region!r} differ"
+            )
 
 
 class Node:
@@ -262,7 +267,7 @@ class Node:
         from scheduler.store.dr import fence_state
 
         cfg = self.config
-        region = f"region {cfg.standby_region}'s" if cfg.standby_region else "this region's"
+        region = f"region {cfg.server.region}'s" if cfg.server.region else "this region's"
         holder = NotPromotedServer(
             cfg.server, f"{region} standby: not promoted (tickwheel dr promote)"
         )
