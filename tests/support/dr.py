@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.db import migrate_sync
-from tests.support.servers import PostgresServer, StandbyServer, start_server
+from tests.support.processes import ServeProcess
+from tests.support.servers import PostgresServer, StandbyServer, port_open, start_server
 
 DATABASE = "tickwheel_dr"
 TICKWHEEL = str(Path(sys.executable).with_name("tickwheel"))
@@ -93,3 +94,15 @@ def tickwheel_json(*args: str) -> Any:
     )
     assert result.returncode == 0, f"tickwheel {' '.join(args)} failed:\n{result.stderr}"
     return json.loads(result.stdout)
+
+
+class StandbyServeProcess(ServeProcess):
+    """``tickwheel serve --standby`` on a standby: ready once it holds its port (it
+    says "serving on" only after the promote)."""
+
+    def ready(self) -> bool:
+        return port_open(self.host, self.port) and self.log_has("standby node on")
+
+    def serving(self) -> bool:
+        """Whether the node has opened its engine and serves (after the promote)."""
+        return self.log_has("tickwheel serving on port")

@@ -33,7 +33,7 @@ def _refuser(message: str, client_streaming: bool, server_streaming: bool) -> An
     return grpc.unary_unary_rpc_method_handler(refuse)
 
 
-class _Refuse(grpc.GenericRpcHandler[Any, Any]):
+class _Refuse(grpc.GenericRpcHandler):  # type: ignore[type-arg]
     def __init__(self, message: str) -> None:
         self._handlers: dict[str, Any] = {}
         for service in pb.DESCRIPTOR.services_by_name.values():
