@@ -62,7 +62,7 @@ async def _failover(pair: Pair, base: Path) -> dict[str, float]:
             while time.monotonic() < kill_at:
                 specs = [
                     TaskSpec(
-                        "work",
+                        type="work",
                         scheduled_at=start + timedelta(seconds=random.uniform(0, SPAN_S)),
                         strict_timing=True,
                     )
@@ -181,7 +181,7 @@ async def _lifecycle(pair: Pair, base: Path, modes: list[str], n: int) -> dict[s
                     ids: list[uuid.UUID] = []
                     for _ in range(0, n, 500):
                         done = await client.submit_many(
-                            [TaskSpec("work", strict_timing=True) for _ in range(500)]
+                            [TaskSpec(type="work", strict_timing=True) for _ in range(500)]
                         )
                         ids += [t.id for t in done]
                     await eventually(

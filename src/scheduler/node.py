@@ -277,11 +277,9 @@ class Node:
         seen = 0
         try:
             while True:
-                try:
-                    recovering, generation = await fence_state(cfg.store_url)
-                except (OSError, ConnectionError) as exc:
-                    _log.warning("standby node: database unreachable (%s)", exc)
-                else:
+                state = await fence_state(cfg.store_url)
+                if state is not None:
+                    recovering, generation = state
                     if recovering:
                         seen = max(seen, generation)
                     elif generation > seen:

@@ -15,12 +15,15 @@ Called by ``tickwheel dr`` (``scheduler.cli._dr``) and the standby node's wait.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import secrets
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
+
+_log = logging.getLogger("tickwheel.dr")
 
 TOKEN_SHIFT = 40
 """A generation's base is ``g << TOKEN_SHIFT``: 2**40 tokens or epochs per generation."""
@@ -235,12 +238,20 @@ async def _scope_all(conn: asyncpg.Connection) -> None:
     await conn.execute("SELECT set_config('tickwheel.tenant', '*', true)")
 
 
-async def fence_state(dsn: str) -> tuple[bool, int]:
-    """``(in recovery, generation)`` of the database at ``dsn``: what a standby node
-    polls until its database is promoted and its fence raised."""
-    conn = await asyncpg.connect(dsn)
+async def fence_state(dsn: str) -> tuple[bool, int] | None:
+    """``(in recovery, generation)`` of the database at ``dsn``, or None when it cannot
+    be read now (down, starting up, mid-promote): what a standby node polls until its
+    database is promoted and its fence raised."""
+    try:
+        conn = await asyncpg.connect(dsn, timeout=5)
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        _log.warning("standby: cannot reach the database (%s)", exc)
+        return None
     try:
         rec = bool(await conn.fetchval("SELECT pg_is_in_recovery()"))
         return rec, await _fetch_generation(conn)
+    except (OSError, asyncpg.PostgresError) as exc:
+        _log.warning("standby: cannot read the fencing generation (%s)", exc)
+        return None
     finally:
         await conn.close()
