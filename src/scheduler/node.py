@@ -14,6 +14,12 @@ starts one for tests. The start order is the safety rule of a node:
 4. start the engine, which claims the shards (their epochs rise);
 5. serve (and, with ``NodeConfig.metrics``, serve ``/metrics``).
 
+A standby node (``NodeConfig.standby``: a region's DR node on its PostgreSQL standby,
+docs/regions.md "Disaster recovery") first holds its port with a
+:class:`~scheduler.server.NotPromotedServer` (NOT_SERVING, every RPC UNAVAILABLE) and
+polls the database until it is promoted and its fence raised (``tickwheel dr
+promote``); only then does it open everything as above, on the same port.
+
 So a node that cannot serve claims nothing, and a second node on one database without
 etcd is refused instead of silently stopping the first one's dispatch. On PostgreSQL
 the lease guards the shards for the node's lifetime (``cluster.LeasedMembership``): a
@@ -53,6 +59,7 @@ if TYPE_CHECKING:
     from scheduler.kafka import KafkaConfig, KafkaOutlet
     from scheduler.metrics import MetricsConfig, MetricsEndpoint
     from scheduler.quota import QuotaConfig, QuotaGate
+    from scheduler.server import NotPromotedServer
 
 _log = logging.getLogger("tickwheel.node")
 
@@ -104,6 +111,11 @@ class NodeConfig:
     """How often the PostgreSQL lease connection is checked."""
     lease_retry_interval_s: float = 1.0
     """How often a node that lost its lease tries to take it back."""
+    standby: bool = False
+    """A DR node on a PostgreSQL standby: refuse every RPC (UNAVAILABLE) until the
+    database is promoted and its fencing generation raised, then start."""
+    standby_poll_interval_s: float = 0.5
+    """How often a standby node polls ``pg_is_in_recovery()`` and the generation."""
 
     def __post_init__(self) -> None:
         if not (is_postgres(self.store_url) or self.store_url.startswith("sqlite://")):
@@ -114,6 +126,10 @@ class NodeConfig:
             raise ValueError("NodeConfig lease intervals must be positive")
         if self.cluster is not None and not is_postgres(self.store_url):
             raise ValueError("a cluster (etcd) needs a PostgreSQL store")
+        if self.standby and not is_postgres(self.store_url):
+            raise ValueError("a standby node needs a PostgreSQL store")
+        if self.standby_poll_interval_s <= 0:
+            raise ValueError("NodeConfig.standby_poll_interval_s must be positive")
         if self.engine.region != self.server.region:
             # One region per node: the engine's (new tenants' home, the writes it
             # admits) is the server's (where calls are routed from).
@@ -146,6 +162,7 @@ class Node:
         self._engine: Engine | None = None
         self._server: Server | None = None
         self._metrics: MetricsEndpoint | None = None
+        self._placeholder: NotPromotedServer | None = None
         self._lock = asyncio.Lock()
         self._started = False
 
@@ -243,8 +260,41 @@ class Node:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    async def _wait_promoted(self) -> ServerConfig:
+        """Hold the port, refusing every RPC, until the standby database is promoted
+        and fenced; the server config to serve with (on the port held)."""
+        from scheduler.server import NotPromotedServer
+        from scheduler.store.dr import fence_state
+
+        cfg = self.config
+        region = f"region {cfg.server.region}'s" if cfg.server.region else "this region's"
+        holder = NotPromotedServer(
+            cfg.server, f"{region} standby: not promoted (tickwheel dr promote)"
+        )
+        self._placeholder = holder
+        port = await holder.start()
+        _log.warning("standby node on port %d: waiting for the database's promote", port)
+        seen = 0
+        try:
+            while True:
+                state = await fence_state(cfg.store_url)
+                if state is not None:
+                    recovering, generation = state
+                    if recovering:
+                        seen = max(seen, generation)
+                    elif generation > seen:
+                        _log.warning("standby node: promoted, generation %d", generation)
+                        break
+                await asyncio.sleep(cfg.standby_poll_interval_s)
+        finally:
+            await holder.stop()
+            self._placeholder = None
+        host = cfg.server.listen.rpartition(":")[0]
+        return dataclasses.replace(cfg.server, listen=f"{host}:{port}")
+
     async def _open(self) -> None:
         cfg = self.config
+        server_config = await self._wait_promoted() if cfg.standby else cfg.server
         url = cfg.store_url
         db_file = sqlite_path(url)
         if db_file is not None:
@@ -280,7 +330,7 @@ class Node:
             membership=self._membership,
             index=self._index,
         )
-        self._server = Server(self._engine, cfg.server)
+        self._server = Server(self._engine, server_config)
         port = self._server.bind()
         await self._take_lease(port, db_file)
         await self._engine.start()
@@ -330,6 +380,8 @@ class Node:
 
     async def _close(self, grace_s: float | None) -> None:
         steps: list[tuple[str, Any]] = []
+        if self._placeholder is not None:
+            steps.append(("standby server", self._placeholder.stop))
         if self._metrics is not None:
             steps.append(("metrics", self._metrics.stop))
         if self._server is not None:

@@ -268,6 +268,14 @@ MIN_ADMIN_TOKEN_CHARS = 16
 @metrics_options(default_port=None)
 @depth_interval_option
 @server_limit_options
+@click.option(
+    "--standby",
+    envvar="TICKWHEEL_STANDBY",
+    is_flag=True,
+    help="A DR node on the region's PostgreSQL standby: hold the port, answer every RPC "
+    "UNAVAILABLE (NOT_SERVING) until `tickwheel dr promote`, then serve "
+    "(docs/regions.md, Disaster recovery).",
+)
 def serve(
     listen: str,
     store: str | None,
@@ -302,6 +310,7 @@ def serve(
     region: str,
     regions: str | None,
     regions_file: str | None,
+    standby: bool,
 ) -> None:
     """Run a scheduler node until SIGINT/SIGTERM.
 
@@ -386,10 +395,13 @@ def serve(
             cluster=cluster_config,
             quota=quota_config,
             kafka=kafka_config,
+            standby=standby,
         )
     except ValueError as exc:
         raise click.UsageError(flag_words(str(exc))) from None
     tune_gc()
+    if standby:
+        note(f"standby node on {listen}: refusing every call until the database is promoted")
     run_node(_serve(node_config))
 
 

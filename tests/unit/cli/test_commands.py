@@ -16,6 +16,7 @@ def test_every_command_is_registered() -> None:
         "bulk-redrive",
         "cancel",
         "dev",
+        "dr",
         "expectations",
         "get",
         "history",
@@ -34,6 +35,7 @@ def test_every_command_is_registered() -> None:
     ]
     groups = {n: c for n, c in main.commands.items() if isinstance(c, click.Group)}
     assert {n: sorted(g.commands) for n, g in groups.items()} == {
+        "dr": ["promote", "status"],
         "expectations": ["delete", "list", "register"],
         "keys": ["create", "list", "revoke", "rotate"],
         "schedules": ["create", "delete", "get", "list", "pause", "resume"],

@@ -224,10 +224,14 @@ LIMIT $5
 -- The caller sends each key once (a repeated request gets no row). A request that
 -- carries an epoch matches only while its shard's epoch is still that one: a node that
 -- lost the shard (frozen past its etcd lease, say) can no longer dispatch from it.
+-- The token is at least the fencing generation's base (g << 40) + 1 (migration 0011):
+-- after `tickwheel dr promote` every token is above every one the lost primary issued.
+-- The base is one uncorrelated one-row read per statement (an InitPlan), not per row.
 WITH d AS (
     UPDATE tasks t SET
         status = CASE WHEN u.running THEN 'RUNNING' ELSE 'DISPATCHED' END,
-        fencing_token = t.fencing_token + 1,
+        fencing_token = GREATEST(t.fencing_token,
+            (SELECT g.generation << 40 FROM fencing_generation g)) + 1,
         worker_id = u.worker_id, lease_expires_at = u.lease, updated_at = $5
     FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $9::bigint[],
                 $10::bool[])
@@ -520,12 +524,16 @@ WHERE scheduled_at >= $1 AND scheduled_at < $2
   AND status NOT IN ('COMPLETED', 'CANCELLED')
 
 -- name: claim_shards
--- $1 shard ids, $2 owner, $3 now: epoch + 1 per shard, history appended.
-WITH e AS (
+-- $1 shard ids, $2 owner, $3 now: epoch + 1 per shard, history appended. Like tokens,
+-- an epoch is at least the fencing generation's base (g << 40) + 1 (migration 0011), so
+-- a node of a lost primary, carrying a pre-promote epoch, cannot dispatch after it.
+WITH b AS (
+    SELECT coalesce((SELECT generation << 40 FROM fencing_generation), 0) AS base
+), e AS (
     INSERT INTO shard_epochs (shard_id, epoch, owner, updated_at)
-    SELECT s, 1, $2, $3 FROM unnest($1::int[]) AS s
+    SELECT s, b.base + 1, $2, $3 FROM unnest($1::int[]) AS s, b
     ON CONFLICT (shard_id) DO UPDATE
-        SET epoch = shard_epochs.epoch + 1, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
+        SET epoch = GREATEST(shard_epochs.epoch, (SELECT base FROM b)) + 1, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
     RETURNING shard_id, epoch
 ), h AS (
     INSERT INTO shard_claims (shard_id, epoch, owner, claimed_at)

@@ -413,6 +413,23 @@ ALTER FUNCTION tickwheel_scope_is(uuid) PARALLEL SAFE;
 -- under the LIMIT stops after the page (docs/benchmarks.md).
 CREATE INDEX idx_tasks_tenant_created ON tasks (tenant_id, id);
 
+-- == Fencing generation (migrations/0011_fencing_generation.sql) ==
+-- 0011: the fencing generation (issue 16, disaster recovery). One row: the generation
+-- g, raised by `tickwheel dr promote` on a promoted standby (old g + 1 + a random salt
+-- in [0, 1024)), and when and by what it was raised. Every fencing token and shard
+-- epoch issued is at least (g << 40) + 1 (mark_dispatched, claim_shards), so after a
+-- promote every token and epoch is above every one the lost primary ever issued, and a
+-- worker or node of the old primary is refused - without rewriting every row. g = 0
+-- (a database never promoted) gives base 0: no change.
+CREATE TABLE fencing_generation (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    generation bigint NOT NULL DEFAULT 0 CHECK (generation >= 0 AND generation < 8388608),
+    raised_at timestamptz,
+    raised_by text
+);
+INSERT INTO fencing_generation (singleton, generation) VALUES (true, 0)
+    ON CONFLICT (singleton) DO NOTHING;
+
 -- == Tenant moves (migrations/0012_tenant_move.sql) ==
 -- 0012: moving a tenant's home (issue 16, `tickwheel tenants move`). One row per tenant
 -- that is moving or has moved, in each of the two regions' databases:

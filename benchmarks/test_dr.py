@@ -1,0 +1,211 @@
+"""Disaster recovery figures (issue 16), real processes on a real streaming standby.
+
+- ``test_failover``: tasks submitted continuously to region A (a node on the primary),
+  due over ``SPAN_S``; A's primary and node are SIGKILLed at mid-span; ``tickwheel dr
+  promote`` on the standby; region A's DR node in B (``serve --standby``) serves and a
+  worker completes the rest. Figures: promote and fence seconds, promote -> B serving,
+  promote -> first completion in B, how late the timers due during the outage fired
+  (after the promote), tasks acknowledged but lost (asynchronous) against the lag in
+  bytes measured just before the kill, and completions counted twice (the ledger).
+- ``test_sync_commit_cost``: the durable lifecycle (submit, dispatch, complete) in
+  tasks/s with the standby asynchronous and synchronous (``synchronous_standby_names``,
+  ``synchronous_commit = on``), alternating in one run on one machine.
+
+Run: ``PYTHONPATH=src:. .venv/bin/pytest benchmarks/test_dr.py --benchmark-only -s``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from grpc_health.v1 import health_pb2
+from tests.acceptance.regions.test_dr import NODE_ARGS, _health, _lag_bytes
+from tests.support.dr import Pair, StandbyServeProcess, replicated_pair, tickwheel_json
+from tests.support.processes import ADMIN_TOKEN, WorkerProcess, process_group
+from tests.support.waiting import eventually
+
+from scheduler.client import AdminClient, Client, TaskSpec
+
+HANDLER = {"work": "tests.acceptance.handlers:fast"}
+SPAN_S = 60.0
+SUBMIT_BATCH = 20
+
+
+async def _failover(pair: Pair, base: Path) -> dict[str, float]:
+    with process_group(base / "procs") as group:
+        node_a = await asyncio.to_thread(
+            group.serve, pair.primary_dsn, name="node-a", extra_args=NODE_ARGS
+        )
+        node_b = StandbyServeProcess(
+            group.dir / "node-b",
+            pair.standby_dsn,
+            name="node-b",
+            extra_args=(*NODE_ARGS, "--standby"),
+        )
+        group.procs.append(node_b)
+        await asyncio.to_thread(node_b.start)
+        async with await AdminClient.connect(node_a.target, admin_token=ADMIN_TOKEN) as admin:
+            tenant = await admin.create_tenant("dr")
+            key = (await admin.create_api_key(tenant.id, "dr")).secret
+        await asyncio.to_thread(group.worker, node_a.target, key, HANDLER, name="worker-a")
+        start = datetime.now(UTC) + timedelta(seconds=2)
+        acked: list[tuple[uuid.UUID, float]] = []
+        kill_at = time.monotonic() + 2 + SPAN_S / 2
+        async with await Client.connect(node_a.target, api_key=key) as client:
+            while time.monotonic() < kill_at:
+                specs = [
+                    TaskSpec(
+                        type="work",
+                        scheduled_at=start + timedelta(seconds=random.uniform(0, SPAN_S)),
+                        strict_timing=True,
+                    )
+                    for _ in range(SUBMIT_BATCH)
+                ]
+                for t in await client.submit_many(specs):
+                    acked.append((t.id, t.scheduled_at.timestamp()))
+        lag_at_kill = await _lag_bytes(pair)
+        group.procs[-1].kill9()  # worker-a
+        node_a.kill9()
+        pair.kill_primary()
+        worker_b = WorkerProcess(
+            group.dir / "worker-b", node_b.target, key, HANDLER, name="worker-b"
+        )
+        group.procs.append(worker_b)
+        worker_b.prepare()
+        worker_b._spawn()
+        t0 = time.time()
+        report = await asyncio.to_thread(
+            tickwheel_json, "dr", "promote", "--standby-dsn", pair.standby_admin_dsn
+        )
+        await eventually(
+            lambda: _health(node_b.target),
+            until=lambda s: s == health_pb2.HealthCheckResponse.SERVING,
+            timeout_s=60,
+            interval_s=0.05,
+            what="B serving",
+        )
+        serving_s = time.time() - t0
+        db = await asyncpg.connect(pair.standby_admin_dsn)
+        try:
+            first = await eventually(
+                lambda: db.fetchval(
+                    "SELECT min(completed_at) FROM task_completions WHERE completed_at > $1",
+                    datetime.fromtimestamp(t0, UTC),
+                ),
+                until=lambda v: v is not None,
+                timeout_s=60,
+                what="a completion in B",
+            )
+            ids = [i for i, _ in acked]
+            present = await db.fetchval("SELECT count(*) FROM tasks WHERE id = ANY($1)", ids)
+            await eventually(
+                lambda: db.fetchval(
+                    "SELECT count(*) FROM tasks WHERE id = ANY($1) AND status <> 'COMPLETED'",
+                    ids,
+                ),
+                until=lambda n: n == 0,
+                timeout_s=SPAN_S + 60,
+                what="every task completed",
+            )
+            rows = await db.fetch(
+                "SELECT task_id, count(*) AS n, min(completed_at) AS at FROM task_completions"
+                " WHERE task_id = ANY($1) GROUP BY task_id",
+                ids,
+            )
+        finally:
+            await db.close()
+        due = dict(acked)
+        outage = [
+            r["at"].timestamp() - t0
+            for r in rows
+            if due[r["task_id"]] < t0 and r["at"].timestamp() > t0
+        ]
+        return {
+            "acknowledged": float(len(acked)),
+            "lost": float(len(acked) - present),
+            "lag_bytes_at_kill": float(lag_at_kill),
+            "doubled": float(sum(1 for r in rows if r["n"] > 1)),
+            "promote_s": float(report["promote_s"]),
+            "fence_s": float(report["fence_s"]),
+            "tasks_fenced": float(report["tasks_fenced"]),
+            "promote_to_serving_s": serving_s,
+            "promote_to_first_completion_s": first.timestamp() - t0,
+            "outage_timers": float(len(outage)),
+            "outage_timer_max_after_promote_s": max(outage, default=0.0),
+        }
+
+
+def test_failover(benchmark: Any, tmp_path: Path) -> None:
+    def run() -> dict[str, float]:
+        with replicated_pair("tickwheel_dr_bench") as pair:
+            return asyncio.run(_failover(pair, tmp_path))
+
+    figures = benchmark.pedantic(run, rounds=1, iterations=1)
+    benchmark.extra_info.update(figures)
+    print(figures)
+    assert figures["doubled"] == 0
+
+
+async def _lifecycle(pair: Pair, base: Path, modes: list[str], n: int) -> dict[str, float]:
+    out: dict[str, list[float]] = {m: [] for m in modes}
+    with process_group(base / "procs") as group:
+        node = await asyncio.to_thread(group.serve, pair.primary_dsn, extra_args=NODE_ARGS)
+        async with await AdminClient.connect(node.target, admin_token=ADMIN_TOKEN) as admin:
+            tenant = await admin.create_tenant("sync")
+            key = (await admin.create_api_key(tenant.id, "sync")).secret
+        await asyncio.to_thread(group.worker, node.target, key, HANDLER, name="w", slots=500)
+        db = await asyncpg.connect(pair.primary.dsn())
+        app = await asyncpg.connect(pair.primary_dsn)
+        try:
+            async with await Client.connect(node.target, api_key=key) as client:
+                for mode in modes:
+                    # '*': any standby (pg_basebackup -R names none); one is enough here.
+                    names = "'*'" if mode == "sync" else "''"
+                    await db.execute(f"ALTER SYSTEM SET synchronous_standby_names = {names}")
+                    await db.execute("SELECT pg_reload_conf()")
+                    await eventually(
+                        lambda: db.fetchval(
+                            "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'"
+                        ),
+                        until=lambda c, m=mode: (c == 1) == (m == "sync"),
+                        what=f"{mode} mode",
+                    )
+                    t0 = time.monotonic()
+                    ids: list[uuid.UUID] = []
+                    for _ in range(0, n, 500):
+                        done = await client.submit_many(
+                            [TaskSpec(type="work", strict_timing=True) for _ in range(500)]
+                        )
+                        ids += [t.id for t in done]
+                    await eventually(
+                        lambda ids=ids: app.fetchval(  # type: ignore[misc]
+                            "SELECT count(*) FROM task_completions WHERE task_id = ANY($1)", ids
+                        ),
+                        until=lambda c, ids=ids: c == len(ids),  # type: ignore[misc]
+                        timeout_s=300,
+                        interval_s=0.05,
+                        what="completions",
+                    )
+                    out[mode].append(len(ids) / (time.monotonic() - t0))
+        finally:
+            await db.close()
+            await app.close()
+    return {f"{m}_tasks_per_s": sum(v) / len(v) for m, v in out.items()}
+
+
+def test_sync_commit_cost(benchmark: Any, tmp_path: Path) -> None:
+    def run() -> dict[str, float]:
+        with replicated_pair("tickwheel_dr_sync") as pair:
+            return asyncio.run(_lifecycle(pair, tmp_path, ["async", "sync", "sync", "async"], 5000))
+
+    figures = benchmark.pedantic(run, rounds=1, iterations=1)
+    figures["sync_over_async"] = figures["sync_tasks_per_s"] / figures["async_tasks_per_s"]
+    benchmark.extra_info.update(figures)
+    print(figures)

@@ -1,0 +1,203 @@
+"""``tickwheel dr status`` and ``tickwheel dr promote`` on a real streaming standby
+whose primary was killed with SIGKILL: the fence (migration 0011) refuses every write
+with a token or shard epoch of the lost primary, in-flight leases expire at once, and a
+second promote changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from scheduler.states import TaskState
+from scheduler.store import StoreConfig, open_store
+from scheduler.store.dr import FENCE_REASON, SALT_RANGE, TOKEN_SHIFT
+from scheduler.types import Completion, DispatchRequest, FencedWrite, Outcome, Tenant
+from tests.integration.store.conftest import new_task
+from tests.support.dr import Pair, replicated_pair, tickwheel_json
+from tests.support.waiting import eventually
+
+SHARD = 3
+
+
+@pytest.fixture
+def pair() -> Iterator[Pair]:
+    with replicated_pair() as p:
+        yield p
+
+
+async def _replayed(pair: Pair) -> int:
+    doc = tickwheel_json(
+        "dr", "status", "--standby-dsn", pair.standby_dsn, "--primary-dsn", pair.primary_dsn
+    )
+    return int(doc["lag_bytes"])
+
+
+async def test_promote_fences_the_lost_primarys_tokens_and_epochs(pair: Pair) -> None:
+    now = datetime.now(UTC)
+    lease = now + timedelta(minutes=5)
+    a_store = await open_store(pair.primary_dsn, config=StoreConfig(preload_sweep_interval_s=0))
+    try:
+        tenant = await a_store.create_tenant(Tenant(id=uuid.uuid4(), name="acme"))
+        due = now - timedelta(seconds=1)
+        [run, disp, later] = await a_store.insert_tasks(
+            [new_task(tenant, due, shard_id=SHARD) for _ in range(3)], now
+        )
+        await a_store.claim_preload(None, now, 10, now)
+        assert await a_store.claim_shards([SHARD], "node-a", now) == {SHARD: 1}
+        [r, d] = await a_store.mark_dispatched(
+            [
+                DispatchRequest(key=run.task.key, worker_id="w", lease_expires_at=lease, epoch=1),
+                DispatchRequest(key=disp.task.key, worker_id="w", lease_expires_at=lease, epoch=1),
+            ],
+            now,
+        )
+        assert r is not None
+        assert d is not None
+        assert r.fencing_token == 2  # generation 0: no change on PostgreSQL
+        assert await a_store.ack([FencedWrite(key=r.key, token=2)], lease, now) == [Outcome.OK]
+    finally:
+        await a_store.close()
+
+    # Replicated: lag 0 bytes, then the region is lost.
+    await eventually(lambda: _replayed(pair), until=lambda lag: lag == 0, what="replay")
+    before = tickwheel_json(
+        "dr", "status", "--standby-dsn", pair.standby_dsn, "--primary-dsn", pair.primary_dsn
+    )
+    assert before["standby_in_recovery"] is True
+    assert before["primary_reachable"] is True
+    assert before["generation"] == 0
+    pair.kill_primary()
+    dead = tickwheel_json(
+        "dr", "status", "--standby-dsn", pair.standby_dsn, "--primary-dsn", pair.primary_dsn
+    )
+    assert dead["primary_reachable"] is False
+    assert dead["lag_bytes"] is None
+    assert dead["standby_in_recovery"] is True
+
+    report = tickwheel_json("dr", "promote", "--standby-dsn", pair.standby_admin_dsn)
+    assert report["promoted"] is True
+    assert report["fenced"] is True
+    assert report["old_generation"] == 0
+    g = report["generation"]
+    assert 1 <= g <= SALT_RANGE
+    assert report["tasks_fenced"] == 2
+    assert report["shards"] == 1
+    base = g << TOKEN_SHIFT
+    again = tickwheel_json("dr", "promote", "--standby-dsn", pair.standby_admin_dsn)
+    assert again["fenced"] is False
+    assert again["generation"] == g
+
+    b_store = await open_store(pair.standby_dsn, config=StoreConfig(preload_sweep_interval_s=0))
+    try:
+        later_now = datetime.now(UTC)
+        # A zombie of A (token 2) is refused before B re-dispatches anything.
+        [stale] = await b_store.complete([Completion(key=r.key, token=2)], later_now)
+        assert stale.outcome is Outcome.STALE
+        assert await b_store.heartbeat([FencedWrite(key=d.key, token=2)], lease, later_now) == [
+            Outcome.STALE
+        ]
+        fenced = await b_store.get_task(None, run.task.id)
+        assert fenced.fencing_token == base + 1
+        assert fenced.status is TaskState.RUNNING
+        trail = await b_store.transitions_of(run.task.id)
+        assert trail[-1].reason == FENCE_REASON
+        # The leases expired at the promote: B's reaper takes both at once.
+        reclaimed = await b_store.reclaim_expired(None, later_now, 100)
+        assert reclaimed.retrying == (r.key,)
+        assert [p.key for p in reclaimed.requeued] == [d.key]
+        # A node of A with its old epoch cannot dispatch; B's first claim is above base.
+        [refused] = await b_store.mark_dispatched(
+            [DispatchRequest(key=d.key, worker_id="w", lease_expires_at=lease, epoch=1)],
+            later_now,
+        )
+        assert refused is None
+        epochs = await b_store.claim_shards([SHARD], "node-b", later_now)
+        assert epochs[SHARD] > base
+        [again_d] = await b_store.mark_dispatched(
+            [
+                DispatchRequest(
+                    key=d.key, worker_id="w2", lease_expires_at=lease, epoch=epochs[SHARD]
+                )
+            ],
+            later_now,
+        )
+        assert again_d is not None
+        assert again_d.fencing_token > base + 1
+        # B dispatched the task again: A's token is still refused, B's accepted.
+        await b_store.ack([FencedWrite(key=d.key, token=again_d.fencing_token)], lease, later_now)
+        [zombie] = await b_store.complete([Completion(key=d.key, token=2)], later_now)
+        assert zombie.outcome is Outcome.STALE
+        [ok] = await b_store.complete(
+            [Completion(key=d.key, token=again_d.fencing_token)], later_now
+        )
+        assert ok.outcome is Outcome.OK
+        # A task never dispatched in A gets a token above the base on its first dispatch.
+        [first] = await b_store.mark_dispatched(
+            [
+                DispatchRequest(
+                    key=later.task.key, worker_id="w2", lease_expires_at=lease, epoch=epochs[SHARD]
+                )
+            ],
+            later_now,
+        )
+        assert first is not None
+        assert first.fencing_token == base + 1
+    finally:
+        await b_store.close()
+
+    conn = await asyncpg.connect(pair.standby_admin_dsn)
+    try:
+        row = await conn.fetchrow("SELECT generation, raised_by FROM fencing_generation")
+    finally:
+        await conn.close()
+    assert row["generation"] == g
+    assert "timeline 2" in row["raised_by"]
+
+
+async def test_synchronous_standby_loses_no_acknowledged_submission(pair: Pair) -> None:
+    """In synchronous mode every insert the store acknowledged survives a SIGKILL of the
+    primary in mid-flight and the promote: 0 lost."""
+    pair.primary.psql("ALTER SYSTEM SET synchronous_standby_names = '*'")
+    pair.primary.psql("SELECT pg_reload_conf()")
+
+    async def sync_state() -> str:
+        return pair.primary.psql("SELECT sync_state FROM pg_stat_replication").strip()
+
+    await eventually(sync_state, until=lambda s: s == "sync", what="a synchronous standby")
+    store = await open_store(pair.primary_dsn, config=StoreConfig(preload_sweep_interval_s=0))
+    acked: list[uuid.UUID] = []
+    tenant = await store.create_tenant(Tenant(id=uuid.uuid4(), name="sync"))
+
+    async def submitter() -> None:
+        while True:
+            now = datetime.now(UTC)
+            try:
+                results = await store.insert_tasks(
+                    [new_task(tenant, now + timedelta(minutes=5)) for _ in range(10)], now
+                )
+            except Exception:  # the primary died mid-insert: not acknowledged
+                return
+            acked.extend(r.task.id for r in results)
+
+    writers = [asyncio.create_task(submitter(), name=f"submitter-{i}") for i in range(4)]
+    await eventually(lambda: _count(acked), until=lambda n: n >= 500, what="inserts")
+    pair.kill_primary()
+    await asyncio.wait_for(asyncio.gather(*writers), timeout=60)
+    await store.close()
+    report = tickwheel_json("dr", "promote", "--standby-dsn", pair.standby_admin_dsn)
+    assert report["fenced"] is True
+    conn = await asyncpg.connect(pair.standby_admin_dsn)
+    try:
+        present = await conn.fetchval("SELECT count(*) FROM tasks WHERE id = ANY($1)", acked)
+    finally:
+        await conn.close()
+    assert present == len(acked)
+
+
+async def _count(items: list[uuid.UUID]) -> int:
+    return len(items)
