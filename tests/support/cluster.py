@@ -72,6 +72,7 @@ async def start_cluster(
     task_lease_s: float = 3.0,
     worker_slots: int = 500,
     preload_interval_s: float = 0.2,
+    workers: bool = True,
 ) -> Cluster:
     """Start one node and one worker per name; return once every shard is spread."""
     nodes: list[ServeProcess] = []
@@ -115,7 +116,7 @@ async def start_cluster(
             "scale", rate_limit_rps=100_000, max_concurrent_workers=100_000
         )
         key = (await admin.create_api_key(tenant.id, "scale")).secret
-    for i, node in enumerate(nodes):
+    for i, node in enumerate(nodes if workers else ()):
         await asyncio.to_thread(
             group.worker,
             node.target,
@@ -151,9 +152,10 @@ async def running(
     etcd_ttl_s: float,
     worker_slots: int = 500,
     preload_interval_s: float = 0.2,
+    workers: bool = True,
 ) -> AsyncIterator[Cluster]:
-    """Nodes n1..n``nodes`` (see :func:`start_cluster`) and the database connection
-    :attr:`Cluster.db`, closed on the way out."""
+    """Nodes n1..n``nodes`` (see :func:`start_cluster`; ``workers=False``: no worker
+    process) and the database connection :attr:`Cluster.db`, closed on the way out."""
     db = await asyncpg.connect(pg_dsn)
     try:
         yield await start_cluster(
@@ -166,6 +168,7 @@ async def running(
             etcd_ttl_s=etcd_ttl_s,
             worker_slots=worker_slots,
             preload_interval_s=preload_interval_s,
+            workers=workers,
         )
     finally:
         await db.close()

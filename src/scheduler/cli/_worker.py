@@ -94,6 +94,12 @@ async def _run_with_metrics(
     "scheduler.client.App (beside any --type).",
 )
 @click.option("--slots", type=int, default=10, show_default=True)
+@click.option(
+    "--all-nodes",
+    is_flag=True,
+    help="Stream to every live node of the cluster (learnt from --target, the seed, "
+    "through WorkerService.Members), splitting --slots between them; off: --target only.",
+)
 @click.option("--worker-id")
 @click.option(
     "--grace-s", type=float, default=30.0, show_default=True, help="Drain grace on SIGTERM."
@@ -120,6 +126,7 @@ def worker(
     types: tuple[str, ...],
     app_spec: str | None,
     slots: int,
+    all_nodes: bool,
     worker_id: str | None,
     grace_s: float,
     start_on_delivery: bool,
@@ -134,8 +141,9 @@ def worker(
     """Run handlers until SIGINT/SIGTERM, then drain: stop taking work, let running
     tasks finish or checkpoint within --grace-s, release the rest (a second signal
     releases them at once). Exit code 0 when nothing was left to lease expiry."""
+    from scheduler.cli._drain import run_until_drained as run_until_drained_plain
     from scheduler.cli._drain import summary
-    from scheduler.worker import KafkaSource, Worker
+    from scheduler.worker import ClusterWorker, KafkaSource, Worker
 
     # A worker's own lines (connected, reconnecting, draining: INFO; a failed attempt:
     # WARNING with its traceback) show without -v; -v adds everyone's INFO lines.
@@ -160,6 +168,28 @@ def worker(
             )
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
+    if all_nodes and source is not None:
+        raise click.UsageError("--all-nodes applies to the stream, not to Kafka mode")
+    w: Worker | ClusterWorker
+    if all_nodes:
+        w = ClusterWorker(
+            kw["target"],
+            api_key=kw["api_key"],
+            handlers=handlers,
+            slots=slots,
+            worker_id=worker_id,
+            tls=tls,
+            start_on_delivery=start_on_delivery,
+        )
+        tune_gc()
+        report = run_coro(run_until_drained_plain(w, grace_s))
+        note(summary(report))
+        code = 0 if report.clean else 1
+        if w.busy_handler_threads:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        raise SystemExit(code)
     w = Worker(
         kw["target"],
         api_key=kw["api_key"],
