@@ -109,3 +109,25 @@ class Unavailable(TickwheelError):
     """The service is shutting down or not ready yet."""
 
     retryable = True
+
+
+class WrongRegion(FailedPrecondition):
+    """The call belongs to another region and is not proxied (a worker stream): connect
+    to ``endpoints`` (``host:port`` joined by ``,``, in the order to try them), where
+    region ``region``, the tenant's home, answers."""
+
+    def __init__(self, region: str, endpoints: str) -> None:
+        problem = f"this tenant's home is region {region!r}: connect there ({endpoints})"
+        super().__init__("x-api-key", problem)
+        self.region = region
+        self.endpoints = endpoints
+
+
+class UnknownRegion(InvalidArgument):
+    """``field`` names region ``region``, which the region directory does not list
+    (``known``: the regions it does, joined by ``, ``)."""
+
+    def __init__(self, field: str, region: str, known: str) -> None:
+        super().__init__(field, f"unknown region {region!r} (known: {known or 'none'})")
+        self.region = region
+        self.known = known

@@ -114,6 +114,13 @@ class NodeConfig:
             raise ValueError("NodeConfig lease intervals must be positive")
         if self.cluster is not None and not is_postgres(self.store_url):
             raise ValueError("a cluster (etcd) needs a PostgreSQL store")
+        if self.engine.region != self.server.region:
+            # One region per node: the engine's (new tenants' home, the writes it
+            # admits) is the server's (where calls are routed from).
+            raise ValueError(
+                f"NodeConfig: the engine's region {self.engine.region!r} and the "
+                f"server's {self.server.region!r} differ"
+            )
 
 
 class Node:

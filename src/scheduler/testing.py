@@ -72,11 +72,12 @@ async def start_local(
 ) -> AsyncIterator[LocalEnvironment]:
     """Start an embedded node on a free port with one tenant; yield its environment."""
     token = admin_token or secrets.token_urlsafe(24)
+    engine = engine or EngineConfig()
     node = Node(
         NodeConfig(
             store_url=store_url,
-            engine=engine or EngineConfig(),
-            server=ServerConfig(listen="127.0.0.1:0", admin_token=token),
+            engine=engine,
+            server=ServerConfig(listen="127.0.0.1:0", admin_token=token, region=engine.region),
         ),
         clock=clock,
     )

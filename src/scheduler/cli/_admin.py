@@ -115,13 +115,25 @@ def tenants() -> None:
 @click.option("--tier", type=click.Choice(TIERS), default="STANDARD")
 @click.option("--rate-limit-rps", type=int, default=0)
 @click.option("--max-concurrent-workers", type=int, default=0)
+@click.option(
+    "--home-region",
+    default="",
+    help="Where the tenant lives (a region of the directory; default: the region of the "
+    "node that creates it). Any region's node accepts this and creates it there.",
+)
 @client_options
 @admin_token_option
 @json_option
 def tenants_create(
-    name: str, tier: str, rate_limit_rps: int, max_concurrent_workers: int, as_json: bool, **kw: Any
+    name: str,
+    tier: str,
+    rate_limit_rps: int,
+    max_concurrent_workers: int,
+    home_region: str,
+    as_json: bool,
+    **kw: Any,
 ) -> None:
-    """Create a tenant."""
+    """Create a tenant (docs/regions.md for --home-region)."""
     t = run_coro(
         with_admin(
             kw,
@@ -130,13 +142,14 @@ def tenants_create(
                 tier=tier,
                 rate_limit_rps=rate_limit_rps,
                 max_concurrent_workers=max_concurrent_workers,
+                home_region=home_region,
             ),
         )
     )
     if as_json:
         print_json(t)
     else:
-        click.echo(f"tenant {t.id} ({t.name}, {t.tier})")
+        click.echo(f"tenant {t.id} ({t.name}, {t.tier}, home region {t.home_region})")
 
 
 @tenants.command(name="list")

@@ -32,6 +32,7 @@ from scheduler.cluster import FileLease
 from scheduler.engine import Engine, EngineConfig
 from scheduler.metrics import MetricsConfig
 from scheduler.node import Node, NodeConfig
+from scheduler.regions import DEFAULT_REGION, RegionDirectory
 from scheduler.server import ServerConfig
 from scheduler.ui import RunningUI, UIConfig, start_ui
 from scheduler.worker import TaskContext, Worker
@@ -133,6 +134,8 @@ async def run_dev(
     limits: Mapping[str, Any] | None = None,
     metrics: MetricsConfig | None = None,
     ui_port: int | None = DEV_UI_PORT,
+    region: str = DEFAULT_REGION,
+    regions: RegionDirectory | None = None,
 ) -> None:
     """Start the embedded node and the dashboard (on ``ui_port``, a free port when that
     one is taken; None: no dashboard); print how to connect; serve or run the demo. The
@@ -147,9 +150,14 @@ async def run_dev(
     node = Node(
         NodeConfig(
             store_url="sqlite:///" + str(path),
-            engine=EngineConfig(**extra),
+            engine=EngineConfig(**extra, region=region),
             server=ServerConfig(
-                listen=listen, admin_token=admin_token, reuse_port=reuse_port, **(limits or {})
+                listen=listen,
+                admin_token=admin_token,
+                reuse_port=reuse_port,
+                region=region,
+                regions=regions or RegionDirectory(),
+                **(limits or {}),
             ),
             metrics=metrics,
         )

@@ -152,3 +152,54 @@ def depth_interval_option(fn: F) -> F:
         show_default=True,
         help="How often /metrics reads the queue depth from the store (0: never).",
     )(fn)
+
+
+def directory_options(fn: F) -> F:
+    """--regions and --regions-file: the region directory (docs/regions.md)."""
+    fn = click.option(
+        "--regions-file",
+        envvar="TICKWHEEL_REGIONS_FILE",
+        type=click.Path(dir_okay=False),
+        help='The region directory as a JSON file: {"regions": {NAME: {"endpoints": '
+        '["HOST:PORT", ...]}}} (docs/regions.md).',
+    )(fn)
+    fn = click.option(
+        "--regions",
+        envvar="TICKWHEEL_REGIONS",
+        help="The region directory inline: NAME=HOST:PORT|HOST:PORT,NAME=HOST:PORT "
+        "(each region's endpoints in the order to try them).",
+    )(fn)
+    return fn
+
+
+def region_options(fn: F) -> F:
+    """--region (this node's) and the directory flags, for ``serve`` and ``dev``."""
+    from scheduler.regions import DEFAULT_REGION
+
+    fn = directory_options(fn)
+    fn = click.option(
+        "--region",
+        envvar="TICKWHEEL_REGION",
+        default=DEFAULT_REGION,
+        show_default=True,
+        help="The region this node serves: new tenants' home, and calls of other "
+        "regions' tenants are routed to theirs (docs/regions.md).",
+    )(fn)
+    return fn
+
+
+def load_directory(regions: str | None, regions_file: str | None) -> Any:
+    """The :class:`~scheduler.regions.RegionDirectory` of --regions or --regions-file
+    (empty without either); a usage error naming the flag when it does not parse."""
+    from scheduler._errors import InvalidArgument
+    from scheduler.regions import RegionDirectory
+
+    if regions and regions_file:
+        raise click.UsageError("give --regions or --regions-file, not both")
+    try:
+        if regions_file:
+            return RegionDirectory.load(regions_file)
+        return RegionDirectory.parse(regions or "")
+    except InvalidArgument as exc:
+        flag = "--regions-file" if regions_file else "--regions"
+        raise click.UsageError(f"{flag}: {exc.problem}") from None

@@ -20,8 +20,10 @@ from scheduler.cli._options import (
     DEFAULT_SQLITE,
     depth_interval_option,
     kafka_options,
+    load_directory,
     metrics_options,
     parse_kafka_pools,
+    region_options,
 )
 from scheduler.cli._output import note
 from scheduler.cli._runner import flag_words, run_coro, run_node, tune_gc, wait_for_signal
@@ -262,6 +264,7 @@ MIN_ADMIN_TOKEN_CHARS = 16
 )
 @kafka_options
 @cluster_options
+@region_options
 @click.option(
     "--reuse-port",
     envvar="TICKWHEEL_REUSE_PORT",
@@ -304,6 +307,9 @@ def serve(
     metrics_host: str,
     metrics_depth_interval_s: float,
     limits: dict[str, Any],
+    region: str,
+    regions: str | None,
+    regions_file: str | None,
 ) -> None:
     """Run a scheduler node until SIGINT/SIGTERM.
 
@@ -314,6 +320,7 @@ def serve(
     from scheduler.server import ServerConfig
 
     url = _store_url(store, postgres_dsn)
+    directory = load_directory(regions, regions_file)
     try:
         engine_config = EngineConfig(
             **engine_timing(
@@ -326,6 +333,7 @@ def serve(
             ),
             canary_interval_s=canary_interval_s,
             shard_count=shard_count,
+            region=region,
         )
         node = node_id or f"{socket.gethostname()}-{os.getpid()}"
         cluster_config = None
@@ -353,6 +361,8 @@ def serve(
             tls_key_path=tls_key,
             tls_client_ca_path=tls_client_ca,
             reuse_port=reuse_port,
+            region=region,
+            regions=directory,
             **limits,
         )
         kafka_config = None
@@ -405,7 +415,8 @@ async def _serve(node_config: Any) -> None:
         if node.outlet_names:
             note(f"kafka dispatch: {', '.join(node.outlet_names)}")
         url = node_config.store_url
-        note(f"tickwheel serving on port {node.port} (store: {url.split('@')[-1]})")
+        where = f"region {node_config.server.region}, " if len(node_config.server.regions) else ""
+        note(f"tickwheel serving on port {node.port} ({where}store: {url.split('@')[-1]})")
         if node.metrics_url:
             note(f"metrics on {node.metrics_url}")
         await wait_for_signal()
@@ -459,6 +470,7 @@ async def _serve(node_config: Any) -> None:
 @click.option("--no-metrics", is_flag=True, help="Do not serve /metrics.")
 @depth_interval_option
 @server_limit_options
+@region_options
 def dev(
     listen: str,
     db: str,
@@ -480,6 +492,9 @@ def dev(
     no_metrics: bool,
     metrics_depth_interval_s: float,
     limits: dict[str, Any],
+    region: str,
+    regions: str | None,
+    regions_file: str | None,
 ) -> None:
     """Run Tickwheel embedded (SQLite, no other service) on localhost.
 
@@ -490,6 +505,17 @@ def dev(
     admin token as its default credentials (the banner prints its address)."""
     from scheduler.cli._dev import run_dev
     from scheduler.metrics import MetricsConfig
+    from scheduler.regions import REGION_NAME
+
+    directory = load_directory(regions, regions_file)
+    if not REGION_NAME.match(region):
+        raise click.UsageError(f"--region: {region!r} is not a region name")
+    if len(directory) and region not in directory:
+        known = ", ".join(directory.names)
+        raise click.UsageError(
+            f"--region {region!r} is not in the region directory (known: {known}): "
+            "list this node's own region too"
+        )
 
     timing = engine_timing(
         lookahead_s,
@@ -517,6 +543,8 @@ def dev(
                 host=metrics_host, port=metrics_port, depth_interval_s=metrics_depth_interval_s
             ),
             ui_port=None if no_ui else ui_port,
+            region=region,
+            regions=directory,
         )
     )
 

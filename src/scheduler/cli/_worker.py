@@ -18,7 +18,9 @@ import click
 from scheduler.cli._options import (
     api_key_option,
     client_options,
+    directory_options,
     kafka_options,
+    load_directory,
     metrics_options,
     parse_kafka_pools,
 )
@@ -122,6 +124,7 @@ async def _run_with_metrics(
 @metrics_options(default_port=None)
 @client_options
 @api_key_option
+@directory_options
 def worker(
     types: tuple[str, ...],
     app_spec: str | None,
@@ -136,11 +139,19 @@ def worker(
     kafka_group: str,
     metrics_port: int | None,
     metrics_host: str,
+    regions: str | None,
+    regions_file: str | None,
     **kw: Any,
 ) -> None:
     """Run handlers until SIGINT/SIGTERM, then drain: stop taking work, let running
     tasks finish or checkpoint within --grace-s, release the rest (a second signal
-    releases them at once). Exit code 0 when nothing was left to lease expiry."""
+    releases them at once). Exit code 0 when nothing was left to lease expiry.
+
+    With --regions or --regions-file the worker connects to the endpoints of the region
+    its API key names (in order, the next when one is unreachable) instead of
+    --target; a node of another region sends it home (docs/regions.md). With
+    --all-nodes those endpoints (or --target) are seeds: the worker streams to every
+    live node of that cluster (docs/cluster.md)."""
     from scheduler.cli._drain import run_until_drained as run_until_drained_plain
     from scheduler.cli._drain import summary
     from scheduler.worker import ClusterWorker, KafkaSource, Worker
@@ -168,6 +179,7 @@ def worker(
             )
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
+    directory = load_directory(regions, regions_file)
     if all_nodes and source is not None:
         raise click.UsageError("--all-nodes applies to the stream, not to Kafka mode")
     w: Worker | ClusterWorker
@@ -179,6 +191,7 @@ def worker(
             slots=slots,
             worker_id=worker_id,
             tls=tls,
+            regions=directory if len(directory) else None,
             start_on_delivery=start_on_delivery,
         )
         tune_gc()
@@ -192,6 +205,7 @@ def worker(
         raise SystemExit(code)
     w = Worker(
         kw["target"],
+        regions=directory if len(directory) else None,
         api_key=kw["api_key"],
         handlers=handlers,
         slots=slots,

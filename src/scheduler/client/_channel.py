@@ -1,12 +1,18 @@
-"""Channel set-up shared by the client and the worker SDK."""
+"""Channel set-up shared by the client and the worker SDK: one endpoint, or a region's
+endpoints in order with fail-over (:class:`FailoverChannel`, docs/regions.md)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from scheduler._errors import Unavailable
 from scheduler.client._tls import TLSConfig
+from scheduler.regions import RegionDirectory, key_region
+from scheduler.wire import STATUS_DETAILS_KEY
 
 MAX_MESSAGE_BYTES = 64 << 20
 
@@ -47,3 +53,139 @@ async def check_reachable(channel: grpc.aio.Channel, target: str, timeout_s: flo
             raise Unavailable(f"cannot reach Tickwheel at {target}: {exc.details()}") from exc
         if exc.code() is not grpc.StatusCode.UNIMPLEMENTED:
             raise Unavailable(f"health check failed at {target}: {exc.details()}") from exc
+
+
+def region_targets(
+    target: str | None, api_key: str | None, regions: RegionDirectory | None
+) -> tuple[str, ...]:
+    """Where to connect: with a region directory that lists the region ``api_key``
+    names (``tw_<region>.…``), that region's endpoints in directory order (its primary
+    nodes, then its disaster-recovery ones); else ``target``."""
+    region = key_region(api_key) if api_key else None
+    if regions is not None and region is not None and region in regions:
+        return regions.endpoints(region)
+    if not target:
+        where = f"region {region!r} is not in the directory" if region else "no region"
+        raise ValueError(f"a target is needed: the API key names {where}")
+    return (target,)
+
+
+def _unreachable(exc: grpc.aio.AioRpcError) -> bool:
+    """An UNAVAILABLE no Tickwheel server answered (its errors carry status details):
+    the node is down or unreachable, so the next endpoint may do."""
+    if exc.code() is not grpc.StatusCode.UNAVAILABLE:
+        return False
+    trailers: Any = exc.trailing_metadata() or ()
+    return not any(k == STATUS_DETAILS_KEY for k, _ in trailers)
+
+
+class FailoverChannel:
+    """A channel over several endpoints of one region, tried in order: a unary call
+    that finds its endpoint unreachable is made again on the next one (and the one that
+    answered is tried first next time). Streams use the current endpoint; their owner
+    calls :meth:`advance` when it is unreachable, :meth:`retarget` to go elsewhere.
+
+    Stands in for a ``grpc.aio.Channel`` for the generated stubs (``unary_unary``,
+    ``stream_stream``) and for :func:`check_reachable`."""
+
+    def __init__(self, targets: Sequence[str], tls: TLSConfig | None) -> None:
+        if not targets:
+            raise ValueError("FailoverChannel needs at least one endpoint")
+        self._tls = tls
+        self._targets = tuple(targets)
+        self._channels = [open_channel(t, tls) for t in self._targets]
+        self._current = 0
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The endpoints, in the order they are tried."""
+        return self._targets
+
+    @property
+    def target(self) -> str:
+        """The endpoint tried first now."""
+        return self._targets[self._current]
+
+    @property
+    def current(self) -> grpc.aio.Channel:
+        """The channel of :attr:`target`."""
+        return self._channels[self._current]
+
+    def advance(self) -> str:
+        """Try the next endpoint first from now on (after the last, the first); it."""
+        self._current = (self._current + 1) % len(self._targets)
+        return self.target
+
+    async def retarget(self, targets: Sequence[str]) -> None:
+        """Use ``targets`` instead (a WRONG_REGION named them); closes the old channels."""
+        old = self._channels
+        self._targets = tuple(targets)
+        self._channels = [open_channel(t, self._tls) for t in self._targets]
+        self._current = 0
+        for channel in old:
+            await channel.close(None)
+
+    def unary_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A multi-callable that fails over to the next endpoint on an unreachable one."""
+
+        async def call(request: Any, **call_kwargs: Any) -> Any:
+            tried = 0
+            while True:
+                index = self._current
+                multi = self._channels[index].unary_unary(method, *args, **kwargs)
+                try:
+                    return await multi(request, **call_kwargs)
+                except grpc.aio.AioRpcError as exc:
+                    tried += 1
+                    if not _unreachable(exc) or tried >= len(self._channels):
+                        raise
+                    if self._current == index:
+                        self.advance()
+
+        return call
+
+    def stream_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A stream multi-callable on the current endpoint (read at each call)."""
+        return lambda *a, **kw: self.current.stream_stream(method, *args, **kwargs)(*a, **kw)
+
+    def unary_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """As :meth:`stream_stream`."""
+        return lambda *a, **kw: self.current.unary_stream(method, *args, **kwargs)(*a, **kw)
+
+    def stream_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """As :meth:`stream_stream`."""
+        return lambda *a, **kw: self.current.stream_unary(method, *args, **kwargs)(*a, **kw)
+
+    def get_state(self, try_to_connect: bool = False) -> grpc.ChannelConnectivity:
+        """The current endpoint's connectivity."""
+        return self.current.get_state(try_to_connect)
+
+    async def channel_ready(self) -> None:
+        """Until the current endpoint's channel is ready."""
+        await self.current.channel_ready()
+
+    async def close(self, grace: float | None = None) -> None:
+        """Close every endpoint's channel."""
+        for channel in self._channels:
+            await channel.close(grace)
+
+
+async def connect_failover(
+    targets: Sequence[str], tls: TLSConfig | None, timeout_s: float
+) -> FailoverChannel:
+    """A :class:`FailoverChannel` whose first endpoint that answers a health check is
+    tried first; Unavailable (naming each) when none does."""
+    channel = FailoverChannel(targets, tls)
+    problems: list[str] = []
+    try:
+        for _ in targets:
+            try:
+                await check_reachable(channel.current, channel.target, timeout_s)
+                return channel
+            except Unavailable as exc:
+                problems.append(exc.message)
+                channel.advance()
+        raise Unavailable("; ".join(problems))
+    except BaseException:
+        await channel.close(None)
+        raise

@@ -7,7 +7,7 @@ import builtins
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -16,7 +16,12 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler._wellknown import dict_to_struct
 from scheduler.client import _convert as conv
-from scheduler.client._channel import check_reachable, open_channel
+from scheduler.client._channel import (
+    check_reachable,
+    connect_failover,
+    open_channel,
+    region_targets,
+)
 from scheduler.client._errors import from_rpc_error
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import (
@@ -36,6 +41,7 @@ from scheduler.client._types import (
 )
 from scheduler.jitter import JitterMode
 from scheduler.limits import MAX_SUBMIT_BATCH
+from scheduler.regions import RegionDirectory
 from scheduler.states import TaskState
 from scheduler.types import (
     OverlapPolicy,
@@ -49,6 +55,8 @@ from scheduler.types import (
 
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
+REGION_HEADER = "x-tickwheel-region"
+"""With the admin token: the region its calls are for (docs/regions.md)."""
 
 WAIT_SLICE_S = 60.0
 """The longest one WaitTask call asks the server to wait (the server's own bound)."""
@@ -123,16 +131,28 @@ class Client(_Base):
     @classmethod
     async def connect(
         cls,
-        target: str,
+        target: str | None = None,
         *,
         api_key: str,
         tls: TLSConfig | None = None,
         rpc_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
+        regions: RegionDirectory | None = None,
     ) -> Client:
-        """Open a channel to ``target`` (host:port) and check the server answers."""
+        """Open a channel to ``target`` (host:port) and check the server answers.
+
+        With ``regions`` (the region directory) the client goes straight to the
+        endpoints of the region its API key names, in directory order, and a call that
+        finds one unreachable is made on the next (docs/regions.md); ``target`` is then
+        needed only for a key that names no listed region."""
         if not api_key:
             raise ValueError("api_key is required")
+        if regions is not None:
+            targets = region_targets(target, api_key, regions)
+            failover = await connect_failover(targets, tls, connect_timeout_s)
+            return cls(cast(Any, failover), api_key=api_key, rpc_timeout_s=rpc_timeout_s)
+        if not target:
+            raise ValueError("target is required (or regions)")
         channel = open_channel(target, tls)
         try:
             await check_reachable(channel, target, connect_timeout_s)
@@ -693,12 +713,16 @@ class AdminClient(_Base):
         admin_token: str | None = None,
         api_key: str | None = None,
         rpc_timeout_s: float = 30.0,
+        region: str | None = None,
     ) -> None:
-        metadata = (
+        metadata: tuple[tuple[str, str], ...] = (
             ((API_KEY_HEADER, api_key),)
             if api_key is not None and admin_token is None
             else ((ADMIN_TOKEN_HEADER, admin_token or ""),)
         )
+        if region:
+            # The admin token's calls go to this region (docs/regions.md).
+            metadata = (*metadata, (REGION_HEADER, region))
         super().__init__(channel, metadata, rpc_timeout_s)
         self._admin = pbg.AdminServiceStub(channel)  # type: ignore[no-untyped-call]
 
@@ -712,15 +736,24 @@ class AdminClient(_Base):
         tls: TLSConfig | None = None,
         rpc_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
+        region: str | None = None,
     ) -> AdminClient:
-        """Open a channel to ``target`` and check the server answers."""
+        """Open a channel to ``target`` and check the server answers. ``region``: with
+        the admin token, the region the calls are for (``x-tickwheel-region``; the node
+        forwards them there; default: the node's own)."""
         channel = open_channel(target, tls)
         try:
             await check_reachable(channel, target, connect_timeout_s)
         except BaseException:
             await channel.close(None)
             raise
-        return cls(channel, admin_token=admin_token, api_key=api_key, rpc_timeout_s=rpc_timeout_s)
+        return cls(
+            channel,
+            admin_token=admin_token,
+            api_key=api_key,
+            rpc_timeout_s=rpc_timeout_s,
+            region=region,
+        )
 
     async def create_tenant(
         self,

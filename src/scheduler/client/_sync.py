@@ -26,6 +26,7 @@ from scheduler.client._client import Client
 from scheduler.client._handle import outcome
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import JSON, Task, TaskSpec
+from scheduler.regions import RegionDirectory
 from scheduler.states import TaskState
 
 _T = TypeVar("_T")
@@ -105,13 +106,16 @@ class SyncClient:
 
     def __init__(
         self,
-        target: str,
+        target: str | None = None,
         *,
         api_key: str,
         tls: TLSConfig | None = None,
         rpc_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
+        regions: RegionDirectory | None = None,
     ) -> None:
+        """``regions``: as :meth:`Client.connect` (the key's region's endpoints, with
+        fail-over)."""
         self._loop = _LoopThread()
         try:
             self._client: Client = self._loop.run(
@@ -121,6 +125,7 @@ class SyncClient:
                     tls=tls,
                     rpc_timeout_s=rpc_timeout_s,
                     connect_timeout_s=connect_timeout_s,
+                    regions=regions,
                 )
             )
         except BaseException:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from scheduler.limits import MAX_SUBMIT_BATCH
+from scheduler.regions import DEFAULT_REGION, REGION_NAME
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +109,12 @@ class EngineConfig:
     wait_recheck_s: float = 1.0
     """A WaitTask call re-reads its task this often besides the settle events of this
     node (tasks settled by another node, the reaper or an upstream policy)."""
+    region: str = DEFAULT_REGION
+    """The region this node belongs to (docs/regions.md): the home of the tenants it
+    creates, and the only home whose tenants it admits writes for."""
+    home_cache_s: float = 1.0
+    """How long a node trusts a tenant's cached home region (a moved tenant's calls
+    go to its new home within this)."""
     canary_interval_s: float = 0.0
     """Schedule a canary task this often (0: off; ``tickwheel serve`` turns it on at
     60 s). It runs on a built-in in-process worker of the SYSTEM tenant."""
@@ -140,6 +147,10 @@ class EngineConfig:
             "wait_recheck_s": self.wait_recheck_s,
             "index_check_interval_s": self.index_check_interval_s,
         }
+        if not REGION_NAME.match(self.region):
+            raise ValueError(f"EngineConfig.region: {self.region!r} is not a region name")
+        if self.home_cache_s < 0:
+            raise ValueError("EngineConfig.home_cache_s must be >= 0")
         for name, value in positive.items():
             if value <= 0:
                 raise ValueError(f"EngineConfig.{name} must be positive, got {value}")

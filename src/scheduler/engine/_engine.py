@@ -358,6 +358,7 @@ class Engine:
         """
         admission = self._admission
         admission.check_batch(specs)
+        await self.tenancy.check_home(tenant_id)
         single = len(specs) == 1
         now = self.now()
         horizon = admission.horizon(now)
@@ -574,6 +575,14 @@ class Engine:
         when unknown, revoked or expired."""
         return await self.tenancy.authenticate(secret)
 
+    async def home_region(self, tenant_id: uuid.UUID) -> str:
+        """The region where ``tenant_id`` lives (cached; see ``Tenancy.home_region``)."""
+        return await self.tenancy.home_region(tenant_id)
+
+    async def check_home(self, tenant_id: uuid.UUID) -> None:
+        """FailedPrecondition unless ``tenant_id`` lives in this node's region."""
+        await self.tenancy.check_home(tenant_id)
+
     def knows_key(self, secret: str) -> bool:
         """Whether this node verified ``secret`` lately (the auth throttle lets it by)."""
         return self.tenancy.knows(secret)
@@ -587,4 +596,5 @@ class Engine:
         if hello.slots < 0:
             raise InvalidArgument("hello.slots", "must not be negative")
         tenant = await self.store.get_tenant(hello.tenant_id)
+        await self.tenancy.check_home(hello.tenant_id)
         return self._sessions.open(hello, shared=tenant.tier == "SYSTEM")

@@ -1,6 +1,9 @@
-"""Tenants and API keys: creation, quotas, and the authentication cache.
+"""Tenants and API keys: creation, quotas, the authentication cache and each tenant's
+home region.
 
-Owns the cache of verified key digests. Calls only the store. Called by the engine
+Owns the cache of verified key digests and the cache of tenants' home regions
+(:meth:`Tenancy.home_region`, the one place a node reads where a tenant lives). Calls
+only the store. Called by the engine
 facade, which the gRPC services use to authenticate every call.
 """
 
@@ -15,7 +18,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler._errors import InvalidArgument, StoreError, Unauthenticated
+from scheduler._errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    StoreError,
+    Unauthenticated,
+)
 from scheduler.engine._config import EngineConfig
 from scheduler.limits import (
     DEFAULT_ROTATION_GRACE_S,
@@ -23,6 +32,7 @@ from scheduler.limits import (
     MAX_PAGE_SIZE,
     MAX_ROTATION_GRACE_S,
 )
+from scheduler.regions import DEFAULT_REGION, check_region_name, key_secret
 from scheduler.store import Store
 from scheduler.types import DEFAULT_SCOPES, ApiKey, Scope, Tenant
 
@@ -48,6 +58,12 @@ class Tenancy:
         self._config = config
         self._auth_cache: dict[bytes, tuple[ApiKey, float]] = {}
         self._touched: dict[uuid.UUID, float] = {}
+        self._homes: dict[uuid.UUID, tuple[str, float]] = {}
+
+    @property
+    def region(self) -> str:
+        """This node's region (``EngineConfig.region``)."""
+        return self._config.region
 
     async def create_tenant(
         self,
@@ -58,7 +74,9 @@ class Tenancy:
         max_concurrent_workers: int = 0,
         home_region: str = "",
     ) -> Tenant:
-        """Create a tenant; zero quotas mean the defaults."""
+        """Create a tenant; zero quotas mean the defaults, no ``home_region`` means this
+        node's region. Whether another region is a known one is the transport's check
+        (it knows the directory, and forwards such a call there)."""
         if not name or len(name) > MAX_NAME_CHARS:
             raise InvalidArgument("tenant.name", f"must be 1..{MAX_NAME_CHARS} characters")
         if tier not in TIERS:
@@ -72,9 +90,13 @@ class Tenancy:
             tier=tier,
             rate_limit_rps=rate_limit_rps or defaults.rate_limit_rps,
             max_concurrent_workers=max_concurrent_workers or defaults.max_concurrent_workers,
-            home_region=home_region or defaults.home_region,
+            home_region=check_region_name(home_region, "tenant.home_region")
+            if home_region
+            else self._config.region,
         )
-        return await self._store.create_tenant(tenant)
+        created = await self._store.create_tenant(tenant)
+        self._homes.pop(created.id, None)
+        return created
 
     async def get_tenant(self, tenant_id: uuid.UUID) -> Tenant:
         """One tenant."""
@@ -82,7 +104,51 @@ class Tenancy:
 
     async def update_tenant(self, tenant_id: uuid.UUID, changes: Mapping[str, Any]) -> Tenant:
         """Change a tenant's tier or quotas."""
-        return await self._store.update_tenant(tenant_id, changes)
+        updated = await self._store.update_tenant(tenant_id, changes)
+        self.forget_home(tenant_id)
+        return updated
+
+    # -- home regions ------------------------------------------------------------------
+    async def home_region(self, tenant_id: uuid.UUID) -> str:
+        """The region where ``tenant_id``'s rows live and run, cached for
+        ``home_cache_s`` (NotFound for an unknown tenant).
+
+        The one place a node reads a tenant's home: the router forwards a call whose
+        tenant's home is another region, and :meth:`check_home` refuses its writes. A
+        stored home of ``local`` (the schema's default, so every tenant made before
+        regions) reads as this node's region: such a tenant belongs to the region that
+        holds its rows (as ``tw_<token>`` keys belong to the region that issued them)."""
+        now = time.monotonic()
+        cached = self._homes.get(tenant_id)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        home = (await self._store.get_tenant(tenant_id)).home_region
+        if home == DEFAULT_REGION:
+            home = self._config.region
+        if len(self._homes) > AUTH_CACHE_MAX:
+            self._homes.clear()
+        self._homes[tenant_id] = (home, now + self._config.home_cache_s)
+        return home
+
+    def forget_home(self, tenant_id: uuid.UUID) -> None:
+        """Drop the cached home of ``tenant_id`` (after its home changed here)."""
+        self._homes.pop(tenant_id, None)
+
+    async def check_home(self, tenant_id: uuid.UUID) -> None:
+        """FailedPrecondition unless this node's region is ``tenant_id``'s home: a region
+        never writes another region's tenant's rows (the router sends such calls home
+        first; this is the check under it). An unknown tenant passes (its writes fail
+        on their own)."""
+        try:
+            home = await self.home_region(tenant_id)
+        except NotFound:
+            return
+        if home != self._config.region:
+            raise FailedPrecondition(
+                "tenant",
+                f"tenant {tenant_id} lives in region {home!r}, not in this region "
+                f"{self._config.region!r}: its rows are written only at home",
+            )
 
     async def create_api_key(
         self,
@@ -100,7 +166,7 @@ class Tenancy:
             raise InvalidArgument("name", f"must be 1..{MAX_NAME_CHARS} characters")
         if expires_at is not None and expires_at <= datetime.now(UTC):
             raise InvalidArgument("expires_at", "must be in the future")
-        secret = _new_secret()
+        secret = _new_secret(self._config.region)
         key = await self._store.create_api_key(
             tenant_id,
             name,
@@ -145,7 +211,7 @@ class Tenancy:
         if not current.usable_at(now):
             state = "revoked" if current.revoked else "expired"
             raise InvalidArgument("key_id", f"the key is {state}: create a new one instead")
-        secret = _new_secret()
+        secret = _new_secret(self._config.region)
         grace_until = now + timedelta(seconds=grace_s or DEFAULT_ROTATION_GRACE_S)
         old, new = await self._store.rotate_api_key(
             key_id,
@@ -215,5 +281,6 @@ class Tenancy:
             del self._auth_cache[digest]
 
 
-def _new_secret() -> str:
-    return "tw_" + secrets.token_urlsafe(32)
+def _new_secret(region: str) -> str:
+    """A new key secret naming ``region``: ``tw_<region>.<token>`` (docs/regions.md)."""
+    return key_secret(region, secrets.token_urlsafe(32))

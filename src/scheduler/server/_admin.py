@@ -9,12 +9,13 @@ from typing import Any
 
 import grpc
 
-from scheduler._errors import InvalidArgument, NotFound
+from scheduler._errors import FailedPrecondition, InvalidArgument, NotFound, UnknownRegion
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler._wellknown import timestamp
 from scheduler.engine import Engine
 from scheduler.limits import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from scheduler.regions import check_region_name
 from scheduler.server import _convert as conv
 from scheduler.server._auth import Gatekeeper
 from scheduler.server._config import ServerConfig
@@ -32,6 +33,23 @@ class AdminService(pbg.AdminServiceServicer):
     ) -> None:
         self._engine = engine
         self._gate = gate or Gatekeeper(engine, config)
+        self._config = config
+
+    def _check_home(self, home: str) -> None:
+        """A new tenant's home must be a region of the directory, and this one: the
+        router forwarded a CreateTenant for another region there (so a tenant row is
+        written only at home)."""
+        config = self._config
+        check_region_name(home, "tenant.home_region")
+        if home == config.region:
+            return
+        if home not in config.regions:
+            known = ", ".join(config.regions.names or (config.region,))
+            raise UnknownRegion("tenant.home_region", home, known)
+        raise FailedPrecondition(
+            "tenant.home_region",
+            f"a tenant of region {home!r} is created in that region, not in {config.region!r}",
+        )
 
     @unary
     async def CreateTenant(
@@ -44,8 +62,8 @@ class AdminService(pbg.AdminServiceServicer):
         t = request.tenant
         name = conv.name_from_proto(t.name, "tenant.name")
         tier = conv.tier_from_proto(t.tier, "tenant.tier") if t.tier else "STANDARD"
-        if len(t.home_region) > 64:
-            raise InvalidArgument("tenant.home_region", "longer than 64 characters")
+        if t.home_region:
+            self._check_home(t.home_region)
         tenant = await self._engine.create_tenant(
             name=name,
             tier=tier,

@@ -42,6 +42,9 @@ ACTS_FOR_TENANT = frozenset({Scope.READ, Scope.SUBMIT})
 """Scopes the admin token holds when it acts for a tenant (the SchedulerService's);
 worker calls (``work``) always need a tenant's API key."""
 
+WRITE_SCOPES = frozenset({Scope.SUBMIT, Scope.WORK})
+"""Scopes of the calls that write a tenant's rows (refused outside its home region)."""
+
 Context = grpc.aio.ServicerContext[Any, Any]
 
 RPC_SCOPES: Mapping[str, Scope] = {
@@ -226,11 +229,16 @@ class Gatekeeper:
             tenant_id = await self._acting_for(context)
             if tenant_id is None:
                 raise InvalidArgument(TENANT_ID_HEADER, "required with the admin token")
-            return tenant_id
-        key = await self.key(context)
-        require_scope(key, scope)
-        self._hold(context, key.id, f"API key {key.id}")
-        return key.tenant_id
+        else:
+            key = await self.key(context)
+            require_scope(key, scope)
+            self._hold(context, key.id, f"API key {key.id}")
+            tenant_id = key.tenant_id
+        if scope in WRITE_SCOPES:
+            # Under the router, which sends a call home first: a region never writes
+            # another region's tenant's rows (a cached look-up).
+            await self._engine.check_home(tenant_id)
+        return tenant_id
 
     async def reader_scope(self, context: Context, scope: Scope) -> uuid.UUID | None:
         """The tenant a read that may span tenants answers for: an API key's tenant (it

@@ -14,6 +14,7 @@ from scheduler.limits import (
     MAX_STREAMS_PER_TENANT,
     STREAM_KEY_RECHECK_S,
 )
+from scheduler.regions import DEFAULT_REGION, REGION_NAME, RegionDirectory
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +47,12 @@ class ServerConfig:
     """Share the port with other processes (``SO_REUSEPORT``). Off by default: grpcio
     turns it on, and then a second server on the same port starts normally and clients
     land on either."""
+    # -- regions (docs/regions.md) ---------------------------------------------------
+    region: str = DEFAULT_REGION
+    """The region this node serves; calls whose home is another region go there."""
+    regions: RegionDirectory = dataclasses.field(default_factory=RegionDirectory)
+    """Every region and where it answers; empty: a single region, nothing is routed.
+    When given, it must list :attr:`region`."""
     # -- API keys and server protection (docs/keys.md) --------------------------------
     max_streams_per_tenant: int = MAX_STREAMS_PER_TENANT
     """Open worker streams of one tenant on this server (RESOURCE_EXHAUSTED past it)."""
@@ -81,6 +88,14 @@ class ServerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"ServerConfig.{name} must be positive")
+        if not REGION_NAME.match(self.region):
+            raise ValueError(f"ServerConfig.region: {self.region!r} is not a region name")
+        if len(self.regions) and self.region not in self.regions:
+            known = ", ".join(self.regions.names)
+            raise ValueError(
+                f"ServerConfig.region {self.region!r} is not in the region directory "
+                f"(known: {known}): list this node's own region too"
+            )
         for name in ("max_payload_bytes", "max_message_bytes", "hello_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"ServerConfig.{name} must be positive")

@@ -15,12 +15,17 @@ the same handlers with a bytes passthrough instead and decodes in a wrapper:
 
 On the worker stream a message that does not decode ends the stream with the same
 INVALID_ARGUMENT: it is a protocol violation, not a per-item problem.
+
+With a :class:`~scheduler.server._regions.Router`, every call is routed home first,
+before its bytes are decoded: a unary call of another region is forwarded there as raw
+bytes (its response bytes come back as they are), a worker stream of another region
+ends with WRONG_REGION (docs/regions.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 from google.protobuf import message as pb_message
@@ -30,6 +35,9 @@ from scheduler._errors import InvalidArgument
 from scheduler.limits import MAX_JSON_DEPTH
 from scheduler.server._convert import DEPTH_PROBLEM
 from scheduler.server._status import abort
+
+if TYPE_CHECKING:
+    from scheduler.server._regions import Router
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -120,8 +128,19 @@ def _walk(
 # -- registration ----------------------------------------------------------------------
 
 
-def _unary(fn: Callable[..., Any], cls: Any) -> Callable[[bytes, Context], Any]:
+def _unary(
+    fn: Callable[..., Any], cls: Any, path: str, router: Router | None
+) -> Callable[[bytes, Context], Any]:
     async def handler(data: bytes, context: Context) -> Any:
+        if router is not None:
+            try:
+                forwarded = await router.unary(path, data, context)
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:  # mapped through the one table, never INTERNAL text
+                await abort(context, exc)
+            if forwarded is not None:
+                return forwarded  # the home region's response bytes, as they came
         try:
             request = decode(cls, data)
         except InvalidArgument as exc:
@@ -143,9 +162,16 @@ async def _decoded(raw: AsyncIterator[bytes], cls: Any) -> AsyncIterator[Any]:
 
 
 def _stream(
-    fn: Callable[..., AsyncIterator[Any]], cls: Any
+    fn: Callable[..., AsyncIterator[Any]], cls: Any, path: str, router: Router | None
 ) -> Callable[[AsyncIterator[bytes], Context], AsyncIterator[Any]]:
     async def handler(raw: AsyncIterator[bytes], context: Context) -> AsyncIterator[Any]:
+        if router is not None:
+            try:
+                await router.stream(path, context)
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:  # WRONG_REGION, UNKNOWN_REGION, a refused key
+                await abort(context, exc)
         responses = fn(_decoded(raw, cls), context)
         try:
             async for response in responses:
@@ -158,23 +184,41 @@ def _stream(
     return handler
 
 
+def _serializer(response_cls: Any) -> Callable[[Any], bytes]:
+    """A response message's bytes; a forwarded call's response is bytes already."""
+    serialize = response_cls.SerializeToString
+
+    def to_bytes(response: Any) -> bytes:
+        return response if isinstance(response, bytes) else cast(bytes, serialize(response))
+
+    return to_bytes
+
+
 def add_service(
-    server: grpc.aio.Server, servicer: Any, service: ServiceDescriptor, messages: Any
+    server: grpc.aio.Server,
+    servicer: Any,
+    service: ServiceDescriptor,
+    messages: Any,
+    router: Router | None = None,
 ) -> None:
     """Register every method of ``service`` on ``server``, served by the ``servicer``
-    method of the same name; ``messages`` is the generated module of its messages."""
+    method of the same name; ``messages`` is the generated module of its messages.
+    With ``router``, each call is routed home before it is decoded."""
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for method in service.methods:
         request_cls = getattr(messages, method.input_type.name)
         response_cls = getattr(messages, method.output_type.name)
         fn = getattr(servicer, method.name)
+        path = f"/{service.full_name}/{method.name}"
         if method.client_streaming and method.server_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _stream(fn, request_cls), response_serializer=response_cls.SerializeToString
+                _stream(fn, request_cls, path, router),
+                response_serializer=response_cls.SerializeToString,
             )
         elif not method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(fn, request_cls), response_serializer=response_cls.SerializeToString
+                _unary(fn, request_cls, path, router),
+                response_serializer=_serializer(response_cls),
             )
         else:  # pragma: no cover - the API has no such method
             raise TypeError(f"{method.full_name}: only unary and bidi methods are served")

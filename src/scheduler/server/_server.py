@@ -19,6 +19,7 @@ from scheduler.server._admin import AdminService
 from scheduler.server._auth import Gatekeeper
 from scheduler.server._config import ServerConfig
 from scheduler.server._decode import add_service
+from scheduler.server._regions import Router
 from scheduler.server._scheduler import SchedulerService
 from scheduler.server._worker import WorkerService
 
@@ -130,7 +131,10 @@ def check_listen(listen: str, *, reuse_port: bool = False) -> None:
                 raise ListenError(exc.errno, f"cannot listen on {listen}: {reason}") from None
 
 
-def _assemble(engine: Engine, config: ServerConfig) -> tuple[grpc.aio.Server, int, HealthServicer]:
+_Assembled = tuple[grpc.aio.Server, int, HealthServicer, Router]
+
+
+def _assemble(engine: Engine, config: ServerConfig) -> _Assembled:
     check_listen(config.listen, reuse_port=config.reuse_port)
     options = [
         ("grpc.so_reuseport", 1 if config.reuse_port else 0),
@@ -145,11 +149,16 @@ def _assemble(engine: Engine, config: ServerConfig) -> tuple[grpc.aio.Server, in
     ]
     server = grpc.aio.server(options=options)
     gate = Gatekeeper(engine, config)  # one per server: the limits count its calls
-    # Each service decodes its own requests: undecodable bytes answer INVALID_ARGUMENT.
+    # Every call goes home first (docs/regions.md); then each service decodes its own
+    # requests: undecodable bytes answer INVALID_ARGUMENT.
+    router = Router(engine, gate, region=config.region, directory=config.regions)
     services = pb.DESCRIPTOR.services_by_name
-    add_service(server, SchedulerService(engine, config, gate), services["SchedulerService"], pb)
-    add_service(server, WorkerService(engine, config, gate), services["WorkerService"], pb)
-    add_service(server, AdminService(engine, config, gate), services["AdminService"], pb)
+    for name, servicer in (
+        ("SchedulerService", SchedulerService(engine, config, gate)),
+        ("WorkerService", WorkerService(engine, config, gate)),
+        ("AdminService", AdminService(engine, config, gate)),
+    ):
+        add_service(server, servicer, services[name], pb, router)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     _enable_reflection(server, (*SERVICE_NAMES, health.SERVICE_NAME))
@@ -165,7 +174,7 @@ def _assemble(engine: Engine, config: ServerConfig) -> tuple[grpc.aio.Server, in
         raise ListenError(
             errno.EADDRINUSE, f"cannot listen on {config.listen}: address already in use"
         )
-    return server, port, health_servicer
+    return server, port, health_servicer, router
 
 
 def build_server(engine: Engine, config: ServerConfig) -> grpc.aio.Server:
@@ -188,7 +197,8 @@ class Server:
         self._engine = engine
         self._config = config
         self._server: grpc.aio.Server | None = None
-        self._bound: tuple[grpc.aio.Server, int, HealthServicer] | None = None
+        self._bound: _Assembled | None = None
+        self._router: Router | None = None
         self._health: HealthServicer | None = None
         self._port = 0
         self._serving = True
@@ -224,9 +234,10 @@ class Server:
                 return self._port
             self.bind()
             assert self._bound is not None
-            (server, port, health_servicer), self._bound = self._bound, None
+            (server, port, health_servicer, router), self._bound = self._bound, None
             await server.start()
             self._server, self._port, self._health = server, port, health_servicer
+            self._router = router
             await self._report()
             return port
 
@@ -256,13 +267,17 @@ class Server:
             server, health_servicer = self._server, self._health
             self._server = self._health = None
             bound, self._bound = self._bound, None
+            router, self._router = self._router, None
             if server is None and bound is not None:
                 await bound[0].stop(0)  # bound, never started: free the port
+                await bound[3].close()
             if server is None:
                 return
             if health_servicer is not None:
                 await health_servicer.enter_graceful_shutdown()
             await server.stop(self._config.stop_grace_s if grace_s is None else grace_s)
+            if router is not None:
+                await router.close()  # after the calls it forwards have ended
 
     async def wait_for_termination(self) -> None:
         """Block until the server stops."""

@@ -38,11 +38,17 @@ from scheduler._errors import (
     TickwheelError,
     Unauthenticated,
     Unavailable,
+    UnknownRegion,
+    WrongRegion,
 )
 from scheduler.wire import STATUS_DETAILS_KEY, status_details
 
 STATUS_CODES: Mapping[type[TickwheelError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    # Listed themselves so their ErrorInfo reason names them (WRONG_REGION carries the
+    # home region's endpoints; UNKNOWN_REGION the regions the directory knows).
+    UnknownRegion: grpc.StatusCode.INVALID_ARGUMENT,
+    WrongRegion: grpc.StatusCode.FAILED_PRECONDITION,
     FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     NotFound: grpc.StatusCode.NOT_FOUND,
     AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
@@ -107,7 +113,14 @@ def status_of(exc: BaseException) -> RpcStatus:
     # ProtocolViolation travels as its base, the vocabulary every client knows).
     base = listed_base(exc)
     name = type(exc).__name__ if base is None else base.__name__
-    details = status_details(code.value[0], exc.message, name, error_fields(exc))
+    fields = error_fields(exc)
+    kind = None
+    if isinstance(exc, InvalidArgument):
+        # A subclass (UnknownRegion) still carries the BadRequest of its field.
+        kind = "InvalidArgument"
+        fields.setdefault("field", exc.field)
+        fields.setdefault("problem", exc.problem)
+    details = status_details(code.value[0], exc.message, name, fields, kind)
     return RpcStatus(code, exc.message, ((STATUS_DETAILS_KEY, details),))
 
 

@@ -38,14 +38,17 @@ import grpc
 from scheduler._aio import wait_event
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
-from scheduler.client._channel import open_channel
+from scheduler.client._channel import open_channel, region_targets
 from scheduler.client._errors import from_rpc_error
 from scheduler.client._tls import TLSConfig
+from scheduler.regions import RegionDirectory
 from scheduler.worker._drain import DrainReport
 from scheduler.worker._runner import Handler
 from scheduler.worker._worker import Worker, _default_worker_id
 
 _log = logging.getLogger("tickwheel.worker")
+_SEED = "seed"
+"""The member name of the seed when no node answered Members (an old server)."""
 
 
 async def fetch_members(
@@ -101,17 +104,19 @@ class ClusterWorker:
     >>> await worker.run()          # until shutdown() is called
 
     Takes :class:`~scheduler.worker.Worker`'s keyword arguments (``slots`` is the
-    total over every member, Kafka mode is not offered)."""
+    total over every member, Kafka mode is not offered). With ``regions`` the seeds
+    are the endpoints of the region the API key names (docs/regions.md)."""
 
     def __init__(
         self,
-        seed: str,
+        seed: str | None,
         *,
         api_key: str,
         handlers: Mapping[str, Handler],
         slots: int = 10,
         worker_id: str | None = None,
         tls: TLSConfig | None = None,
+        regions: RegionDirectory | None = None,
         members_interval_s: float = 5.0,
         **worker_kwargs: Any,
     ) -> None:
@@ -121,7 +126,13 @@ class ClusterWorker:
             raise ValueError("ClusterWorker slots must be >= 1")
         if "kafka" in worker_kwargs:
             raise ValueError("ClusterWorker streams; use Worker for Kafka mode")
-        self.seed = seed
+        # Regions choose the cluster (the endpoints of the key's home region, tried in
+        # order); members choose the nodes of that cluster this worker streams to.
+        self.seeds = region_targets(seed, api_key, regions)
+        self._seed = seed
+        self._regions = regions
+        """Where the member list is read first (``seed``, or the key's region's
+        endpoints with ``regions``)."""
         self._api_key = api_key
         self._handlers = dict(handlers)
         self.slots = slots
@@ -205,7 +216,10 @@ class ClusterWorker:
 
     async def _read_members(self) -> dict[str, str]:
         # Any member we stream to can answer; the seed first, then the others.
-        candidates = [self.seed, *(a for a in self._addresses.values() if a != self.seed)]
+        candidates = [
+            *self.seeds,
+            *(a for a in self._addresses.values() if a not in self.seeds),
+        ]
         for target in candidates:
             try:
                 live = await fetch_members(target, api_key=self._api_key, tls=self._tls)
@@ -216,11 +230,14 @@ class ClusterWorker:
                 return live
         if self._addresses:
             return dict(self._addresses)  # nobody answered: keep what runs
-        return {"seed": self.seed}  # an old server or a load balancer: the seed alone
+        return {_SEED: self.seeds[0]}  # an old server or a load balancer: the seed alone
 
     def _start_one(self, node: str, address: str, slots: int) -> None:
+        # The seed alone (no member list): today's worker, region fail-over included.
+        alone = node == _SEED
         worker = Worker(
-            address,
+            self._seed if alone else address,
+            regions=self._regions if alone else None,
             api_key=self._api_key,
             handlers=self._handlers,
             slots=slots,

@@ -1,11 +1,13 @@
 """The worker's stream protocol: one ``WorkerService.Connect`` stream at a time.
 
-Owns the gRPC channel, the current stream attempt (:class:`Conn`: its outbound queue
-and the requests awaiting a ``Result``), request ids, the batching of completions into
-one ``Completions`` message, the reconnect loop with exponential backoff (full jitter,
-capped at 2 s, cut short when the channel connects again) and the per-stream writer and
-heartbeat-timer tasks. It knows the wire, not the tasks:
-what an assignment, a cancel or a heartbeat *means* belongs to its
+Owns the gRPC channel (a :class:`~scheduler.client._channel.FailoverChannel` over the
+endpoints to try, in order: the next one when one is unreachable, and the home region's
+when a ``WRONG_REGION`` status names them, docs/regions.md), the current stream
+attempt (:class:`Conn`: its outbound queue and the requests awaiting a ``Result``),
+request ids, the batching of completions into one ``Completions`` message, the
+reconnect loop with exponential backoff (full jitter, capped at 2 s, cut short when the
+channel connects again) and the per-stream writer and heartbeat-timer tasks. It knows
+the wire, not the tasks: what an assignment, a cancel or a heartbeat *means* belongs to its
 :class:`StreamListener` (the handler runner, ``_runner.py``).
 
 May call: ``scheduler.client`` (channel, conversions, error mapping), the generated
@@ -35,12 +37,13 @@ from scheduler._errors import (
     TickwheelError,
     Unauthenticated,
     Unavailable,
+    WrongRegion,
 )
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import _convert as conv
-from scheduler.client._channel import open_channel
-from scheduler.client._errors import from_rpc_error
+from scheduler.client._channel import FailoverChannel
+from scheduler.client._errors import RPCError, from_rpc_error
 from scheduler.client._tls import TLSConfig
 from scheduler.types import Pool
 
@@ -130,6 +133,15 @@ class Conn:
         self.pending.clear()
 
 
+def _unreachable(exc: BaseException) -> bool:
+    """A stream attempt that reached no server (the next endpoint may answer)."""
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return exc.code() is grpc.StatusCode.UNAVAILABLE
+    if isinstance(exc, RPCError):
+        return exc.status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    return isinstance(exc, Unavailable | OSError)
+
+
 def indexed(fut: Results) -> IndexedResults:
     """The per-task results of a batched request, indexed once by task id."""
     out: IndexedResults = fut.get_loop().create_future()
@@ -169,7 +181,7 @@ class Stream:
 
     def __init__(
         self,
-        target: str,
+        target: str | Sequence[str],
         *,
         api_key: str,
         tls: TLSConfig | None,
@@ -181,7 +193,7 @@ class Stream:
         request_timeout_s: float,
         reconnect: ReconnectConfig,
     ) -> None:
-        self._target = target
+        self._targets = (target,) if isinstance(target, str) else tuple(target)
         self._metadata = (("x-api-key", api_key),)
         self._tls = tls
         self.worker_id = worker_id
@@ -197,7 +209,7 @@ class Stream:
         self._reconnecting = False
         self.reconnects = 0
         """Times the stream broke and the worker tried again (``/metrics``)."""
-        self._channel: grpc.aio.Channel | None = None
+        self._channel: FailoverChannel | None = None
         self._conn: Conn | None = None
         self.connected = asyncio.Event()
         """Set while a welcomed stream is up."""
@@ -212,33 +224,67 @@ class Stream:
 
     # -- lifecycle -------------------------------------------------------------------
 
+    @property
+    def target(self) -> str:
+        """The endpoint the worker connects to now."""
+        return self._channel.target if self._channel is not None else self._targets[0]
+
     def open(self) -> None:
         """Open the channel (no I/O yet)."""
-        self._channel = open_channel(self._target, self._tls)
+        self._channel = FailoverChannel(self._targets, self._tls)
 
     async def run(self) -> None:
         """Stream attempts until :attr:`closing` is set; raises the :data:`FATAL`
-        errors (bad API key, rejected hello). Transient failures reconnect with backoff."""
-        assert self._channel is not None
-        stub = pbg.WorkerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        errors (bad API key, rejected hello). Transient failures reconnect with backoff,
+        to the next endpoint when this one is unreachable; a WRONG_REGION status sends
+        the worker to the endpoints it names at once (with backoff if that happens
+        twice in a row: regions that disagree never make it spin)."""
+        channel = self._channel
+        assert channel is not None
+        stub = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
         backoff = Backoff(self._reconnect)
+        redirected = False
         while not self.closing.is_set():
             welcomed = False
+            moved = False
             try:
                 welcomed = await self._stream(stub)
+            except WrongRegion as exc:
+                endpoints = [e.strip() for e in exc.endpoints.split(",") if e.strip()]
+                if endpoints:
+                    _log.info(
+                        "worker %s: the tenant lives in region %s: reconnecting to %s",
+                        self.worker_id,
+                        exc.region,
+                        ", ".join(endpoints),
+                    )
+                    await channel.retarget(endpoints)
+                    moved = True
+                else:
+                    _log.warning("worker %s: %s", self.worker_id, exc)
             except FATAL:
                 raise
             except (TickwheelError, grpc.aio.AioRpcError, OSError) as exc:
                 _log.warning("worker %s: stream broke: %s", self.worker_id, exc)
+                if not welcomed and _unreachable(exc) and len(channel.targets) > 1:
+                    _log.info(
+                        "worker %s: %s is unreachable; trying %s",
+                        self.worker_id,
+                        channel.target,
+                        channel.advance(),
+                    )
             if self.closing.is_set():
                 break
             if welcomed:
                 backoff.reset()
+            if moved and not redirected:
+                redirected = True
+                continue  # the first redirect goes at once
+            redirected = moved
             delay = backoff.next_delay_s()
             _log.info(
-                "worker %s: reconnecting to %s in %.1f s", self.worker_id, self._target, delay
+                "worker %s: reconnecting to %s in %.1f s", self.worker_id, channel.target, delay
             )
-            self._reconnecting = True
             self.reconnects += 1
             await self._pause(delay)
 
@@ -311,8 +357,10 @@ class Stream:
                 "reconnected" if self._reconnecting else "connected",
                 welcome.session_id,
                 announced,
-                self._target,
+                self.target,
             )
+            # Until the first welcome it is a first connect, however many attempts it took.
+            self._reconnecting = True
             name = f"tickwheel-worker-{self.worker_id}"
             writer = asyncio.create_task(self._write_loop(call, conn), name=f"{name}-write")
             heart = asyncio.create_task(self._heartbeat_loop(), name=f"{name}-heartbeat")

@@ -29,8 +29,10 @@ from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
+from scheduler.client._channel import region_targets
 from scheduler.client._tls import TLSConfig
 from scheduler.logs import bind_fields, task_extra, unbind
+from scheduler.regions import RegionDirectory
 from scheduler.types import Pool
 from scheduler.worker._drain import Drain, DrainReport
 from scheduler.worker._kafka import KafkaFeed, KafkaSource
@@ -64,11 +66,16 @@ class Worker:
     With ``kafka=KafkaSource(...)`` the worker takes its tasks from the pools' Kafka
     topics through a consumer group instead of the stream (``docs/kafka.md``); it
     must then use a SYSTEM-tier tenant's API key.
+
+    With ``regions=RegionDirectory(...)`` the worker connects to the endpoints of the
+    region its API key names, in directory order, and to the next one when one is
+    unreachable; a stream sent elsewhere (``WRONG_REGION``) follows the endpoints it is
+    given (docs/regions.md).
     """
 
     def __init__(
         self,
-        target: str,
+        target: str | None = None,
         *,
         api_key: str,
         handlers: Mapping[str, Handler],
@@ -83,6 +90,7 @@ class Worker:
         kafka: KafkaSource | None = None,
         start_on_delivery: bool = False,
         non_retryable: Mapping[str, Iterable[type[BaseException] | str]] | None = None,
+        regions: RegionDirectory | None = None,
     ) -> None:
         if not handlers:
             raise ValueError("Worker needs at least one handler")
@@ -100,8 +108,13 @@ class Worker:
             pools = pools or tuple(sorted(kafka.pools, key=lambda p: p.value))
         self._started = False
         self._done = asyncio.Event()
+        # With a region directory: the endpoints of the key's region, in order (its DR
+        # nodes after its primary ones), so the worker moves over on a promote.
+        targets = region_targets(target, api_key, regions) if regions is not None else target
+        if not targets:
+            raise ValueError("Worker needs a target (or regions)")
         self._stream = Stream(
-            target,
+            targets,
             api_key=api_key,
             tls=tls,
             worker_id=self.worker_id,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from scheduler import InvalidArgument, Unauthenticated
-from scheduler._errors import NotFound
+from scheduler._errors import FailedPrecondition, NotFound
 from scheduler.engine import EngineConfig, _fair_share, _tenancy
 from scheduler.engine._fair_share import FairShare
 from scheduler.engine._tenancy import Tenancy
@@ -277,3 +277,52 @@ async def test_a_revocation_on_this_node_empties_its_cache_at_once() -> None:
     assert not tenancy.knows(secret)
     with pytest.raises(Unauthenticated, match="revoked"):
         await tenancy.authenticate(secret)
+
+
+# -- home regions ------------------------------------------------------------------------
+async def test_a_new_tenant_lives_in_the_creating_region_and_its_keys_name_it() -> None:
+    store = FakeStore()
+    tenancy = Tenancy(store, EngineConfig(region="eu"))  # type: ignore[arg-type]
+    tenant = await tenancy.create_tenant(name="acme")
+    assert tenant.home_region == "eu"
+    _, secret = await tenancy.create_api_key(tenant.id, "k")
+    assert secret.startswith("tw_eu.")
+    assert (await tenancy.authenticate(secret)).tenant_id == tenant.id
+    with pytest.raises(InvalidArgument) as info:
+        await tenancy.create_tenant(name="x", home_region="Not_A_Region")
+    assert info.value.field == "tenant.home_region"
+
+
+async def test_home_region_is_cached_forgettable_and_local_reads_as_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(_tenancy, "time", clock)
+    store = FakeStore()
+    tenancy = Tenancy(store, EngineConfig(region="us", home_cache_s=1.0))  # type: ignore[arg-type]
+    moved, legacy = uuid.uuid4(), uuid.uuid4()
+    store.tenants[moved] = Tenant(id=moved, name="m", home_region="us")
+    store.tenants[legacy] = Tenant(id=legacy, name="l")  # home "local": made before regions
+    assert await tenancy.home_region(legacy) == "us"
+    assert await tenancy.home_region(moved) == "us"
+    store.tenants[moved] = Tenant(id=moved, name="m", home_region="eu")
+    reads = len(store.tenant_reads)
+    assert await tenancy.home_region(moved) == "us"  # cached
+    assert len(store.tenant_reads) == reads
+    tenancy.forget_home(moved)
+    assert await tenancy.home_region(moved) == "eu"
+    store.tenants[moved] = Tenant(id=moved, name="m", home_region="ap")
+    clock.t += 1.5  # past the cache
+    assert await tenancy.home_region(moved) == "ap"
+
+
+async def test_writes_of_another_regions_tenant_are_refused() -> None:
+    store = FakeStore()
+    tenancy = Tenancy(store, EngineConfig(region="us"))  # type: ignore[arg-type]
+    ours, theirs = uuid.uuid4(), uuid.uuid4()
+    store.tenants[ours] = Tenant(id=ours, name="o", home_region="us")
+    store.tenants[theirs] = Tenant(id=theirs, name="t", home_region="eu")
+    await tenancy.check_home(ours)
+    await tenancy.check_home(uuid.uuid4())  # unknown: its writes fail on their own
+    with pytest.raises(FailedPrecondition, match="lives in region 'eu', not in this region 'us'"):
+        await tenancy.check_home(theirs)

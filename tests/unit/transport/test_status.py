@@ -21,6 +21,8 @@ from scheduler._errors import (
     TickwheelError,
     Unauthenticated,
     Unavailable,
+    UnknownRegion,
+    WrongRegion,
 )
 from scheduler.client import RPCError
 from scheduler.client._errors import from_rpc_error
@@ -45,6 +47,8 @@ EXAMPLES: list[tuple[TickwheelError, grpc.StatusCode]] = [
     (ResourceExhausted("tasks", "too many"), grpc.StatusCode.RESOURCE_EXHAUSTED),
     (StoreError("db down"), grpc.StatusCode.UNAVAILABLE),
     (Unavailable("shutting down"), grpc.StatusCode.UNAVAILABLE),
+    (WrongRegion("eu", "10.0.0.1:50051,10.1.0.1:50051"), grpc.StatusCode.FAILED_PRECONDITION),
+    (UnknownRegion("x-api-key", "mars", "eu, us"), grpc.StatusCode.INVALID_ARGUMENT),
 ]  # fmt: skip
 
 

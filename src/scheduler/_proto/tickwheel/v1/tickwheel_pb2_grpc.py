@@ -1396,6 +1396,8 @@ class WorkerServiceServicer:
 
     def Connect(self, request_iterator, context):
         """One bidirectional stream per worker process. The first message must be `hello`.
+        In a region that is not the tenant's home it ends at once with FAILED_PRECONDITION
+        and the WRONG_REGION detail naming the home's endpoints (see Regions at the top).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
