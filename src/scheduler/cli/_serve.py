@@ -223,7 +223,7 @@ MIN_ADMIN_TOKEN_CHARS = 16
     envvar="TICKWHEEL_ADVERTISE",
     default=None,
     help="HOST:PORT workers dial to reach this node (WorkerService.Members); "
-    "default the --listen address.",
+    "default the --listen address, so give it when listening on 0.0.0.0, [::] or port 0.",
 )
 @click.option("--store", envvar="TICKWHEEL_STORE", help=f"Store URL (default {DEFAULT_SQLITE}).")
 @click.option(
