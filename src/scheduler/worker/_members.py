@@ -30,12 +30,13 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import grpc
 
-from scheduler._aio import wait_event
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client._channel import open_channel, region_targets
@@ -160,9 +161,12 @@ class ClusterWorker:
     async def run(self) -> None:
         """Stream to every member until :meth:`shutdown`; raises the first fatal error
         of a member's worker (bad API key, rejected hello)."""
+        last = -math.inf
         try:
             while not self._closing.is_set():
-                await self._refresh()
+                if self._broke() or time.monotonic() - last >= self._interval_s:
+                    last = time.monotonic()
+                    await self._refresh()
                 failed = [t for t in self._runs.values() if t.done() and not t.cancelled()]
                 for task in failed:
                     exc = task.exception()
@@ -181,7 +185,7 @@ class ClusterWorker:
         self._changed.clear()
         waits: list[asyncio.Future[Any]] = [
             asyncio.ensure_future(self._changed.wait()),
-            asyncio.ensure_future(wait_event(self._closing, self._interval_s)),
+            asyncio.ensure_future(self._closing.wait()),
             *[asyncio.ensure_future(asyncio.shield(t)) for t in self._runs.values()],
         ]
         try:
@@ -191,11 +195,13 @@ class ClusterWorker:
                 w.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
 
-    def _poll_s(self) -> float:
+    def _broke(self) -> bool:
         # A member's stream breaking shows in its reconnect count: re-read the list
-        # soon (the node may have left) rather than a whole interval later.
-        broke = any(w.reconnects != self._reconnects.get(n, 0) for n, w in self.workers.items())
-        return 0.2 if broke else min(self._interval_s, 1.0)
+        # at once (the node may have left) rather than a whole interval later.
+        return any(w.reconnects != self._reconnects.get(n, 0) for n, w in self.workers.items())
+
+    def _poll_s(self) -> float:
+        return min(self._interval_s, 0.2)
 
     async def _refresh(self) -> None:
         live = await self._read_members()
