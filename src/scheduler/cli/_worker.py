@@ -182,6 +182,8 @@ def worker(
     directory = load_directory(regions, regions_file)
     if all_nodes and source is not None:
         raise click.UsageError("--all-nodes applies to the stream, not to Kafka mode")
+    if all_nodes and metrics_port is not None:
+        raise click.UsageError("--metrics-port is not served with --all-nodes yet")
     w: Worker | ClusterWorker
     if all_nodes:
         w = ClusterWorker(
