@@ -11,6 +11,8 @@
   other nodes' shards go out (work notices) against those on its own.
 - ``idle``: three nodes and their workers with no task: CPU per second of every
   process (nodes, workers, etcd, Redis, PostgreSQL), what a cluster costs at rest.
+- ``frozen_worker``: issue 17, tasks stranded behind a SIGSTOPped worker with one
+  stream per worker and with a stream to every node (``--all-nodes``).
 - ``throughput``: 20,000 tasks due at one instant on 1, 2 and 3 nodes (one worker
   each): dispatch rate (tasks / time from due to the last first dispatch) and completion
   rate. All nodes, workers, PostgreSQL (fsync on), Redis and etcd share 2 cores, so
@@ -265,4 +267,42 @@ def test_throughput(
         dispatch_per_s=f.dispatch_per_s,
         complete_per_s=f.complete_per_s,
         last_dispatch_after_due_s=f.latest_first_dispatch_s,
+    )
+
+
+FROZEN_TASKS = int(os.environ.get("TW_BENCH_FROZEN_TASKS", "600"))
+
+
+@pytest.mark.parametrize("all_nodes", [False, True], ids=["one_node_each", "all_nodes"])
+def test_frozen_worker(
+    benchmark: Any,
+    slice_dsn: str,
+    etcd_server: EtcdServer,
+    redis_server: RedisServer,
+    tmp_path: Path,
+    all_nodes: bool,
+) -> None:
+    """Issue 17: tasks stranded behind a frozen worker, before (each worker streams to
+    one node) and after (``--all-nodes``): three nodes, three workers of 50 slots, w1
+    SIGSTOPped, FROZEN_TASKS due at once, counted over a 15 s window."""
+    f = _scenario(
+        benchmark,
+        tmp_path,
+        cluster.frozen_worker,
+        slice_dsn,
+        etcd_server,
+        redis_server,
+        tasks=FROZEN_TASKS,
+        all_nodes=all_nodes,
+        etcd_ttl_s=ETCD_TTL_S,
+    )
+    name = "frozen_worker_" + ("all_nodes" if all_nodes else "one_node_each")
+    print(f"\n{name}: {f.stranded} of {f.tasks} stranded; {f.all_done_s:.2f} s")
+    _record(
+        benchmark,
+        name,
+        tasks=f.tasks,
+        completed_while_frozen=f.completed_while_frozen,
+        stranded=f.stranded,
+        all_done_s=f.all_done_s,
     )

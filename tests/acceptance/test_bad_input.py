@@ -291,6 +291,9 @@ CASES: list[Case] = [
     c(W, "FailTask", lambda: pb.FailTaskRequest(task=_ref(scheduled_at=TOO_LATE)), "task.scheduled_at"),
     c(W, "FailTask", lambda: pb.FailTaskRequest(task=_ref(), error="e" * 4097), "error"),
     raw(W, "FailTask", _ld(2, b"\xff\xff"), "request"),  # invalid UTF-8 in error
+    # MembersRequest has no fields: only bytes that do not decode are bad.
+    raw(W, "Members", b"\x0a\x80", "request"),  # truncated length-delimited field
+    raw(W, "Members", b"\x08", "request"),  # a varint field with no value
     # -- AdminService ------------------------------------------------------------------
     c(A, "CreateTenant", lambda: pb.CreateTenantRequest(), "tenant"),
     c(A, "CreateTenant", lambda: pb.CreateTenantRequest(tenant=pb.Tenant(name="")), "tenant.name"),

@@ -36,7 +36,7 @@ import psutil
 import redis.asyncio as aioredis
 
 from scheduler.client import AdminClient, Client, TaskSpec
-from tests.support.processes import ADMIN_TOKEN, ProcessGroup, ServeProcess
+from tests.support.processes import ADMIN_TOKEN, ProcessGroup, ServeProcess, WorkerProcess
 from tests.support.servers import EtcdServer, RedisServer
 from tests.support.waiting import eventually
 
@@ -72,6 +72,8 @@ async def start_cluster(
     task_lease_s: float = 3.0,
     worker_slots: int = 500,
     preload_interval_s: float = 0.2,
+    workers: bool = True,
+    worker_args: Sequence[str] = (),
 ) -> Cluster:
     """Start one node and one worker per name; return once every shard is spread."""
     nodes: list[ServeProcess] = []
@@ -115,7 +117,7 @@ async def start_cluster(
             "scale", rate_limit_rps=100_000, max_concurrent_workers=100_000
         )
         key = (await admin.create_api_key(tenant.id, "scale")).secret
-    for i, node in enumerate(nodes):
+    for i, node in enumerate(nodes if workers else ()):
         await asyncio.to_thread(
             group.worker,
             node.target,
@@ -123,6 +125,7 @@ async def start_cluster(
             {"work": f"{HANDLERS}:work"},
             name=f"w{i + 1}",
             slots=worker_slots,
+            extra_args=tuple(worker_args),
         )
     return Cluster(nodes=nodes, tenant_id=tenant.id, api_key=key, db=db)
 
@@ -151,9 +154,11 @@ async def running(
     etcd_ttl_s: float,
     worker_slots: int = 500,
     preload_interval_s: float = 0.2,
+    workers: bool = True,
+    worker_args: Sequence[str] = (),
 ) -> AsyncIterator[Cluster]:
-    """Nodes n1..n``nodes`` (see :func:`start_cluster`) and the database connection
-    :attr:`Cluster.db`, closed on the way out."""
+    """Nodes n1..n``nodes`` (see :func:`start_cluster`; ``workers=False``: no worker
+    process) and the database connection :attr:`Cluster.db`, closed on the way out."""
     db = await asyncpg.connect(pg_dsn)
     try:
         yield await start_cluster(
@@ -166,6 +171,8 @@ async def running(
             etcd_ttl_s=etcd_ttl_s,
             worker_slots=worker_slots,
             preload_interval_s=preload_interval_s,
+            workers=workers,
+            worker_args=worker_args,
         )
     finally:
         await db.close()
@@ -684,3 +691,74 @@ async def idle(
             redis_cpu_per_s=per_s[len(pids) + 1],
             postgres_cpu_per_s=per_s[-1],
         )
+
+
+@dataclass(frozen=True)
+class FrozenWorkerFigures:
+    """What :func:`frozen_worker` measured with one of three workers SIGSTOPped."""
+
+    tasks: int
+    all_nodes: bool
+    completed_while_frozen: int
+    """Tasks completed within the window while the worker stayed frozen."""
+    all_done_s: float
+    """Submit to the last completion while frozen (the window if some never did)."""
+
+    @property
+    def stranded(self) -> int:
+        """Tasks that waited for the frozen worker past the window."""
+        return self.tasks - self.completed_while_frozen
+
+
+async def frozen_worker(
+    group: ProcessGroup,
+    pg_dsn: str,
+    etcd: EtcdServer,
+    redis: RedisServer,
+    *,
+    tasks: int,
+    all_nodes: bool,
+    window_s: float = 15.0,
+    etcd_ttl_s: float = 5.0,
+) -> FrozenWorkerFigures:
+    """Three nodes and three workers (one seeded with each node; ``all_nodes``: with
+    ``--all-nodes``, so each streams to every node). w1 is SIGSTOPped, ``tasks`` fall
+    due at once, and the tasks completed within ``window_s`` while it stays frozen are
+    counted; then it thaws and every task must complete exactly once."""
+    args = ("--all-nodes",) if all_nodes else ()
+    async with running(
+        group, pg_dsn, etcd, redis, 3, etcd_ttl_s=etcd_ttl_s, worker_slots=50, worker_args=args
+    ) as c:
+        workers = [p for p in group.procs if isinstance(p, WorkerProcess)]
+        if all_nodes:
+            for w in workers:
+                await eventually(
+                    lambda w=w: _true(all(f"server {n.target})" in w.log() for n in c.nodes)),
+                    timeout_s=30,
+                    what=f"{w.name} streams to every node",
+                )
+        frozen = workers[0]
+        os.killpg(frozen.pid, signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            await submit_due(c, [datetime.now(UTC)] * tasks)
+            done = 0
+            while time.monotonic() - start < window_s:
+                done = await completed(c)
+                if done == tasks:
+                    break
+                await asyncio.sleep(0.1)  # a measurement's sampling, not a test wait
+            elapsed = time.monotonic() - start
+        finally:
+            os.killpg(frozen.pid, signal.SIGCONT)
+        await check_exactly_once(c, tasks, timeout_s=120)
+    return FrozenWorkerFigures(
+        tasks=tasks,
+        all_nodes=all_nodes,
+        completed_while_frozen=done,
+        all_done_s=elapsed,
+    )
+
+
+async def _true(value: bool) -> bool:
+    return value

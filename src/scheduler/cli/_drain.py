@@ -15,12 +15,12 @@ import asyncio
 import signal
 
 from scheduler.cli._output import note
-from scheduler.worker import DrainReport, Worker
+from scheduler.worker import ClusterWorker, DrainReport, Worker
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-async def run_until_drained(worker: Worker, grace_s: float) -> DrainReport:
+async def run_until_drained(worker: Worker | ClusterWorker, grace_s: float) -> DrainReport:
     """Run ``worker`` until a signal, then drain it; the drain's report."""
     loop = asyncio.get_running_loop()
     signals: asyncio.Queue[int] = asyncio.Queue()

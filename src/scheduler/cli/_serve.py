@@ -218,6 +218,13 @@ MIN_ADMIN_TOKEN_CHARS = 16
     callback=check_listen_flag,
     help="HOST:PORT to serve on; a port in use is an error.",
 )
+@click.option(
+    "--advertise",
+    envvar="TICKWHEEL_ADVERTISE",
+    default=None,
+    help="HOST:PORT workers dial to reach this node (WorkerService.Members); "
+    "default the --listen address, so give it when listening on 0.0.0.0, [::] or port 0.",
+)
 @click.option("--store", envvar="TICKWHEEL_STORE", help=f"Store URL (default {DEFAULT_SQLITE}).")
 @click.option(
     "--postgres-dsn", envvar="TICKWHEEL_POSTGRES_DSN", help="PostgreSQL DSN (production store)."
@@ -278,6 +285,7 @@ MIN_ADMIN_TOKEN_CHARS = 16
 )
 def serve(
     listen: str,
+    advertise: str | None,
     store: str | None,
     postgres_dsn: str | None,
     admin_token: str | None,
@@ -347,6 +355,7 @@ def serve(
                 node_id=node,
                 lease_ttl_s=etcd_lease_ttl_s,
                 shard_count=shard_count,
+                advertise=advertise or listen,
             )
         from scheduler.quota import QuotaConfig
 
@@ -355,6 +364,7 @@ def serve(
         )
         server_config = ServerConfig(
             listen=listen,
+            advertise=advertise or listen,
             admin_token=admin_token,
             tls_cert_path=tls_cert,
             tls_key_path=tls_key,

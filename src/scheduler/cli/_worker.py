@@ -96,6 +96,12 @@ async def _run_with_metrics(
     "scheduler.client.App (beside any --type).",
 )
 @click.option("--slots", type=int, default=10, show_default=True)
+@click.option(
+    "--all-nodes",
+    is_flag=True,
+    help="Stream to every live node of the cluster (learnt from --target, the seed, "
+    "through WorkerService.Members), splitting --slots between them; off: --target only.",
+)
 @click.option("--worker-id")
 @click.option(
     "--grace-s", type=float, default=30.0, show_default=True, help="Drain grace on SIGTERM."
@@ -123,6 +129,7 @@ def worker(
     types: tuple[str, ...],
     app_spec: str | None,
     slots: int,
+    all_nodes: bool,
     worker_id: str | None,
     grace_s: float,
     start_on_delivery: bool,
@@ -142,9 +149,12 @@ def worker(
 
     With --regions or --regions-file the worker connects to the endpoints of the region
     its API key names (in order, the next when one is unreachable) instead of
-    --target; a node of another region sends it home (docs/regions.md)."""
+    --target; a node of another region sends it home (docs/regions.md). With
+    --all-nodes those endpoints (or --target) are seeds: the worker streams to every
+    live node of that cluster (docs/cluster.md)."""
+    from scheduler.cli._drain import run_until_drained as run_until_drained_plain
     from scheduler.cli._drain import summary
-    from scheduler.worker import KafkaSource, Worker
+    from scheduler.worker import ClusterWorker, KafkaSource, Worker
 
     # A worker's own lines (connected, reconnecting, draining: INFO; a failed attempt:
     # WARNING with its traceback) show without -v; -v adds everyone's INFO lines.
@@ -170,6 +180,31 @@ def worker(
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
     directory = load_directory(regions, regions_file)
+    if all_nodes and source is not None:
+        raise click.UsageError("--all-nodes applies to the stream, not to Kafka mode")
+    if all_nodes and metrics_port is not None:
+        raise click.UsageError("--metrics-port is not served with --all-nodes yet")
+    w: Worker | ClusterWorker
+    if all_nodes:
+        w = ClusterWorker(
+            kw["target"],
+            api_key=kw["api_key"],
+            handlers=handlers,
+            slots=slots,
+            worker_id=worker_id,
+            tls=tls,
+            regions=directory if len(directory) else None,
+            start_on_delivery=start_on_delivery,
+        )
+        tune_gc()
+        report = run_coro(run_until_drained_plain(w, grace_s))
+        note(summary(report))
+        code = 0 if report.clean else 1
+        if w.busy_handler_threads:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        raise SystemExit(code)
     w = Worker(
         kw["target"],
         regions=directory if len(directory) else None,

@@ -28,6 +28,9 @@ class ClusterConfig:
     """How often the lease is refreshed; default a third of ``lease_ttl_s``."""
     etcd_timeout_s: float = 1.0
     """Deadline of every etcd call."""
+    advertise: str = ""
+    """``host:port`` workers dial to reach this node, stored as the value of its
+    ``{prefix}/nodes/{id}`` key (empty: the server fills in its listen address)."""
 
     def __post_init__(self) -> None:
         if not self.etcd_endpoints:

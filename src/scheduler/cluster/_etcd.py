@@ -76,6 +76,8 @@ class Membership:
         self._lapsed: set[int] = set()  # dropped by a trust gap, on_loss not yet told
         self._gaps = 0  # trust gaps so far: a gain that spans one is not trusted
         self._live: frozenset[str] = frozenset()
+        self._addresses: dict[str, str] = {}
+        self._members_revision = 0
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -168,6 +170,13 @@ class Membership:
     def live_nodes(self) -> frozenset[str]:
         """The registered nodes seen by the last round."""
         return self._live
+
+    def members(self) -> tuple[int, Mapping[str, str]]:
+        """The live nodes seen by the last round with the address each advertised, and
+        a revision that grows whenever that map changes."""
+        if not self._addresses:
+            return (self._members_revision, {self.node_id: self.config.advertise})
+        return (self._members_revision, dict(self._addresses))
 
     def trusted_for_s(self) -> float:
         """Seconds left before this node stops trusting its lease (0 when it does not)."""
@@ -267,13 +276,22 @@ class Membership:
         lease = self._lease_id
         async with asyncio.timeout(timeout):
             node_kvs = await client.get_prefix(_keys.nodes(cfg.prefix).encode())
-        live = {kv.key.decode().rsplit("/", 1)[-1] for kv in node_kvs}
+        addresses = {kv.key.decode().rsplit("/", 1)[-1]: kv.value.decode() for kv in node_kvs}
+        live = set(addresses)
         if self.node_id not in live and lease is not None:
             # Registration put failed earlier, or the lease is about to be found lost.
             async with asyncio.timeout(timeout):
-                await client.put(_keys.node(cfg.prefix, self.node_id).encode(), b"", lease=lease)
+                await client.put(
+                    _keys.node(cfg.prefix, self.node_id).encode(),
+                    cfg.advertise.encode(),
+                    lease=lease,
+                )
             live.add(self.node_id)
+            addresses[self.node_id] = cfg.advertise
         self._live = frozenset(live)
+        if addresses != self._addresses:
+            self._addresses = addresses
+            self._members_revision += 1
         async with asyncio.timeout(timeout):
             shard_kvs = await client.get_prefix(_keys.shards(cfg.prefix).encode())
         owners: dict[int, tuple[str, int, int]] = {}
@@ -323,7 +341,11 @@ class Membership:
         self._trust_from(sent, float(lease.ttl))
         _log.info("cluster: %s registered with lease %x", self.node_id, self._lease_id)
         async with asyncio.timeout(cfg.etcd_timeout_s):
-            await client.put(_keys.node(cfg.prefix, self.node_id).encode(), b"", lease=lease.id)
+            await client.put(
+                _keys.node(cfg.prefix, self.node_id).encode(),
+                cfg.advertise.encode(),
+                lease=lease.id,
+            )
 
     async def _claim(self, client: Any, shards: list[int], lease: int) -> dict[int, int]:
         """Create-if-absent each shard key on ``lease``; shard -> create revision."""

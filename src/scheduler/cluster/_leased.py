@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from scheduler.cluster._lease import LeaseHeld, NodeLease
 from scheduler.cluster._protocol import ShardListener
@@ -124,6 +124,11 @@ class LeasedMembership:
     def owns(self, shard: int) -> bool:
         """Whether ``shard`` is owned right now."""
         return shard in self._owned
+
+    def members(self) -> tuple[int, Mapping[str, str]]:
+        """This node alone (the only one the lease lets serve), address filled in by
+        the server."""
+        return (1, {self._node_id: ""})
 
     async def _gain(self) -> None:
         if self._listener is not None:

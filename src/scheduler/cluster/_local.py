@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from scheduler.cluster._protocol import ShardListener
 
@@ -76,3 +77,7 @@ class LocalMembership:
     def owns(self, shard: int) -> bool:
         """Whether ``shard`` is owned right now."""
         return shard in self._owned
+
+    def members(self) -> tuple[int, Mapping[str, str]]:
+        """This node alone, with no address of its own (the server fills in its own)."""
+        return (1, {self._node_id: ""})

@@ -74,3 +74,8 @@ class ShardMembership(Protocol):
     def owns(self, shard: int) -> bool:
         """Whether ``shard`` is in :meth:`owned` right now (cheaper for one shard)."""
         ...
+
+    def members(self) -> tuple[int, Mapping[str, str]]:
+        """(revision, node id -> address workers dial) of the live nodes; an empty
+        address means "this server's own listen address" (filled in by the server)."""
+        ...

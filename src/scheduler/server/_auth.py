@@ -81,6 +81,7 @@ RPC_SCOPES: Mapping[str, Scope] = {
     "Connect": Scope.WORK,
     "CompleteTask": Scope.WORK,
     "FailTask": Scope.WORK,
+    "Members": Scope.WORK,
     # AdminService with a tenant's key (the admin token may call all of it).
     "GetTenant": Scope.ADMIN,
     "CreateApiKey": Scope.ADMIN,

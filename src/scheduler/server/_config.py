@@ -23,6 +23,9 @@ class ServerConfig:
 
     listen: str = "127.0.0.1:50051"
     """host:port to bind (port 0 picks a free one; see :attr:`Server.port`)."""
+    advertise: str = ""
+    """host:port workers dial to reach this node (``WorkerService.Members``, Welcome);
+    empty: :attr:`listen`."""
     admin_token: str | None = None
     """Token AdminService calls must present in ``x-admin-token``; None disables admin."""
     tls_cert_path: str | None = None

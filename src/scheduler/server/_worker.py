@@ -430,6 +430,7 @@ class WorkerService(pbg.WorkerServiceServicer):
                     session_id=session.session_id,
                     lease_ttl_s=session.lease_ttl_s,
                     heartbeat_interval_s=session.heartbeat_interval_s,
+                    members=self._member_list(),
                 )
             )
             out: asyncio.Queue[_Out] = asyncio.Queue()
@@ -456,6 +457,25 @@ class WorkerService(pbg.WorkerServiceServicer):
             await _aclose(requests)
         if error is not None:
             await abort(context, error)
+
+    def _member_list(self) -> pb.MemberList:
+        membership = self._engine.membership
+        revision, addresses = membership.members()
+        own = self._config.advertise or self._config.listen
+        members = [
+            pb.Member(
+                node_id=node,
+                address=(own if node == membership.node_id and not addr else addr),
+            )
+            for node, addr in sorted(addresses.items())
+        ]
+        return pb.MemberList(members=members, revision=revision, node_id=membership.node_id)
+
+    @unary
+    async def Members(self, request: pb.MembersRequest, context: Context) -> pb.MembersResponse:
+        """The live nodes and the address a worker dials for each."""
+        await tenant_of(self._gate, context, Scope.WORK)
+        return pb.MembersResponse(members=self._member_list())
 
     async def _authenticate(self, context: Context) -> uuid.UUID:
         try:

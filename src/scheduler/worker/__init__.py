@@ -14,12 +14,14 @@ from scheduler.client._tls import TLSConfig
 from scheduler.worker._context import ApplicationError, Interrupted, TaskContext
 from scheduler.worker._drain import DrainReport
 from scheduler.worker._kafka import KafkaSource
+from scheduler.worker._members import ClusterWorker, fetch_members
 from scheduler.worker._runner import Handler
 from scheduler.worker._stream import ReconnectConfig
 from scheduler.worker._worker import Worker
 
 __all__ = [
     "ApplicationError",
+    "ClusterWorker",
     "DrainReport",
     "Handler",
     "Interrupted",
@@ -28,4 +30,5 @@ __all__ = [
     "TLSConfig",
     "TaskContext",
     "Worker",
+    "fetch_members",
 ]

@@ -44,7 +44,7 @@ from scheduler.server._regions import (
 from scheduler.states import TaskState
 from scheduler.testing import start_local
 from scheduler.wire import STATUS_DETAILS_KEY
-from scheduler.worker import TaskContext, Worker
+from scheduler.worker import ClusterWorker, TaskContext, Worker
 from tests.support.processes import ADMIN_TOKEN, WorkerProcess, run_cli
 from tests.support.regions import Regions, start_regions
 from tests.support.servers import PostgresServer, free_port
@@ -358,6 +358,40 @@ async def test_the_sdks_go_to_their_keys_region_and_fail_over_to_its_next_endpoi
             assert (await client.get(task.id)).state is TaskState.COMPLETED
         assert done.state is TaskState.COMPLETED
         assert ran == [task.id]
+    finally:
+        await worker.shutdown(grace_s=2)
+        await running
+
+
+async def test_a_cluster_worker_seeds_from_its_keys_region_past_a_dead_endpoint(
+    regions: Regions, tenants: Tenants
+) -> None:
+    """Regions choose the cluster (the eu endpoints, the dead one skipped), members
+    choose the nodes of that cluster the worker streams to (issue 17)."""
+    dead = f"127.0.0.1:{free_port()}"
+    directory = RegionDirectory(
+        {
+            "us": Region("us", regions["us"].endpoints),
+            "eu": Region("eu", (dead, *regions["eu"].endpoints)),
+        }
+    )
+    ran: list[uuid.UUID] = []
+
+    async def work(ctx: TaskContext) -> dict[str, Any]:
+        ran.append(ctx.task_id)
+        return {"ok": True}
+
+    worker = ClusterWorker(
+        None, api_key=tenants.eu_key, regions=directory, handlers={"sdk-work": work}
+    )
+    running = asyncio.create_task(worker.run(), name="region-cluster-worker")
+    try:
+        async with await Client.connect(api_key=tenants.eu_key, regions=directory) as client:
+            task = await client.submit("sdk-work", {})
+            done = await client.wait(task.id, timeout_s=20)
+        assert done.state is TaskState.COMPLETED
+        assert ran == [task.id]
+        assert set(worker.members.values()) <= set(regions["eu"].endpoints)
     finally:
         await worker.shutdown(grace_s=2)
         await running

@@ -600,6 +600,34 @@ class ListExpectationsResponse(_message.Message):
     expectations: _containers.RepeatedCompositeFieldContainer[Expectation]
     def __init__(self, expectations: _Optional[_Iterable[_Union[Expectation, _Mapping]]] = ...) -> None: ...
 
+class Member(_message.Message):
+    __slots__ = ("node_id", "address")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class MemberList(_message.Message):
+    __slots__ = ("members", "revision", "node_id")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    revision: int
+    node_id: str
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., revision: _Optional[int] = ..., node_id: _Optional[str] = ...) -> None: ...
+
+class MembersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MembersResponse(_message.Message):
+    __slots__ = ("members",)
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    members: MemberList
+    def __init__(self, members: _Optional[_Union[MemberList, _Mapping]] = ...) -> None: ...
+
 class TaskRef(_message.Message):
     __slots__ = ("task_id", "fencing_token", "scheduled_at")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -793,26 +821,36 @@ class Result(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., results: _Optional[_Iterable[_Union[TaskResult, _Mapping]]] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("session_id", "lease_ttl_s", "heartbeat_interval_s")
+    __slots__ = ("session_id", "lease_ttl_s", "heartbeat_interval_s", "members")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_S_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     lease_ttl_s: float
     heartbeat_interval_s: float
-    def __init__(self, session_id: _Optional[str] = ..., lease_ttl_s: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ...) -> None: ...
+    members: MemberList
+    def __init__(self, session_id: _Optional[str] = ..., lease_ttl_s: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., members: _Optional[_Union[MemberList, _Mapping]] = ...) -> None: ...
+
+class Backlog(_message.Message):
+    __slots__ = ("waiting",)
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    waiting: int
+    def __init__(self, waiting: _Optional[int] = ...) -> None: ...
 
 class ServerMessage(_message.Message):
-    __slots__ = ("welcome", "assignments", "cancel", "result")
+    __slots__ = ("welcome", "assignments", "cancel", "result", "backlog")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    BACKLOG_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     assignments: Assignments
     cancel: CancelRequest
     result: Result
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assignments: _Optional[_Union[Assignments, _Mapping]] = ..., cancel: _Optional[_Union[CancelRequest, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ...) -> None: ...
+    backlog: Backlog
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assignments: _Optional[_Union[Assignments, _Mapping]] = ..., cancel: _Optional[_Union[CancelRequest, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., backlog: _Optional[_Union[Backlog, _Mapping]] = ...) -> None: ...
 
 class CompleteTaskRequest(_message.Message):
     __slots__ = ("task", "result")

@@ -1366,6 +1366,11 @@ class WorkerServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.FailTaskRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.FailTaskResponse.FromString,
                 _registered_method=True)
+        self.Members = channel.unary_unary(
+                '/tickwheel.v1.WorkerService/Members',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.MembersRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.MembersResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -1412,6 +1417,16 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Members(self, request, context):
+        """The cluster's live nodes and the address a worker should dial for each (scope
+        `work`). A node owns only some shards and pushes only their tasks on the streams
+        connected to it, so a worker that wants every shard's work keeps one Connect stream
+        per member. A single node (no cluster) answers itself alone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1429,6 +1444,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.FailTask,
                     request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.FailTaskRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.FailTaskResponse.SerializeToString,
+            ),
+            'Members': grpc.unary_unary_rpc_method_handler(
+                    servicer.Members,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.MembersRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.MembersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1530,6 +1550,33 @@ class WorkerService:
             '/tickwheel.v1.WorkerService/FailTask',
             tickwheel_dot_v1_dot_tickwheel__pb2.FailTaskRequest.SerializeToString,
             tickwheel_dot_v1_dot_tickwheel__pb2.FailTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Members(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.WorkerService/Members',
+            tickwheel_dot_v1_dot_tickwheel__pb2.MembersRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.MembersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,135 @@
+"""Credit split by demand: how a worker with one stream per node shares its free slots.
+
+Pure bookkeeping, no I/O (the multi-stream layer sends what it answers). The rules
+(docs/cluster.md, "How workers reach shards"):
+
+1. Never more credit granted in total than free slots: a push may always be run.
+2. At least one credit on every stream while there are slots for it, so every node
+   can always reach this worker (a node with nothing waiting costs one slot at most).
+3. Each other free slot goes to the stream whose node reported the most waiting work
+   (its ``Backlog``) not already covered by the credit it holds; on a tie (or when no
+   node reports a backlog: an older server) to the stream holding the least credit,
+   then the stream opened first. So without backlogs the slots are spread evenly.
+
+Credit once granted cannot be taken back (the wire has no revoke), so a node that
+dies or freezes holds only what was granted to it; closing its stream returns that
+credit to the pool, and it is given out again at once.
+
+May call: nothing. Called by: the multi-stream layer and its unit tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(slots=True)
+class _Share:
+    granted: int = 0
+    """Credit this stream's node holds: granted and not yet used by a push."""
+    waiting: int = 0
+    """Its node's last reported backlog for this worker."""
+    order: int = 0
+
+
+class CreditSplit:
+    """The credit each stream holds out of ``capacity`` slots (see the module docstring).
+
+    Every method that changes the split answers the new grants as ``{stream: credit}``
+    (only streams that get more; send each as a ``Credit`` message, or in ``Hello``
+    for a stream that is opening)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._busy = 0  # slots taken by held tasks
+        self._shares: dict[str, _Share] = {}
+        self._opened = 0
+
+    # -- reading ----------------------------------------------------------------------
+
+    def granted(self, stream: str) -> int:
+        """Credit ``stream`` holds now (0 for an unknown stream)."""
+        share = self._shares.get(stream)
+        return share.granted if share is not None else 0
+
+    def total_granted(self) -> int:
+        """Credit held by every stream together (never more than :meth:`free`)."""
+        return sum(s.granted for s in self._shares.values())
+
+    def free(self) -> int:
+        """Slots not taken by a held task."""
+        return self.capacity - self._busy
+
+    def streams(self) -> list[str]:
+        """The open streams, oldest first."""
+        return sorted(self._shares, key=lambda k: self._shares[k].order)
+
+    # -- changes ----------------------------------------------------------------------
+
+    def open(self, stream: str) -> dict[str, int]:
+        """A stream is opening: it joins the split (its grant goes in its ``Hello``)."""
+        if stream not in self._shares:
+            self._opened += 1
+            self._shares[stream] = _Share(order=self._opened)
+        return self._fill()
+
+    def close(self, stream: str) -> dict[str, int]:
+        """A stream ended: the credit it held comes back and is given out again. Tasks
+        it pushed stay held until :meth:`finished`."""
+        self._shares.pop(stream, None)
+        return self._fill()
+
+    def pushed(self, stream: str, tasks: int = 1) -> None:
+        """``stream``'s node pushed ``tasks``: each used one credit and takes a slot."""
+        share = self._shares.get(stream)
+        if share is not None:
+            used = min(tasks, share.granted)
+            share.granted -= used
+            share.waiting = max(0, share.waiting - tasks)
+        self._busy = min(self.capacity, self._busy + tasks)
+
+    def finished(self, tasks: int = 1) -> dict[str, int]:
+        """``tasks`` handlers ended: their slots are free and go out by demand."""
+        self._busy = max(0, self._busy - tasks)
+        return self._fill()
+
+    def backlog(self, stream: str, waiting: int) -> dict[str, int]:
+        """``stream``'s node reports ``waiting`` tasks for this worker."""
+        share = self._shares.get(stream)
+        if share is not None:
+            share.waiting = max(0, waiting)
+        return self._fill()
+
+    # -- the rule ---------------------------------------------------------------------
+
+    def _fill(self) -> dict[str, int]:
+        spare = self.free() - self.total_granted()
+        grants: dict[str, int] = {}
+        if spare <= 0 or not self._shares:
+            return grants
+        ordered = self.streams()
+        # Rule 2: one credit for every stream that holds none (oldest first).
+        for name in ordered:
+            if spare == 0:
+                return grants
+            share = self._shares[name]
+            if share.granted == 0:
+                share.granted = 1
+                grants[name] = 1
+                spare -= 1
+        # Rule 3: the rest one slot at a time to the largest uncovered backlog.
+        while spare > 0:
+            name = min(
+                ordered,
+                key=lambda k: (
+                    -(self._shares[k].waiting - self._shares[k].granted),
+                    self._shares[k].granted,
+                    self._shares[k].order,
+                ),
+            )
+            self._shares[name].granted += 1
+            grants[name] = grants.get(name, 0) + 1
+            spare -= 1
+        return grants
