@@ -12,6 +12,7 @@ import scheduler.worker
 def test_server_exports() -> None:
     assert sorted(scheduler.server.__all__) == [
         "ListenError",
+        "NotPromotedServer",
         "SERVICE_NAMES",
         "STATUS_CODES",
         "Server",
@@ -39,6 +40,7 @@ def test_client_exports() -> None:
 def test_worker_exports() -> None:
     assert sorted(scheduler.worker.__all__) == [
         "ApplicationError",
+        "ClusterWorker",
         "DrainReport",
         "Handler",
         "Interrupted",
@@ -47,6 +49,7 @@ def test_worker_exports() -> None:
         "TLSConfig",
         "TaskContext",
         "Worker",
+        "fetch_members",
     ]
 
 
