@@ -10,6 +10,9 @@
 - ``test_sync_commit_cost``: the durable lifecycle (submit, dispatch, complete) in
   tasks/s with the standby asynchronous and synchronous (``synchronous_standby_names``,
   ``synchronous_commit = on``), alternating in one run on one machine.
+- ``test_sync_promote_cycles``: ``CYCLES`` synchronous-mode failovers (a fresh primary
+  and standby each, four submitters, the primary SIGKILLed mid-flight, ``dr promote``):
+  acknowledged submissions lost over all of them (target 0).
 
 Run: ``PYTHONPATH=src:. .venv/bin/pytest benchmarks/test_dr.py --benchmark-only -s``
 """
@@ -27,7 +30,13 @@ from typing import Any
 import asyncpg
 from grpc_health.v1 import health_pb2
 from tests.acceptance.regions.test_dr import NODE_ARGS, _health, _lag_bytes
-from tests.support.dr import Pair, StandbyServeProcess, replicated_pair, tickwheel_json
+from tests.support.dr import (
+    Pair,
+    StandbyServeProcess,
+    replicated_pair,
+    synchronous_loss,
+    tickwheel_json,
+)
 from tests.support.processes import ADMIN_TOKEN, WorkerProcess, process_group
 from tests.support.waiting import eventually
 
@@ -209,3 +218,22 @@ def test_sync_commit_cost(benchmark: Any, tmp_path: Path) -> None:
     figures["sync_over_async"] = figures["sync_tasks_per_s"] / figures["async_tasks_per_s"]
     benchmark.extra_info.update(figures)
     print(figures)
+
+
+CYCLES = 20
+
+
+def test_sync_promote_cycles(benchmark: Any) -> None:
+    def run() -> dict[str, float]:
+        acked_total = lost_total = 0
+        for i in range(CYCLES):
+            with replicated_pair(f"tickwheel_dr_cycle{i}") as pair:
+                acked, present = asyncio.run(synchronous_loss(pair))
+            acked_total += acked
+            lost_total += acked - present
+        return {"cycles": CYCLES, "acknowledged": acked_total, "lost": lost_total}
+
+    figures = benchmark.pedantic(run, rounds=1, iterations=1)
+    benchmark.extra_info.update(figures)
+    print(figures)
+    assert figures["lost"] == 0

@@ -8,6 +8,7 @@ Each pair is its own (a promote ends the standby's life as a standby), made with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -16,13 +17,16 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from tests.support.db import migrate_sync
 from tests.support.processes import ServeProcess
 from tests.support.servers import PostgresServer, StandbyServer, port_open, start_server
+from tests.support.waiting import eventually
 
 DATABASE = "tickwheel_dr"
 TICKWHEEL = str(Path(sys.executable).with_name("tickwheel"))
@@ -106,3 +110,54 @@ class StandbyServeProcess(ServeProcess):
     def serving(self) -> bool:
         """Whether the node has opened its engine and serves (after the promote)."""
         return self.log_has("tickwheel serving on port")
+
+
+async def synchronous_loss(pair: Pair, writers: int = 4, at_least: int = 500) -> tuple[int, int]:
+    """One synchronous-mode failover: the primary made synchronous, ``writers``
+    concurrent submitters inserting until the primary is SIGKILLed (after ``at_least``
+    acknowledged inserts), then ``tickwheel dr promote``. Returns (acknowledged, present
+    on the promoted standby): equal when no acknowledged submission was lost."""
+    import asyncpg
+
+    from scheduler.store import StoreConfig, open_store
+    from scheduler.types import Tenant
+    from tests.integration.store.conftest import new_task
+
+    pair.primary.psql("ALTER SYSTEM SET synchronous_standby_names = '*'")
+    pair.primary.psql("SELECT pg_reload_conf()")
+
+    async def sync_state() -> str:
+        return pair.primary.psql("SELECT sync_state FROM pg_stat_replication").strip()
+
+    await eventually(sync_state, until=lambda s: s == "sync", what="a synchronous standby")
+    store = await open_store(pair.primary_dsn, config=StoreConfig(preload_sweep_interval_s=0))
+    acked: list[uuid.UUID] = []
+    tenant = await store.create_tenant(Tenant(id=uuid.uuid4(), name="sync"))
+
+    async def submitter() -> None:
+        while True:
+            now = datetime.now(UTC)
+            try:
+                results = await store.insert_tasks(
+                    [new_task(tenant, now + timedelta(minutes=5)) for _ in range(10)], now
+                )
+            except Exception:  # the primary died mid-insert: not acknowledged
+                return
+            acked.extend(r.task.id for r in results)
+
+    async def count() -> int:
+        return len(acked)
+
+    tasks = [asyncio.create_task(submitter(), name=f"submitter-{i}") for i in range(writers)]
+    await eventually(count, until=lambda n: n >= at_least, what="inserts")
+    pair.kill_primary()
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
+    await store.close()
+    report = tickwheel_json("dr", "promote", "--standby-dsn", pair.standby_admin_dsn)
+    assert report["fenced"] is True
+    conn = await asyncpg.connect(pair.standby_admin_dsn)
+    try:
+        present = await conn.fetchval("SELECT count(*) FROM tasks WHERE id = ANY($1)", acked)
+    finally:
+        await conn.close()
+    return len(acked), int(present)
