@@ -9,7 +9,8 @@
   bytes measured just before the kill, and completions counted twice (the ledger).
 - ``test_sync_commit_cost``: the durable lifecycle (submit, dispatch, complete) in
   tasks/s with the standby asynchronous and synchronous (``synchronous_standby_names``,
-  ``synchronous_commit = on``), alternating in one run on one machine.
+  ``synchronous_commit = on``), alternating in one run on one machine, and the
+  standby's replay lag (bytes and seconds, sampled every 50 ms) under that load.
 - ``test_sync_promote_cycles``: ``CYCLES`` synchronous-mode failovers (a fresh primary
   and standby each, four submitters, the primary SIGKILLed mid-flight, ``dr promote``):
   acknowledged submissions lost over all of them (target 0).
@@ -20,6 +21,7 @@ Run: ``PYTHONPATH=src:. .venv/bin/pytest benchmarks/test_dr.py --benchmark-only 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import uuid
@@ -164,6 +166,7 @@ def test_failover(benchmark: Any, tmp_path: Path) -> None:
 
 async def _lifecycle(pair: Pair, base: Path, modes: list[str], n: int) -> dict[str, float]:
     out: dict[str, list[float]] = {m: [] for m in modes}
+    lag: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
     with process_group(base / "procs") as group:
         node = await asyncio.to_thread(group.serve, pair.primary_dsn, extra_args=NODE_ARGS)
         async with await AdminClient.connect(node.target, admin_token=ADMIN_TOKEN) as admin:
@@ -186,6 +189,8 @@ async def _lifecycle(pair: Pair, base: Path, modes: list[str], n: int) -> dict[s
                         until=lambda c, m=mode: (c == 1) == (m == "sync"),
                         what=f"{mode} mode",
                     )
+                    samples: list[tuple[float, float]] = []
+                    sampler = asyncio.create_task(_sample_lag(pair, samples), name="lag")
                     t0 = time.monotonic()
                     ids: list[uuid.UUID] = []
                     for _ in range(0, n, 500):
@@ -203,10 +208,37 @@ async def _lifecycle(pair: Pair, base: Path, modes: list[str], n: int) -> dict[s
                         what="completions",
                     )
                     out[mode].append(len(ids) / (time.monotonic() - t0))
+                    sampler.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await sampler
+                    lag[mode].extend(samples)
         finally:
             await db.close()
             await app.close()
-    return {f"{m}_tasks_per_s": sum(v) / len(v) for m, v in out.items()}
+    figures = {f"{m}_tasks_per_s": sum(v) / len(v) for m, v in out.items()}
+    for m, got in lag.items():
+        by_bytes = sorted(b for b, _ in got)
+        figures[f"{m}_lag_bytes_p50"] = by_bytes[len(by_bytes) // 2] if by_bytes else 0.0
+        figures[f"{m}_lag_bytes_max"] = max(by_bytes, default=0.0)
+        figures[f"{m}_lag_s_max"] = max((sec for _, sec in got), default=0.0)
+    return figures
+
+
+async def _sample_lag(pair: Pair, into: list[tuple[float, float]]) -> None:
+    """The standby's replay lag (bytes, seconds) every 50 ms, read on the primary."""
+    conn = await asyncpg.connect(pair.primary.dsn())
+    try:
+        while True:
+            row = await conn.fetchrow(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::float8 AS b,"
+                " coalesce(extract(epoch FROM replay_lag), 0)::float8 AS s"
+                " FROM pg_stat_replication"
+            )
+            if row is not None:
+                into.append((float(row["b"] or 0.0), float(row["s"])))
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
 
 
 def test_sync_commit_cost(benchmark: Any, tmp_path: Path) -> None:
