@@ -33,6 +33,7 @@ import asyncpg
 from grpc_health.v1 import health_pb2
 from tests.acceptance.regions.test_dr import NODE_ARGS, _health, _lag_bytes
 from tests.support.dr import (
+    DATABASE,
     Pair,
     StandbyServeProcess,
     replicated_pair,
@@ -269,3 +270,111 @@ def test_sync_promote_cycles(benchmark: Any) -> None:
     benchmark.extra_info.update(figures)
     print(figures)
     assert figures["lost"] == 0
+
+
+RELOAD_TASKS = 100_000
+"""Tasks replicated to B before the kill (the issue: a reload of 100,000 in-flight tasks)."""
+
+
+async def _reload(pair: Pair) -> dict[str, float]:
+    """RELOAD_TASKS PRELOADED tasks (a tenth of them dispatched and leased when A died,
+    on every shard) replicated to B; A's primary SIGKILLed; promote; a node opens on
+    the promoted database: how long until it serves and until every task is back in its
+    wheel (the fenced in-flight ones come back through the lease reaper)."""
+    from scheduler.engine import EngineConfig
+    from scheduler.ids import uuid7
+    from scheduler.node import Node, NodeConfig
+    from scheduler.server import ServerConfig
+    from scheduler.states import TaskState
+    from scheduler.store import StoreConfig, open_store
+    from scheduler.types import DispatchRequest, NewTask, Tenant
+
+    store = await open_store(pair.primary_dsn, config=StoreConfig(preload_sweep_interval_s=0))
+    try:
+        tenant = await store.create_tenant(Tenant(id=uuid.uuid4(), name="reload"))
+        now = datetime.now(UTC)
+        due = now + timedelta(minutes=20)
+        for start in range(0, RELOAD_TASKS, 5000):
+            await store.insert_tasks(
+                [
+                    NewTask(
+                        id=uuid7(),
+                        tenant_id=tenant.id,
+                        type="work",
+                        payload={},
+                        scheduled_at=due,
+                        due_at=due,
+                        shard_id=(start + i) % 256,
+                        idempotency_key=f"r-{start + i}",
+                        initial_state=TaskState.PRELOADED,
+                    )
+                    for i in range(5000)
+                ],
+                now,
+            )
+        conn = await asyncpg.connect(pair.primary.dsn(DATABASE))
+        try:
+            rows = await conn.fetch(
+                "SELECT id, scheduled_at FROM tasks LIMIT $1", RELOAD_TASKS // 10
+            )
+        finally:
+            await conn.close()
+        lease = now + timedelta(minutes=5)
+        for start in range(0, len(rows), 1000):
+            await store.mark_dispatched(
+                [
+                    DispatchRequest(key=_key(r), worker_id="zombie", lease_expires_at=lease)
+                    for r in rows[start : start + 1000]
+                ],
+                now,
+            )
+    finally:
+        await store.close()
+    await eventually(lambda: _lag_bytes(pair), until=lambda lag: lag == 0, what="replay")
+    pair.kill_primary()
+    t0 = time.monotonic()
+    report = tickwheel_json("dr", "promote", "--standby-dsn", pair.standby_admin_dsn)
+    promoted = time.monotonic() - t0
+    config = NodeConfig(
+        store_url=pair.standby_dsn,
+        engine=EngineConfig(),
+        server=ServerConfig(listen="127.0.0.1:0"),
+    )
+    t1 = time.monotonic()
+    async with Node(config) as node:
+        serving = time.monotonic() - t1
+        await eventually(
+            lambda: _timers(node),
+            until=lambda n: n >= RELOAD_TASKS,
+            timeout_s=300,
+            interval_s=0.05,
+            what="every task back in the wheel",
+        )
+        loaded = time.monotonic() - t1
+    return {
+        "tasks": float(RELOAD_TASKS),
+        "fenced_in_flight": float(report.get("tasks_fenced", 0)),
+        "promote_s": promoted,
+        "node_start_to_serving_s": serving,
+        "node_start_to_all_in_wheel_s": loaded,
+    }
+
+
+def _key(row: Any) -> Any:
+    from scheduler.types import TaskKey
+
+    return TaskKey(row["id"], row["scheduled_at"])
+
+
+async def _timers(node: Any) -> int:
+    return int(node.engine.timers)
+
+
+def test_reload_in_b(benchmark: Any) -> None:
+    def run() -> dict[str, float]:
+        with replicated_pair("tickwheel_dr_reload") as pair:
+            return asyncio.run(_reload(pair))
+
+    figures = benchmark.pedantic(run, rounds=1, iterations=1)
+    benchmark.extra_info.update(figures)
+    print(figures)
