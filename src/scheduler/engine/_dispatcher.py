@@ -33,7 +33,7 @@ from scheduler.engine._stats import EngineStats, PoolMetrics
 from scheduler.engine._timeline import Timeline, to_ms
 from scheduler.quota import QuotaGate
 from scheduler.store import Store
-from scheduler.types import DispatchRequest, Pool, Preloaded
+from scheduler.types import Assignment, DispatchRequest, Pool, Preloaded
 
 log = logging.getLogger("tickwheel.engine")
 
@@ -289,6 +289,7 @@ class Dispatcher:
         pool_wait = stats.pool_wait_ms
         ready_wait = stats.ready_wait_s
         dispatched = stats.tasks["dispatched"]
+        late: dict[WorkerSession, list[Assignment]] = {}
         for (s, p), a in zip(picks, assignments, strict=True):
             if a is None:  # cancelled between pre-load and dispatch
                 self._undo(s, p)
@@ -298,8 +299,12 @@ class Dispatcher:
             pool_wait[p.pool].append(float(wait_ms))
             ready_wait[p.pool].observe(wait_ms / 1000.0)
             dispatched[(p.pool.value, p.type)] += 1
-            s.assigned(a)
-            self._delivery.hold(s, a)
+            if s.assigned(a):
+                self._delivery.hold(s, a)
+            else:
+                late.setdefault(s, []).append(a)
+        for s, gone in late.items():
+            await s.give_back(gone)
         if refund:
             await self._quota.refund(refund, now.timestamp())
         self._mirror.remove([p.key for _, p in picks], [p.shard_id for _, p in picks])

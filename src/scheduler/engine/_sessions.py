@@ -161,10 +161,22 @@ class WorkerSession:
         """A match was undone (or an outlet's task came back)."""
         self._credits += n
 
-    def assigned(self, a: Assignment) -> None:
-        """The dispatch of ``a`` to this session committed."""
+    def assigned(self, a: Assignment) -> bool:
+        """The dispatch of ``a`` to this session committed; False if the session closed
+        while it committed (the caller gives it back with :meth:`give_back`)."""
+        if self.closed:
+            return False
         self._held[a.key.id] = (a.key, a.fencing_token)
         self._attempts[a.key.id] = a.attempt
+        return True
+
+    async def give_back(self, late: Sequence[Assignment]) -> None:
+        """Dispatches that committed after this session closed: nobody will push them,
+        so they go back now (as the close gave back what it held) rather than wait out
+        a lease no worker knows of."""
+        await self._completer.release_unacked(
+            [(a.key, a.fencing_token) for a in late], dispatched_only=not self.start_on_delivery
+        )
 
     def deliver(self, batch: tuple[Assignment, ...]) -> None:
         """Push assignments whose due tick has come."""

@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
+from typing import Any
+
+import pytest
 
 from scheduler.engine import AssignmentBatch, Engine, SubmitSpec
 from scheduler.states import TaskState
@@ -134,3 +137,38 @@ async def test_a_close_never_releases_a_task_acked_elsewhere(
     await first.close()
     task = await engine.get_task(tenant, a.key.id)
     assert (task.status, task.fencing_token) == (TaskState.RUNNING, a.fencing_token)
+
+
+async def test_a_task_committed_to_a_stream_that_closed_meanwhile_goes_back(
+    engine: Engine, store: Store, tenant: uuid.UUID, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream closes while the dispatch of its task is committing (a second hello,
+    a broken connection): the commit lands DISPATCHED to a session that is gone and will
+    never push it. The task goes back at once and another worker gets it, instead of
+    waiting out a lease no worker knows of (found by the stream fuzzer: a reconnect of
+    the same worker id could then adopt a task it was never shown)."""
+    real = store.mark_dispatched
+    committing, go_on = asyncio.Event(), asyncio.Event()
+
+    async def gated(*args: Any, **kwargs: Any) -> Any:
+        committing.set()
+        await go_on.wait()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "mark_dispatched", gated)
+    first = await engine.open_session(hello(tenant))
+    (made,) = await engine.submit(
+        tenant, [SubmitSpec(type="email", payload={}, strict_timing=True)]
+    )
+    await asyncio.wait_for(committing.wait(), 10)
+    await first.close()
+    monkeypatch.setattr(store, "mark_dispatched", real)
+    go_on.set()
+    other = await engine.open_session(hello(tenant, worker_id="other"))
+    event = await asyncio.wait_for(other.next_event(), 10)
+    assert isinstance(event, AssignmentBatch)
+    (a,) = event.assignments
+    assert a.key.id == made.task.id
+    task = await engine.get_task(tenant, a.key.id)
+    assert (task.status, task.worker_id) == (TaskState.DISPATCHED, "other")
+    await other.close()
