@@ -20,7 +20,9 @@ Per segment, over the tasks due from 2 s before the fault to the segment's end:
   dispatch in its new epoch (``task_transitions.epoch``: that includes waiting for the
   shard's next due task, about 0.8 s apart at 333 tasks/s over 256 shards);
 - due-order inversions: pairs of tasks of one tenant and type on one shard where the
-  later-due one first started more than 1 s before the earlier-due one;
+  later-due one first started more than 1 s before the earlier-due one (``inv``), and
+  the same counted by first dispatch (``dinv``: the scheduler's order, before the
+  workers);
 - lost (not COMPLETED) and doubled (more than one ``task_completions`` row) tasks.
 
 Targets (issue 17): control p99 <= 100 ms; each fault p100 <= TTL + 2 s (7 s); 0
@@ -112,6 +114,9 @@ class Figures:
     claim_max_s: float
     first_dispatch_max_s: float
     inversions: int
+    #: the same pairs counted by first dispatch: the scheduler's order, before the
+    #: workers (a start inversion with none here is a worker that started late)
+    dispatch_inversions: int
     lost: int
     doubled: int
     ran_twice: int
@@ -126,14 +131,15 @@ class Figures:
         )
         return (
             f"{self.fault:<13}{self.tasks:>6}{self.p50_ms:>8.0f}{self.p99_ms:>8.0f}"
-            f"{self.p100_ms:>8.0f} {reown}{self.inversions:>6}{self.lost:>5}{self.doubled:>5}"
+            f"{self.p100_ms:>8.0f} {reown}{self.inversions:>6}{self.dispatch_inversions:>6}"
+            f"{self.lost:>5}{self.doubled:>5}"
             f"{self.ran_twice:>6}{self.machine_cores:>7.2f}{self.cluster_cores:>7.2f}"
         )
 
 
 HEADER = (
     f"{'fault':<13}{'tasks':>6}{'p50ms':>8}{'p99ms':>8}{'p100ms':>8} {'mvd':>4}"
-    f" {'claim_s':>7} {'disp_s':>7}{'inv':>6}{'lost':>5}{'dbl':>5}{'rerun':>6}"
+    f" {'claim_s':>7} {'disp_s':>7}{'inv':>6}{'dinv':>6}{'lost':>5}{'dbl':>5}{'rerun':>6}"
     f"{'mach':>7}{'clus':>7}"
 )
 
@@ -162,12 +168,7 @@ def read_starts(path: Path) -> dict[str, list[float]]:
                 continue
             if rec.get("event") == "start":
                 starts[rec["task_id"]].append(float(rec["at"]))
-                WORKER_OF.setdefault(rec["task_id"], rec.get("worker", "?"))
     return starts
-
-
-#: task id -> the worker that first started it (for :func:`explain_inversions`)
-WORKER_OF: dict[str, str] = {}
 
 
 def inversions(tasks: Sequence[tuple[int, float, float]], slack_s: float) -> int:
@@ -187,65 +188,41 @@ def inversions(tasks: Sequence[tuple[int, float, float]], slack_s: float) -> int
     return count
 
 
-async def explain_inversions(db: Any, rows: Sequence[Any], starts: dict[str, list[float]]) -> None:
-    """Print a few inverted pairs with each task's first dispatch (when, by whom, in
-    which epoch) and the worker that started it: was the dispatch out of order, or only
-    the start?"""
-    first = {
-        str(r["task_id"]): r
-        for r in await db.fetch(
-            """
-            SELECT DISTINCT ON (task_id) task_id, extract(epoch FROM at)::float8 AS at,
-                   actor, epoch
-            FROM task_transitions WHERE task_id = ANY($1) AND to_status = 'DISPATCHED'
-            ORDER BY task_id, at
-            """,
-            [r["id"] for r in rows],
-        )
-    }
+async def explain_inversions(db: Any, rows: Sequence[Any], t0: float) -> None:
+    """Print the dispatch inversions (``TW_BENCH_FAULT_EXPLAIN=1``): for each pair, the
+    whole history of the earlier-due task that went out late and the claims of its
+    shard, in seconds after ``t0`` (the fault)."""
     by_shard: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
     for r in rows:
-        tid = str(r["id"])
-        if starts.get(tid):
-            by_shard[int(r["shard_id"])].append((float(r["due"]), min(starts[tid]), tid))
+        if r["dispatched"] is not None:
+            by_shard[int(r["shard_id"])].append((r["due"], r["dispatched"], str(r["id"])))
     shown = 0
     for shard, items in by_shard.items():
         items.sort()
-        for i, (due_a, start_a, a) in enumerate(items):
-            for due_b, start_b, b in items[i + 1 :]:
-                if due_b > due_a and start_b < start_a - INVERSION_S and shown < 8:
+        for i, (due_a, disp_a, a) in enumerate(items):
+            for due_b, disp_b, _ in items[i + 1 :]:
+                if due_b > due_a and disp_b < disp_a - INVERSION_S and shown < 4:
                     shown += 1
-                    fa, fb = first.get(a), first.get(b)
-
-                    def d(f: Any, due: float) -> str:
-                        if f is None:
-                            return "no dispatch"
-                        return f"disp +{f['at'] - due:.2f}s by {f['actor']} e{f['epoch']}"
-
-                    if start_b < due_b:
-                        hist = await db.fetch(
-                            "SELECT extract(epoch FROM at)::float8 - $2 AS rel, from_status,"
-                            " to_status, actor, epoch, fencing_token FROM task_transitions"
-                            " WHERE task_id = $1::uuid ORDER BY at",
-                            b,
-                            due_b,
-                        )
-                        row = await db.fetchrow(
-                            "SELECT extract(epoch FROM due_at)::float8 AS due,"
-                            " extract(epoch FROM scheduled_at)::float8 AS sched,"
-                            " extract(epoch FROM created_at)::float8 AS created"
-                            " FROM tasks WHERE id = $1::uuid",
-                            b,
-                        )
-                        print(f"  EARLY {b}: {dict(row)} starts {starts[b]}")
-                        for h in hist:
-                            print(f"    {dict(h)}")
                     print(
-                        f"  inversion shard {shard}: earlier due {due_a:.2f} started "
-                        f"+{start_a - due_a:.2f}s ({d(fa, due_a)}, {WORKER_OF.get(a)}); later "
-                        f"due {due_b:.2f} started +{start_b - due_b:.2f}s ({d(fb, due_b)}, "
-                        f"{WORKER_OF.get(b)})"
+                        f"  dispatch inversion shard {shard}: due {due_a - t0:+.2f}s sent "
+                        f"{disp_a - t0:+.2f}s; later due {due_b - t0:+.2f}s "
+                        f"sent {disp_b - t0:+.2f}s"
                     )
+                    for h in await db.fetch(
+                        "SELECT extract(epoch FROM at)::float8 - $2 AS at, from_status,"
+                        " to_status, actor, epoch, reason FROM task_transitions"
+                        " WHERE task_id = $1::uuid ORDER BY at",
+                        a,
+                        t0,
+                    ):
+                        print(f"    {dict(h)}")
+                    for c in await db.fetch(
+                        "SELECT epoch, owner, extract(epoch FROM claimed_at)::float8 - $2 AS at"
+                        " FROM shard_claims WHERE shard_id = $1 ORDER BY epoch",
+                        shard,
+                        t0,
+                    ):
+                        print(f"    claim {dict(c)}")
 
 
 def _cpu(pids: Sequence[int]) -> dict[int, float]:
@@ -410,11 +387,21 @@ class Run:
         rows = await db.fetch(
             """
             SELECT t.id, t.shard_id, extract(epoch FROM t.scheduled_at)::float8 AS due,
-                   t.status,
-                   (SELECT count(*) FROM task_completions k WHERE k.task_id = t.id) AS done
-            FROM tasks t WHERE t.id = ANY($1)
+                   t.status, d.dispatched, coalesce(k.done, 0) AS done
+            FROM tasks t
+            LEFT JOIN (
+                SELECT task_id, extract(epoch FROM min(at))::float8 AS dispatched
+                FROM task_transitions
+                WHERE task_id = ANY($1) AND to_status = 'DISPATCHED' GROUP BY task_id
+            ) d ON d.task_id = t.id
+            LEFT JOIN (
+                SELECT task_id, count(*) AS done FROM task_completions
+                WHERE tenant_id = $2 GROUP BY task_id
+            ) k ON k.task_id = t.id
+            WHERE t.id = ANY($1)
             """,
             seg.ids,
+            self.c.tenant_id,
         )
         lo = seg.fault_at.timestamp() - WINDOW_BEFORE_S
         window = [r for r in rows if r["due"] >= lo]
@@ -424,24 +411,53 @@ class Run:
             for r in rows
             if starts.get(str(r["id"]))
         ]
+        by_dispatch = [
+            (int(r["shard_id"]), float(r["due"]), float(r["dispatched"]))
+            for r in rows
+            if r["dispatched"] is not None
+        ]
         if os.environ.get("TW_BENCH_FAULT_EXPLAIN"):
-            await explain_inversions(db, rows, starts)
+            t0 = seg.fault_at.timestamp()
+            await explain_inversions(db, rows, t0)
+            timed = [r for r in window if starts.get(str(r["id"]))]
+            worst = sorted(
+                ((min(starts[str(r["id"])]) - r["due"], r) for r in timed), key=lambda x: x[0]
+            )[-3:]
+            for late_s, r in worst:
+                print(f"  late {late_s:.2f}s: due {r['due'] - t0:+.2f}s shard {r['shard_id']}")
+                for h in await db.fetch(
+                    "SELECT extract(epoch FROM at)::float8 - $2 AS at, from_status,"
+                    " to_status, actor, epoch, reason FROM task_transitions"
+                    " WHERE task_id = $1 ORDER BY at",
+                    r["id"],
+                    t0,
+                ):
+                    print(f"    {dict(h)}")
         claim_s: list[float] = []
         disp_s: list[float] = []
         if seg.lost_shards:
             claims = await db.fetch(
                 """
-                SELECT c.shard_id, c.epoch, c.owner, c.claimed_at,
-                       (SELECT min(x.at) FROM task_transitions x
-                        WHERE x.epoch = c.epoch AND x.to_status = 'DISPATCHED'
-                          AND x.actor = c.owner) AS first_dispatch
-                FROM shard_claims c
-                WHERE c.shard_id = ANY($1) AND c.claimed_at > $2
-                ORDER BY c.shard_id, c.epoch
+                SELECT shard_id, epoch, owner, claimed_at FROM shard_claims
+                WHERE shard_id = ANY($1) AND claimed_at > $2 ORDER BY shard_id, epoch
                 """,
                 list(seg.lost_shards),
                 seg.fault_at,
             )
+            # The first dispatch of each (shard, epoch), over the segment's tasks.
+            first = {
+                (int(r["shard_id"]), int(r["epoch"])): r["at"]
+                for r in await db.fetch(
+                    """
+                    SELECT t.shard_id, x.epoch, min(x.at) AS at
+                    FROM task_transitions x JOIN tasks t ON t.id = x.task_id
+                    WHERE x.task_id = ANY($1) AND x.to_status = 'DISPATCHED'
+                      AND x.epoch IS NOT NULL
+                    GROUP BY t.shard_id, x.epoch
+                    """,
+                    seg.ids,
+                )
+            }
             seen: set[int] = set()
             for c in claims:
                 s = int(c["shard_id"])
@@ -449,8 +465,9 @@ class Run:
                     continue  # the first claim after the fault is the re-owning
                 seen.add(s)
                 claim_s.append((c["claimed_at"] - seg.fault_at).total_seconds())
-                if c["first_dispatch"] is not None:
-                    disp_s.append((c["first_dispatch"] - seg.fault_at).total_seconds())
+                at = first.get((s, int(c["epoch"])))
+                if at is not None:
+                    disp_s.append((at - seg.fault_at).total_seconds())
         return Figures(
             fault=seg.fault,
             tasks=len(window),
@@ -461,6 +478,7 @@ class Run:
             claim_max_s=max(claim_s, default=0.0),
             first_dispatch_max_s=max(disp_s, default=0.0),
             inversions=inversions(ordered, INVERSION_S),
+            dispatch_inversions=inversions(by_dispatch, INVERSION_S),
             lost=sum(1 for r in rows if r["status"] != "COMPLETED"),
             doubled=sum(1 for r in rows if r["done"] > 1),
             ran_twice=sum(1 for r in rows if len(starts.get(str(r["id"]), ())) > 1),
@@ -496,9 +514,12 @@ def _segments(
                     timeout_s=30,
                     what=f"{w.name} streams to every node",
                 )
-            segs = [await run.segment(f) for f in CHOSEN]
-            starts = read_starts(record)
-            figs = [await run.figures(s, starts) for s in segs]
+            segs: list[Segment] = []
+            figs: list[Figures] = []
+            for f in CHOSEN:
+                segs.append(await run.segment(f))
+                figs.append(await run.figures(segs[-1], read_starts(record)))
+                print(f"\n{figs[-1].row()}", flush=True)
             print_table(figs, segs)
             # Exactly-once over every segment, and the epoch history.
             await cluster.check_exactly_once(c, sum(len(s.ids) for s in segs), timeout_s=60)
