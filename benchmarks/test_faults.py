@@ -31,7 +31,10 @@ are asserted after the table is printed. The machine's CPU use (all processes, s
 other sessions sharing it too) and the cluster's are recorded per segment.
 
 Run: ``.venv/bin/pytest benchmarks/test_faults.py --benchmark-only -p no:cacheprovider -s``
-(``TW_BENCH_FAULTS=control,node_kill`` picks segments).
+(``TW_BENCH_FAULTS=control,node_kill`` picks segments; ``TW_BENCH_FAULT_TASK_LEASE_S``
+sets the nodes' task lease, 3 s by default as in the other cluster scenarios;
+``TW_BENCH_FAULT_EXPLAIN=1`` prints the audit rows of the inverted pairs and of the
+latest tasks of each segment).
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ from tests.support.waiting import eventually
 from scheduler.client import Client, TaskSpec
 
 ETCD_TTL_S = 5.0
-TASK_LEASE_S = 3.0
+#: the nodes' task lease (``serve --lease-ttl-s``; its default is 30 s)
+TASK_LEASE_S = float(os.environ.get("TW_BENCH_FAULT_TASK_LEASE_S", "3"))
 RATE = float(os.environ.get("TW_BENCH_FAULT_RATE", "333"))
 SEGMENT_S = float(os.environ.get("TW_BENCH_FAULT_SEGMENT_S", "22"))
 FAULT_AT_S = 5.0
@@ -506,6 +510,7 @@ def _segments(
             worker_slots=WORKER_SLOTS,
             worker_args=("--all-nodes",),
             worker_env={"TW_RECORD_FILE": str(record)},
+            task_lease_s=TASK_LEASE_S,
         ) as c:
             run = Run(group, c, etcd, redis, postgres_pid)
             for w in run.workers:

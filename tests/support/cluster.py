@@ -159,6 +159,7 @@ async def running(
     workers: bool = True,
     worker_args: Sequence[str] = (),
     worker_env: Mapping[str, str] | None = None,
+    task_lease_s: float = 3.0,
 ) -> AsyncIterator[Cluster]:
     """Nodes n1..n``nodes`` (see :func:`start_cluster`; ``workers=False``: no worker
     process) and the database connection :attr:`Cluster.db`, closed on the way out."""
@@ -177,6 +178,7 @@ async def running(
             workers=workers,
             worker_args=worker_args,
             worker_env=worker_env,
+            task_lease_s=task_lease_s,
         )
     finally:
         await db.close()
