@@ -26,7 +26,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -74,6 +74,7 @@ async def start_cluster(
     preload_interval_s: float = 0.2,
     workers: bool = True,
     worker_args: Sequence[str] = (),
+    worker_env: Mapping[str, str] | None = None,
 ) -> Cluster:
     """Start one node and one worker per name; return once every shard is spread."""
     nodes: list[ServeProcess] = []
@@ -126,6 +127,7 @@ async def start_cluster(
             name=f"w{i + 1}",
             slots=worker_slots,
             extra_args=tuple(worker_args),
+            env=worker_env,
         )
     return Cluster(nodes=nodes, tenant_id=tenant.id, api_key=key, db=db)
 
@@ -156,6 +158,8 @@ async def running(
     preload_interval_s: float = 0.2,
     workers: bool = True,
     worker_args: Sequence[str] = (),
+    worker_env: Mapping[str, str] | None = None,
+    task_lease_s: float = 3.0,
 ) -> AsyncIterator[Cluster]:
     """Nodes n1..n``nodes`` (see :func:`start_cluster`; ``workers=False``: no worker
     process) and the database connection :attr:`Cluster.db`, closed on the way out."""
@@ -173,6 +177,8 @@ async def running(
             preload_interval_s=preload_interval_s,
             workers=workers,
             worker_args=worker_args,
+            worker_env=worker_env,
+            task_lease_s=task_lease_s,
         )
     finally:
         await db.close()

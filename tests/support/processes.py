@@ -61,21 +61,6 @@ class TickwheelProcess(ServerProcess):
         """Whether the process is alive (a SIGSTOPped process counts as alive)."""
         return self.proc is not None and self.proc.poll() is None
 
-    def kill9(self) -> None:
-        """``kill -9`` the whole process group and reap it: no clean-up of any kind."""
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-    def start_again(self) -> None:
-        """Start again on the same port and data after :meth:`stop` or :meth:`kill9`."""
-        assert self.proc is None or self.proc.poll() is not None, f"{self.name} still runs"
-        self._spawn()
-        self._wait_ready()
-
     def stop(self) -> None:
         """SIGTERM (SIGCONT first, in case it is frozen), then SIGKILL after 20 s."""
         if self.proc is not None and self.proc.poll() is None:

@@ -160,6 +160,21 @@ class ServerProcess:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
 
+    def kill9(self) -> None:
+        """``kill -9`` the whole process group and reap it: no clean-up of any kind."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def start_again(self) -> None:
+        """Start again on the same port and data after :meth:`stop` or :meth:`kill9`."""
+        assert self.proc is None or self.proc.poll() is not None, f"{self.name} still runs"
+        self._spawn()
+        self._wait_ready()
+
     def pause(self) -> None:
         """SIGSTOP the server (simulates a frozen process)."""
         assert self.proc is not None
