@@ -136,8 +136,7 @@ def nodes_to_proto(
     seen = set(order)
     ids = [n for n in order if n in tasks] + [n for n in tasks if n not in seen]
     return [
-        pb.WorkflowNode(id=n, task=conv.task_to_proto(tasks[n], json_bytes=json_bytes))
-        for n in ids
+        pb.WorkflowNode(id=n, task=conv.task_to_proto(tasks[n], json_bytes=json_bytes)) for n in ids
     ]
 
 
