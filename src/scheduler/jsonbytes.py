@@ -134,5 +134,5 @@ def loads(data: bytes | str) -> JSON:
 def as_dict(value: JSON | RawJSON) -> JSON:
     """A JSON object as a dict, whichever way it is held."""
     if isinstance(value, RawJSON):
-        return loads(value)
+        return loads(value.encode())  # orjson reads exact str or bytes, not a subclass
     return value

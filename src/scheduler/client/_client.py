@@ -12,6 +12,7 @@ from typing import Any, TypeVar, cast
 import grpc
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from scheduler import wire
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler._wellknown import dict_to_struct
@@ -124,7 +125,9 @@ class Client(_Base):
     def __init__(
         self, channel: grpc.aio.Channel, *, api_key: str, rpc_timeout_s: float = 30.0
     ) -> None:
-        super().__init__(channel, ((API_KEY_HEADER, api_key),), rpc_timeout_s)
+        # Answers carry JSON values as bytes (orjson reads them; no Struct walk).
+        metadata = ((API_KEY_HEADER, api_key), (wire.JSON_HEADER, "bytes"))
+        super().__init__(channel, metadata, rpc_timeout_s)
         self._sched = pbg.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
         self._worker = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
 
@@ -419,7 +422,7 @@ class Client(_Base):
         """Fenced completion outside a worker stream (StaleFencingToken for a zombie)."""
         req = pb.CompleteTaskRequest(
             task=self._ref(task_id, fencing_token, scheduled_at),
-            result=dict_to_struct(result),
+            result_json=conv.json_fields(result),
         )
         resp = await self._call(
             self._worker.CompleteTask(req, metadata=self._metadata, timeout=self._timeout_s)

@@ -317,14 +317,10 @@ def retry_policy_to_proto(policy: RetryPolicy, msg: pb.RetryPolicy) -> None:
     msg.non_retryable_error_types.extend(policy.error_types())
 
 
-JSON_METADATA = "x-tickwheel-json"
-"""The metadata entry of a unary call that asks for JSON values as bytes (``bytes``)."""
-
-
 def wants_json_bytes(metadata: Iterable[tuple[str, str | bytes]] | None) -> bool:
     """Whether a call's metadata asks for JSON values as ``*_json`` bytes."""
     for key, value in metadata or ():
-        if key == JSON_METADATA:
+        if key == wire.JSON_HEADER:
             return value == "bytes"
     return False
 
