@@ -33,12 +33,13 @@ from scheduler.types import JSON, RawJSON
 DEPTH_PROBLEM = f"nested deeper than {MAX_JSON_DEPTH} levels (the limit of a JSON value)"
 """The error text of a value nested too deep (the Struct path says the same)."""
 
-_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+DUMPS_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 """What orjson would write for a datetime or a dataclass, a Struct cannot hold: passed
-through to :func:`_refuse`, as TypeError, like the Struct path."""
+through to :func:`refuse`, as TypeError, like the Struct path."""
 
 
-def _refuse(value: Any) -> Any:
+def refuse(value: Any) -> Any:
+    """orjson's ``default``: a value JSON cannot hold is a TypeError."""
     raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 
@@ -107,7 +108,7 @@ def dumps(value: Mapping[str, Any]) -> bytes:
     cannot hold (a set, a datetime, a non-string key), ValueError for NaN or an
     infinity: the Struct path's rules."""
     try:
-        out = orjson.dumps(value, default=_refuse, option=_OPTIONS)
+        out = orjson.dumps(value, default=refuse, option=DUMPS_OPTIONS)
     except orjson.JSONEncodeError as exc:
         raise TypeError(str(exc)) from None
     # orjson writes NaN and the infinities as null: look for them only when it did.

@@ -24,6 +24,7 @@ from scheduler.client._channel import (
     region_targets,
 )
 from scheduler.client._errors import from_rpc_error
+from scheduler.client._submit_wire import encode_tasks
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import (
     JSON,
@@ -130,6 +131,12 @@ class Client(_Base):
         super().__init__(channel, metadata, rpc_timeout_s)
         self._sched = pbg.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
         self._worker = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
+        # SubmitTasks with the request's bytes written by _submit_wire (no message built).
+        self._submit_bytes = channel.unary_unary(
+            "/tickwheel.v1.SchedulerService/SubmitTasks",
+            request_serializer=None,
+            response_deserializer=pb.SubmitTasksResponse.FromString,
+        )
 
     @classmethod
     async def connect(
@@ -217,12 +224,9 @@ class Client(_Base):
         items = builtins.list(specs)
         out: builtins.list[Task] = []
         for start in range(0, len(items), MAX_SUBMIT_BATCH):
-            request = pb.SubmitTasksRequest()
-            add = request.tasks.add
-            for spec in items[start : start + MAX_SUBMIT_BATCH]:
-                conv.spec_into_proto(spec, add())
-            resp = await self._call(
-                self._sched.SubmitTasks(
+            request = encode_tasks(items[start : start + MAX_SUBMIT_BATCH])
+            resp: pb.SubmitTasksResponse = await self._call(
+                self._submit_bytes(
                     request,
                     metadata=_with_trace(self._metadata),
                     timeout=self._timeout_s,
