@@ -6,9 +6,9 @@ PostgreSQL server, then for each run makes a fresh database, migrates it with th
 tree under test, starts ``tickwheel serve`` and one ``tickwheel worker`` (ack-first,
 2,000 slots, the ``fast`` handler) from that tree, submits N immediate tasks in batches
 of 10,000 with that tree's own client (a child process: each tree's SDK encodes
-payloads its own way; its CPU is reported as the driver's) and times submission-start to the last completion. Runs alternate (this,
-other, other, this, ...) so drift on a shared machine falls on both, after one
-uncounted warm-up run.
+payloads its own way; its CPU is reported as the driver's) and times submission-start
+to the last completion. Runs alternate (this, other, other, this, ...) so drift on a
+shared machine falls on both, after one uncounted warm-up run.
 
 Reported per tree: tasks/s of each run, the mean, and the CPU seconds per task of
 ``serve`` and of PostgreSQL (every backend of the server) and of the worker, read from
