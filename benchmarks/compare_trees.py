@@ -5,9 +5,10 @@ a statement) must come from one machine in one sitting: this script starts one
 PostgreSQL server, then for each run makes a fresh database, migrates it with the
 tree under test, starts ``tickwheel serve`` and one ``tickwheel worker`` (ack-first,
 2,000 slots, the ``fast`` handler) from that tree, submits N immediate tasks in batches
-of 10,000 and times submission-start to the last completion. Runs alternate (this,
-other, other, this, ...) so drift on a shared machine falls on both, after one
-uncounted warm-up run.
+of 10,000 with that tree's own client (a child process: each tree's SDK encodes
+payloads its own way; its CPU is reported as the driver's) and times submission-start
+to the last completion. Runs alternate (this, other, other, this, ...) so drift on a
+shared machine falls on both, after one uncounted warm-up run.
 
 Reported per tree: tasks/s of each run, the mean, and the CPU seconds per task of
 ``serve`` and of PostgreSQL (every backend of the server) and of the worker, read from
@@ -81,16 +82,33 @@ async def _tenant_key(target: str) -> str:
     return key.secret
 
 
-async def _drive(target: str, key: str, dsn: str, n: int) -> float:
-    from scheduler.client import Client, TaskSpec
+_SUBMIT = """
+import asyncio, sys
+from scheduler.client import Client, TaskSpec
 
+async def main(target, key, n):
     async with await Client.connect(target, api_key=key) as c:
-        first = datetime.now(UTC)
         for start in range(0, n, 10_000):
             await c.submit_many(
-                TaskSpec(type="bench", payload={"i": i}, strict_timing=True)
+                TaskSpec(type="bench", payload={"i": i, "user": "u-%d" % i, "tags": ["a", "b"]},
+                         strict_timing=True)
                 for i in range(start, start + 10_000)
             )
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+"""The driver: the tree's own client (a tree's SDK encodes payloads its own way)."""
+
+
+async def _drive(target: str, key: str, dsn: str, n: int, tree: Path) -> tuple[float, float]:
+    first = datetime.now(UTC)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _SUBMIT, target, key, str(n), env={**os.environ, **_env(tree)}
+    )
+    await proc.wait()
+    assert proc.returncode == 0, "the driver failed"
+    # A waited-for child's CPU shows in os.times().children_*.
+    driver_cpu = os.times().children_user + os.times().children_system
     conn = await asyncpg.connect(dsn)
     try:
         deadline = time.monotonic() + 600
@@ -100,7 +118,7 @@ async def _drive(target: str, key: str, dsn: str, n: int) -> float:
                 " WHERE status = 'COMPLETED'"
             )
             if row["n"] >= n:
-                return n / (row["last"] - first).total_seconds()
+                return n / (row["last"] - first).total_seconds(), driver_cpu
             await asyncio.sleep(0.2)
     finally:
         await conn.close()
@@ -135,7 +153,8 @@ def one_run(server: PostgresServer, tree: Path, n: int, base: Path) -> dict[str,
         pg = _postgres_procs(server)
         sp, wp = psutil.Process(serve.pid), psutil.Process(worker.pid)
         before = (_cpu([sp]), _cpu(pg), _cpu([wp]))
-        rate = asyncio.run(_drive(serve.target, key, dsn, n))
+        waited = os.times().children_user + os.times().children_system
+        rate, driver = asyncio.run(_drive(serve.target, key, dsn, n, tree))
         after = (_cpu([sp]), _cpu(_postgres_procs(server)), _cpu([wp]))
         assert worker.running(), group.explain()
         return {
@@ -143,6 +162,7 @@ def one_run(server: PostgresServer, tree: Path, n: int, base: Path) -> dict[str,
             "serve_us_per_task": (after[0] - before[0]) / n * 1e6,
             "postgres_us_per_task": (after[1] - before[1]) / n * 1e6,
             "worker_us_per_task": (after[2] - before[2]) / n * 1e6,
+            "driver_us_per_task": (driver - waited) / n * 1e6,
         }
     finally:
         group.stop_all()

@@ -21,6 +21,16 @@ from scheduler.states import TaskState
 JSON = dict[str, Any]
 
 
+class RawJSON(str):
+    """The text of one JSON object that was checked already (``scheduler.jsonbytes``):
+    what a client sent as ``payload_json`` bytes, or a stored JSONB's text. Held where a
+    payload, result or checkpoint may be (``JSON | RawJSON``) so the store writes it
+    and the server forwards it without parsing it again; ``jsonbytes.as_dict`` reads it.
+    """
+
+    __slots__ = ()
+
+
 class TaskKey(NamedTuple):
     """The primary key of a task row: its id and its (partition) scheduled time."""
 
@@ -136,7 +146,7 @@ class NewTask:
     id: uuid.UUID
     tenant_id: uuid.UUID
     type: str
-    payload: JSON
+    payload: JSON | RawJSON
     scheduled_at: datetime
     """What the client asked for (timezone-aware); the partition key."""
     due_at: datetime
@@ -185,7 +195,8 @@ class TaskRecord:
     retry_count: int
     max_retries: int
     timeout_s: float
-    payload: JSON
+    payload: JSON | RawJSON
+    """A dict, or the JSON text a client sent as bytes (a task just inserted)."""
     result_payload: JSON | None
     checkpoint: JSON | None
     trace_context: JSON | None
@@ -250,14 +261,14 @@ class Assignment:
     key: TaskKey
     tenant_id: uuid.UUID
     type: str
-    payload: JSON
+    payload: JSON | RawJSON
     fencing_token: int
     attempt: int
     """1 for the first run; retry_count + 1."""
     max_retries: int
     due_at: datetime
     lease_expires_at: datetime
-    checkpoint: JSON | None
+    checkpoint: JSON | RawJSON | None
     trace_context: JSON | None
     pool: Pool
     worker_id: str
@@ -297,7 +308,7 @@ class Completion:
 
     key: TaskKey
     token: int
-    result: JSON | None = None
+    result: JSON | RawJSON | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -325,7 +336,7 @@ class Release:
 
     key: TaskKey
     token: int
-    checkpoint: JSON | None = None
+    checkpoint: JSON | RawJSON | None = None
     dispatched_only: bool = False
     """A closed stream's give-back: only a DISPATCHED (never acked) task goes back; a
     RUNNING one keeps its lease (another node's stream of the same worker may have

@@ -53,6 +53,10 @@ OVERLAP_TO_PROTO: Mapping[OverlapPolicy, pb.OverlapPolicy] = {
 }
 OVERLAP_FROM_PROTO: Mapping[int, OverlapPolicy] = {v: k for k, v in OVERLAP_TO_PROTO.items()}
 
+JSON_HEADER = "x-tickwheel-json"
+"""Call metadata key: with the value ``bytes`` a unary call's answers carry JSON values
+(payload, result, checkpoint) in their ``*_json`` bytes fields instead of Structs."""
+
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 """Trailing metadata key of the standard ``google.rpc.Status`` (binary)."""
 ERROR_DOMAIN = "tickwheel.dev"

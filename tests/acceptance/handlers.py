@@ -88,3 +88,10 @@ async def lateness(ctx: TaskContext) -> None:
     """Records only how late the assignment arrived (benchmarks)."""
     late_ms = (ctx.received_at - ctx.due_at).total_seconds() * 1000.0
     record(ctx, "late", late_ms=late_ms, phase=ctx.payload.get("phase"))
+
+
+async def echo(ctx: TaskContext) -> dict[str, Any]:
+    """Checkpoints the payload, then returns it (JSON round trips)."""
+    await ctx.checkpoint({"seen": ctx.payload})
+    record(ctx, "done")
+    return {"echo": ctx.payload}

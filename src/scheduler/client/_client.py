@@ -12,6 +12,7 @@ from typing import Any, TypeVar, cast
 import grpc
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from scheduler import wire
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler._wellknown import dict_to_struct
@@ -23,6 +24,7 @@ from scheduler.client._channel import (
     region_targets,
 )
 from scheduler.client._errors import from_rpc_error
+from scheduler.client._submit_wire import encode_tasks
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import (
     JSON,
@@ -124,9 +126,17 @@ class Client(_Base):
     def __init__(
         self, channel: grpc.aio.Channel, *, api_key: str, rpc_timeout_s: float = 30.0
     ) -> None:
-        super().__init__(channel, ((API_KEY_HEADER, api_key),), rpc_timeout_s)
+        # Answers carry JSON values as bytes (orjson reads them; no Struct walk).
+        metadata = ((API_KEY_HEADER, api_key), (wire.JSON_HEADER, "bytes"))
+        super().__init__(channel, metadata, rpc_timeout_s)
         self._sched = pbg.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
         self._worker = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
+        # SubmitTasks with the request's bytes written by _submit_wire (no message built).
+        self._submit_bytes = channel.unary_unary(
+            "/tickwheel.v1.SchedulerService/SubmitTasks",
+            request_serializer=None,
+            response_deserializer=pb.SubmitTasksResponse.FromString,
+        )
 
     @classmethod
     async def connect(
@@ -214,12 +224,9 @@ class Client(_Base):
         items = builtins.list(specs)
         out: builtins.list[Task] = []
         for start in range(0, len(items), MAX_SUBMIT_BATCH):
-            request = pb.SubmitTasksRequest()
-            add = request.tasks.add
-            for spec in items[start : start + MAX_SUBMIT_BATCH]:
-                conv.spec_into_proto(spec, add())
-            resp = await self._call(
-                self._sched.SubmitTasks(
+            request = encode_tasks(items[start : start + MAX_SUBMIT_BATCH])
+            resp: pb.SubmitTasksResponse = await self._call(
+                self._submit_bytes(
                     request,
                     metadata=_with_trace(self._metadata),
                     timeout=self._timeout_s,
@@ -419,7 +426,7 @@ class Client(_Base):
         """Fenced completion outside a worker stream (StaleFencingToken for a zombie)."""
         req = pb.CompleteTaskRequest(
             task=self._ref(task_id, fencing_token, scheduled_at),
-            result=dict_to_struct(result),
+            result_json=conv.json_fields(result),
         )
         resp = await self._call(
             self._worker.CompleteTask(req, metadata=self._metadata, timeout=self._timeout_s)

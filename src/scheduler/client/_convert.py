@@ -8,12 +8,11 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, cast
 
-from google.protobuf import timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
-from scheduler import wire
+from scheduler import jsonbytes, wire
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import (
-    fill_struct,
     struct_to_dict,
     timestamp,
     utc_datetime,
@@ -28,7 +27,7 @@ from scheduler.client._types import (
     WorkflowInfo,
 )
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, RetryPolicy, Scope, UpstreamPolicy
+from scheduler.types import JSON, OverlapPolicy, Pool, RetryPolicy, Scope, UpstreamPolicy
 
 _POOL_TO_PROTO = wire.POOL_TO_PROTO
 _POOL_FROM_PROTO = wire.POOL_FROM_PROTO
@@ -90,7 +89,8 @@ def spec_into_proto(spec: TaskSpec, msg: pb.TaskSpec) -> None:
     """Write a task spec into a (fresh) message in place: a batch adds its items to the
     request instead of building each and copying it in."""
     msg.type = spec.type
-    fill_struct(msg.payload, spec.payload)
+    if spec.payload:
+        msg.payload_json = jsonbytes.dumps(spec.payload)
     if spec.idempotency_key:
         msg.idempotency_key = spec.idempotency_key
     msg.pool = pool_to_proto(spec.pool)
@@ -124,6 +124,19 @@ def trace_from_proto(tc: pb.TraceContext) -> dict[str, str] | None:
     return {"traceparent": tc.traceparent, "tracestate": tc.tracestate}
 
 
+def json_of(struct: struct_pb2.Struct, data: bytes, has_struct: bool) -> JSON | None:
+    """A JSON value the server sent in either form (its ``*_json`` bytes, else its
+    Struct); None when neither is set."""
+    if data:
+        return jsonbytes.loads(data)
+    return struct_to_dict(struct) if has_struct else None
+
+
+def json_fields(value: Mapping[str, Any] | None) -> bytes:
+    """A JSON object as the bytes of a ``*_json`` field (b"" for None or empty: unset)."""
+    return jsonbytes.dumps(value) if value else b""
+
+
 def task_from_proto(msg: pb.Task, *, created: bool = True) -> Task:
     """A :class:`Task` from its wire form."""
     return Task(
@@ -138,10 +151,10 @@ def task_from_proto(msg: pb.Task, *, created: bool = True) -> Task:
         fencing_token=msg.fencing_token,
         retry_count=msg.retry_count,
         max_retries=msg.max_retries,
-        payload=struct_to_dict(msg.payload),
-        result=struct_to_dict(msg.result) if msg.HasField("result") else None,
+        payload=json_of(msg.payload, msg.payload_json, msg.HasField("payload")) or {},
+        result=json_of(msg.result, msg.result_json, msg.HasField("result")),
         last_error=msg.last_error or None,
-        checkpoint=struct_to_dict(msg.checkpoint) if msg.HasField("checkpoint") else None,
+        checkpoint=json_of(msg.checkpoint, msg.checkpoint_json, msg.HasField("checkpoint")),
         worker_id=msg.worker_id or None,
         cancel_requested=msg.cancel_requested,
         shard_id=msg.shard_id,

@@ -31,7 +31,7 @@ from scheduler.limits import (
     TIMESTAMP_RANGE_TEXT,
 )
 from scheduler.states import TaskState
-from scheduler.types import NewTask, RetryPolicy
+from scheduler.types import NewTask, RawJSON, RetryPolicy
 
 _check_json = json.JSONEncoder(allow_nan=False).encode
 """One encoder for every payload check (``json.dumps`` with an option builds a new
@@ -80,12 +80,15 @@ class Admission:
             raise InvalidArgument(f"{prefix}.type", "is required")
         if len(spec.type) > MAX_TYPE_CHARS:
             raise InvalidArgument(f"{prefix}.type", f"longer than {MAX_TYPE_CHARS} characters")
-        if not isinstance(spec.payload, dict):
+        if type(spec.payload) is RawJSON:
+            pass  # JSON text checked on its way in (scheduler.jsonbytes)
+        elif not isinstance(spec.payload, dict):
             raise InvalidArgument(f"{prefix}.payload", "must be a JSON object")
-        try:
-            _check_json(spec.payload)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgument(f"{prefix}.payload", f"not JSON-serialisable: {exc}") from exc
+        else:
+            try:
+                _check_json(spec.payload)
+            except (TypeError, ValueError) as exc:
+                raise InvalidArgument(f"{prefix}.payload", f"not JSON-serialisable: {exc}") from exc
         if spec.scheduled_at is not None:
             if spec.scheduled_at.tzinfo is None:
                 raise InvalidArgument(f"{prefix}.scheduled_at", "must carry a time zone")

@@ -29,6 +29,7 @@ from scheduler.engine._sessions import WorkerSession
 from scheduler.engine._stats import EngineStats
 from scheduler.engine._timeline import Timeline
 from scheduler.engine._types import AssignmentBatch, SubmitSpec, WorkerHello
+from scheduler.jsonbytes import as_dict
 from scheduler.logs import task_extra
 from scheduler.store import Store
 from scheduler.types import Completion, FencedWrite, Pool, Tenant
@@ -161,8 +162,9 @@ class Canary:
                 continue
             for a in event.assignments:
                 try:
-                    cid = uuid.UUID(str(a.payload["canary_id"]))
-                    scheduled = datetime.fromisoformat(str(a.payload["scheduled_at"]))
+                    payload = as_dict(a.payload)
+                    cid = uuid.UUID(str(payload["canary_id"]))
+                    scheduled = datetime.fromisoformat(str(payload["scheduled_at"]))
                     dispatched = self._now()
                     await session.ack([FencedWrite(key=a.key, token=a.fencing_token)])
                     await self._store.record_canary(cid, scheduled, dispatched_at=dispatched)

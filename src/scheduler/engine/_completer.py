@@ -33,6 +33,7 @@ from scheduler.types import (
     Failure,
     FencedWrite,
     Outcome,
+    RawJSON,
     RefusedWrite,
     Release,
     TaskKey,
@@ -127,7 +128,7 @@ class Completer:
         """Give tasks back without using an attempt (fenced)."""
         return await self._releases.submit_many(items)
 
-    async def checkpoint(self, key: TaskKey, token: int, data: JSON) -> Outcome:
+    async def checkpoint(self, key: TaskKey, token: int, data: JSON | RawJSON) -> Outcome:
         """Store progress for a resume (fenced)."""
         return await self._store.checkpoint(key, token, data, self._now())
 

@@ -79,6 +79,7 @@ from scheduler.types import (
     Outcome,
     Page,
     Pool,
+    RawJSON,
     Scope,
     TaskFilter,
     TaskKey,
@@ -229,7 +230,6 @@ class Engine:
 
     async def start(self) -> None:
         """Recover PRELOADED tasks into the wheel, then start the background loops.
-
         Idempotent; concurrent calls of ``start`` and ``stop`` run one after another."""
         async with self._lifecycle:
             await self._start()
@@ -488,7 +488,7 @@ class Engine:
         tenant_id: uuid.UUID,
         task_id: uuid.UUID,
         token: int,
-        result: JSON | None,
+        result: JSON | RawJSON | None,
         scheduled_at: datetime | None = None,
     ) -> TaskRecord:
         """Fenced completion from outside a stream; StaleFencingToken for a zombie."""

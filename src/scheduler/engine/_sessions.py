@@ -40,6 +40,7 @@ from scheduler.types import (
     FencedWrite,
     Outcome,
     Pool,
+    RawJSON,
     Release,
     TaskKey,
 )
@@ -315,9 +316,9 @@ class WorkerSession:
         self._revive()
         return await self._fenced(writes, self._completer.heartbeat, "heartbeat")
 
-    async def checkpoint(self, key: TaskKey, token: int, data: JSON) -> Outcome:
+    async def checkpoint(self, key: TaskKey, token: int, data: JSON | RawJSON) -> Outcome:
         """Store progress for a resume (fenced)."""
-        if not isinstance(data, dict):
+        if not isinstance(data, dict | RawJSON):
             raise InvalidArgument("checkpoint.data", "must be a JSON object")
 
         async def run(mine: list[FencedWrite]) -> list[Outcome]:

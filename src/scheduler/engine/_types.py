@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Protocol
 
 from scheduler.jitter import JitterMode
-from scheduler.types import JSON, Assignment, Pool, RetryPolicy, TaskKey
+from scheduler.types import JSON, Assignment, Pool, RawJSON, RetryPolicy, TaskKey
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -17,7 +17,8 @@ class SubmitSpec:
     """A client's request to run one task (validated by :meth:`Engine.submit`)."""
 
     type: str
-    payload: JSON = dataclasses.field(default_factory=dict)
+    payload: JSON | RawJSON = dataclasses.field(default_factory=dict)
+    """A dict, or JSON text checked already (``scheduler.jsonbytes``): stored as is."""
     scheduled_at: datetime | None = None
     """Timezone-aware; None means now."""
     idempotency_key: str | None = None

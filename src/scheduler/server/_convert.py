@@ -19,7 +19,7 @@ from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
 
-from scheduler import wire
+from scheduler import jsonbytes, wire
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import (
@@ -57,6 +57,7 @@ from scheduler.types import (
     Completion,
     FencedWrite,
     Pool,
+    RawJSON,
     Release,
     RetryPolicy,
     TaskFilter,
@@ -210,8 +211,7 @@ def spec_from_proto(
         raise InvalidArgument(f"{field}.type", f"longer than {MAX_TYPE_CHARS} characters")
     if not _TYPE_CHARS.match(spec.type):
         raise InvalidArgument(f"{field}.type", "must be printable ASCII without spaces")
-    if spec.payload.ByteSize() > max_payload_bytes:
-        raise InvalidArgument(f"{field}.payload", f"larger than {max_payload_bytes} bytes")
+    payload = json_field(spec.payload, spec.payload_json, f"{field}.payload", max_payload_bytes)
     if len(spec.idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
         raise InvalidArgument(
             f"{field}.idempotency_key", f"longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters"
@@ -265,7 +265,7 @@ def spec_from_proto(
     )
     return SubmitSpec(
         type=spec.type,
-        payload=json_of(spec.payload, f"{field}.payload"),
+        payload=payload,
         scheduled_at=scheduled_at,
         idempotency_key=spec.idempotency_key or None,
         pool=pool,
@@ -317,9 +317,21 @@ def retry_policy_to_proto(policy: RetryPolicy, msg: pb.RetryPolicy) -> None:
     msg.non_retryable_error_types.extend(policy.error_types())
 
 
-def task_to_proto(rec: TaskRecord, payload: struct_pb2.Struct | None = None) -> pb.Task:
-    """The proto view of a task row; ``payload``, when given, is the row's payload as a
-    Struct already (the request's own, for a task just created from it)."""
+def wants_json_bytes(metadata: Iterable[tuple[str, str | bytes]] | None) -> bool:
+    """Whether a call's metadata asks for JSON values as ``*_json`` bytes."""
+    for key, value in metadata or ():
+        if key == wire.JSON_HEADER:
+            return value == "bytes"
+    return False
+
+
+def task_to_proto(
+    rec: TaskRecord, payload: struct_pb2.Struct | bytes | None = None, *, json_bytes: bool = False
+) -> pb.Task:
+    """The proto view of a task row; ``payload``, when given, is the row's payload in
+    its wire form already (the request's own, for a task just created from it): a
+    Struct, or JSON bytes. ``json_bytes``: payload, result and checkpoint in their
+    ``*_json`` bytes fields instead of the Structs."""
     task = pb.Task(
         id=str(rec.id),
         tenant_id=str(rec.tenant_id),
@@ -330,10 +342,17 @@ def task_to_proto(rec: TaskRecord, payload: struct_pb2.Struct | None = None) -> 
         fencing_token=rec.fencing_token,
         retry_count=rec.retry_count,
         max_retries=rec.max_retries,
-        payload=payload if payload is not None else dict_to_struct(rec.payload),
         shard_id=rec.shard_id,
         strict_timing=rec.strict_timing,
     )
+    if isinstance(payload, bytes):
+        task.payload_json = payload
+    elif payload is not None:
+        task.payload.CopyFrom(payload)
+    elif json_bytes:
+        task.payload_json = jsonbytes.to_bytes(rec.payload)
+    else:
+        task.payload.CopyFrom(dict_to_struct(jsonbytes.as_dict(rec.payload)))
     # Timestamps written in place, and fields left at their defaults not passed: a
     # submit answers with thousands of these.
     set_timestamp(task.scheduled_at, rec.scheduled_at)
@@ -347,9 +366,15 @@ def task_to_proto(rec: TaskRecord, payload: struct_pb2.Struct | None = None) -> 
     if rec.cancel_requested:
         task.cancel_requested = True
     if rec.result_payload is not None:
-        task.result.CopyFrom(dict_to_struct(rec.result_payload))
+        if json_bytes:
+            task.result_json = jsonbytes.to_bytes(rec.result_payload)
+        else:
+            task.result.CopyFrom(dict_to_struct(rec.result_payload))
     if rec.checkpoint is not None:
-        task.checkpoint.CopyFrom(dict_to_struct(rec.checkpoint))
+        if json_bytes:
+            task.checkpoint_json = jsonbytes.to_bytes(rec.checkpoint)
+        else:
+            task.checkpoint.CopyFrom(dict_to_struct(rec.checkpoint))
     if rec.trace_context:
         task.trace_context.CopyFrom(trace_to_proto(rec.trace_context))
     if rec.retry_policy is not None:
@@ -358,13 +383,18 @@ def task_to_proto(rec: TaskRecord, payload: struct_pb2.Struct | None = None) -> 
     return task
 
 
-def assignment_to_proto(a: Assignment) -> pb.Assignment:
-    """The proto view of an assignment pushed to a worker."""
+def _struct_of(value: JSON | RawJSON) -> struct_pb2.Struct:
+    return dict_to_struct(jsonbytes.as_dict(value))
+
+
+def assignment_to_proto(a: Assignment, *, json_bytes: bool = False) -> pb.Assignment:
+    """The proto view of an assignment pushed to a worker; ``json_bytes``: payload and
+    checkpoint as ``*_json`` bytes (the stored text, passed through) instead of
+    Structs."""
     msg = pb.Assignment(
         task_id=str(a.key.id),
         tenant_id=str(a.tenant_id),
         type=a.type,
-        payload=dict_to_struct(a.payload),
         fencing_token=a.fencing_token,
         attempt=a.attempt,
         max_retries=a.max_retries,
@@ -374,8 +404,14 @@ def assignment_to_proto(a: Assignment) -> pb.Assignment:
     set_timestamp(msg.scheduled_at, a.key.scheduled_at)
     set_timestamp(msg.due_at, a.due_at)
     set_timestamp(msg.lease_expires_at, a.lease_expires_at)
-    if a.checkpoint is not None:
-        msg.checkpoint.CopyFrom(dict_to_struct(a.checkpoint))
+    if json_bytes:
+        msg.payload_json = jsonbytes.to_bytes(a.payload)
+        if a.checkpoint is not None:
+            msg.checkpoint_json = jsonbytes.to_bytes(a.checkpoint)
+    else:
+        msg.payload.CopyFrom(_struct_of(a.payload))
+        if a.checkpoint is not None:
+            msg.checkpoint.CopyFrom(_struct_of(a.checkpoint))
     if a.trace_context:
         msg.trace_context.CopyFrom(trace_to_proto(a.trace_context))
     return msg
@@ -458,13 +494,33 @@ def bounded_struct(value: struct_pb2.Struct, field: str) -> JSON:
     return json_of(value, field)
 
 
+def json_field(
+    struct: struct_pb2.Struct,
+    data: bytes,
+    field: str,
+    limit_bytes: int = MAX_RESULT_BYTES,
+) -> JSON | RawJSON:
+    """A JSON object sent as a Struct (``field``) or as its bytes twin
+    (``field``_json): the bytes checked and kept as text (``scheduler.jsonbytes``),
+    the Struct read as a dict. Both set (a Struct with a field and non-empty bytes) is
+    InvalidArgument naming the ``_json`` field."""
+    if data:
+        if struct.fields:
+            name = field.rpartition(".")[2]
+            raise InvalidArgument(f"{field}_json", f"set {name} or {name}_json, not both")
+        return jsonbytes.raw(data, f"{field}_json", limit_bytes)
+    if struct.ByteSize() > limit_bytes:
+        raise InvalidArgument(field, f"larger than {limit_bytes} bytes")
+    return json_of(struct, field)
+
+
 def completion_from_proto(msg: pb.Completion, field: str) -> Completion:
     """A fenced completion from a stream message."""
     ref = _require_ref(msg, field)
     return Completion(
         key=key_from_proto(ref, f"{field}.task"),
         token=token_from_proto(ref, f"{field}.task"),
-        result=bounded_struct(msg.result, f"{field}.result"),
+        result=json_field(msg.result, msg.result_json, f"{field}.result"),
     )
 
 
@@ -502,8 +558,8 @@ def release_from_proto(msg: pb.Release, field: str) -> Release:
     return Release(
         key=key_from_proto(ref, f"{field}.task"),
         token=token_from_proto(ref, f"{field}.task"),
-        checkpoint=bounded_struct(msg.checkpoint, f"{field}.checkpoint")
-        if msg.HasField("checkpoint")
+        checkpoint=json_field(msg.checkpoint, msg.checkpoint_json, f"{field}.checkpoint")
+        if msg.HasField("checkpoint") or msg.checkpoint_json
         else None,
     )
 

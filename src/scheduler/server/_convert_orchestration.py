@@ -128,20 +128,25 @@ def workflow_to_proto(w: Workflow) -> pb.Workflow:
     )
 
 
-def nodes_to_proto(tasks: Mapping[str, TaskRecord], order: Sequence[str]) -> list[pb.WorkflowNode]:
-    """Nodes in ``order`` (node ids missing from ``tasks`` are left out), then any rest."""
+def nodes_to_proto(
+    tasks: Mapping[str, TaskRecord], order: Sequence[str], *, json_bytes: bool = False
+) -> list[pb.WorkflowNode]:
+    """Nodes in ``order`` (node ids missing from ``tasks`` are left out), then any rest;
+    ``json_bytes``: JSON values as bytes (``x-tickwheel-json: bytes``)."""
     seen = set(order)
     ids = [n for n in order if n in tasks] + [n for n in tasks if n not in seen]
-    return [pb.WorkflowNode(id=n, task=conv.task_to_proto(tasks[n])) for n in ids]
+    return [
+        pb.WorkflowNode(id=n, task=conv.task_to_proto(tasks[n], json_bytes=json_bytes)) for n in ids
+    ]
 
 
-def view_to_proto(view: WorkflowView) -> pb.GetWorkflowResponse:
+def view_to_proto(view: WorkflowView, *, json_bytes: bool = False) -> pb.GetWorkflowResponse:
     """GetWorkflow's answer: header, every node with its task, edges by node id."""
     names: dict[uuid.UUID, str] = {t.id: node_id_of(t) for t in view.tasks}
     tasks = {names[t.id]: t for t in view.tasks}
     return pb.GetWorkflowResponse(
         workflow=workflow_to_proto(view.workflow),
-        nodes=nodes_to_proto(tasks, ()),
+        nodes=nodes_to_proto(tasks, (), json_bytes=json_bytes),
         edges=[
             pb.WorkflowEdge(parent=names.get(p, str(p)), child=names.get(c, str(c)))
             for p, c in view.edges

@@ -145,7 +145,10 @@ class HistoryRpcs:
         tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         workflow_id = conv.parse_uuid(request.workflow_id, "workflow_id")
         view, stopped = await self._engine.cancel_workflow(tenant, workflow_id)
-        return pb.CancelWorkflowResponse(workflow=oconv.view_to_proto(view), cancelled=stopped)
+        json_bytes = conv.wants_json_bytes(context.invocation_metadata())
+        return pb.CancelWorkflowResponse(
+            workflow=oconv.view_to_proto(view, json_bytes=json_bytes), cancelled=stopped
+        )
 
     @unary
     async def DeleteExpectation(

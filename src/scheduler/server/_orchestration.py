@@ -52,7 +52,11 @@ class OrchestrationRpcs:
         return pb.SubmitWorkflowResponse(
             workflow=oconv.workflow_to_proto(result.workflow),
             created=result.created,
-            nodes=oconv.nodes_to_proto(result.tasks, [n.node_id for n in spec.nodes]),
+            nodes=oconv.nodes_to_proto(
+                result.tasks,
+                [n.node_id for n in spec.nodes],
+                json_bytes=conv.wants_json_bytes(context.invocation_metadata()),
+            ),
         )
 
     @unary
@@ -62,7 +66,9 @@ class OrchestrationRpcs:
         """A workflow with every node's task and the edges."""
         tenant = await tenant_of(self._gate, context, Scope.READ)
         workflow_id = conv.parse_uuid(request.workflow_id, "workflow_id")
-        return oconv.view_to_proto(await self._engine.workflows.get(tenant, workflow_id))
+        view = await self._engine.workflows.get(tenant, workflow_id)
+        json_bytes = conv.wants_json_bytes(context.invocation_metadata())
+        return oconv.view_to_proto(view, json_bytes=json_bytes)
 
     # -- schedules ---------------------------------------------------------------------
     @unary

@@ -57,12 +57,15 @@ def _submit_span(name: str, caller: JSON | None, tenant: Any) -> Iterator[Span]:
         yield span
 
 
-def _submit_response(result: InsertResult, spec: pb.TaskSpec) -> pb.SubmitTaskResponse:
-    # A task just created holds the payload it was sent: answer with that Struct instead
-    # of converting the stored JSON back (an existing task's may differ).
-    payload = spec.payload if result.created else None
+def _submit_response(
+    result: InsertResult, spec: pb.TaskSpec, json_bytes: bool
+) -> pb.SubmitTaskResponse:
+    # A task just created holds the payload it was sent: answer with those bytes or that
+    # Struct instead of converting the stored JSON back (an existing task's may differ).
+    payload = (spec.payload_json or spec.payload) if result.created else None
     return pb.SubmitTaskResponse(
-        task=conv.task_to_proto(result.task, payload), created=result.created
+        task=conv.task_to_proto(result.task, payload, json_bytes=json_bytes),
+        created=result.created,
     )
 
 
@@ -96,7 +99,8 @@ class SchedulerService(
             (result,) = await self._engine.submit(tenant, [spec])
             span.set_attribute("tickwheel.task_id", str(result.task.id))
             span.set_attribute("tickwheel.created", result.created)
-        return _submit_response(result, request.task)
+        json_bytes = conv.wants_json_bytes(context.invocation_metadata())
+        return _submit_response(result, request.task, json_bytes)
 
     @unary
     async def SubmitTasks(
@@ -108,7 +112,9 @@ class SchedulerService(
             raise InvalidArgument("tasks", "at least one task is required")
         if len(request.tasks) > MAX_SUBMIT_BATCH:
             raise ResourceExhausted("tasks", f"at most {MAX_SUBMIT_BATCH} tasks per call")
-        trace = conv.trace_from_metadata(context.invocation_metadata())
+        metadata = context.invocation_metadata()
+        trace = conv.trace_from_metadata(metadata)
+        json_bytes = conv.wants_json_bytes(metadata)
         specs = [
             conv.spec_from_proto(
                 spec,
@@ -122,7 +128,10 @@ class SchedulerService(
             results = await self._engine.submit(tenant, specs)
             span.set_attribute("tickwheel.tasks", len(results))
         return pb.SubmitTasksResponse(
-            results=[_submit_response(r, t) for r, t in zip(results, request.tasks, strict=True)]
+            results=[
+                _submit_response(r, t, json_bytes)
+                for r, t in zip(results, request.tasks, strict=True)
+            ]
         )
 
     @unary
@@ -131,7 +140,8 @@ class SchedulerService(
         tenant = await tenant_of(self._gate, context, Scope.READ)
         task_id = conv.parse_uuid(request.task_id, "task_id")
         rec = await self._engine.get_task(tenant, task_id)
-        return pb.GetTaskResponse(task=conv.task_to_proto(rec))
+        json_bytes = conv.wants_json_bytes(context.invocation_metadata())
+        return pb.GetTaskResponse(task=conv.task_to_proto(rec, json_bytes=json_bytes))
 
     @unary
     async def CancelTask(
@@ -141,7 +151,8 @@ class SchedulerService(
         tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         task_id = conv.parse_uuid(request.task_id, "task_id")
         rec = await self._engine.cancel(tenant, task_id)
-        return pb.CancelTaskResponse(task=conv.task_to_proto(rec))
+        json_bytes = conv.wants_json_bytes(context.invocation_metadata())
+        return pb.CancelTaskResponse(task=conv.task_to_proto(rec, json_bytes=json_bytes))
 
     @unary
     async def ListTasks(
@@ -152,8 +163,9 @@ class SchedulerService(
         flt, page_size = conv.filter_from_proto(request)
         position = conv.page_token_in(tenant, flt, request.page_token)
         page = await self._engine.list_tasks(tenant, flt, page_size, position)
+        json_bytes = conv.wants_json_bytes(context.invocation_metadata())
         return pb.ListTasksResponse(
-            tasks=[conv.task_to_proto(t) for t in page.tasks],
+            tasks=[conv.task_to_proto(t, json_bytes=json_bytes) for t in page.tasks],
             next_page_token=conv.page_token_out(tenant, flt, page.next_page_token),
         )
 
@@ -170,7 +182,8 @@ class SchedulerService(
             else None
         )
         rec = await self._engine.redrive(tenant, task_id, when)
-        return pb.RedriveTaskResponse(task=conv.task_to_proto(rec))
+        json_bytes = conv.wants_json_bytes(context.invocation_metadata())
+        return pb.RedriveTaskResponse(task=conv.task_to_proto(rec, json_bytes=json_bytes))
 
     @unary
     async def WaitTask(self, request: pb.WaitTaskRequest, context: Context) -> pb.WaitTaskResponse:
@@ -178,4 +191,7 @@ class SchedulerService(
         tenant = await tenant_of(self._gate, context, Scope.READ)
         task_id = conv.parse_uuid(request.task_id, "task_id")
         rec = await self._engine.wait_task(tenant, task_id, request.timeout_s)
-        return pb.WaitTaskResponse(task=conv.task_to_proto(rec), done=rec.status in SETTLED)
+        json_bytes = conv.wants_json_bytes(context.invocation_metadata())
+        return pb.WaitTaskResponse(
+            task=conv.task_to_proto(rec, json_bytes=json_bytes), done=rec.status in SETTLED
+        )

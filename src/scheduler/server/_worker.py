@@ -106,12 +106,15 @@ def _result(
     )
 
 
-def event_to_proto(event: AssignmentBatch | CancelNotice, worker_id: str = "") -> pb.ServerMessage:
-    """A session event as the message pushed to the worker."""
+def event_to_proto(
+    event: AssignmentBatch | CancelNotice, worker_id: str = "", *, json_bytes: bool = False
+) -> pb.ServerMessage:
+    """A session event as the message pushed to the worker; ``json_bytes``: payloads
+    and checkpoints as JSON bytes (the worker's ``Hello.json_bytes``)."""
     if isinstance(event, AssignmentBatch):
         tasks = []
         for a in event.assignments:
-            msg = conv.assignment_to_proto(a)
+            msg = conv.assignment_to_proto(a, json_bytes=json_bytes)
             _trace_dispatch(msg, worker_id)
             tasks.append(msg)
         if _log.isEnabledFor(logging.DEBUG):
@@ -378,7 +381,7 @@ async def _handle_one(
         if not msg.checkpoint.HasField("task"):
             raise InvalidArgument("checkpoint.task", "required")
         write = conv.write_from_proto(msg.checkpoint.task, "checkpoint.task")
-        data = conv.bounded_struct(msg.checkpoint.data, "checkpoint.data")
+        data = conv.json_field(msg.checkpoint.data, msg.checkpoint.data_json, "checkpoint.data")
         outcome = await session.checkpoint(write.key, write.token, data)
         return _result(msg.request_id, [write.key.id], [outcome]) if msg.request_id else None
     raise InvalidArgument("kind", "empty worker message (no kind set)")
@@ -419,6 +422,7 @@ class WorkerService(pbg.WorkerServiceServicer):
             if first.WhichOneof("kind") != "hello":
                 raise InvalidArgument("hello", "the first message on the stream must be hello")
             hello = hello_from_proto(first.hello, tenant_id)
+            json_bytes = first.hello.json_bytes
             session = await self._engine.open_session(hello)
         except Exception as exc:  # mapped through the one table
             await _aclose(requests)
@@ -435,7 +439,7 @@ class WorkerService(pbg.WorkerServiceServicer):
             )
             out: asyncio.Queue[_Out] = asyncio.Queue()
             name = f"tickwheel-session-{session.session_id}"
-            pump = asyncio.create_task(self._pump(session, out), name=f"{name}-pump")
+            pump = asyncio.create_task(self._pump(session, out, json_bytes), name=f"{name}-pump")
             reader = asyncio.create_task(self._read(requests, session, out), name=f"{name}-read")
             watch = asyncio.create_task(self._watch_key(context, out), name=f"{name}-key")
             try:
@@ -487,10 +491,12 @@ class WorkerService(pbg.WorkerServiceServicer):
         # A revoked or expired key ends the stream within stream_key_recheck_s.
         out.put_nowait(_End(await self._gate.lapsed(context)))
 
-    async def _pump(self, session: WorkerSession, out: asyncio.Queue[_Out]) -> None:
+    async def _pump(
+        self, session: WorkerSession, out: asyncio.Queue[_Out], json_bytes: bool
+    ) -> None:
         try:
             async for event in session.events():
-                out.put_nowait(event_to_proto(event, session.worker_id))
+                out.put_nowait(event_to_proto(event, session.worker_id, json_bytes=json_bytes))
         except Exception as exc:  # handed to the stream handler
             out.put_nowait(_End(exc))
             return
@@ -569,9 +575,10 @@ class WorkerService(pbg.WorkerServiceServicer):
             if request.task.HasField("scheduled_at")
             else None
         )
-        result = conv.bounded_struct(request.result, "result")
+        result = conv.json_field(request.result, request.result_json, "result")
         rec = await self._engine.complete(tenant, task_id, token, result, when)
-        return pb.CompleteTaskResponse(task=conv.task_to_proto(rec))
+        json_bytes = conv.wants_json_bytes(context.invocation_metadata())
+        return pb.CompleteTaskResponse(task=conv.task_to_proto(rec, json_bytes=json_bytes))
 
     @unary
     async def FailTask(self, request: pb.FailTaskRequest, context: Context) -> pb.FailTaskResponse:
@@ -596,4 +603,5 @@ class WorkerService(pbg.WorkerServiceServicer):
             scheduled_at=when,
             error_type=conv.error_type_text(request.error_type, "error_type"),
         )
-        return pb.FailTaskResponse(task=conv.task_to_proto(rec))
+        json_bytes = conv.wants_json_bytes(context.invocation_metadata())
+        return pb.FailTaskResponse(task=conv.task_to_proto(rec, json_bytes=json_bytes))

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from scheduler.states import TaskState
 from scheduler.store import _common
-from scheduler.types import NewTask, TaskRecord
+from scheduler.types import NewTask, RawJSON, TaskRecord
 
 FAILED = (TaskState.DEAD_LETTER, TaskState.CANCELLED)
 """States whose entry applies a workflow task's upstream policy (same transaction)."""
@@ -42,7 +42,8 @@ def record_from_new(t: NewTask, payload: str, trace: str | None, now: datetime) 
         retry_count=0,
         max_retries=t.max_retries,
         timeout_s=float(t.timeout_s),
-        payload=json.loads(payload),
+        # JSON text that came checked (RawJSON) stays text: no parse on the submit path.
+        payload=payload if type(payload) is RawJSON else json.loads(payload),
         result_payload=None,
         checkpoint=None,
         trace_context=_common.loads(trace),

@@ -13,7 +13,7 @@ from scheduler import limits
 from scheduler._errors import InvalidArgument
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import NewTask, Pool, TaskKey
+from scheduler.types import NewTask, Pool, RawJSON, TaskKey
 
 # The bounds are stated once, in scheduler.limits; the store checks them again because
 # a row must be right whoever wrote it.
@@ -55,6 +55,12 @@ def json_object(
     """Serialise a JSON object; InvalidArgument when not an object, not JSON, or too big."""
     if value is None and optional:
         return None
+    if type(value) is RawJSON:
+        # Checked when it arrived (scheduler.jsonbytes) or read from JSONB: stored as it
+        # is, with no parse and no re-encode. Only its size depends on this limit.
+        if len(value) * 4 > limit_bytes and len(value.encode()) > limit_bytes:
+            raise InvalidArgument(field, f"is over the {limit_bytes}-byte limit")
+        return value
     if not isinstance(value, dict):
         raise InvalidArgument(field, "must be a JSON object")
     try:
@@ -136,7 +142,9 @@ def new_tasks(tasks: Sequence[object], limit_bytes: int) -> list[tuple[str, str 
             continue
         assert isinstance(task, NewTask)
         payload, trace = task.payload, task.trace_context
-        if type(payload) is not dict or (trace is not None and type(trace) is not dict):
+        if (type(payload) is not dict and type(payload) is not RawJSON) or (
+            trace is not None and type(trace) is not dict
+        ):
             append(new_task(i, task, limit_bytes))
             continue
         try:

@@ -31,15 +31,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import struct_pb2
 from google.protobuf.message import DecodeError
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
+from scheduler import jsonbytes
 from scheduler._errors import StaleFencingToken, TickwheelError
 from scheduler._kafka_wire import trace_headers
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._wellknown import dict_to_struct, struct_to_dict
 from scheduler.client import _convert as conv
 from scheduler.logs import bind_fields, task_extra
 from scheduler.worker._context import (
@@ -309,9 +308,10 @@ class HandlerRunner:
             type=a.type,
             attempt=a.attempt,
             max_retries=a.max_retries,
-            payload=struct_to_dict(a.payload),
+            # Bytes on a stream (Hello.json_bytes), a Struct from a Kafka record.
+            payload=conv.json_of(a.payload, a.payload_json, True) or {},
             fencing_token=a.fencing_token,
-            checkpoint_data=struct_to_dict(a.checkpoint) if a.HasField("checkpoint") else None,
+            checkpoint_data=conv.json_of(a.checkpoint, a.checkpoint_json, a.HasField("checkpoint")),
             trace_context=submit_trace,
             scheduled_at=conv.from_timestamp(a.scheduled_at),
             due_at=conv.from_timestamp(a.due_at),
@@ -348,7 +348,9 @@ class HandlerRunner:
         held = self._held.get(ctx.task_id)
         if held is None or held.ctx is not ctx:  # superseded by a later attempt
             raise StaleFencingToken(str(ctx.task_id), ctx.fencing_token, "task no longer held")
-        msg = pb.WorkerMessage(checkpoint=pb.Checkpoint(task=held.ref, data=dict_to_struct(data)))
+        msg = pb.WorkerMessage(
+            checkpoint=pb.Checkpoint(task=held.ref, data_json=jsonbytes.dumps(data))
+        )
         results = await self._stream.request(msg)
         if results and not results[0].ok:
             raise StaleFencingToken(str(ctx.task_id), ctx.fencing_token, results[0].reason)
@@ -428,7 +430,7 @@ class HandlerRunner:
             span.record_exception(outcome)
             span.set_status(Status(StatusCode.ERROR, text[:200]))
         else:
-            msg = pb.Completion(task=held.ref, result=outcome)  # joins a Completions batch
+            msg = pb.Completion(task=held.ref, result_json=outcome)  # joins a Completions batch
         if msg is None:
             span.set_attribute("tickwheel.outcome", "lease_lost")
             self._drain.count("rejected")
@@ -458,8 +460,8 @@ class HandlerRunner:
             if kind == "release":
                 _log.info("task %s: released with checkpoint %s", ctx.task_id, ctx.checkpoint_data)
 
-    async def _invoke(self, held: Held) -> struct_pb2.Struct | BaseException:
-        """Run the handler; its result as a Struct, or the exception it raised (a
+    async def _invoke(self, held: Held) -> bytes | BaseException:
+        """Run the handler; its result as JSON bytes, or the exception it raised (a
         result JSON cannot hold, such as a set or a NaN, fails the attempt)."""
         ctx = held.ctx
         handler = self._handlers[ctx.type]
@@ -493,7 +495,7 @@ class HandlerRunner:
                 )
             return exc
         try:
-            return dict_to_struct(_as_result(value))
+            return jsonbytes.dumps(_as_result(value))
         except (TypeError, ValueError) as exc:
             _log.warning("task %s: the handler's result is not JSON: %s", ctx.task_id, exc)
             return TypeError(f"the handler's result is not JSON: {exc}")

@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 from opentelemetry.trace import Span
 
+from scheduler import jsonbytes
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._wellknown import dict_to_struct
 from scheduler.logs import task_extra, trace_id_of
 from scheduler.worker._context import TaskContext
 
@@ -63,7 +63,7 @@ class Held:
         data = self.ctx.checkpoint_data
         return pb.WorkerMessage(
             release=pb.Release(
-                task=self.ref, checkpoint=dict_to_struct(data) if data is not None else None
+                task=self.ref, checkpoint_json=jsonbytes.dumps(data) if data is not None else b""
             )
         )
 

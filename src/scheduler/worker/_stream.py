@@ -335,6 +335,7 @@ class Stream:
             pools=[conv.pool_to_proto(p) for p in self.pools],
             slots=announced,
             start_on_delivery=self._start_on_delivery,
+            json_bytes=True,  # payloads as the stored JSON text: orjson reads them
         )
         writer: asyncio.Task[None] | None = None
         heart: asyncio.Task[None] | None = None

@@ -25,6 +25,7 @@ from scheduler.engine import (
     WorkerHello,
     WorkerSession,
 )
+from scheduler.jsonbytes import as_dict
 from scheduler.states import TaskState
 from scheduler.store import Store
 from scheduler.types import Assignment, Completion, FencedWrite, InsertResult
@@ -87,7 +88,7 @@ async def test_submit_dispatch_ack_complete(engine: Engine, tenant: uuid.UUID) -
     assert a.key == res.task.key
     assert a.attempt == 1
     assert a.fencing_token == res.task.fencing_token + 1
-    assert a.payload == {"to": "a@b.c"}
+    assert as_dict(a.payload) == {"to": "a@b.c"}
     (outcome,) = await session.complete(
         [Completion(key=a.key, token=a.fencing_token, result={"sent": True})]
     )

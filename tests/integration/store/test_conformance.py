@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
+from scheduler.jsonbytes import as_dict
 from scheduler.states import TaskState
 from scheduler.store import Store
 from scheduler.types import (
@@ -235,7 +236,9 @@ async def test_release_keeps_attempt_and_checkpoint(store: Store, tenant: Tenant
         [DispatchRequest(key=key, worker_id="w2", lease_expires_at=LEASE)], NOW
     )
     assert a is not None
-    assert (a.checkpoint, a.attempt, a.fencing_token) == ({"row": 9}, 1, token + 1)
+    # A backend may hand JSON on as its stored text (RawJSON): compared as objects.
+    assert a.checkpoint is not None
+    assert (as_dict(a.checkpoint), a.attempt, a.fencing_token) == ({"row": 9}, 1, token + 1)
 
 
 async def test_reclaim_expired_follows_the_state_table(store: Store, tenant: Tenant) -> None:
@@ -551,7 +554,7 @@ async def test_assignment_matches_the_row_and_a_repeated_request_gets_none(
         row.due_at,
     )
     assert (a.max_retries, a.timeout_s) == (row.max_retries, row.timeout_s)
-    assert a.payload == row.payload == {"n": 1, "s": "é"}
+    assert as_dict(a.payload) == as_dict(row.payload) == {"n": 1, "s": "é"}
     assert a.trace_context == row.trace_context == {"traceparent": "00-a"}
     assert a.checkpoint is None
     trail = await store.transitions_of(key.id)

@@ -15,10 +15,11 @@ from scheduler.client import _convert as cconv
 from scheduler.client._types import TaskSpec
 from scheduler.engine import AssignmentBatch, CancelNotice
 from scheduler.jitter import JitterMode
+from scheduler.jsonbytes import as_dict
 from scheduler.server import _convert as conv
 from scheduler.server._worker import event_to_proto, hello_from_proto
 from scheduler.states import TaskState
-from scheduler.types import Assignment, Pool, TaskKey, TaskRecord, Tenant
+from scheduler.types import Assignment, Pool, RawJSON, TaskKey, TaskRecord, Tenant
 
 NOW = datetime(2030, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -223,8 +224,12 @@ def test_client_spec_to_proto_and_back() -> None:
         max_retries=0,
         trace_context={"traceparent": TP, "tracestate": ""},
     )
-    back = _parse(cconv.spec_to_proto(spec))
-    assert back.payload == {"x": 1}
+    msg = cconv.spec_to_proto(spec)
+    assert msg.payload_json
+    assert not msg.HasField("payload")
+    back = _parse(msg)
+    assert isinstance(back.payload, RawJSON)  # kept as text for the store
+    assert as_dict(back.payload) == {"x": 1}
     assert back.scheduled_at == NOW
     assert back.pool is Pool.BULK
     assert back.jitter_mode is JitterMode.NONE

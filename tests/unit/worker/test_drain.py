@@ -7,6 +7,8 @@ import asyncio
 import uuid
 from datetime import UTC, datetime
 
+import orjson
+
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.worker import DrainReport, TaskContext
 from scheduler.worker._drain import Drain
@@ -83,7 +85,9 @@ async def test_at_the_deadline_a_running_task_is_released_with_its_checkpoint() 
     assert stream.kinds() == ["drain"]
     (release,) = stream.requested
     assert release.release.task.fencing_token == 12
-    assert dict(release.release.checkpoint) == {"row": 450_000}
+    # The SDK sends JSON as bytes (docs/clients.md).
+    assert orjson.loads(release.release.checkpoint_json) == {"row": 450_000}
+    assert not release.release.HasField("checkpoint")
     assert held.released
     assert held.ctx.cancel_reason == "drain"
     assert held.task.cancelled()

@@ -6,6 +6,8 @@ import asyncio
 import uuid
 from datetime import UTC, datetime
 
+import orjson
+
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.worker._context import TaskContext
 from scheduler.worker._slots import Held, Slots
@@ -105,5 +107,7 @@ async def test_a_release_carries_the_attempts_token_and_last_checkpoint() -> Non
     task_id = uuid.uuid4()
     msg = _held(task_id, token=9, checkpoint={"row": 450_000}).release_message()
     assert msg.release.task.fencing_token == 9
-    assert dict(msg.release.checkpoint) == {"row": 450_000}
-    assert not _held(task_id).release_message().release.HasField("checkpoint")
+    assert orjson.loads(msg.release.checkpoint_json) == {"row": 450_000}  # sent as bytes
+    empty = _held(task_id).release_message().release
+    assert not empty.HasField("checkpoint")
+    assert not empty.checkpoint_json

@@ -74,6 +74,7 @@ from scheduler.types import (
     Page,
     Pool,
     Preloaded,
+    RawJSON,
     ReclaimResult,
     RefusedWrite,
     Release,
@@ -409,7 +410,7 @@ class PostgresStore:
         return await self._writes.heartbeat(writes, lease_expires_at, now)
 
     async def checkpoint(
-        self, key: TaskKey, token: int, data: dict[str, Any], now: datetime
+        self, key: TaskKey, token: int, data: dict[str, Any] | RawJSON, now: datetime
     ) -> Outcome:
         """Save a RUNNING task's progress (fenced)."""
         return await self._writes.checkpoint(key, token, data, now)

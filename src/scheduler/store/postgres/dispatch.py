@@ -23,7 +23,14 @@ from scheduler.store._config import StoreConfig
 from scheduler.store._records import FAILED
 from scheduler.store.postgres import rows, upstream
 from scheduler.store.postgres._db import SYSTEM, Db
-from scheduler.types import Assignment, DispatchRequest, Preloaded, ReclaimResult, TaskKey
+from scheduler.types import (
+    Assignment,
+    DispatchRequest,
+    Preloaded,
+    RawJSON,
+    ReclaimResult,
+    TaskKey,
+)
 
 
 class Dispatch:
@@ -137,7 +144,9 @@ class Dispatch:
                 [r.running for r in todo],
             )
         # The key, worker and lease are the request's (written as given); the rest is
-        # the row's. Columns by position, in mark_dispatched's SELECT order.
+        # the row's. Payload and checkpoint stay the JSONB's text (RawJSON): a worker
+        # that takes bytes gets them without a parse here. Columns by position, in
+        # mark_dispatched's SELECT order.
         by_id = {r[0]: r for r in found}
         pools = rows.POOLS
         loads = json.loads
@@ -154,13 +163,13 @@ class Dispatch:
                     key=req.key,
                     tenant_id=tenant,
                     type=typ,
-                    payload=loads(payload),
+                    payload=RawJSON(payload),
                     fencing_token=token,
                     attempt=retries + 1,
                     max_retries=max_retries,
                     due_at=due,
                     lease_expires_at=req.lease_expires_at,
-                    checkpoint=None if cp is None else loads(cp),
+                    checkpoint=None if cp is None else RawJSON(cp),
                     trace_context=None if trace is None else loads(trace),
                     pool=pools[pool],
                     worker_id=req.worker_id,

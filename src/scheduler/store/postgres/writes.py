@@ -31,6 +31,7 @@ from scheduler.types import (
     FencedWrite,
     Outcome,
     Preloaded,
+    RawJSON,
     Release,
     TaskKey,
 )
@@ -118,7 +119,7 @@ class WorkerWrites:
         return await self._fenced("heartbeat", writes, lease_expires_at, now)
 
     async def checkpoint(
-        self, key: TaskKey, token: int, data: dict[str, Any], now: datetime
+        self, key: TaskKey, token: int, data: dict[str, Any] | RawJSON, now: datetime
     ) -> Outcome:
         """Save a RUNNING task's progress (fenced)."""
         _validate.keys("key", [FencedWrite(key=key, token=token)])

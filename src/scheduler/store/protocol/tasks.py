@@ -44,6 +44,7 @@ from scheduler.types import (
     Page,
     Pool,
     Preloaded,
+    RawJSON,
     ReclaimResult,
     RefusedWrite,
     Release,
@@ -144,7 +145,9 @@ class TaskStore(Protocol):
         """Extend the lease of DISPATCHED/RUNNING tasks held with the current token."""
         ...
 
-    async def checkpoint(self, key: TaskKey, token: int, data: JSON, now: datetime) -> Outcome: ...
+    async def checkpoint(
+        self, key: TaskKey, token: int, data: JSON | RawJSON, now: datetime
+    ) -> Outcome: ...
 
     async def complete(self, items: Sequence[Completion], now: datetime) -> list[CompleteResult]:
         """RUNNING -> COMPLETED; writes the completion ledger and decrements DAG

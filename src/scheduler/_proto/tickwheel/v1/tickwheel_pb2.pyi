@@ -117,7 +117,7 @@ class TraceContext(_message.Message):
     def __init__(self, traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy")
+    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy", "payload_json")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,7 @@ class TaskSpec(_message.Message):
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     type: str
     payload: _struct_pb2.Struct
     scheduled_at: _timestamp_pb2.Timestamp
@@ -142,7 +143,8 @@ class TaskSpec(_message.Message):
     timeout_s: float
     trace_context: TraceContext
     retry_policy: RetryPolicy
-    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
+    payload_json: bytes
+    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("initial_backoff_s", "max_backoff_s", "max_attempts", "non_retryable_error_types")
@@ -157,7 +159,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, initial_backoff_s: _Optional[float] = ..., max_backoff_s: _Optional[float] = ..., max_attempts: _Optional[int] = ..., non_retryable_error_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("id", "tenant_id", "type", "state", "scheduled_at", "due_at", "idempotency_key", "pool", "fencing_token", "retry_count", "max_retries", "payload", "result", "last_error", "checkpoint", "worker_id", "cancel_requested", "shard_id", "created_at", "updated_at", "strict_timing", "trace_context", "retry_policy")
+    __slots__ = ("id", "tenant_id", "type", "state", "scheduled_at", "due_at", "idempotency_key", "pool", "fencing_token", "retry_count", "max_retries", "payload", "result", "last_error", "checkpoint", "worker_id", "cancel_requested", "shard_id", "created_at", "updated_at", "strict_timing", "trace_context", "retry_policy", "payload_json", "result_json", "checkpoint_json")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +183,9 @@ class Task(_message.Message):
     STRICT_TIMING_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_JSON_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     type: str
@@ -204,7 +209,10 @@ class Task(_message.Message):
     strict_timing: bool
     trace_context: TraceContext
     retry_policy: RetryPolicy
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., fencing_token: _Optional[int] = ..., retry_count: _Optional[int] = ..., max_retries: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., worker_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., shard_id: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., strict_timing: _Optional[bool] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
+    payload_json: bytes
+    result_json: bytes
+    checkpoint_json: bytes
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., fencing_token: _Optional[int] = ..., retry_count: _Optional[int] = ..., max_retries: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., worker_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., shard_id: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., strict_timing: _Optional[bool] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., result_json: _Optional[bytes] = ..., checkpoint_json: _Optional[bytes] = ...) -> None: ...
 
 class SubmitTaskRequest(_message.Message):
     __slots__ = ("task",)
@@ -639,18 +647,20 @@ class TaskRef(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("worker_id", "task_types", "pools", "slots", "start_on_delivery")
+    __slots__ = ("worker_id", "task_types", "pools", "slots", "start_on_delivery", "json_bytes")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_TYPES_FIELD_NUMBER: _ClassVar[int]
     POOLS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     START_ON_DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    JSON_BYTES_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     task_types: _containers.RepeatedScalarFieldContainer[str]
     pools: _containers.RepeatedScalarFieldContainer[Pool]
     slots: int
     start_on_delivery: bool
-    def __init__(self, worker_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ..., start_on_delivery: _Optional[bool] = ...) -> None: ...
+    json_bytes: bool
+    def __init__(self, worker_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ..., start_on_delivery: _Optional[bool] = ..., json_bytes: _Optional[bool] = ...) -> None: ...
 
 class Credit(_message.Message):
     __slots__ = ("slots",)
@@ -671,20 +681,24 @@ class Heartbeat(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[_Union[TaskRef, _Mapping]]] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ("task", "data")
+    __slots__ = ("task", "data", "data_json")
     TASK_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    DATA_JSON_FIELD_NUMBER: _ClassVar[int]
     task: TaskRef
     data: _struct_pb2.Struct
-    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    data_json: bytes
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., data_json: _Optional[bytes] = ...) -> None: ...
 
 class Completion(_message.Message):
-    __slots__ = ("task", "result")
+    __slots__ = ("task", "result", "result_json")
     TASK_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     task: TaskRef
     result: _struct_pb2.Struct
-    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    result_json: bytes
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result_json: _Optional[bytes] = ...) -> None: ...
 
 class Completions(_message.Message):
     __slots__ = ("items",)
@@ -705,12 +719,14 @@ class Failure(_message.Message):
     def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ..., error_type: _Optional[str] = ...) -> None: ...
 
 class Release(_message.Message):
-    __slots__ = ("task", "checkpoint")
+    __slots__ = ("task", "checkpoint", "checkpoint_json")
     TASK_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_JSON_FIELD_NUMBER: _ClassVar[int]
     task: TaskRef
     checkpoint: _struct_pb2.Struct
-    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    checkpoint_json: bytes
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., checkpoint_json: _Optional[bytes] = ...) -> None: ...
 
 class CancelConfirmed(_message.Message):
     __slots__ = ("task",)
@@ -751,7 +767,7 @@ class WorkerMessage(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., credit: _Optional[_Union[Credit, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., completion: _Optional[_Union[Completion, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., cancel_confirmed: _Optional[_Union[CancelConfirmed, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., completions: _Optional[_Union[Completions, _Mapping]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("task_id", "tenant_id", "type", "payload", "fencing_token", "attempt", "max_retries", "scheduled_at", "due_at", "lease_expires_at", "checkpoint", "trace_context", "pool", "timeout_s", "dispatch_trace_context")
+    __slots__ = ("task_id", "tenant_id", "type", "payload", "fencing_token", "attempt", "max_retries", "scheduled_at", "due_at", "lease_expires_at", "checkpoint", "trace_context", "pool", "timeout_s", "dispatch_trace_context", "payload_json", "checkpoint_json")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -767,6 +783,8 @@ class Assignment(_message.Message):
     POOL_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     DISPATCH_TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_JSON_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     tenant_id: str
     type: str
@@ -782,7 +800,9 @@ class Assignment(_message.Message):
     pool: Pool
     timeout_s: float
     dispatch_trace_context: TraceContext
-    def __init__(self, task_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., max_retries: _Optional[int] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., timeout_s: _Optional[float] = ..., dispatch_trace_context: _Optional[_Union[TraceContext, _Mapping]] = ...) -> None: ...
+    payload_json: bytes
+    checkpoint_json: bytes
+    def __init__(self, task_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., max_retries: _Optional[int] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., timeout_s: _Optional[float] = ..., dispatch_trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., checkpoint_json: _Optional[bytes] = ...) -> None: ...
 
 class Assignments(_message.Message):
     __slots__ = ("tasks",)
@@ -853,12 +873,14 @@ class ServerMessage(_message.Message):
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assignments: _Optional[_Union[Assignments, _Mapping]] = ..., cancel: _Optional[_Union[CancelRequest, _Mapping]] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., backlog: _Optional[_Union[Backlog, _Mapping]] = ...) -> None: ...
 
 class CompleteTaskRequest(_message.Message):
-    __slots__ = ("task", "result")
+    __slots__ = ("task", "result", "result_json")
     TASK_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     task: TaskRef
     result: _struct_pb2.Struct
-    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    result_json: bytes
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result_json: _Optional[bytes] = ...) -> None: ...
 
 class CompleteTaskResponse(_message.Message):
     __slots__ = ("task",)
