@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
@@ -18,7 +18,8 @@ import pytest
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
-from scheduler.worker import ClusterWorker, TaskContext
+from scheduler.client import Client, TaskSpec
+from scheduler.worker import ClusterWorker, TaskContext, Worker
 from tests.support import cluster
 from tests.support.processes import ServeProcess, WorkerProcess, process_group
 from tests.support.servers import EtcdServer, RedisServer
@@ -210,3 +211,92 @@ async def test_a_frozen_worker_or_a_restarted_node_strands_nothing(
 
 async def _async(value: bool) -> bool:
     return value
+
+
+@pytest.mark.timeout(240)
+async def test_a_cluster_workers_slots_move_to_the_node_with_the_backlog(
+    pg_dsn: str, etcd_server: EtcdServer, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """One ClusterWorker of 30 slots streams to three nodes; every task due is on n2's
+    shards (the others are cancelled before they fall due) and its handlers hold their
+    slots. n2 reports its backlog, and the worker gives it every slot but the one each
+    other stream keeps: 28 run at once from n2, where an even split allowed 10. Then
+    the handlers finish and every task completes once."""
+    slots = 30
+    release = asyncio.Event()
+    ran: dict[str, int] = {}
+
+    async def work(ctx: TaskContext) -> dict[str, str]:
+        ran[str(ctx.task_id)] = ran.get(str(ctx.task_id), 0) + 1
+        await release.wait()
+        return {}
+
+    with process_group(tmp_path / "procs") as group:
+        async with cluster.running(
+            group, pg_dsn, etcd_server, redis_server, 3, etcd_ttl_s=2, workers=False
+        ) as c:
+            worker = ClusterWorker(
+                c.nodes[0].target, api_key=c.api_key, handlers={"work": work}, slots=slots
+            )
+            run = asyncio.create_task(worker.run(), name="cluster-worker")
+            try:
+                await eventually(
+                    lambda: _async(
+                        len(worker.workers) == 3
+                        and all(w._stream.server_backlog for w in worker.workers.values())
+                    ),
+                    timeout_s=30,
+                    what="a stream to each node, each reporting backlogs",
+                )
+                # Idle: one credit per stream, the rest held in reserve for demand.
+                split = worker.credit.split
+                assert {n: split.granted(n) for n in worker.workers} == dict.fromkeys(
+                    worker.workers, 1
+                )
+                due = datetime.now(UTC) + timedelta(seconds=25)
+                async with await Client.connect(c.nodes[0].target, api_key=c.api_key) as client:
+                    tasks = await client.submit_many(
+                        [TaskSpec(type="work", scheduled_at=due, strict_timing=True)] * 240
+                    )
+                    owner = await cluster.owners(c.db)
+                    shard_of = {
+                        r[0]: r[1]
+                        for r in await c.db.fetch(
+                            "SELECT id, shard_id FROM tasks WHERE tenant_id = $1", c.tenant_id
+                        )
+                    }
+                    on_n2 = [t.id for t in tasks if owner[shard_of[t.id]] == "n2"]
+                    await asyncio.gather(
+                        *(client.cancel(t.id) for t in tasks if owner[shard_of[t.id]] != "n2")
+                    )
+                assert datetime.now(UTC) < due, "submit and cancel took past the due time"
+                assert len(on_n2) > slots
+                n2 = worker.workers["n2"]
+                await eventually(
+                    lambda: _held(n2),
+                    until=lambda held: held == slots - 2,
+                    timeout_s=60,
+                    what=f"n2's stream to hold {slots - 2} of {slots} slots",
+                )
+                assert worker.credit.backlogs > 0
+                assert worker.workers["n1"].running_tasks == 0
+                assert worker.workers["n3"].running_tasks == 0
+                assert split.granted("n1") <= 1
+                assert split.granted("n3") <= 1
+                release.set()
+                await eventually(
+                    lambda: cluster.completed(c),
+                    until=lambda done: done == len(on_n2),
+                    timeout_s=60,
+                    what=f"{len(on_n2)} tasks completed",
+                )
+                assert sorted(ran) == sorted(str(i) for i in on_n2)
+                assert set(ran.values()) == {1}
+            finally:
+                release.set()
+                await worker.shutdown(5)
+                await run
+
+
+async def _held(worker: Worker) -> int:
+    return worker.running_tasks
