@@ -19,6 +19,7 @@ import pytest
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import Client, TaskSpec
+from scheduler.cluster import assign
 from scheduler.worker import ClusterWorker, TaskContext, Worker
 from tests.support import cluster
 from tests.support.processes import ServeProcess, WorkerProcess, process_group
@@ -252,6 +253,14 @@ async def test_a_cluster_workers_slots_move_to_the_node_with_the_backlog(
                 split = worker.credit.split
                 assert {n: split.granted(n) for n in worker.workers} == dict.fromkeys(
                     worker.workers, 1
+                )
+                # Every shard with its final owner (the rendezvous map of three nodes):
+                # a shard still moving could put "n2's" tasks on another node.
+                await eventually(
+                    lambda: cluster.owners(c.db),
+                    until=lambda o: o == assign(cluster.SHARDS, ["n1", "n2", "n3"]),
+                    timeout_s=30,
+                    what="every shard with its final owner",
                 )
                 due = datetime.now(UTC) + timedelta(seconds=25)
                 async with await Client.connect(c.nodes[0].target, api_key=c.api_key) as client:

@@ -104,10 +104,10 @@ class RedisTimeIndex:
             return frozenset()
         for shard, items in calls:
             check_items(shard, items)
-        bulk = sum(len(items) for _, items in calls) > CHUNK
         shards: list[int] = []
+        # Off the hot path and many shards at once: the bulk deadline, not one call's.
         async with (
-            self._guard(calls[0][0], bulk=bulk),
+            self._guard(calls[0][0], bulk=True),
             self._client.pipeline(transaction=False) as pipe,
         ):
             for shard, items in calls:

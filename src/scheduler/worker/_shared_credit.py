@@ -34,6 +34,7 @@ class SharedCredit:
     def __init__(self, slots: int) -> None:
         self.split = CreditSplit(slots)
         self._senders: dict[str, Send] = {}
+        self._current: dict[str, StreamCredit] = {}
         self._up: set[str] = set()
         self.backlogs = 0
         """Backlog reports heard so far (for tests and metrics)."""
@@ -41,7 +42,13 @@ class SharedCredit:
     def handle(self, stream: str, send: Send) -> StreamCredit:
         """The handle of member ``stream`` (whose stream's ``send`` is given)."""
         self._senders[stream] = send
-        return StreamCredit(self, stream)
+        handle = self._current[stream] = StreamCredit(self, stream)
+        return handle
+
+    def _is_current(self, handle: StreamCredit) -> bool:
+        # A member restarted under the same name (its address changed) leaves the old
+        # worker draining: its stream's ends and pushes must not touch the new one's.
+        return self._current.get(handle.stream) is handle
 
     def _grant(self, grants: dict[str, int]) -> None:
         for stream, slots in grants.items():
@@ -82,20 +89,33 @@ class StreamCredit:
 
     def hello(self) -> int:
         """A stream attempt opens: the credit to announce in its ``Hello``."""
+        if not self._shared._is_current(self):
+            return 0
         return self._shared._hello(self.stream)
 
     def welcome(self, announced: int, *, reports: bool) -> None:
         """The attempt was welcomed (``reports``: its node sends backlogs): send what
         accrued since the ``Hello``."""
-        self._shared._welcome(self.stream, announced, reports)
+        if self._shared._is_current(self):
+            self._shared._welcome(self.stream, announced, reports)
 
     def closed(self) -> None:
         """The attempt ended (or the member drains): its unused credit goes back."""
-        self._shared._closed(self.stream)
+        if self._shared._is_current(self):
+            self._shared._closed(self.stream)
+
+    def retire(self) -> None:
+        """The member drains for good: it gives its credit back and is no longer the
+        stream of its name (a new member of that name may start)."""
+        self.closed()
+        if self._shared._is_current(self):
+            del self._shared._current[self.stream]
 
     def pushed(self, tasks: int) -> None:
         """The node pushed ``tasks``: each used a credit and takes a slot."""
-        self._shared.split.pushed(self.stream, tasks)
+        # A retired stream's pushes still take slots, but hold no share of the split.
+        stream = self.stream if self._shared._is_current(self) else ""
+        self._shared.split.pushed(stream, tasks)
 
     def finished(self, tasks: int = 1) -> None:
         """``tasks`` slots are free again (handlers ended, pushes given back)."""
@@ -103,5 +123,7 @@ class StreamCredit:
 
     def backlog(self, waiting: int) -> None:
         """The node reports ``waiting`` tasks for this stream."""
+        if not self._shared._is_current(self):
+            return
         self._shared.backlogs += 1
         self._shared._grant(self._shared.split.backlog(self.stream, waiting))

@@ -172,7 +172,7 @@ class Worker:
     def _unshare_slots(self) -> None:
         """This member drains: its unused credit goes back to the other streams."""
         if self._slots.credit is not None:
-            self._slots.credit.closed()
+            self._slots.credit.retire()
 
     # The parts are made before one another; these late-bound hooks wire them up.
 
