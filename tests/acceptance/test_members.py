@@ -13,6 +13,7 @@ import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import asyncpg
 import grpc
 import pytest
 
@@ -222,7 +223,12 @@ async def test_a_cluster_workers_slots_move_to_the_node_with_the_backlog(
     shards (the others are cancelled before they fall due) and its handlers hold their
     slots. n2 reports its backlog, and the worker gives it every slot but the one each
     other stream keeps: 28 run at once from n2, where an even split allowed 10. Then
-    the handlers finish and every task completes once."""
+    the handlers finish and every task completes once.
+
+    A cancel reaches only the node it was sent to: n1 and n3 still find their
+    cancelled tasks due and drop them at their dispatch commit. Two plain workers with
+    plenty of credit on n1 and n3 make that one round, so those nodes never report the
+    cancelled tasks as a backlog (credit given for it could not be taken back)."""
     slots = 30
     release = asyncio.Event()
     ran: dict[str, int] = {}
@@ -233,14 +239,42 @@ async def test_a_cluster_workers_slots_move_to_the_node_with_the_backlog(
         return {}
 
     with process_group(tmp_path / "procs") as group:
-        async with cluster.running(
-            group, pg_dsn, etcd_server, redis_server, 3, etcd_ttl_s=2, workers=False
-        ) as c:
+        db = await asyncpg.connect(pg_dsn)
+        # Task leases of 30 s: the held handlers must not lose them to a slow machine
+        # (a lease that lapses re-dispatches the task and stalls the stream).
+        c = await cluster.start_cluster(
+            group,
+            db,
+            pg_dsn,
+            etcd_server,
+            redis_server,
+            ["n1", "n2", "n3"],
+            etcd_ttl_s=2,
+            task_lease_s=30.0,
+            workers=False,
+        )
+        try:
             worker = ClusterWorker(
                 c.nodes[0].target, api_key=c.api_key, handlers={"work": work}, slots=slots
             )
             run = asyncio.create_task(worker.run(), name="cluster-worker")
+            decoys: list[str] = []
+
+            async def decoy(ctx: TaskContext) -> dict[str, str]:
+                decoys.append(str(ctx.task_id))
+                return {}
+
+            sweepers = [
+                Worker(c.nodes[i].target, api_key=c.api_key, handlers={"work": decoy}, slots=200)
+                for i in (0, 2)
+            ]
+            sweeps = [asyncio.create_task(w.run(), name="sweeper") for w in sweepers]
             try:
+                await eventually(
+                    lambda: _async(all(w._stream.connected.is_set() for w in sweepers)),
+                    timeout_s=30,
+                    what="the sweepers on n1 and n3",
+                )
                 await eventually(
                     lambda: _async(
                         len(worker.workers) == 3
@@ -301,10 +335,16 @@ async def test_a_cluster_workers_slots_move_to_the_node_with_the_backlog(
                 )
                 assert sorted(ran) == sorted(str(i) for i in on_n2)
                 assert set(ran.values()) == {1}
+                assert decoys == []  # nothing but n2's tasks ran
             finally:
                 release.set()
                 await worker.shutdown(5)
                 await run
+                for w, t in zip(sweepers, sweeps, strict=True):
+                    await w.shutdown(5)
+                    await t
+        finally:
+            await db.close()
 
 
 async def _held(worker: Worker) -> int:
