@@ -10,15 +10,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import asyncpg
 import grpc
 import pytest
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
-from scheduler.worker import ClusterWorker, TaskContext
+from scheduler.client import Client, TaskSpec
+from scheduler.cluster import assign
+from scheduler.worker import ClusterWorker, TaskContext, Worker
 from tests.support import cluster
 from tests.support.processes import ServeProcess, WorkerProcess, process_group
 from tests.support.servers import EtcdServer, RedisServer
@@ -210,3 +213,139 @@ async def test_a_frozen_worker_or_a_restarted_node_strands_nothing(
 
 async def _async(value: bool) -> bool:
     return value
+
+
+@pytest.mark.timeout(240)
+async def test_a_cluster_workers_slots_move_to_the_node_with_the_backlog(
+    pg_dsn: str, etcd_server: EtcdServer, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """One ClusterWorker of 30 slots streams to three nodes; every task due is on n2's
+    shards (the others are cancelled before they fall due) and its handlers hold their
+    slots. n2 reports its backlog, and the worker gives it every slot but the one each
+    other stream keeps: 28 run at once from n2, where an even split allowed 10. Then
+    the handlers finish and every task completes once.
+
+    A cancel reaches only the node it was sent to: n1 and n3 still find their
+    cancelled tasks due and drop them at their dispatch commit. Two plain workers with
+    plenty of credit on n1 and n3 make that one round, so those nodes never report the
+    cancelled tasks as a backlog (credit given for it could not be taken back)."""
+    slots = 30
+    release = asyncio.Event()
+    ran: dict[str, int] = {}
+
+    async def work(ctx: TaskContext) -> dict[str, str]:
+        ran[str(ctx.task_id)] = ran.get(str(ctx.task_id), 0) + 1
+        await release.wait()
+        return {}
+
+    with process_group(tmp_path / "procs") as group:
+        db = await asyncpg.connect(pg_dsn)
+        # Task leases of 30 s: the held handlers must not lose them to a slow machine
+        # (a lease that lapses re-dispatches the task and stalls the stream).
+        c = await cluster.start_cluster(
+            group,
+            db,
+            pg_dsn,
+            etcd_server,
+            redis_server,
+            ["n1", "n2", "n3"],
+            etcd_ttl_s=2,
+            task_lease_s=30.0,
+            workers=False,
+        )
+        try:
+            worker = ClusterWorker(
+                c.nodes[0].target, api_key=c.api_key, handlers={"work": work}, slots=slots
+            )
+            run = asyncio.create_task(worker.run(), name="cluster-worker")
+            decoys: list[str] = []
+
+            async def decoy(ctx: TaskContext) -> dict[str, str]:
+                decoys.append(str(ctx.task_id))
+                return {}
+
+            sweepers = [
+                Worker(c.nodes[i].target, api_key=c.api_key, handlers={"work": decoy}, slots=200)
+                for i in (0, 2)
+            ]
+            sweeps = [asyncio.create_task(w.run(), name="sweeper") for w in sweepers]
+            try:
+                await eventually(
+                    lambda: _async(all(w._stream.connected.is_set() for w in sweepers)),
+                    timeout_s=30,
+                    what="the sweepers on n1 and n3",
+                )
+                await eventually(
+                    lambda: _async(
+                        len(worker.workers) == 3
+                        and all(w._stream.server_backlog for w in worker.workers.values())
+                    ),
+                    timeout_s=30,
+                    what="a stream to each node, each reporting backlogs",
+                )
+                # Idle: one credit per stream, the rest held in reserve for demand.
+                split = worker.credit.split
+                assert {n: split.granted(n) for n in worker.workers} == dict.fromkeys(
+                    worker.workers, 1
+                )
+                # Every shard with its final owner (the rendezvous map of three nodes):
+                # a shard still moving could put "n2's" tasks on another node.
+                await eventually(
+                    lambda: cluster.owners(c.db),
+                    until=lambda o: o == assign(cluster.SHARDS, ["n1", "n2", "n3"]),
+                    timeout_s=30,
+                    what="every shard with its final owner",
+                )
+                due = datetime.now(UTC) + timedelta(seconds=25)
+                async with await Client.connect(c.nodes[0].target, api_key=c.api_key) as client:
+                    tasks = await client.submit_many(
+                        [TaskSpec(type="work", scheduled_at=due, strict_timing=True)] * 240
+                    )
+                    owner = await cluster.owners(c.db)
+                    shard_of = {
+                        r[0]: r[1]
+                        for r in await c.db.fetch(
+                            "SELECT id, shard_id FROM tasks WHERE tenant_id = $1", c.tenant_id
+                        )
+                    }
+                    on_n2 = [t.id for t in tasks if owner[shard_of[t.id]] == "n2"]
+                    await asyncio.gather(
+                        *(client.cancel(t.id) for t in tasks if owner[shard_of[t.id]] != "n2")
+                    )
+                assert datetime.now(UTC) < due, "submit and cancel took past the due time"
+                assert len(on_n2) > slots
+                n2 = worker.workers["n2"]
+                await eventually(
+                    lambda: _held(n2),
+                    until=lambda held: held == slots - 2,
+                    timeout_s=60,
+                    what=f"n2's stream to hold {slots - 2} of {slots} slots",
+                )
+                assert worker.credit.backlogs > 0
+                assert worker.workers["n1"].running_tasks == 0
+                assert worker.workers["n3"].running_tasks == 0
+                assert split.granted("n1") <= 1
+                assert split.granted("n3") <= 1
+                release.set()
+                await eventually(
+                    lambda: cluster.completed(c),
+                    until=lambda done: done == len(on_n2),
+                    timeout_s=60,
+                    what=f"{len(on_n2)} tasks completed",
+                )
+                assert sorted(ran) == sorted(str(i) for i in on_n2)
+                assert set(ran.values()) == {1}
+                assert decoys == []  # nothing but n2's tasks ran
+            finally:
+                release.set()
+                await worker.shutdown(5)
+                await run
+                for w, t in zip(sweepers, sweeps, strict=True):
+                    await w.shutdown(5)
+                    await t
+        finally:
+            await db.close()
+
+
+async def _held(worker: Worker) -> int:
+    return worker.running_tasks

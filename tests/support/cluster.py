@@ -475,6 +475,8 @@ class SteadyFigures:
     max_s: float
     node_cpu_s: list[float]
     worker_cpu_s: list[float]
+    #: wall seconds over which the CPU was counted (first due time to last completion)
+    wall_s: float
     #: PostgreSQL transactions committed per task, first due time to last completion
     commits_per_task: float
     #: tasks per store write that moved them to DISPATCHED, RUNNING, COMPLETED
@@ -514,9 +516,11 @@ async def steady(
         await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()))
         node_cpu = [_cpu_s(n.pid) for n in cluster.nodes]
         worker_cpu = [_cpu_s(w.pid) for w in workers]
+        t0 = time.monotonic()
         commits_sql = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
         commits = await db.fetchval(commits_sql)
         await check_exactly_once(cluster, tasks, timeout_s=240)
+        wall_s = time.monotonic() - t0
         await db.execute("SELECT pg_stat_clear_snapshot()")
         commits = await db.fetchval(commits_sql) - commits
         node_cpu = [_cpu_s(n.pid) - c for n, c in zip(cluster.nodes, node_cpu, strict=True)]
@@ -572,6 +576,7 @@ async def steady(
             max_s=float(late["max"]),
             node_cpu_s=node_cpu,
             worker_cpu_s=worker_cpu,
+            wall_s=wall_s,
         )
 
 

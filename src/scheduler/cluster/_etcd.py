@@ -3,7 +3,11 @@
 One round (every ``rebalance_interval_s``, or sooner when the lease changes):
 
 1. Without a lease, grant one and register ``{prefix}/nodes/{node_id}`` on it.
-2. Read the live nodes and the shard owners (two range reads).
+2. Read the live nodes and the shard owners (one range read over the cluster's
+   prefix). A round that found nothing to do records the store's revision; the next
+   rounds first read only this node's registration key, and while the revision, the
+   lease and the held shards are the same they stop there (nothing was written, so the
+   round would decide the same: an idle node costs etcd one tiny read per round).
 3. If the lease is not trusted right now, hold nothing (tell the listener) and stop here.
 4. Release the shards this node holds but no longer desires: drop them from ``owned()``,
    await ``on_loss``, then delete the key (only if it is still this claim).
@@ -85,8 +89,11 @@ class Membership:
         self._stopped = False
         self._failing = False
         self._closing: set[asyncio.Task[None]] = set()
+        self._settled: tuple[int, int, dict[int, int]] | None = None
         self.rounds = 0
         """Completed rebalance rounds (for tests and metrics)."""
+        self.skipped_rounds = 0
+        """Rounds that found nothing written since a settled round (one small read)."""
 
     # -- the ShardMembership contract ----------------------------------------------------
 
@@ -274,9 +281,33 @@ class Membership:
             await self._lapse_check()
             await self._register(client)
         lease = self._lease_id
+        if self._settled is not None and lease is not None and self._trusted():
+            # Nothing written under any key since a round that had nothing to do (the
+            # store's revision is unchanged; our registration is still there): this
+            # round would decide the same, so one single-key read is all it costs.
+            async with asyncio.timeout(timeout):
+                mine_kv = await client.get(_keys.node(cfg.prefix, self.node_id).encode())
+            if mine_kv is not None and self._settled == (
+                int(mine_kv.header.revision),
+                lease,
+                self._held,
+            ):
+                self.skipped_rounds += 1
+                return
+        self._settled = None
+        # The registrations and the ownership keys in one range read.
         async with asyncio.timeout(timeout):
-            node_kvs = await client.get_prefix(_keys.nodes(cfg.prefix).encode())
-        addresses = {kv.key.decode().rsplit("/", 1)[-1]: kv.value.decode() for kv in node_kvs}
+            kvs = await client.get_prefix(_keys.cluster(cfg.prefix).encode())
+        revision = int(kvs.header.revision)
+        nodes_prefix = _keys.nodes(cfg.prefix)
+        addresses: dict[str, str] = {}
+        owners: dict[int, tuple[str, int, int]] = {}
+        for kv in kvs:
+            key = kv.key.decode()
+            if key.startswith(nodes_prefix):
+                addresses[key[len(nodes_prefix) :]] = kv.value.decode()
+            elif (shard := _keys.shard_of_key(cfg.prefix, key)) is not None:
+                owners[shard] = (kv.value.decode(), int(kv.lease), int(kv.create_revision))
         live = set(addresses)
         if self.node_id not in live and lease is not None:
             # Registration put failed earlier, or the lease is about to be found lost.
@@ -292,13 +323,6 @@ class Membership:
         if addresses != self._addresses:
             self._addresses = addresses
             self._members_revision += 1
-        async with asyncio.timeout(timeout):
-            shard_kvs = await client.get_prefix(_keys.shards(cfg.prefix).encode())
-        owners: dict[int, tuple[str, int, int]] = {}
-        for kv in shard_kvs:
-            shard = _keys.shard_of_key(cfg.prefix, kv.key.decode())
-            if shard is not None:
-                owners[shard] = (kv.value.decode(), int(kv.lease), int(kv.create_revision))
         await self._lapse_check()
         if not self._trusted() or lease is None:
             return
@@ -330,6 +354,9 @@ class Membership:
         gained = {**adopt, **claimed}
         if gained:
             await self._gain(client, gained, lease)
+        elif not (gone or surplus or free):
+            # Settled at this revision: until a key changes, rounds can skip.
+            self._settled = (revision, lease, dict(self._held))
 
     async def _register(self, client: Any) -> None:
         cfg = self.config

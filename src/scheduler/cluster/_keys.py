@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
+def cluster(prefix: str) -> str:
+    """Prefix of every key of the cluster (the registrations and the ownership keys,
+    read together in one range read)."""
+    return f"{prefix}/"
+
+
 def nodes(prefix: str) -> str:
     """Prefix of the live-node registrations (one key per node, on its lease)."""
     return f"{prefix}/nodes/"

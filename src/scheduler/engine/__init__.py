@@ -10,6 +10,7 @@ from scheduler.engine._schedules import ExpectationSpec, ScheduleSpec
 from scheduler.engine._sessions import WorkerSession
 from scheduler.engine._types import (
     AssignmentBatch,
+    BacklogNotice,
     CancelNotice,
     FailureReport,
     Outlet,
@@ -24,6 +25,7 @@ __all__ = [
     "MAX_WAIT_S",
     "SETTLED",
     "AssignmentBatch",
+    "BacklogNotice",
     "CancelNotice",
     "Engine",
     "EngineConfig",

@@ -119,6 +119,11 @@ class EngineConfig:
     """How often a node reads which tenants a home move has frozen or taken away
     (``tenant_moves``, migration 0012): a freeze reaches the node within this (one
     indexed read of a tiny table per interval)."""
+    backlog_interval_s: float = 0.2
+    """How often a node works out, for each worker stream that asked (``Hello.backlog``),
+    how many ready tasks wait for it, and sends a ``Backlog`` when the figure moved
+    (``_backlog.py``). One pass over the open streams per interval, never per task;
+    0 turns it off."""
     canary_interval_s: float = 0.0
     """Schedule a canary task this often (0: off; ``tickwheel serve`` turns it on at
     60 s). It runs on a built-in in-process worker of the SYSTEM tenant."""
@@ -165,6 +170,8 @@ class EngineConfig:
             raise ValueError("EngineConfig: slot reservations must not be negative")
         if any(w <= 0 for _, w in self.tier_weights):
             raise ValueError("EngineConfig.tier_weights must be positive")
+        if self.backlog_interval_s < 0:
+            raise ValueError("EngineConfig.backlog_interval_s must be >= 0")
         if self.canary_interval_s < 0:
             raise ValueError("EngineConfig.canary_interval_s must be >= 0")
         if not 0 <= self.count_cache_ttl_s <= self.count_cache_max_age_s:

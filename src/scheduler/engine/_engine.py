@@ -38,6 +38,7 @@ from scheduler._aio import Background, wait_event
 from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
 from scheduler.cluster import LocalMembership, ShardMembership
 from scheduler.engine._admission import Admission
+from scheduler.engine._backlog import BacklogReporter
 from scheduler.engine._canary import Canary
 from scheduler.engine._completer import Completer
 from scheduler.engine._config import EngineConfig
@@ -105,10 +106,8 @@ def _utcnow() -> datetime:
 
 
 class Engine:
-    """The scheduler core for one node.
-
-    ``clock`` returns the current time (timezone-aware); tests pass a fake clock to
-    move time without sleeping and call :meth:`wake` after moving it."""
+    """The scheduler core for one node. ``clock`` returns the current time (timezone-
+    aware); tests pass a fake clock and call :meth:`wake` after moving it."""
 
     def __init__(
         self,
@@ -202,6 +201,7 @@ class Engine:
             store, node_id, self.now, self._shards, self._preloader, self._timeline, self._ready
         )
         self._moves = MoveWatch(cfg, self.tenancy, self._sessions, self._ready, self.wake)
+        self.backlog = BacklogReporter(cfg, self._sessions, self._ready)
         self._tasks: list[asyncio.Task[None]] = []
         self._lifecycle = asyncio.Lock()
         self._started = False
@@ -252,6 +252,7 @@ class Engine:
             asyncio.create_task(self._preloader.run(), name="tickwheel-preloader"),
             asyncio.create_task(self.schedules.run(), name="tickwheel-schedules"),
             asyncio.create_task(self._moves.run(), name="tickwheel-moves"),
+            asyncio.create_task(self.backlog.run(), name="tickwheel-backlog"),
         ]
         if self._shards.shared:
             self._tasks.append(
@@ -339,8 +340,7 @@ class Engine:
         return len(self._shards.owned())
 
     def free_slots(self) -> dict[Pool, int]:
-        """Per pool, the free slots of the sessions that serve it (one of several pools
-        counts in each)."""
+        """Per pool, the free slots of the sessions serving it (each of its pools)."""
         return self._sessions.free_slots()
 
     def pool_metrics(self) -> dict[Pool, PoolMetrics]:

@@ -310,6 +310,30 @@ class ReadyQueues:
                 pq.drop_if_empty(tenant)
         return removed
 
+    def waiting_for(
+        self, pools: Iterable[Pool], types: frozenset[str] | None, tenant: uuid.UUID | None
+    ) -> int:
+        """How many waiting tasks a worker of ``tenant`` (None: a shared worker, any
+        tenant) running ``types`` (None: any) in ``pools`` could take; O(tenants x
+        types), for the backlog reports (``_backlog.py``), never per task."""
+        n = 0
+        for pool in pools:
+            pq = self._pools[pool]
+            if not pq.count:
+                continue
+            if tenant is None:
+                candidates: Iterable[_Tenant] = pq.tenants.values()
+            else:
+                scoped = pq.tenants.get(tenant.int)
+                candidates = () if scoped is None else (scoped,)
+            for t in candidates:
+                if t.id in self.paused:
+                    continue
+                for type_, queue in t.types.items():
+                    if types is None or type_ in types:
+                        n += len(queue)
+        return n
+
     def tenants(self) -> set[uuid.UUID]:
         """Tenants with waiting tasks."""
         return {t.id for q in self._pools.values() for t in q.tenants.values()}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -25,6 +26,7 @@ from scheduler.engine._completer import Completer
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._types import (
     AssignmentBatch,
+    BacklogNotice,
     CancelNotice,
     FailureReport,
     Outlet,
@@ -82,6 +84,12 @@ class WorkerSession:
         """The slots the worker announced in its hello (its concurrency)."""
         self.connected_at = datetime.now(UTC)
         self._connected_mono = self._seen_mono = time.monotonic()
+        self.wants_backlog = hello.backlog
+        """The worker asked for :class:`BacklogNotice` events (``_backlog.py``)."""
+        self.backlog_reported = 0
+        """The last waiting figure reported to it."""
+        self.backlog_reported_at = -math.inf
+        """When (``time.monotonic()``) it was reported."""
         self.start_on_delivery = hello.start_on_delivery
         """Dispatches commit RUNNING and count as acked once pushed (see WorkerHello)."""
         self.draining = False
@@ -184,6 +192,12 @@ class WorkerSession:
         self._push(AssignmentBatch(batch))
         if self.start_on_delivery:
             self._acked.update(a.key.id for a in batch)
+
+    def report_backlog(self, waiting: int, at: float) -> None:
+        """Tell the worker how much work waits here for it (advisory)."""
+        self.backlog_reported = waiting
+        self.backlog_reported_at = at
+        self._push(BacklogNotice(waiting))
 
     def notify_cancel(self, key: TaskKey, token: int) -> None:
         """Tell the worker to stop a task it runs."""

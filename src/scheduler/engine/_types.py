@@ -47,6 +47,9 @@ class WorkerHello:
     start_on_delivery: bool = False
     """The worker starts a task when it receives it and sends no ack: its dispatches
     commit RUNNING (the attempt starts with the dispatch) instead of DISPATCHED."""
+    backlog: bool = False
+    """The worker wants :class:`BacklogNotice` events (advisory: how much work waits
+    here for it), to move its credit between the nodes of a cluster."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -64,7 +67,15 @@ class CancelNotice:
     token: int
 
 
-SessionEvent = AssignmentBatch | CancelNotice
+@dataclasses.dataclass(frozen=True, slots=True)
+class BacklogNotice:
+    """Advisory: ``waiting`` ready tasks on this node match the session (its tenant,
+    types and pools); sent only to a session whose hello asked for it."""
+
+    waiting: int
+
+
+SessionEvent = AssignmentBatch | CancelNotice | BacklogNotice
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

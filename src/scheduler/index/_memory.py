@@ -50,6 +50,18 @@ class MemoryTimeIndex:
         for p in items:
             entries[_codec.member(p)] = (_codec.score_ms(p), p)
 
+    async def add_many(self, additions: Mapping[int, Sequence[Preloaded]]) -> frozenset[int]:
+        """See :meth:`TimeIndex.add_many`."""
+        lost: set[int] = set()
+        for shard, items in additions.items():
+            if not items:
+                continue
+            try:
+                await self.add(shard, items)
+            except IndexLost:
+                lost.add(shard)
+        return frozenset(lost)
+
     async def pop_due(self, shard: int, now_ms: int, limit: int) -> list[Preloaded]:
         """See :meth:`TimeIndex.pop_due`."""
         check_limit(limit)

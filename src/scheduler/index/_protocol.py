@@ -41,6 +41,13 @@ class TimeIndex(Protocol):
         Raises :class:`IndexLost` when the shard is not seeded."""
         ...
 
+    async def add_many(self, additions: Mapping[int, Sequence[Preloaded]]) -> frozenset[int]:
+        """:meth:`add` for many shards at once (one round trip where the backend can).
+
+        Returns the shards that were not seeded (nothing was written to them; the
+        others were indexed). :class:`IndexUnavailable` when it cannot answer."""
+        ...
+
     async def pop_due(self, shard: int, now_ms: int, limit: int) -> list[Preloaded]:
         """Atomically remove and return up to ``limit`` (<= :data:`MAX_POP`) tasks due at
         or before ``now_ms``, earliest first. Raises :class:`IndexLost` when not seeded."""

@@ -96,6 +96,31 @@ class RedisTimeIndex:
             for i in range(0, len(items), CHUNK):
                 await self._write(shard, keys, items[i : i + CHUNK], _scripts.SEEDED, "")
 
+    async def add_many(self, additions: Mapping[int, Sequence[Preloaded]]) -> frozenset[int]:
+        """See :meth:`TimeIndex.add_many`: every shard's script in one pipeline (one
+        script call per shard per pre-load pass cost a node 10-13% of its CPU)."""
+        calls = [(shard, items) for shard, items in additions.items() if items]
+        if not calls:
+            return frozenset()
+        for shard, items in calls:
+            check_items(shard, items)
+        shards: list[int] = []
+        # Off the hot path and many shards at once: the bulk deadline, not one call's.
+        async with (
+            self._guard(calls[0][0], bulk=True),
+            self._client.pipeline(transaction=False) as pipe,
+        ):
+            for shard, items in calls:
+                keys = _keys.shard_keys(self._prefix, shard)
+                for i in range(0, len(items), CHUNK):
+                    args: list[str | int] = [_scripts.SEEDED, ""]
+                    for p in items[i : i + CHUNK]:
+                        args += (_codec.member(p), _codec.score_ms(p), _codec.encode(p))
+                    await self._add(keys=keys, args=args, client=pipe)
+                    shards.append(shard)
+            replies = await pipe.execute()
+        return frozenset(s for s, r in zip(shards, replies, strict=True) if int(r) < 0)
+
     async def _write(
         self,
         shard: int,

@@ -30,7 +30,14 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from scheduler._errors import InvalidArgument, TickwheelError
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
-from scheduler.engine import AssignmentBatch, CancelNotice, Engine, WorkerHello, WorkerSession
+from scheduler.engine import (
+    AssignmentBatch,
+    BacklogNotice,
+    CancelNotice,
+    Engine,
+    WorkerHello,
+    WorkerSession,
+)
 from scheduler.limits import MAX_SLOTS, MAX_TASK_TYPES, MAX_TYPE_CHARS, MAX_WORKER_ID_CHARS
 from scheduler.logs import task_extra, trace_id_of
 from scheduler.server import _convert as conv
@@ -89,6 +96,7 @@ def hello_from_proto(hello: pb.Hello, tenant_id: uuid.UUID) -> WorkerHello:
         pools=pools or frozenset(Pool),
         slots=hello.slots,
         start_on_delivery=hello.start_on_delivery,
+        backlog=hello.backlog,
     )
 
 
@@ -107,10 +115,15 @@ def _result(
 
 
 def event_to_proto(
-    event: AssignmentBatch | CancelNotice, worker_id: str = "", *, json_bytes: bool = False
+    event: AssignmentBatch | CancelNotice | BacklogNotice,
+    worker_id: str = "",
+    *,
+    json_bytes: bool = False,
 ) -> pb.ServerMessage:
     """A session event as the message pushed to the worker; ``json_bytes``: payloads
     and checkpoints as JSON bytes (the worker's ``Hello.json_bytes``)."""
+    if isinstance(event, BacklogNotice):
+        return pb.ServerMessage(backlog=pb.Backlog(waiting=event.waiting))
     if isinstance(event, AssignmentBatch):
         tasks = []
         for a in event.assignments:
@@ -435,6 +448,7 @@ class WorkerService(pbg.WorkerServiceServicer):
                     lease_ttl_s=session.lease_ttl_s,
                     heartbeat_interval_s=session.heartbeat_interval_s,
                     members=self._member_list(),
+                    backlog=session.wants_backlog and self._engine.config.backlog_interval_s > 0,
                 )
             )
             out: asyncio.Queue[_Out] = asyncio.Queue()

@@ -7,9 +7,14 @@ Pure bookkeeping, no I/O (the multi-stream layer sends what it answers). The rul
 2. At least one credit on every stream while there are slots for it, so every node
    can always reach this worker (a node with nothing waiting costs one slot at most).
 3. Each other free slot goes to the stream whose node reported the most waiting work
-   (its ``Backlog``) not already covered by the credit it holds; on a tie (or when no
-   node reports a backlog: an older server) to the stream holding the least credit,
-   then the stream opened first. So without backlogs the slots are spread evenly.
+   (its ``Backlog``) not already covered by the credit it holds; on a tie to the
+   stream holding the least credit, then the stream opened first.
+4. What no backlog asks for goes, the same way, only to streams whose node does not
+   report backlogs (an older server: ``open(reports=False)``), so without backlogs
+   the slots are spread evenly. A node that reports its backlog (``reports=True``)
+   gets one credit while it has nothing waiting: the rest stays unallocated, held in
+   reserve for whichever node reports work next. Credit given to an idle node could
+   not be taken back, and would sit idle while another node's work waits.
 
 Credit once granted cannot be taken back (the wire has no revoke), so a node that
 dies or freezes holds only what was granted to it; closing its stream returns that
@@ -30,6 +35,8 @@ class _Share:
     waiting: int = 0
     """Its node's last reported backlog for this worker."""
     order: int = 0
+    reports: bool = False
+    """Its node sends backlogs: no credit beyond one unless it reports work."""
 
 
 class CreditSplit:
@@ -68,11 +75,13 @@ class CreditSplit:
 
     # -- changes ----------------------------------------------------------------------
 
-    def open(self, stream: str) -> dict[str, int]:
-        """A stream is opening: it joins the split (its grant goes in its ``Hello``)."""
+    def open(self, stream: str, *, reports: bool = False) -> dict[str, int]:
+        """A stream is opening: it joins the split (its grant goes in its ``Hello``).
+        ``reports``: its node sends backlogs (rule 4)."""
         if stream not in self._shares:
             self._opened += 1
             self._shares[stream] = _Share(order=self._opened)
+        self._shares[stream].reports = reports
         return self._fill()
 
     def close(self, stream: str) -> dict[str, int]:
@@ -119,10 +128,18 @@ class CreditSplit:
                 share.granted = 1
                 grants[name] = 1
                 spare -= 1
-        # Rule 3: the rest one slot at a time to the largest uncovered backlog.
+        # Rules 3 and 4: the rest one slot at a time to the largest uncovered backlog;
+        # beyond the backlogs, only to streams whose node reports none.
         while spare > 0:
+            takers = [
+                k
+                for k in ordered
+                if not self._shares[k].reports or self._shares[k].waiting > self._shares[k].granted
+            ]
+            if not takers:
+                return grants
             name = min(
-                ordered,
+                takers,
                 key=lambda k: (
                     -(self._shares[k].waiting - self._shares[k].granted),
                     self._shares[k].granted,

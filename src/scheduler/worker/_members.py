@@ -11,10 +11,12 @@ per stream and per node. It re-reads the list every ``members_interval_s`` and a
 when a member's stream broke, starts a stream for a node it did not know and drains
 the stream of a node that left.
 
-Slots: each member's stream gets ``slots // members`` (at least one; the remainder to
-the first members). This first version splits statically; the split by demand
-(:mod:`scheduler.worker._credit_split`, fed by ``Backlog``) needs one slot table shared
-by every stream and is not wired in yet (docs/cluster.md).
+Slots: one pool for every member's stream (:mod:`scheduler.worker._shared_credit`).
+Each stream asks its node for ``Backlog`` reports; each freed slot is granted as
+credit to the stream whose node has the most waiting work not covered by its credit
+(:mod:`scheduler.worker._credit_split`), every stream keeping one credit so every node
+can reach the worker. A node that does not report backlogs (an older server) gets an
+even share instead (docs/cluster.md, "How workers reach shards").
 
 A seed that is a single node (no cluster) or a load balancer keeps working: the list
 then names one member, or none that answers, and the worker streams to the seed alone.
@@ -45,6 +47,7 @@ from scheduler.client._tls import TLSConfig
 from scheduler.regions import RegionDirectory
 from scheduler.worker._drain import DrainReport
 from scheduler.worker._runner import Handler
+from scheduler.worker._shared_credit import SharedCredit
 from scheduler.worker._worker import Worker, _default_worker_id
 
 _log = logging.getLogger("tickwheel.worker")
@@ -150,6 +153,8 @@ class ClusterWorker:
         self._draining: set[asyncio.Task[None]] = set()
         self._closing = asyncio.Event()
         self._changed = asyncio.Event()
+        self.credit = SharedCredit(slots)
+        """The slots shared by every member's stream (by demand: ``Backlog``)."""
         self.refreshes = 0
         """Member lists read so far (for tests and metrics)."""
 
@@ -211,14 +216,10 @@ class ClusterWorker:
         change = diff_members(self._addresses, live)
         for node in change.stop:
             await self._stop_one(node, grace_s=30.0)
-        if change.start or change.stop:
-            shares = split_slots(self.slots, live)
-            # A new split applies to streams started from now on; running streams keep
-            # theirs until they restart (credit cannot be taken back on the wire).
-            for node, address in change.start.items():
-                if node in self.workers:
-                    await self._stop_one(node, grace_s=30.0)
-                self._start_one(node, address, shares[node])
+        for node, address in change.start.items():
+            if node in self.workers:
+                await self._stop_one(node, grace_s=30.0)
+            self._start_one(node, address)
 
     async def _read_members(self) -> dict[str, str]:
         # Any member we stream to can answer; the seed first, then the others.
@@ -238,7 +239,7 @@ class ClusterWorker:
             return dict(self._addresses)  # nobody answered: keep what runs
         return {_SEED: self.seeds[0]}  # an old server or a load balancer: the seed alone
 
-    def _start_one(self, node: str, address: str, slots: int) -> None:
+    def _start_one(self, node: str, address: str) -> None:
         # The seed alone (no member list): today's worker, region fail-over included.
         alone = node == _SEED
         worker = Worker(
@@ -246,16 +247,17 @@ class ClusterWorker:
             regions=self._regions if alone else None,
             api_key=self._api_key,
             handlers=self._handlers,
-            slots=slots,
+            slots=self.slots,  # a bound only: the shared split grants the credit
             worker_id=self.worker_id,
             tls=self._tls,
             **self._kwargs,
         )
+        worker._share_slots(self.credit, node)
         self.workers[node] = worker
         self._addresses[node] = address
         self._reconnects[node] = 0
         self._runs[node] = asyncio.create_task(worker.run(), name=f"tickwheel-member-{node}")
-        _log.info("worker: streaming to member %s at %s (%d slots)", node, address, slots)
+        _log.info("worker: streaming to member %s at %s (slots shared by demand)", node, address)
 
     async def _stop_one(self, node: str, *, grace_s: float) -> None:
         """Stop streaming to ``node``: its drain runs in the background, so a node
@@ -266,6 +268,7 @@ class ClusterWorker:
         if worker is None:
             return
         _log.info("worker: member %s left; draining its stream", node)
+        worker._unshare_slots()
         task = asyncio.create_task(
             self._drain_one(worker, run, grace_s), name=f"tickwheel-member-{node}-drain"
         )

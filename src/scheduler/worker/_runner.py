@@ -149,13 +149,22 @@ class HandlerRunner:
     # -- the stream's listener -------------------------------------------------------
 
     def hello_slots(self) -> int:
-        """The slots to announce: the free ones (none in Kafka mode)."""
+        """The slots to announce: the free ones (none in Kafka mode); with slots shared
+        by several streams, what the shared split grants this one (none when draining)."""
+        credit = self._slots.credit
+        if credit is not None:
+            return 0 if self._drain.stopping else credit.hello()
         return 0 if self._kafka_mode else self._slots.free()
 
     def on_welcome(self, announced: int) -> None:
         """A stream is up: say we drain, or top the credit up; keep held leases alive."""
+        credit = self._slots.credit
         if self._drain.stopping:
+            if credit is not None:
+                credit.closed()
             self._stream.send(pb.WorkerMessage(drain=pb.Drain()))
+        elif credit is not None:
+            credit.welcome(announced, reports=self._stream.server_backlog)
         elif not self._kafka_mode:
             extra = self._slots.free() - announced
             if extra > 0:
@@ -165,6 +174,16 @@ class HandlerRunner:
             heart_now = self._heartbeat_message()
             if heart_now is not None:
                 self._stream.send(heart_now)
+
+    def on_backlog(self, waiting: int) -> None:
+        """The node reports its waiting work: shared slots move toward it."""
+        if self._slots.credit is not None and not self._drain.stopping:
+            self._slots.credit.backlog(waiting)
+
+    def on_closed(self) -> None:
+        """A stream attempt ended: its unused shared credit goes back to the pool."""
+        if self._slots.credit is not None:
+            self._slots.credit.closed()
 
     def on_cancel(self, ref: pb.TaskRef) -> None:
         """A client cancelled a task: tell its handler, if it runs this attempt."""
@@ -228,6 +247,12 @@ class HandlerRunner:
             fresh.append(held)
         for ref in give_back:
             self._stream.send(pb.WorkerMessage(release=pb.Release(task=ref)))
+        credit = self._slots.credit
+        if credit is not None:
+            # Every push used a credit; those given back take no slot.
+            credit.pushed(len(fresh) + len(give_back))
+            if give_back:
+                credit.finished(len(give_back))
         self._launch(fresh)
 
     async def on_records(self, records: Sequence[Any]) -> None:

@@ -26,6 +26,7 @@ from scheduler import jsonbytes
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.logs import task_extra, trace_id_of
 from scheduler.worker._context import TaskContext
+from scheduler.worker._shared_credit import StreamCredit
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -87,6 +88,9 @@ class Slots:
         self._wakeup = wakeup
         self._credit_due = 0
         self._flush_scheduled = False
+        self.credit: StreamCredit | None = None
+        """Set when this worker's slots are shared with other streams (a cluster
+        worker's member): credit is then granted by the shared split, not per slot."""
 
     def free(self) -> int:
         """Slots not taken by a held task."""
@@ -98,7 +102,11 @@ class Slots:
         task_id = held.ctx.task_id
         if self.held.get(task_id) is held:
             del self.held[task_id]
-        if not self._stopping():
+        if self.credit is not None:
+            # The slot is the whole worker's: it goes where work waits, even while
+            # this stream drains.
+            self.credit.finished(1)
+        elif not self._stopping():
             self.give_back(1)
 
     def give_back(self, slots: int) -> None:

@@ -117,6 +117,12 @@ class StreamListener(Protocol):
     async def heartbeat(self) -> None:
         """Every heartbeat interval while a stream is up: renew the held leases."""
 
+    def on_backlog(self, waiting: int) -> None:
+        """The node reports ``waiting`` tasks for this stream (advisory)."""
+
+    def on_closed(self) -> None:
+        """A stream attempt ended (welcomed or not)."""
+
 
 class Conn:
     """One stream attempt: its outbound queue and the requests awaiting a Result."""
@@ -204,6 +210,10 @@ class Stream:
         self.heartbeat_s = heartbeat_interval_s or 10.0
         """Seconds between heartbeats: the override, else the server's (Welcome)."""
         self.request_timeout_s = request_timeout_s
+        self.want_backlog = False
+        """Ask the server for Backlog messages (``Hello.backlog``; a cluster worker)."""
+        self.server_backlog = False
+        """Whether the server of the current stream said it sends them (Welcome)."""
         self._reconnect = reconnect
         self._listener: StreamListener | None = None
         self._reconnecting = False
@@ -336,6 +346,7 @@ class Stream:
             slots=announced,
             start_on_delivery=self._start_on_delivery,
             json_bytes=True,  # payloads as the stored JSON text: orjson reads them
+            backlog=self.want_backlog,
         )
         writer: asyncio.Task[None] | None = None
         heart: asyncio.Task[None] | None = None
@@ -350,6 +361,7 @@ class Stream:
             if first is _EOF or first.WhichOneof("kind") != "welcome":
                 raise Unavailable("server did not welcome the worker")
             welcome = first.welcome
+            self.server_backlog = welcome.backlog
             if self._heartbeat_override is None and welcome.heartbeat_interval_s > 0:
                 self.heartbeat_s = welcome.heartbeat_interval_s
             _log.info(
@@ -384,6 +396,7 @@ class Stream:
             if self._conn is conn:
                 self._conn = None
             conn.fail_pending()
+            listener.on_closed()
             for task in (writer, heart):
                 if task is not None:
                     task.cancel()
@@ -416,6 +429,8 @@ class Stream:
             listener.on_assignments(msg.assignments.tasks)
         elif kind == "cancel":
             listener.on_cancel(msg.cancel.task)
+        elif kind == "backlog":
+            listener.on_backlog(msg.backlog.waiting)
         else:
             _log.debug("ignoring server message %s", kind)
 

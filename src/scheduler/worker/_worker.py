@@ -37,6 +37,7 @@ from scheduler.types import Pool
 from scheduler.worker._drain import Drain, DrainReport
 from scheduler.worker._kafka import KafkaFeed, KafkaSource
 from scheduler.worker._runner import Handler, HandlerRunner
+from scheduler.worker._shared_credit import SharedCredit
 from scheduler.worker._slots import Slots
 from scheduler.worker._stats import WorkerStats
 from scheduler.worker._stream import ReconnectConfig, Stream
@@ -160,6 +161,18 @@ class Worker:
             non_retryable=non_retryable or {},
         )
         self._stream.attach(self._runner)
+
+    def _share_slots(self, shared: SharedCredit, name: str) -> None:
+        """Take credit from ``shared``, split with other streams by demand (a
+        ``ClusterWorker`` member named ``name``): called before :meth:`run`; the
+        stream asks its node for backlogs."""
+        self._slots.credit = shared.handle(name, self._stream.send)
+        self._stream.want_backlog = True
+
+    def _unshare_slots(self) -> None:
+        """This member drains: its unused credit goes back to the other streams."""
+        if self._slots.credit is not None:
+            self._slots.credit.retire()
 
     # The parts are made before one another; these late-bound hooks wire them up.
 

@@ -173,3 +173,27 @@ async def test_a_join_moves_about_a_third_of_the_shards(nodes: Nodes) -> None:
     assert after == assign(SHARDS, ["a", "b", "c"])
     await nodes.history.stop()
     nodes.history.check()
+
+
+async def test_settled_rounds_skip_until_a_key_changes(nodes: Nodes) -> None:
+    """A settled node's rounds cost one single-key read (the store's revision did not
+    move); a join still moves shards as before."""
+    a = await nodes.add("a")
+    await nodes.add("b")
+    nodes.history.watch(nodes.members.values())
+    await eventually(lambda: _partition(nodes), until=balanced(2), timeout_s=10, what="two")
+    skipped = a.skipped_rounds
+    await eventually(
+        lambda: asyncio.sleep(0, a.skipped_rounds),
+        until=lambda n: n >= skipped + 3,
+        timeout_s=5,
+        what="settled rounds to skip",
+    )
+    await nodes.add("c")
+    after = await eventually(
+        lambda: _partition(nodes), until=balanced(3), timeout_s=10, what="three nodes"
+    )
+    assert after == assign(SHARDS, ["a", "b", "c"])
+    assert a.live_nodes() == {"a", "b", "c"}
+    await nodes.history.stop()
+    nodes.history.check()

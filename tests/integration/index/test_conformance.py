@@ -117,6 +117,25 @@ async def test_remove_many_spans_shards_in_one_call(backend: Backend) -> None:
     assert await idx.remove_many({}) == 0
 
 
+async def test_add_many_spans_shards_and_names_the_lost(backend: Backend) -> None:
+    idx = backend.index
+    a = [task(i) for i in range(3)]
+    b = [task(i, shard=SHARD + 1) for i in range(2)]
+    await idx.replace(SHARD, a[:1])
+    await idx.replace(SHARD + 1, [])
+    lost = task(1, shard=SHARD + 2)  # never seeded
+    assert await idx.add_many({SHARD: a[1:], SHARD + 1: b, SHARD + 2: [lost], 99: []}) == {
+        SHARD + 2
+    }
+    assert await idx.load(SHARD) == a
+    assert await idx.load(SHARD + 1) == b
+    with pytest.raises(IndexLost):
+        await idx.load(SHARD + 2)
+    assert await idx.add_many({}) == frozenset()
+    with pytest.raises(ValueError, match="shard"):
+        await idx.add_many({SHARD: b})
+
+
 async def test_remove_and_clear(backend: Backend) -> None:
     idx = backend.index
     items = [task(i) for i in range(5)]

@@ -188,3 +188,19 @@ def test_remove_and_remove_where_keep_due_order() -> None:
     assert dues == sorted(dues)
     assert late[10] not in got
     assert len(rq) == 0
+
+
+def test_waiting_for_counts_what_a_worker_could_take() -> None:
+    a, b = uuid.uuid4(), uuid.uuid4()
+    rq = ReadyQueues(lambda _t: 1)
+    rq.extend([task(a, type_="x"), task(a, type_="x"), task(a, type_="y"), task(b, type_="x")])
+    rq.extend([task(a, Pool.BULK, type_="x")])
+    std = [Pool.STANDARD]
+    assert rq.waiting_for(std, frozenset({"x"}), a) == 2
+    assert rq.waiting_for(std, frozenset({"x", "y"}), a) == 3
+    assert rq.waiting_for([Pool.STANDARD, Pool.BULK], frozenset({"x"}), a) == 3
+    assert rq.waiting_for(std, frozenset({"x"}), None) == 3  # a shared worker: any tenant
+    assert rq.waiting_for(std, frozenset({"z"}), a) == 0
+    assert rq.waiting_for(std, None, b) == 1
+    rq.paused = frozenset({a})  # a home move froze a: its tasks are not on offer
+    assert rq.waiting_for(std, frozenset({"x"}), None) == 1

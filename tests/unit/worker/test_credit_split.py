@@ -128,3 +128,26 @@ def test_random_histories_keep_the_invariants(seed: int) -> None:
         # Every spare slot is given out (so a stream is left without credit only
         # while every free slot is granted elsewhere).
         assert split.total_granted() == split.free() or not streams
+
+
+def test_nodes_that_report_backlogs_get_one_credit_until_they_report_work() -> None:
+    split = CreditSplit(10)
+    for name in "abc":
+        split.open(name, reports=True)
+    # Idle: one credit each, seven held in reserve (not stuck on an idle node).
+    assert [split.granted(s) for s in "abc"] == [1, 1, 1]
+    assert split.total_granted() == 3
+    # b reports work: the reserve goes to it at once, never beyond its backlog.
+    assert split.backlog("b", 5) == {"b": 4}
+    assert split.backlog("b", 40) == {"b": 3}
+    assert split.granted("b") == 8
+    # Its pushes and their slots freed come back to it while it has work waiting.
+    split.pushed("b", 8)
+    assert split.finished(8) == {"b": 8}
+    # An older server (reports=False) is topped up to what nobody else asks for.
+    split.open("d")
+    split.backlog("b", 0)
+    split.pushed("b", 8)
+    assert split.finished(8) == {"b": 1, "d": 7}
+    assert [split.granted(s) for s in "abcd"] == [1, 1, 1, 7]
+    assert split.total_granted() == split.free() == 10

@@ -647,20 +647,22 @@ class TaskRef(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("worker_id", "task_types", "pools", "slots", "start_on_delivery", "json_bytes")
+    __slots__ = ("worker_id", "task_types", "pools", "slots", "start_on_delivery", "json_bytes", "backlog")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_TYPES_FIELD_NUMBER: _ClassVar[int]
     POOLS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     START_ON_DELIVERY_FIELD_NUMBER: _ClassVar[int]
     JSON_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BACKLOG_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     task_types: _containers.RepeatedScalarFieldContainer[str]
     pools: _containers.RepeatedScalarFieldContainer[Pool]
     slots: int
     start_on_delivery: bool
     json_bytes: bool
-    def __init__(self, worker_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ..., start_on_delivery: _Optional[bool] = ..., json_bytes: _Optional[bool] = ...) -> None: ...
+    backlog: bool
+    def __init__(self, worker_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ..., start_on_delivery: _Optional[bool] = ..., json_bytes: _Optional[bool] = ..., backlog: _Optional[bool] = ...) -> None: ...
 
 class Credit(_message.Message):
     __slots__ = ("slots",)
@@ -841,16 +843,18 @@ class Result(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., results: _Optional[_Iterable[_Union[TaskResult, _Mapping]]] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("session_id", "lease_ttl_s", "heartbeat_interval_s", "members")
+    __slots__ = ("session_id", "lease_ttl_s", "heartbeat_interval_s", "members", "backlog")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_S_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    BACKLOG_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     lease_ttl_s: float
     heartbeat_interval_s: float
     members: MemberList
-    def __init__(self, session_id: _Optional[str] = ..., lease_ttl_s: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., members: _Optional[_Union[MemberList, _Mapping]] = ...) -> None: ...
+    backlog: bool
+    def __init__(self, session_id: _Optional[str] = ..., lease_ttl_s: _Optional[float] = ..., heartbeat_interval_s: _Optional[float] = ..., members: _Optional[_Union[MemberList, _Mapping]] = ..., backlog: _Optional[bool] = ...) -> None: ...
 
 class Backlog(_message.Message):
     __slots__ = ("waiting",)
