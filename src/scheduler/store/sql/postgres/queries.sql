@@ -298,17 +298,23 @@ WHERE id = $1 AND scheduled_at = $2 AND fencing_token = $3
 RETURNING id
 
 -- name: complete
--- $1 ids, $2 scheduled_at, $3 tokens, $4 results (json text), $5 now, $6/$7 bounds
+-- $1 ids, $2 scheduled_at, $3 tokens, $4 results (json text), $5 now, $6/$7 bounds,
+-- $8 acked_at (NULL: a plain completion of a RUNNING task; a time: the task's ack is
+-- written with it, DISPATCHED -> RUNNING -> COMPLETED, the ack's audit row at that time).
+-- A completion with its ack matches only a DISPATCHED task, one without only a RUNNING
+-- one, each with the current token; every step gets its audit row (the paths relation).
 WITH done AS (
     UPDATE tasks t SET status = 'COMPLETED', result_payload = u.result::jsonb,
         lease_expires_at = NULL, updated_at = $5
-    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[])
-        AS u(id, scheduled_at, token, result)
+    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $8::timestamptz[])
+        AS u(id, scheduled_at, token, result, acked_at)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-      AND t.status IN ({{from:RUNNING|to:COMPLETED}})
+      AND t.status = CASE WHEN u.acked_at IS NULL
+                          THEN {{from:RUNNING|to:COMPLETED}}
+                          ELSE {{from:DISPATCHED|to:RUNNING}} END
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
     RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.schedule_id, t.fencing_token,
-        t.worker_id, t.workflow_id
+        t.worker_id, t.workflow_id, u.acked_at
 ), ledger AS (
     INSERT INTO task_completions (task_id, scheduled_at, tenant_id, type, schedule_id, job_id,
         fencing_token, worker_id, completed_at)
@@ -317,9 +323,12 @@ WITH done AS (
     FROM done d LEFT JOIN cron_schedules s ON s.id = d.schedule_id
 ), audit AS (
     INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
-    SELECT id, scheduled_at, 'RUNNING', 'COMPLETED', fencing_token, coalesce(worker_id, ''), $5,
-        'completed'
-    FROM done
+    SELECT d.id, d.scheduled_at, p.f, p.t, d.fencing_token, coalesce(d.worker_id, ''),
+        CASE WHEN p.t = 'RUNNING' THEN d.acked_at ELSE $5 END,
+        CASE WHEN p.t = 'RUNNING' THEN 'acked' ELSE 'completed' END
+    FROM done d JOIN {{paths}}
+        ON p.start = CASE WHEN d.acked_at IS NULL THEN 'RUNNING' ELSE 'DISPATCHED' END
+        AND p.finish = 'COMPLETED'
 )
 SELECT id, fencing_token, workflow_id FROM done
 
