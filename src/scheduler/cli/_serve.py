@@ -258,10 +258,11 @@ MIN_ADMIN_TOKEN_CHARS = 16
     "--ack-linger-ms",
     envvar="TICKWHEEL_ACK_LINGER_MS",
     type=click.IntRange(0, 1000),
-    default=10,
+    default=500,
     show_default=True,
     help="How long an ack waits for its task's completion before it is written alone "
-    "(a short task's ack is then written by its completion's statement).",
+    "(a short task's ack is then written by its completion's statement; 0: acks are "
+    "answered once written, as before).",
 )
 @click.option(
     "--row-level-security/--no-row-level-security",

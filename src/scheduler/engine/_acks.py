@@ -1,13 +1,14 @@
 """The ack queue: acks waiting for their group commit, folded into completions.
 
 An ack (DISPATCHED -> RUNNING) that a session accepted waits here for its write. A
-flusher writes what is queued in one store call, ``ack_linger_ms`` after the oldest
-queued ack arrived (at once when the batch is full, when a caller needs an ack written
-first, or on stop). A completion of a task whose ack is still queued takes the ack out
-(:meth:`AckQueue.take`): the store then writes DISPATCHED -> RUNNING -> COMPLETED in the
-completion's one statement, with both audit rows, so a short task's ack costs no write
-of its own. An ack already being written is waited for (:meth:`AckQueue.written`)
-before any other write of its task, so no write of a task overtakes its ack.
+flusher writes the acks that have waited ``ack_linger_ms`` in one store call (oldest
+first, at most ``max_batch``); at once when a caller needs an ack written first, when
+more than 20 batches are queued, or on stop. A completion of a task whose ack is still
+queued takes the ack out (:meth:`AckQueue.take`): the store then writes DISPATCHED ->
+RUNNING -> COMPLETED in the completion's one statement, with both audit rows, so a
+short task's ack costs no write of its own. An ack already being written is waited for
+(:meth:`AckQueue.written`) before any other write of its task, so no write of a task
+overtakes its ack.
 
 Owns the queue and the flusher; calls the flush function it is given (the completer's
 store call). Called by the completer only.
@@ -68,7 +69,13 @@ class AckQueue:
         self._flush = flush
         self._max_batch = max_batch
         self._linger_s = linger_s
-        self._queue: collections.deque[tuple[float, Pending]] = collections.deque()
+        self._cap = max_batch * 20
+        """More queued than this and the oldest are written without waiting longer."""
+        self._queue: collections.deque[tuple[float, int, Pending]] = collections.deque()
+        """(arrival, sequence number, ack) in arrival order."""
+        self._seq = 0
+        self._hurry_to = 0
+        """Acks up to this sequence number are written without waiting for their age."""
         self._queued: dict[uuid.UUID, Pending] = {}
         """Queued acks by task (the first, if a task was acked twice)."""
         self._writing: dict[uuid.UUID, asyncio.Future[None]] = {}
@@ -106,11 +113,16 @@ class AckQueue:
             return fut
         group = _Group(len(writes), fut)
         mono = time.monotonic()
+        queue, queued = self._queue, self._queued
+        seq = self._seq
         for i, w in enumerate(writes):
             p = Pending(w, now, group, i)
-            self._queue.append((mono, p))
-            self._queued.setdefault(w.key.id, p)
-        if len(self._queue) >= self._max_batch:
+            seq += 1
+            queue.append((mono, seq, p))
+            queued.setdefault(w.key.id, p)
+        self._seq = seq
+        if self._linger_s <= 0 or len(queue) > self._cap:
+            self._hurry_to = seq
             self._hurry.set()
         self._wakeup.set()
         return fut
@@ -135,7 +147,9 @@ class AckQueue:
         for p in taken:
             p.taken = False
             self._queued.setdefault(p.write.key.id, p)
-            self._queue.append((0.0, p))  # oldest: no more lingering
+            self._seq += 1
+            self._queue.append((0.0, self._seq, p))
+        self._hurry_to = self._seq
         self._hurry.set()
         self._wakeup.set()
 
@@ -153,6 +167,7 @@ class AckQueue:
         if not waits:
             return
         if hurry:
+            self._hurry_to = self._seq
             self._hurry.set()
             self._wakeup.set()
         for w in waits:
@@ -170,52 +185,58 @@ class AckQueue:
         if not p.group.fut.done():
             p.group.fut.set_exception(exc)
 
-    async def _linger(self) -> None:
-        """Wait until the oldest queued ack has waited ``linger_s`` (or a hurry)."""
-        while self._queue and not self._hurry.is_set() and not self._closed:
-            left = self._queue[0][0] + self._linger_s - time.monotonic()
-            if left <= 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._hurry.wait(), left)
+    def _due(self) -> list[Pending]:
+        """The next batch to write: from the oldest, those that waited ``linger_s``
+        (every one up to ``_hurry_to``, all of them on stop), at most ``max_batch``."""
+        queue, batch = self._queue, list[Pending]()
+        cutoff = time.monotonic() - self._linger_s
+        while queue and len(batch) < self._max_batch:
+            mono, seq, p = queue[0]
+            if not p.taken:
+                if mono > cutoff and seq > self._hurry_to and not self._closed:
+                    break
+                if self._queued.get(p.write.key.id) is p:
+                    del self._queued[p.write.key.id]
+                batch.append(p)
+            queue.popleft()
+        return batch
 
     async def _run(self) -> None:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._queue:
-                if self._linger_s > 0:
-                    await self._linger()
                 self._hurry.clear()
-                batch: list[Pending] = []
-                while self._queue and len(batch) < self._max_batch:
-                    _, p = self._queue.popleft()
-                    if p.taken:
-                        continue
-                    if self._queued.get(p.write.key.id) is p:
-                        del self._queued[p.write.key.id]
-                    batch.append(p)
+                batch = self._due()
                 if not batch:
+                    if self._queue:  # the oldest still lingers: until its time, or a hurry
+                        left = self._queue[0][0] + self._linger_s - time.monotonic()
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._hurry.wait(), max(left, 0.0))
                     continue
-                end: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                for p in batch:
-                    self._writing[p.write.key.id] = end
-                try:
-                    outcomes = await self._flush([p.write for p in batch])
-                except asyncio.CancelledError:
-                    for p in batch:
-                        p.group.fut.cancel()
-                    raise
-                except Exception as exc:
-                    for p in batch:
-                        self._fail(p, exc)
-                else:
-                    for p, outcome in zip(batch, outcomes, strict=True):
-                        self._done(p, outcome)
-                finally:
-                    for p in batch:
-                        if self._writing.get(p.write.key.id) is end:
-                            del self._writing[p.write.key.id]
-                    end.set_result(None)
+                await self._write(batch)
             if self._closed:
                 return
+
+    async def _write(self, batch: list[Pending]) -> None:
+        end: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        writing = self._writing
+        for p in batch:
+            writing[p.write.key.id] = end
+        try:
+            outcomes = await self._flush([p.write for p in batch])
+        except asyncio.CancelledError:
+            for p in batch:
+                p.group.fut.cancel()
+            raise
+        except Exception as exc:
+            for p in batch:
+                self._fail(p, exc)
+        else:
+            for p, outcome in zip(batch, outcomes, strict=True):
+                self._done(p, outcome)
+        finally:
+            for p in batch:
+                if writing.get(p.write.key.id) is end:
+                    del writing[p.write.key.id]
+            end.set_result(None)

@@ -110,6 +110,10 @@ class Completer:
         for batcher in self._batchers:
             await batcher.stop()
 
+    def now(self) -> datetime:
+        """The engine's clock."""
+        return self._now()
+
     # -- the writes ----------------------------------------------------------------------
     def ack_later(self, writes: Sequence[FencedWrite]) -> asyncio.Future[list[Outcome]]:
         """Queue DISPATCHED -> RUNNING (fenced) for the next ack write, or for the

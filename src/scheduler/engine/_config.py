@@ -37,7 +37,7 @@ class EngineConfig:
     """Most tasks per batched store write."""
     ack_linger_ms: int = 0
     """0: a worker's ack is answered once written (its own batched write). Above 0
-    (``tickwheel serve`` sets 10): the ack of a task the stream was given, under the
+    (``tickwheel serve`` sets 500): the ack of a task the stream was given, under the
     token it was given, is answered at once and written up to this long after it
     arrived, together with the others; a completion of the task that comes meanwhile
     writes the ack with it (one statement, DISPATCHED -> RUNNING -> COMPLETED, both

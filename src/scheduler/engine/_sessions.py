@@ -97,6 +97,8 @@ class WorkerSession:
         """Held tasks the worker acknowledged (or, starting on delivery, was pushed)."""
         self._queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
         self._early_acks = registry.config.ack_linger_ms > 0
+        self._unwritten: set[uuid.UUID] = set()
+        """Adopted DISPATCHED tasks (see :meth:`_own`) whose completion carries the ack."""
         """Acks of held tasks are answered before their write (see :meth:`ack`)."""
 
     # -- what the transport reads -------------------------------------------------
@@ -191,6 +193,7 @@ class WorkerSession:
         if self._held.pop(task_id, None) is None:
             return False
         self._acked.discard(task_id)
+        self._unwritten.discard(task_id)
         self._attempts.pop(task_id, None)
         return True
 
@@ -262,6 +265,10 @@ class WorkerSession:
             self._held[w.key.id] = (task.key, w.token)
             if task.status is TaskState.RUNNING:
                 self._acked.add(w.key.id)
+            elif self._early_acks:
+                # Its worker may have been answered an ack that was never written (the
+                # node that queued it went down): its completion writes the ack too.
+                self._unwritten.add(w.key.id)
             owned.append(None)
             if task.cancel_requested:
                 # Cancelled while the worker was between streams: tell it now.
@@ -385,6 +392,10 @@ class WorkerSession:
         by_id = {c.key.id: c for c in items}
 
         async def run(mine: list[FencedWrite]) -> list[Outcome]:
+            if self._unwritten:  # adopted by _own just now, or before
+                now = self._completer.now()
+                for tid in self._unwritten & by_id.keys():
+                    by_id[tid] = dataclasses.replace(by_id[tid], acked_at=now)
             return await self._completer.complete([by_id[w.key.id] for w in mine])
 
         out = await self._fenced(

@@ -163,3 +163,28 @@ async def test_a_reconnect_sees_the_ack_it_was_answered(engine: Engine, tenant: 
     await second.close()
     task = await engine.get_task(tenant, a.key.id)
     assert (task.status, task.fencing_token) == (S.RUNNING, a.fencing_token)
+
+
+async def test_a_completion_writes_an_ack_that_was_answered_but_lost(
+    engine: Engine, tenant: uuid.UUID
+) -> None:
+    """The node that answered the ack lost it before writing it (it went down; here the
+    queued ack is taken away): the worker's completion on its next stream, under the
+    current token, writes the ack with it. Another worker's completion still is not."""
+    first, a = await pushed(engine, tenant)
+    write = FencedWrite(key=a.key, token=a.fencing_token)
+    assert await first.ack([write]) == [Outcome.OK]
+    assert isinstance(engine, _Engine)
+    assert engine._completer.acks.take(a.key.id, a.fencing_token) is not None  # lost
+    await first.close()
+    assert (await engine.get_task(tenant, a.key.id)).status is S.DISPATCHED
+    intruder = await engine.open_session(hello(tenant, worker_id="intruder", slots=0))
+    done = Completion(key=a.key, token=a.fencing_token)
+    assert await intruder.complete([done]) == [Outcome.STALE]
+    await intruder.close()
+    second = await engine.open_session(hello(tenant, slots=0))
+    assert await second.complete([done]) == [Outcome.OK]
+    assert (await engine.get_task(tenant, a.key.id)).status is S.COMPLETED
+    steps = [(t.from_state, t.to_state) for t in await engine.store.transitions_of(a.key.id)]
+    assert steps[-2:] == [(S.DISPATCHED, S.RUNNING), (S.RUNNING, S.COMPLETED)]
+    await second.close()
