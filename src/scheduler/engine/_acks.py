@@ -45,7 +45,7 @@ class _Group:
 class Pending:
     """One queued ack."""
 
-    __slots__ = ("at", "group", "index", "taken", "write")
+    __slots__ = ("at", "dropped", "group", "index", "taken", "write")
 
     def __init__(self, write: FencedWrite, at: datetime, group: _Group, index: int) -> None:
         self.write = write
@@ -54,6 +54,8 @@ class Pending:
         self.group = group
         self.index = index
         self.taken = False
+        self.dropped = False
+        """Taken, and since passed over by the flusher (no longer in its queue)."""
 
 
 class AckQueue:
@@ -147,8 +149,10 @@ class AckQueue:
         for p in taken:
             p.taken = False
             self._queued.setdefault(p.write.key.id, p)
-            self._seq += 1
-            self._queue.append((0.0, self._seq, p))
+            if p.dropped:
+                p.dropped = False
+                self._seq += 1
+                self._queue.append((0.0, self._seq, p))
         self._hurry_to = self._seq
         self._hurry.set()
         self._wakeup.set()
@@ -192,7 +196,9 @@ class AckQueue:
         cutoff = time.monotonic() - self._linger_s
         while queue and len(batch) < self._max_batch:
             mono, seq, p = queue[0]
-            if not p.taken:
+            if p.taken:
+                p.dropped = True
+            else:
                 if mono > cutoff and seq > self._hurry_to and not self._closed:
                     break
                 if self._queued.get(p.write.key.id) is p:
