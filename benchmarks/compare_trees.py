@@ -296,7 +296,7 @@ def main() -> None:
                 env = this_env if label == "this" else None
                 r = one_run(server, trees[label], args.tasks, Path(tmp), mode, env)
                 results.setdefault((mode, label), []).append(r)
-                print(mode, label, json.dumps({k: round(v, 2) for k, v in r.items()}), flush=True)
+                print(mode, label, json.dumps({k: round(v, 4) for k, v in r.items()}), flush=True)
     finally:
         server.cleanup()
     raw_mean = {c: statistics.fmean(v) for c, v in raw.items() if v}
@@ -305,7 +305,7 @@ def main() -> None:
     for (mode, label), runs in results.items():
         m = {k: statistics.fmean(r[k] for r in runs) for k in runs[0]}
         line = f"mean {mode} {label} ({trees[label]}): " + json.dumps(
-            {k: round(v, 2) for k, v in m.items()}
+            {k: round(v, 4) for k, v in m.items()}
         )
         if 2 in raw_mean:
             line += f" ratio to raw (2 conns): {m['tasks_per_s'] / raw_mean[2]:.3f}"
