@@ -14,6 +14,14 @@ Reported per tree: tasks/s of each run, the mean, and the CPU seconds per task o
 ``serve`` and of PostgreSQL (every backend of the server) and of the worker, read from
 /proc through psutil. The ratio this/other is the figure to quote.
 
+Options: ``--modes ack,on_delivery`` runs each mode (``on_delivery``: the worker
+starts on delivery); ``--raw`` also runs the raw SQL lifecycle baseline of
+``benchmarks/test_store.py`` (COPY, then one ``UPDATE ... FROM unnest`` per step in
+batches of 1,000, on one and on two connections) between the runs, and prints each
+figure's ratio to it; ``--this-env K=V`` sets an environment variable for this tree's
+``serve`` only. Also per task: the driver's CPU, the write transactions (``txid``
+delta), and the acks written by their completion's statement (``folded``).
+
 Usage (the other tree needs its extension built: ``python setup.py build_ext
 --inplace`` in it)::
 
@@ -125,7 +133,25 @@ async def _drive(target: str, key: str, dsn: str, n: int, tree: Path) -> tuple[f
     raise TimeoutError(f"{n} tasks did not complete")
 
 
-def one_run(server: PostgresServer, tree: Path, n: int, base: Path) -> dict[str, float]:
+def _txid(server: PostgresServer) -> int:
+    return int(server.psql("SELECT txid_current()").strip())
+
+
+FOLDED = """
+SELECT count(*) FROM task_transitions a JOIN task_transitions c USING (task_id)
+WHERE a.to_status = 'RUNNING' AND c.to_status = 'COMPLETED' AND a.xmin = c.xmin
+  AND a.from_status = 'DISPATCHED'
+"""
+
+
+def one_run(
+    server: PostgresServer,
+    tree: Path,
+    n: int,
+    base: Path,
+    mode: str = "ack",
+    serve_env: dict[str, str] | None = None,
+) -> dict[str, float]:
     name = f"cmp_{uuid.uuid4().hex[:10]}"
     server.ensure_app_role()
     server.psql(f"CREATE DATABASE {name} OWNER {server.app_user}")
@@ -139,7 +165,10 @@ def one_run(server: PostgresServer, tree: Path, n: int, base: Path) -> dict[str,
             capture_output=True,
         )
         serve = group.serve(
-            dsn, lease_ttl_s=30.0, extra_args=("--canary-interval-s", "0"), env=_env(tree)
+            dsn,
+            lease_ttl_s=30.0,
+            extra_args=("--canary-interval-s", "0"),
+            env={**_env(tree), **(serve_env or {})},
         )
         key = asyncio.run(_tenant_key(serve.target))
         worker = group.worker(
@@ -149,13 +178,17 @@ def one_run(server: PostgresServer, tree: Path, n: int, base: Path) -> dict[str,
             name="cmp-w",
             slots=2_000,
             env=_env(tree),
+            extra_args=("--start-on-delivery",) if mode == "on_delivery" else (),
         )
         pg = _postgres_procs(server)
         sp, wp = psutil.Process(serve.pid), psutil.Process(worker.pid)
+        xid = _txid(server)
         before = (_cpu([sp]), _cpu(pg), _cpu([wp]))
         waited = os.times().children_user + os.times().children_system
         rate, driver = asyncio.run(_drive(serve.target, key, dsn, n, tree))
         after = (_cpu([sp]), _cpu(_postgres_procs(server)), _cpu([wp]))
+        xacts = _txid(server) - xid - 1
+        folded = int(server.psql(FOLDED, database=name).strip())
         assert worker.running(), group.explain()
         return {
             "tasks_per_s": rate,
@@ -163,9 +196,88 @@ def one_run(server: PostgresServer, tree: Path, n: int, base: Path) -> dict[str,
             "postgres_us_per_task": (after[1] - before[1]) / n * 1e6,
             "worker_us_per_task": (after[2] - before[2]) / n * 1e6,
             "driver_us_per_task": (driver - waited) / n * 1e6,
+            "write_xacts_per_task": xacts / n,
+            "folded_acks_per_task": folded / n,
         }
     finally:
         group.stop_all()
+        server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+# -- the raw SQL lifecycle baseline (benchmarks/test_store.py's ``raw`` variant) ---------
+RAW_COLS = (
+    "id",
+    "tenant_id",
+    "type",
+    "scheduled_at",
+    "due_at",
+    "status",
+    "idempotency_key",
+    "payload",
+    "shard_id",
+    "fencing_token",
+    "created_at",
+    "updated_at",
+)
+
+
+async def _raw_lane(dsn: str, tenant: uuid.UUID, n: int) -> None:
+    from benchmarks.test_store import RAW_CLAIM, RAW_DISPATCH, RAW_FENCED
+
+    from scheduler.ids import uuid7
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        now = datetime.now(UTC).replace(microsecond=0)
+        day = now.replace(hour=0, minute=0, second=0)
+        lease = now.replace(year=now.year + 1)
+        payload = json.dumps({"i": 1})
+        for _ in range(0, n, 1000):
+            records = [
+                (i, tenant, "bench", now, now, "SCHEDULED", str(i), payload, 1, 1, now, now)
+                for i in (uuid7() for _ in range(1000))
+            ]
+            await conn.copy_records_to_table("tasks", records=records, columns=RAW_COLS)
+            rows = await conn.fetch(RAW_CLAIM, now, 1000, now, day, day.replace(year=day.year + 1))
+            ids, times = [r[0] for r in rows], [r[1] for r in rows]
+            lo, hi = min(times), max(times)
+            await conn.fetch(RAW_DISPATCH, ids, times, lease, lo, hi)
+            tokens = [2] * len(ids)
+            await conn.fetch(RAW_FENCED, ids, times, tokens, lease, lo, "RUNNING", "DISPATCHED", hi)
+            await conn.fetch(RAW_FENCED, ids, times, tokens, lease, lo, "COMPLETED", "RUNNING", hi)
+    finally:
+        await conn.close()
+
+
+def raw_run(server: PostgresServer, n: int, conns: int) -> float:
+    """tasks/s of the raw SQL lifecycle on ``conns`` connections (fresh database)."""
+    from scheduler.store import StoreConfig
+    from scheduler.store.postgres import PostgresStore
+    from scheduler.types import Tenant
+
+    name = f"raw_{uuid.uuid4().hex[:10]}"
+    server.psql(f"CREATE DATABASE {name}")
+    dsn = server.dsn(name)
+    try:
+        subprocess.run(
+            [TICKWHEEL, "migrate", "--postgres-dsn", dsn],
+            env={**os.environ, **_env(REPO)},
+            check=True,
+            capture_output=True,
+        )
+
+        async def go() -> float:
+            store = await PostgresStore.open(dsn, StoreConfig(pool_min_size=1, pool_max_size=1))
+            try:
+                tenant = await store.create_tenant(Tenant(id=uuid.uuid4(), name="raw"))
+            finally:
+                await store.close()
+            started = time.perf_counter()
+            await asyncio.gather(*(_raw_lane(dsn, tenant.id, n // conns) for _ in range(conns)))
+            return n / (time.perf_counter() - started)
+
+        return asyncio.run(go())
+    finally:
         server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
@@ -174,35 +286,52 @@ def main() -> None:
     parser.add_argument("--other", type=Path, required=True, help="the other checkout")
     parser.add_argument("--runs", type=int, default=3, help="runs of each tree")
     parser.add_argument("--tasks", type=int, default=40_000)
+    parser.add_argument("--modes", default="ack", help="ack, on_delivery or both (a,b)")
+    parser.add_argument("--raw", action="store_true", help="run the raw SQL baseline too")
+    parser.add_argument("--this-env", action="append", default=[], help="K=V for this serve")
     args = parser.parse_args()
     trees = {"this": REPO, "other": args.other.resolve()}
+    this_env = dict(kv.split("=", 1) for kv in args.this_env)
+    modes = args.modes.split(",")
     order = [
-        t
+        (mode, t)
         for i in range(args.runs)
+        for mode in modes
         for t in (("this", "other") if i % 2 == 0 else ("other", "this"))
     ]
     server = start_server(PostgresServer)
-    results: dict[str, list[dict[str, float]]] = {"this": [], "other": []}
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    raw: dict[int, list[float]] = {1: [], 2: []}
     try:
         with tempfile.TemporaryDirectory(prefix="tickwheel-cmp-") as tmp:
             # One uncounted run first: a fresh server's first database is slow for both.
             one_run(server, trees["other"], min(args.tasks, 10_000), Path(tmp))
-            for label in order:
-                r = one_run(server, trees[label], args.tasks, Path(tmp))
-                results[label].append(r)
-                print(label, json.dumps({k: round(v, 1) for k, v in r.items()}), flush=True)
+            for k, (mode, label) in enumerate(order):
+                if args.raw and k % 2 == 0:
+                    for conns in (1, 2):
+                        raw[conns].append(raw_run(server, args.tasks, conns))
+                        print(f"raw {conns} conn(s)", round(raw[conns][-1], 1), flush=True)
+                env = this_env if label == "this" else None
+                r = one_run(server, trees[label], args.tasks, Path(tmp), mode, env)
+                results.setdefault((mode, label), []).append(r)
+                print(mode, label, json.dumps({k: round(v, 4) for k, v in r.items()}), flush=True)
     finally:
         server.cleanup()
-    means = {
-        label: {k: statistics.fmean(r[k] for r in runs) for k in runs[0]}
-        for label, runs in results.items()
-    }
-    for label, m in means.items():
-        print(f"mean {label} ({trees[label]}):", json.dumps({k: round(v, 1) for k, v in m.items()}))
-    print(
-        "ratio this/other tasks/s:",
-        round(means["this"]["tasks_per_s"] / means["other"]["tasks_per_s"], 3),
-    )
+    raw_mean = {c: statistics.fmean(v) for c, v in raw.items() if v}
+    for c, m in raw_mean.items():
+        print(f"mean raw SQL lifecycle, {c} connection(s): {m:.0f} tasks/s")
+    for (mode, label), runs in results.items():
+        m = {k: statistics.fmean(r[k] for r in runs) for k in runs[0]}
+        line = f"mean {mode} {label} ({trees[label]}): " + json.dumps(
+            {k: round(v, 4) for k, v in m.items()}
+        )
+        if 2 in raw_mean:
+            line += f" ratio to raw (2 conns): {m['tasks_per_s'] / raw_mean[2]:.3f}"
+        print(line)
+    for mode in modes:
+        this = statistics.fmean(r["tasks_per_s"] for r in results[(mode, "this")])
+        other = statistics.fmean(r["tasks_per_s"] for r in results[(mode, "other")])
+        print(f"ratio this/other tasks/s, {mode}:", round(this / other, 3))
 
 
 if __name__ == "__main__":

@@ -484,7 +484,9 @@ def _ack_rawsql(env: Env, n: int) -> Case:
 def _complete_rawsql(env: Env, n: int) -> Case:
     return (
         lambda: env.seed(n, "RUNNING", 2),
-        lambda ks: _fenced_sql(env, "complete", ks, [None] * len(ks), NOW, *_bounds(ks), tx=True),
+        lambda ks: _fenced_sql(
+            env, "complete", ks, [None] * len(ks), NOW, *_bounds(ks), [None] * len(ks), tx=True
+        ),
     )
 
 
@@ -707,7 +709,7 @@ def _lifecycle_rawsql(env: Env, n: int) -> Case:
             [False] * n,
         )
         await _fenced_sql(env, "ack", ks, LEASE, NOW, lo, hi)
-        await _fenced_sql(env, "complete", ks, [None] * n, NOW, lo, hi, tx=True)
+        await _fenced_sql(env, "complete", ks, [None] * n, NOW, lo, hi, [None] * n, tx=True)
 
     def setup() -> tuple[Any, ...]:
         env.seed(0, "SCHEDULED")

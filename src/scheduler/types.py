@@ -309,6 +309,10 @@ class Completion:
     key: TaskKey
     token: int
     result: JSON | RawJSON | None = None
+    acked_at: datetime | None = None
+    """Set by the engine when the task's ack was not yet written: the ack is written
+    with the completion (DISPATCHED -> RUNNING -> COMPLETED in one write, both audit
+    rows, the ack's at this time). None: the task must be RUNNING."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

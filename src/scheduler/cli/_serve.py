@@ -255,6 +255,16 @@ MIN_ADMIN_TOKEN_CHARS = 16
     help="Schedule a canary task this often (0: off); see docs/watchdog.md.",
 )
 @click.option(
+    "--ack-linger-ms",
+    envvar="TICKWHEEL_ACK_LINGER_MS",
+    type=click.IntRange(0, 1000),
+    default=500,
+    show_default=True,
+    help="How long an ack waits for its task's completion before it is written alone "
+    "(a short task's ack is then written by its completion's statement; 0: acks are "
+    "answered once written, as before).",
+)
+@click.option(
     "--row-level-security/--no-row-level-security",
     envvar="TICKWHEEL_ROW_LEVEL_SECURITY",
     default=True,
@@ -299,6 +309,7 @@ def serve(
     retry_base_s: float,
     count_cache_s: float,
     canary_interval_s: float,
+    ack_linger_ms: int,
     row_level_security: bool,
     kafka_bootstrap: str | None,
     kafka_pools: str | None,
@@ -341,6 +352,7 @@ def serve(
                 count_cache_s,
             ),
             canary_interval_s=canary_interval_s,
+            ack_linger_ms=ack_linger_ms,
             shard_count=shard_count,
             region=region,
         )

@@ -10,6 +10,8 @@ CompleteTask/FailTask path of the facade, and Kafka consumers' sessions alike.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -18,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler._errors import StoreError
+from scheduler.engine._acks import AckQueue
 from scheduler.engine._batcher import Batcher
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._slots import Slots
@@ -76,7 +79,7 @@ class Completer:
         self._settled = settled
         """Tells WaitTask callers about tasks that became COMPLETED/CANCELLED/DEAD_LETTER."""
         mb = config.max_batch
-        self._acks: Batcher[FencedWrite, Outcome] = Batcher("ack", self._flush_acks, max_batch=mb)
+        self.acks = AckQueue(self._flush_acks, max_batch=mb, linger_s=config.ack_linger_ms / 1000)
         self._heartbeats: Batcher[FencedWrite, Outcome] = Batcher(
             "heartbeat", self._flush_heartbeats, max_batch=mb
         )
@@ -90,7 +93,6 @@ class Completer:
             "release", self._flush_releases, max_batch=mb
         )
         self._batchers: tuple[Batcher[Any, Any], ...] = (
-            self._acks,
             self._heartbeats,
             self._completions,
             self._failures,
@@ -98,42 +100,78 @@ class Completer:
         )
 
     def start(self) -> None:
-        """Start the batchers."""
+        """Start the ack queue and the batchers."""
+        self.acks.start()
         for batcher in self._batchers:
             batcher.start()
 
     async def stop(self) -> None:
-        """Flush and stop the batchers; safe twice or before start."""
+        """Flush and stop the ack queue and the batchers; safe twice or before start."""
+        await self.acks.stop()
         for batcher in self._batchers:
             await batcher.stop()
 
+    def now(self) -> datetime:
+        """The engine's clock."""
+        return self._now()
+
     # -- the writes ----------------------------------------------------------------------
+    def ack_later(self, writes: Sequence[FencedWrite]) -> asyncio.Future[list[Outcome]]:
+        """Queue DISPATCHED -> RUNNING (fenced) for the next ack write, or for the
+        task's completion if it comes first; the future has the outcomes once
+        written."""
+        return self.acks.submit(writes, self._now())
+
     async def ack(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
-        """DISPATCHED -> RUNNING (fenced)."""
-        return await self._acks.submit_many(writes)
+        """DISPATCHED -> RUNNING (fenced), written now."""
+        fut = self.ack_later(writes)
+        await self.acks.written([w.key.id for w in writes], hurry=True)
+        return await fut
 
     async def heartbeat(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         """Extend the leases (fenced)."""
         return await self._heartbeats.submit_many(writes)
 
     async def complete(self, items: Sequence[Completion]) -> list[Outcome]:
-        """RUNNING -> COMPLETED (fenced)."""
-        return await self._completions.submit_many(items)
+        """RUNNING -> COMPLETED (fenced). A task whose ack is still queued has it
+        written by the same statement (DISPATCHED -> RUNNING -> COMPLETED)."""
+        acks = self.acks
+        await acks.written(c.key.id for c in items)  # an ack in flight lands first
+        taken = [acks.take(c.key.id, c.token) for c in items]
+        if not any(taken):
+            return await self._completions.submit_many(items)
+        folded = [
+            c if p is None else dataclasses.replace(c, acked_at=p.at)
+            for c, p in zip(items, taken, strict=True)
+        ]
+        try:
+            outcomes = await self._completions.submit_many(folded)
+        except BaseException:
+            acks.put_back(p for p in taken if p is not None)
+            raise
+        for p, outcome in zip(taken, outcomes, strict=True):
+            if p is not None:
+                acks.settle(p, outcome)
+        return outcomes
 
     async def fail(self, items: Sequence[FailureReport]) -> list[Outcome]:
         """A failed attempt: RETRYING with backoff, or DEAD_LETTER (fenced)."""
+        await self.acks.written((f.key.id for f in items), hurry=True)
         return await self._failures.submit_many(items)
 
     async def release(self, items: Sequence[Release]) -> list[Outcome]:
         """Give tasks back without using an attempt (fenced)."""
+        await self.acks.written((r.key.id for r in items), hurry=True)
         return await self._releases.submit_many(items)
 
     async def checkpoint(self, key: TaskKey, token: int, data: JSON | RawJSON) -> Outcome:
         """Store progress for a resume (fenced)."""
+        await self.acks.written([key.id], hurry=True)
         return await self._store.checkpoint(key, token, data, self._now())
 
     async def confirm_cancel(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         """The worker stopped cancelled tasks: RUNNING -> CANCELLED (fenced)."""
+        await self.acks.written((w.key.id for w in writes), hurry=True)
         outcomes = await self._store.confirm_cancel(writes, self._now())
         self._count("cancelled", writes, outcomes)
         self._free_ok(writes, outcomes)

@@ -35,6 +35,13 @@ class EngineConfig:
     task's own due tick. 0: a round per due tick."""
     max_batch: int = 1000
     """Most tasks per batched store write."""
+    ack_linger_ms: int = 0
+    """0: a worker's ack is answered once written (its own batched write). Above 0
+    (``tickwheel serve`` sets 500): the ack of a task the stream was given, under the
+    token it was given, is answered at once and written up to this long after it
+    arrived, together with the others; a completion of the task that comes meanwhile
+    writes the ack with it (one statement, DISPATCHED -> RUNNING -> COMPLETED, both
+    audit rows), so a short task's ack costs no write of its own."""
     dispatch_batch: int = 250
     """Most tasks per dispatch commit. A round runs on the event loop that also
     delivers, so a smaller one delays the deliveries due meanwhile less; a burst is
@@ -180,6 +187,8 @@ class EngineConfig:
             raise ValueError("EngineConfig.count_cache_keys must be positive")
         if self.jitter_window_s < 0:
             raise ValueError("EngineConfig.jitter_window_s must be >= 0")
+        if not 0 <= self.ack_linger_ms <= 1000:
+            raise ValueError("EngineConfig.ack_linger_ms must be 0-1000")
         if self.dispatch_window_ms < 0:
             raise ValueError("EngineConfig.dispatch_window_ms must be >= 0")
         if self.index_flush_ms < 0:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import math
 import time
 import uuid
@@ -55,6 +56,8 @@ _LEASED = frozenset({TaskState.DISPATCHED, TaskState.RUNNING})
 """States in which a task is held by a worker under a lease."""
 
 Publish = Callable[[Outlet, Sequence[Assignment]], None]
+
+log = logging.getLogger("tickwheel.engine")
 
 
 class WorkerSession:
@@ -102,6 +105,10 @@ class WorkerSession:
         self._acked: set[uuid.UUID] = set()
         """Held tasks the worker acknowledged (or, starting on delivery, was pushed)."""
         self._queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
+        self._early_acks = registry.config.ack_linger_ms > 0
+        self._unwritten: set[uuid.UUID] = set()
+        """Adopted DISPATCHED tasks (see :meth:`_own`) whose completion carries the ack."""
+        """Acks of held tasks are answered before their write (see :meth:`ack`)."""
 
     # -- what the transport reads -------------------------------------------------
     async def events(self) -> AsyncIterator[SessionEvent]:
@@ -213,6 +220,7 @@ class WorkerSession:
         if self._held.pop(task_id, None) is None:
             return False
         self._acked.discard(task_id)
+        self._unwritten.discard(task_id)
         self._attempts.pop(task_id, None)
         return True
 
@@ -264,6 +272,10 @@ class WorkerSession:
             if w.key.id in self._held:
                 owned.append(None)
                 continue
+            # An ack of it answered on another stream of this node is written first, so
+            # the read below sees the task as the worker does (RUNNING).
+            if self._early_acks:
+                await self._completer.acks.written([w.key.id], hurry=True)
             try:
                 task = await self._registry.store.get_task(self.scope, w.key.id)
             except NotFound:
@@ -280,6 +292,10 @@ class WorkerSession:
             self._held[w.key.id] = (task.key, w.token)
             if task.status is TaskState.RUNNING:
                 self._acked.add(w.key.id)
+            elif self._early_acks:
+                # Its worker may have been answered an ack that was never written (the
+                # node that queued it went down): its completion writes the ack too.
+                self._unwritten.add(w.key.id)
             owned.append(None)
             if task.cancel_requested:
                 # Cancelled while the worker was between streams: tell it now.
@@ -312,13 +328,70 @@ class WorkerSession:
         return out
 
     async def ack(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
-        """DISPATCHED -> RUNNING for each task (fenced)."""
+        """DISPATCHED -> RUNNING for each task (fenced).
+
+        An ack of a task this session was given, under the token it was given, is
+        answered OK at once and queued for the next ack write (or written by the task's
+        completion if that comes first: ``EngineConfig.ack_linger_ms``); the store's
+        token and status guard still decides, and a refusal then is counted and
+        recorded like any other. Any other ack (a task adopted after a reconnect, an
+        unexpected token) is answered once written, as before."""
         self._revive()
+        if not self._early_acks:
+            return await self._ack_now(writes)
+        held = self._held
+        early = [w for w in writes if (h := held.get(w.key.id)) is not None and h[1] == w.token]
+        if len(early) < len(writes):
+            if early:
+                known = {w.key.id for w in early}
+                rest = [w for w in writes if w.key.id not in known]
+                self._ack_later(early)
+                by_id = dict(zip((w.key.id for w in rest), await self._ack_now(rest), strict=True))
+                return [by_id.get(w.key.id, Outcome.OK) for w in writes]
+            return await self._ack_now(writes)
+        self._ack_later(early)
+        return [Outcome.OK] * len(writes)
+
+    async def _ack_now(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         out = await self._fenced(writes, self._completer.ack, "ack")
         for w, outcome in zip(writes, out, strict=True):
             if outcome is Outcome.OK:
                 self._acked.add(w.key.id)
         return out
+
+    def _ack_later(self, writes: list[FencedWrite]) -> None:
+        self._acked.update(w.key.id for w in writes)
+        written = self._completer.ack_later(writes)
+        written.add_done_callback(lambda fut: self._ack_written(writes, fut))
+
+    def _ack_written(self, writes: list[FencedWrite], fut: asyncio.Future[list[Outcome]]) -> None:
+        """Acks answered before their write: count and record the ones the store
+        refused (the worker learns it when its next write of the task is refused)."""
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.warning(
+                "worker %s: %d acks not written (%s); their leases will lapse",
+                self.worker_id,
+                len(writes),
+                exc,
+            )
+            return
+        out = fut.result()
+        if all(o is Outcome.OK for o in out):
+            return
+        for w, o in zip(writes, out, strict=True):
+            if o is not Outcome.OK:
+                self._acked.discard(w.key.id)
+        self._completer.count_stale(out)
+        if Outcome.STALE in out:
+            task = asyncio.get_running_loop().create_task(
+                self._completer.record_refused(writes, out, self.worker_id, "ack"),
+                name=f"tickwheel-refused-{self.session_id}",
+            )
+            self._registry.background.add(task)
+            task.add_done_callback(self._registry.background.discard)
 
     def _revive(self) -> None:
         if self._stalled:
@@ -346,6 +419,10 @@ class WorkerSession:
         by_id = {c.key.id: c for c in items}
 
         async def run(mine: list[FencedWrite]) -> list[Outcome]:
+            if self._unwritten:  # adopted by _own just now, or before
+                now = self._completer.now()
+                for tid in self._unwritten & by_id.keys():
+                    by_id[tid] = dataclasses.replace(by_id[tid], acked_at=now)
             return await self._completer.complete([by_id[w.key.id] for w in mine])
 
         out = await self._fenced(
@@ -441,6 +518,8 @@ class Sessions:
         self.publish = publish
         self._sessions: dict[str, WorkerSession] = {}
         self._outlets: list[WorkerSession] = []
+        self.background: set[asyncio.Task[None]] = set()
+        """Refusals of acks answered before their write, being recorded."""
 
     def __iter__(self) -> Iterator[WorkerSession]:
         return iter(list(self._sessions.values()))

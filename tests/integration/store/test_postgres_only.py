@@ -160,7 +160,7 @@ async def test_hot_path_statements_touch_one_partition(pg: PostgresStore, plan_m
         ),
         "ack": (ids, times, tokens, NOW, NOW, lo, hi),
         "heartbeat": (ids, times, tokens, NOW, NOW, lo, hi, ["RUNNING"]),
-        "complete": (ids, times, tokens, [None] * 3, NOW, lo, hi),
+        "complete": (ids, times, tokens, [None] * 3, NOW, lo, hi, [None] * 3),
         "fail": (
             *(ids, times, tokens, ["e"] * 3, [True] * 3, [None] * 3, NOW, lo, hi),
             *([""] * 3, [1.0] * 3),  # error types, spread factors

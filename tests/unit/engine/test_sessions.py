@@ -64,6 +64,11 @@ class FakeCompleter:
     async def ack(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         return self._answer("ack", writes)
 
+    def ack_later(self, writes: Sequence[FencedWrite]) -> asyncio.Future[list[Outcome]]:
+        fut: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
+        fut.set_result(self._answer("ack", writes))
+        return fut
+
     async def heartbeat(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         return self._answer("heartbeat", writes)
 
@@ -390,6 +395,42 @@ async def test_a_refused_ack_does_not_count_as_acked(world: World) -> None:
     assert await s.ack([write(a)]) == [Outcome.STALE]
     await s.close()
     assert world.completer.released_unacked == [[(a.key, a.fencing_token)]]
+
+
+@pytest.fixture
+def early(world: World) -> World:
+    """The world with ``ack_linger_ms`` on: held tasks' acks answered before written."""
+    world.sessions.config = EngineConfig(ack_linger_ms=10)
+    return world
+
+
+async def test_an_early_ack_refused_by_its_write_does_not_count_as_acked(early: World) -> None:
+    s = early.open()
+    a = assignment()
+    s.assigned(a)
+    early.completer.outcomes[a.key.id] = Outcome.STALE
+    # A held task's ack is answered before its write; the store's refusal comes after,
+    # counted and recorded like any refused write.
+    assert await s.ack([write(a)]) == [Outcome.OK]
+    await asyncio.sleep(0)  # the write's outcome arrives
+    assert early.completer.counted == [[Outcome.STALE]]
+    await asyncio.sleep(0)
+    assert early.completer.refused == [("ack", "w", a.fencing_token, Outcome.STALE)]
+    await s.close()
+    assert early.completer.released_unacked == [[(a.key, a.fencing_token)]]
+
+
+async def test_an_ack_with_a_token_the_session_did_not_give_waits_for_its_write(
+    early: World,
+) -> None:
+    world = early
+    s = world.open()
+    a = assignment(token=3)
+    s.assigned(a)
+    world.completer.outcomes[a.key.id] = Outcome.STALE
+    old = FencedWrite(key=a.key, token=2)
+    assert await s.ack([old]) == [Outcome.STALE]
+    assert world.completer.calls == [("ack", [old])]
 
 
 # -- ownership: adopting a task this session was not given -----------------------------

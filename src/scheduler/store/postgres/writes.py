@@ -134,7 +134,8 @@ class WorkerWrites:
             return (await outcomes(conn, self._q, [key], [token], set()))[0]
 
     async def complete(self, items: Sequence[Completion], now: datetime) -> list[CompleteResult]:
-        """RUNNING -> COMPLETED, ledger row and DAG decrement in one transaction."""
+        """RUNNING -> COMPLETED, ledger row and DAG decrement in one transaction; an item
+        with ``acked_at`` writes its task's ack too (DISPATCHED -> RUNNING -> COMPLETED)."""
         _validate.aware("now", now)
         if not items:
             return []
@@ -148,6 +149,10 @@ class WorkerWrites:
         ]
         keys = [c.key for c in items]
         lo, hi = _common.bounds(keys)
+        acked = [c.acked_at for c in items]
+        for i, a in enumerate(acked):
+            if a is not None:
+                _validate.aware(f"items[{i}].acked_at", a)
         async with self._db.conn(SYSTEM, tx=True) as conn:
             found = await conn.fetch(
                 self._q["complete"],
@@ -158,8 +163,30 @@ class WorkerWrites:
                 now,
                 lo,
                 hi,
+                acked,
             )
             ok = {(r[0], r[1]) for r in found}
+            if len(found) < len(items) and any(a is not None for a in acked):
+                # A completion carrying its ack found its task RUNNING already (the ack
+                # was written by another way meanwhile): completed as a plain one.
+                again = [
+                    i
+                    for i, c in enumerate(items)
+                    if c.acked_at is not None and (c.key.id, c.token) not in ok
+                ]
+                if again:
+                    more = await conn.fetch(
+                        self._q["complete"],
+                        [keys[i].id for i in again],
+                        [keys[i].scheduled_at for i in again],
+                        [items[i].token for i in again],
+                        [results[i] for i in again],
+                        now,
+                        *_common.bounds([keys[i] for i in again]),
+                        [None] * len(again),
+                    )
+                    ok |= {(r[0], r[1]) for r in more}
+                    found = [*found, *more]
             parents = [r[0] for r in found if r["workflow_id"] is not None]
             children: dict[uuid.UUID, list[Preloaded]] = {}
             if parents:

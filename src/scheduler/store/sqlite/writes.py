@@ -127,6 +127,9 @@ class WorkerWrites:
         """RUNNING -> COMPLETED, ledger row and DAG decrement in one transaction."""
         n = rows.us(_validate.aware("now", now))
         _validate.keys("items", items)
+        for i, item in enumerate(items):
+            if item.acked_at is not None:
+                _validate.aware(f"items[{i}].acked_at", item.acked_at)
         results = [
             _validate.json_object(
                 f"items[{i}].result", c.result, self._config.payload_limit_bytes, optional=True
@@ -140,6 +143,27 @@ class WorkerWrites:
             outcomes = []
             ready: list[tuple[Preloaded, list[uuid.UUID]]] = []
             for item, result in zip(items, results, strict=True):
+                if item.acked_at is not None:
+                    # Its ack first, in the same transaction (DISPATCHED -> RUNNING at
+                    # the ack's time); a task RUNNING already completes as it is.
+                    acked = rows.us(item.acked_at)
+                    row = c.execute(
+                        q["ack"],
+                        (n, acked, str(item.key.id), rows.us(item.key.scheduled_at), item.token),
+                    ).fetchone()
+                    if row is not None:
+                        audit(
+                            c,
+                            q,
+                            str(item.key.id),
+                            rows.us(item.key.scheduled_at),
+                            TaskState.DISPATCHED,
+                            TaskState.RUNNING,
+                            row["fencing_token"],
+                            row["worker_id"],
+                            acked,
+                            reason="acked",
+                        )
                 row = c.execute(
                     q["complete"],
                     (result, n, str(item.key.id), rows.us(item.key.scheduled_at), item.token),

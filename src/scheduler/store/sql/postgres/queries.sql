@@ -298,17 +298,26 @@ WHERE id = $1 AND scheduled_at = $2 AND fencing_token = $3
 RETURNING id
 
 -- name: complete
--- $1 ids, $2 scheduled_at, $3 tokens, $4 results (json text), $5 now, $6/$7 bounds
+-- $1 ids, $2 scheduled_at, $3 tokens, $4 results (json text), $5 now, $6/$7 bounds,
+-- $8 acked_at (NULL: a plain completion of a RUNNING task; a time: the task's ack is
+-- written with it, DISPATCHED -> RUNNING -> COMPLETED, the ack's audit row at that time).
+-- A completion with its ack matches only a DISPATCHED task, one without only a RUNNING
+-- one, each with the current token; every step gets its audit row.
 WITH done AS (
     UPDATE tasks t SET status = 'COMPLETED', result_payload = u.result::jsonb,
         lease_expires_at = NULL, updated_at = $5
-    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[])
-        AS u(id, scheduled_at, token, result)
+    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $8::timestamptz[])
+        AS u(id, scheduled_at, token, result, acked_at)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-      AND t.status IN ({{from:RUNNING|to:COMPLETED}})
+      -- The IN list lets the planner use the partial lease index (leased tasks only);
+      -- without it a CASE alone made it scan the whole partition.
+      AND t.status IN ({{states:DISPATCHED,RUNNING}})
+      AND t.status = CASE WHEN u.acked_at IS NULL
+                          THEN {{from:RUNNING|to:COMPLETED}}
+                          ELSE {{from:DISPATCHED|to:RUNNING}} END
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
     RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.schedule_id, t.fencing_token,
-        t.worker_id, t.workflow_id
+        t.worker_id, t.workflow_id, u.acked_at
 ), ledger AS (
     INSERT INTO task_completions (task_id, scheduled_at, tenant_id, type, schedule_id, job_id,
         fencing_token, worker_id, completed_at)
@@ -316,7 +325,13 @@ WITH done AS (
         d.fencing_token, d.worker_id, $5
     FROM done d LEFT JOIN cron_schedules s ON s.id = d.schedule_id
 ), audit AS (
+    -- The steps of route DISPATCHED -> RUNNING -> COMPLETED (_sql.ROUTES), as two plain
+    -- selects: a join to the paths relation cost a VALUES scan per row.
     INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
+    SELECT id, scheduled_at, 'DISPATCHED', 'RUNNING', fencing_token, coalesce(worker_id, ''),
+        acked_at, 'acked'
+    FROM done WHERE acked_at IS NOT NULL
+    UNION ALL
     SELECT id, scheduled_at, 'RUNNING', 'COMPLETED', fencing_token, coalesce(worker_id, ''), $5,
         'completed'
     FROM done
