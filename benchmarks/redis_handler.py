@@ -51,10 +51,32 @@ async def call(ctx: Any) -> None:
     await one_call(client())
 
 
-async def bare(url: str, calls: int, concurrency: int, pool: int) -> dict[str, float]:
-    """``calls`` calls with ``concurrency`` in flight; wall and CPU seconds of them."""
+async def paced(r: aioredis.Redis, calls: int, rate: float) -> None:
+    """``calls`` calls started at ``rate`` a second (a batch every 10 ms), as a worker
+    receives tasks from a server that delivers no faster."""
+    tasks: list[asyncio.Task[None]] = []
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while len(tasks) < calls:
+        due = min(calls, int((loop.time() - start) * rate) + 1)
+        tasks.extend(asyncio.create_task(one_call(r)) for _ in range(due - len(tasks)))
+        await asyncio.sleep(0.01)
+    await asyncio.gather(*tasks)
+
+
+async def bare(
+    url: str, calls: int, concurrency: int, pool: int, rate: float = 0.0
+) -> dict[str, float]:
+    """``calls`` calls with ``concurrency`` in flight (or started at ``rate`` a second);
+    wall and CPU seconds of them."""
     r = client(url, pool)
     await asyncio.gather(*(one_call(r) for _ in range(min(concurrency, 200))))  # warm
+    if rate > 0:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        await paced(r, calls, rate)
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        await r.aclose()
+        return {"calls": calls, "wall_s": wall, "cpu_s": cpu}
     left = calls
 
     async def lane() -> None:
@@ -76,10 +98,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=2_000)
     parser.add_argument("--pool", type=int, default=16)
+    parser.add_argument("--rate", type=float, default=0.0, help="calls/s; 0: as fast as it can")
     args = parser.parse_args()
-    figures = asyncio.run(bare(args.url, args.calls, args.concurrency, args.pool))
+    figures = asyncio.run(bare(args.url, args.calls, args.concurrency, args.pool, args.rate))
     print(json.dumps(figures))
 
 
 if __name__ == "__main__":
     main()
+
+
+async def noop(ctx: Any) -> None:
+    """A handler without I/O: the worker's own cost per task (for comparison)."""

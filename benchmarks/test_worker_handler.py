@@ -17,6 +17,9 @@ bare loop measures its own (``time.process_time``) over its calls.
 Figures: tasks/s end to end with 1 and 2 worker processes; the worker's CPU µs per
 task against the bare loop's CPU µs per call (issue target: at most 60 µs more), and
 the bare loop's calls/s (its wall clock, on the same shared machine, in the same run).
+A second baseline starts the same calls no faster than the one-worker run completed
+its tasks ("paced"): a loop that waits between arrivals pays more per call than one
+that never waits, and the worker's loop waits whenever the server is the bottleneck.
 
 ``TW_BENCH_HANDLER_TASKS`` sets ``n`` (default 20,000), ``TW_BENCH_REDIS_POOL`` the
 pool size (default 16), ``TW_BENCH_HANDLER_START`` = ``on_delivery`` runs the
@@ -72,8 +75,9 @@ def handler_table(request: pytest.FixtureRequest) -> Iterator[None]:
         tr.write_line(f"  {name:<22} {cells}")
 
 
-def _bare_loop(url: str, calls: int) -> dict[str, float]:
-    """The baseline in a process of its own: the handler's call, ``SLOTS`` in flight."""
+def _bare_loop(url: str, calls: int, rate: float = 0.0) -> dict[str, float]:
+    """The baseline in a process of its own: the handler's call, ``SLOTS`` in flight
+    (or started at ``rate`` a second, as a worker receives them)."""
     out = subprocess.run(
         [
             sys.executable,
@@ -87,6 +91,8 @@ def _bare_loop(url: str, calls: int) -> dict[str, float]:
             str(SLOTS),
             "--pool",
             str(POOL),
+            "--rate",
+            str(rate),
         ],
         cwd=REPO_ROOT,
         capture_output=True,
@@ -222,13 +228,23 @@ def test_worker_redis_handler(
             "calls_per_s": calls / sum(b["wall_s"] for b in bare),
             "cpu_us_per_call": sum(b["cpu_s"] for b in bare) / calls * 1e6,
         }
+        # The same calls started no faster than one worker process ran its tasks: CPU
+        # per call of a loop that waits between arrivals, as the worker's does.
+        rate = out["1 worker(s)"]["tasks_per_s"]
+        paced = _bare_loop(redis_server.url, N, rate=rate)
+        out["bare loop, paced"] = {
+            "calls_per_s": paced["calls"] / paced["wall_s"],
+            "cpu_us_per_call": paced["cpu_s"] / paced["calls"] * 1e6,
+        }
         return out
 
     figures = benchmark.pedantic(go, rounds=1, iterations=1)
     base = figures["bare loop"]["cpu_us_per_call"]
+    paced = figures["bare loop, paced"]["cpu_us_per_call"]
     for name, f in figures.items():
         if "worker_cpu_us_per_task" in f:
             f["worker_cpu_over_bare_us"] = f["worker_cpu_us_per_task"] - base
+            f["worker_cpu_over_paced_us"] = f["worker_cpu_us_per_task"] - paced
             f["vs_target_3000"] = f["tasks_per_s"] / 3000
         FIGURES[name] = f
         benchmark.extra_info.update({f"{name} {k}": v for k, v in f.items()})
