@@ -85,9 +85,11 @@ async def fast(ctx: TaskContext) -> dict[str, Any]:
 
 
 async def lateness(ctx: TaskContext) -> None:
-    """Records only how late the assignment arrived (benchmarks)."""
+    """Records how late the assignment arrived and how late the handler started
+    (ack first: after the ack committed) (benchmarks)."""
+    start_ms = (time.time() - ctx.due_at.timestamp()) * 1000.0
     late_ms = (ctx.received_at - ctx.due_at).total_seconds() * 1000.0
-    record(ctx, "late", late_ms=late_ms, phase=ctx.payload.get("phase"))
+    record(ctx, "late", late_ms=late_ms, start_ms=start_ms, phase=ctx.payload.get("phase"))
 
 
 async def echo(ctx: TaskContext) -> dict[str, Any]:

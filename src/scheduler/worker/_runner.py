@@ -54,7 +54,7 @@ from scheduler.worker._context import (
 from scheduler.worker._drain import Drain
 from scheduler.worker._slots import Held, Slots
 from scheduler.worker._stats import WorkerStats
-from scheduler.worker._stream import IndexedResults, Stream
+from scheduler.worker._stream import Answers, Stream
 from scheduler.worker._tracing import start_attempt_span, tracing_off, worker_tracer
 
 _log = logging.getLogger("tickwheel.worker")
@@ -318,7 +318,7 @@ class HandlerRunner:
         ack = self._launch(fresh)
         if ack is not None:
             with contextlib.suppress(TickwheelError):  # it expires on its own (_launch)
-                await asyncio.shield(ack)
+                await ack.wait("")
 
     def _held_from(
         self,
@@ -352,20 +352,23 @@ class HandlerRunner:
             tenant_id=a.tenant_id,
         )
 
-    def _launch(self, fresh: list[Held]) -> IndexedResults | None:
+    def _launch(self, fresh: list[Held]) -> Answers | None:
         """Ack the new tasks in one message and start their handlers (no ack when
         starting on delivery: the server committed them as RUNNING)."""
         if not fresh:
             return None
-        ack: IndexedResults | None = None
+        ack: Answers | None = None
         if not self._start_on_delivery:
             ack = self._stream.start_batch(
                 pb.WorkerMessage(ack=pb.Ack(tasks=[h.ref for h in fresh]))
             )
+        # Whether an SDK records spans: asked once a batch (it reads the environment).
+        traced = not tracing_off(self._tracer_provider)
+        create_task = asyncio.create_task
         for held in fresh:
             held.acked = ack is None  # starting on delivery: RUNNING from the dispatch
-            held.task = asyncio.create_task(
-                self._run(held, ack), name=f"tickwheel-task-{held.ctx.task_id}"
+            held.task = create_task(
+                self._run(held, ack, traced), name=f"tickwheel-task-{held.ref.task_id}"
             )
         return ack
 
@@ -382,7 +385,7 @@ class HandlerRunner:
 
     # -- one attempt -----------------------------------------------------------------
 
-    async def _run(self, held: Held, ack: IndexedResults | None) -> None:
+    async def _run(self, held: Held, ack: Answers | None, traced: bool) -> None:
         ctx = held.ctx
         # Every line of this attempt (the handler's own included: a sync handler's
         # thread runs in a copy of this context) carries the task's fields.
@@ -390,7 +393,7 @@ class HandlerRunner:
         try:
             if ack is not None and not await self._acked(held, ack):
                 return
-            if tracing_off(self._tracer_provider):
+            if not traced:
                 held.span = trace.INVALID_SPAN  # every call on it is a no-op
                 await self._attempt(held, held.span)
                 return
@@ -402,17 +405,16 @@ class HandlerRunner:
         finally:
             self._slots.drop(held)
 
-    async def _acked(self, held: Held, ack: IndexedResults) -> bool:
+    async def _acked(self, held: Held, ack: Answers) -> bool:
         """Wait for the ack of the task's batch; whether the task is ours to run."""
         ctx = held.ctx
         try:
-            results = await asyncio.shield(ack)  # expires with its batch (_launch)
+            mine = await ack.wait(held.ref.task_id)  # expires with its batch (_launch)
         except TickwheelError as exc:
             # Not acked: the server put the task back (session closed) or its lease
             # lapses; either way another attempt will run it.
             _log.info("task %s: not acknowledged (%s); dropped", ctx.task_id, exc)
             return False
-        mine = results.get(held.ref.task_id)
         if mine is None or not mine.ok:
             _log.info("task %s: ack rejected (%s)", ctx.task_id, mine.reason if mine else "missing")
             return False

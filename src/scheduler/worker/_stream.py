@@ -55,8 +55,6 @@ _EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stub
 
 Results = asyncio.Future[list[pb.TaskResult]]
 """The per-task results of one request, in the order the server sent them."""
-IndexedResults = asyncio.Future[dict[str, pb.TaskResult]]
-"""The per-task results of one batched request, by task id."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,38 +146,71 @@ def _unreachable(exc: BaseException) -> bool:
     return isinstance(exc, Unavailable | OSError)
 
 
-def indexed(fut: Results) -> IndexedResults:
-    """The per-task results of a batched request, indexed once by task id."""
-    out: IndexedResults = fut.get_loop().create_future()
+class Answers:
+    """The per-task answers of one batched request (an ack, a ``Completions``
+    message), handed to each task's own waiter by one callback for the whole batch.
 
-    def done(f: Results) -> None:
-        if out.done():  # expired first (see expire)
-            return
-        if f.cancelled():
-            out.cancel()
-        elif (exc := f.exception()) is not None:
-            out.set_exception(exc)
-        else:
-            out.set_result({r.task_id: r for r in f.result()})
-
-    fut.add_done_callback(done)
-    return out
-
-
-def expire(fut: asyncio.Future[Any], timeout_s: float) -> None:
-    """Fail ``fut`` with Unavailable if it is still pending after ``timeout_s``.
-
-    One timer for a whole batch (an ack or a completion message), instead of an
-    ``asyncio.timeout`` per task awaiting it: per task, that timer was a tenth of the
-    worker's CPU in a burst.
+    A waiter that is cancelled (its handler task was) leaves the batch and the other
+    waiters alone, as ``asyncio.shield`` did; shield cost a future and two callbacks
+    per task, and a second indexed future per batch. One timer fails the whole batch
+    with Unavailable after ``timeout_s`` (an ``asyncio.timeout`` per task awaiting it
+    was a tenth of the worker's CPU in a burst); a late answer then changes nothing.
     """
 
-    def expired() -> None:
-        if not fut.done():
-            fut.set_exception(Unavailable("no answer from the server in time"))
+    __slots__ = ("_loop", "_outcome", "_timer", "_waiters")
 
-    handle = fut.get_loop().call_later(timeout_s, expired)
-    fut.add_done_callback(lambda _: handle.cancel())
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
+        self._loop = loop
+        self._waiters: list[tuple[str, asyncio.Future[pb.TaskResult | None]]] = []
+        self._outcome: dict[str, pb.TaskResult] | BaseException | None = None
+        self._timer = loop.call_later(
+            timeout_s, self._settle, Unavailable("no answer from the server in time")
+        )
+
+    @property
+    def done(self) -> bool:
+        """Whether the answers (or the batch's failure) are in."""
+        return self._outcome is not None
+
+    def follow(self, request: Results) -> None:
+        """Take the answers from ``request`` (the batch's Result) when it is done."""
+        request.add_done_callback(self._from_request)
+
+    def _from_request(self, request: Results) -> None:
+        if request.cancelled():
+            self._settle(Unavailable("worker stream closed"))
+        elif (exc := request.exception()) is not None:
+            self._settle(exc)
+        else:
+            self._settle({r.task_id: r for r in request.result()})
+
+    def _settle(self, outcome: dict[str, pb.TaskResult] | BaseException) -> None:
+        if self._outcome is not None:  # the first of the answer and the timer wins
+            return
+        self._outcome = outcome
+        self._timer.cancel()
+        waiters, self._waiters = self._waiters, []
+        for task_id, waiter in waiters:
+            if not waiter.done():  # a cancelled waiter is left alone
+                self._give(waiter, task_id)
+
+    def _give(self, waiter: asyncio.Future[pb.TaskResult | None], task_id: str) -> None:
+        outcome = self._outcome
+        if isinstance(outcome, BaseException):
+            waiter.set_exception(outcome)
+        else:
+            assert outcome is not None
+            waiter.set_result(outcome.get(task_id))
+
+    def wait(self, task_id: str) -> asyncio.Future[pb.TaskResult | None]:
+        """A future of the answer for ``task_id`` (None if the batch named it not),
+        or of the batch's failure; cancelling it touches nothing else."""
+        waiter: asyncio.Future[pb.TaskResult | None] = self._loop.create_future()
+        if self._outcome is None:
+            self._waiters.append((task_id, waiter))
+        else:
+            self._give(waiter, task_id)
+        return waiter
 
 
 class Stream:
@@ -226,7 +257,7 @@ class Stream:
         self.closing = asyncio.Event()
         """Set when the worker stops: no more reconnects; commits stop retrying."""
         self._ids = itertools.count(1)
-        self._completion_batch: tuple[pb.WorkerMessage, IndexedResults] | None = None
+        self._completion_batch: tuple[pb.WorkerMessage, Answers] | None = None
 
     def attach(self, listener: StreamListener) -> None:
         """Name the listener (before :meth:`run`)."""
@@ -481,12 +512,12 @@ class Stream:
         conn.queue.put_nowait(msg)
         return fut
 
-    def start_batch(self, msg: pb.WorkerMessage) -> IndexedResults:
-        """:meth:`start_request` for a message about many tasks (an ack): the results by
-        task id, failed with Unavailable after the request timeout."""
-        fut = indexed(self.start_request(msg))
-        expire(fut, self.request_timeout_s)
-        return fut
+    def start_batch(self, msg: pb.WorkerMessage) -> Answers:
+        """:meth:`start_request` for a message about many tasks (an ack): the answers
+        by task id, failed with Unavailable after the request timeout."""
+        answers = Answers(asyncio.get_running_loop(), self.request_timeout_s)
+        answers.follow(self.start_request(msg))
+        return answers
 
     async def request(
         self, msg: pb.WorkerMessage, timeout_s: float | None = None
@@ -531,29 +562,16 @@ class Stream:
             except TimeoutError:
                 raise Unavailable("no answer from the server in time") from None
         if self._completion_batch is None:
-            batch: IndexedResults = asyncio.get_running_loop().create_future()
-            expire(batch, self.request_timeout_s)
+            loop = asyncio.get_running_loop()
+            batch = Answers(loop, self.request_timeout_s)
             self._completion_batch = (pb.WorkerMessage(completions=pb.Completions()), batch)
-            asyncio.get_running_loop().call_soon(self._flush_completions)
-        msg, fut = self._completion_batch
+            loop.call_soon(self._flush_completions)
+        msg, batch = self._completion_batch
         msg.completions.items.append(completion)  # built into the message that is sent
-        results = await asyncio.shield(fut)
-        return results.get(completion.task.task_id)
+        return await batch.wait(completion.task.task_id)
 
     def _flush_completions(self) -> None:
         assert self._completion_batch is not None
-        msg, fut = self._completion_batch
+        msg, batch = self._completion_batch
         self._completion_batch = None
-        sent = indexed(self.start_request(msg))
-
-        def done(f: IndexedResults) -> None:
-            if fut.done():
-                return
-            if f.cancelled():
-                fut.cancel()
-            elif (exc := f.exception()) is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(f.result())
-
-        sent.add_done_callback(done)
+        batch.follow(self.start_request(msg))

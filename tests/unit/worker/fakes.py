@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.worker._stream import Answers
 
 Answer = Callable[[pb.WorkerMessage], list[pb.TaskResult]]
 
@@ -42,11 +43,13 @@ class FakeStream:
     def send(self, msg: pb.WorkerMessage) -> None:
         self.sent.append(msg)
 
-    def start_batch(self, msg: pb.WorkerMessage) -> asyncio.Future[dict[str, pb.TaskResult]]:
+    def start_batch(self, msg: pb.WorkerMessage) -> Answers:
         self.requested.append(msg)
-        fut: asyncio.Future[dict[str, pb.TaskResult]] = asyncio.get_running_loop().create_future()
-        fut.set_result({r.task_id: r for r in self.answer(msg)})
-        return fut
+        answers = Answers(asyncio.get_running_loop(), self.request_timeout_s)
+        request: asyncio.Future[list[pb.TaskResult]] = asyncio.get_running_loop().create_future()
+        request.set_result(self.answer(msg))
+        answers.follow(request)
+        return answers
 
     async def request(
         self, msg: pb.WorkerMessage, timeout_s: float | None = None

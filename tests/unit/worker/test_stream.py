@@ -13,7 +13,7 @@ from scheduler._errors import Unavailable
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client._channel import _OPTIONS
 from scheduler.worker import ReconnectConfig
-from scheduler.worker._stream import Backoff, Conn, Stream, expire, indexed
+from scheduler.worker._stream import Answers, Backoff, Conn, Stream
 
 
 def _ceiling(_low: float, high: float) -> float:
@@ -112,19 +112,58 @@ async def test_a_broken_stream_fails_the_requests_awaiting_a_result() -> None:
         await fut
 
 
-async def test_batched_results_are_indexed_by_task_id() -> None:
-    raw: asyncio.Future[list[pb.TaskResult]] = asyncio.get_running_loop().create_future()
-    by_id = indexed(raw)
+async def test_batched_results_are_handed_to_each_task_by_id() -> None:
+    loop = asyncio.get_running_loop()
+    raw: asyncio.Future[list[pb.TaskResult]] = loop.create_future()
+    answers = Answers(loop, 5.0)
+    answers.follow(raw)
+    a, b, missing = answers.wait("a"), answers.wait("b"), answers.wait("c")
     raw.set_result([pb.TaskResult(task_id="a", ok=True), pb.TaskResult(task_id="b")])
-    results = await by_id
-    assert (results["a"].ok, results["b"].ok) == (True, False)
+    got_a, got_b = await a, await b
+    assert got_a is not None
+    assert got_b is not None
+    assert (got_a.ok, got_b.ok, await missing) == (True, False, None)
+    late = await answers.wait("a")  # a waiter that comes after the answers
+    assert late is not None
+    assert late.ok
+
+
+async def test_a_cancelled_waiter_leaves_the_batch_and_the_others_alone() -> None:
+    loop = asyncio.get_running_loop()
+    raw: asyncio.Future[list[pb.TaskResult]] = loop.create_future()
+    answers = Answers(loop, 5.0)
+    answers.follow(raw)
+    gone, stays = answers.wait("a"), answers.wait("b")
+    gone.cancel()
+    raw.set_result([pb.TaskResult(task_id="a", ok=True), pb.TaskResult(task_id="b", ok=True)])
+    got = await stays
+    assert got is not None
+    assert got.ok
+    assert gone.cancelled()
+    assert answers.done
 
 
 async def test_one_timer_expires_a_batch_nobody_answered() -> None:
-    raw: asyncio.Future[list[pb.TaskResult]] = asyncio.get_running_loop().create_future()
-    by_id = indexed(raw)
-    expire(by_id, 0.01)
+    loop = asyncio.get_running_loop()
+    raw: asyncio.Future[list[pb.TaskResult]] = loop.create_future()
+    answers = Answers(loop, 0.01)
+    answers.follow(raw)
     with pytest.raises(Unavailable, match="in time"):
-        await by_id
-    raw.set_result([])  # a late answer changes nothing
-    assert isinstance(by_id.exception(), Unavailable)
+        await answers.wait("a")
+    raw.set_result([pb.TaskResult(task_id="a", ok=True)])  # a late answer changes nothing
+    with pytest.raises(Unavailable, match="in time"):
+        await answers.wait("a")
+
+
+async def test_a_broken_stream_fails_every_waiter_of_the_batch() -> None:
+    loop = asyncio.get_running_loop()
+    conn = Conn()
+    raw: asyncio.Future[list[pb.TaskResult]] = loop.create_future()
+    conn.pending[1] = raw
+    answers = Answers(loop, 5.0)
+    answers.follow(raw)
+    waiters = [answers.wait("a"), answers.wait("b")]
+    conn.fail_pending()
+    for w in waiters:
+        with pytest.raises(Unavailable, match="closed"):
+            await w
