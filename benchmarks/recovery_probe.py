@@ -1,0 +1,88 @@
+"""Recover a database's PRELOADED tasks into a fresh engine and report what it cost.
+
+Run in a process of its own (``benchmarks/test_memory.py`` starts it), so its RSS is the
+engine's and nothing else's:
+
+    .venv/bin/python -m benchmarks.recovery_probe DSN [--tracemalloc] [--profile FILE]
+
+Prints one JSON object: ``n`` (tasks in the wheel), ``recover_s`` (wall time of
+``Engine.start``, which loads every PRELOADED row before it returns), ``recover_cpu_s``
+(this process's CPU seconds over it), ``rss_before_mb`` (after imports and the store's
+pool, before the engine), ``rss_after_mb`` (after recovery, a full collection and
+``gc.freeze()`` as ``tickwheel serve`` does), ``bytes_per_timer`` ((after - before) / n),
+``gc2_ms`` (one full collection after recovery, before the freeze) and, with
+``--tracemalloc``, the top allocation sites of what stays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import json
+import time
+import tracemalloc
+from typing import Any
+
+import psutil
+
+from scheduler.engine import Engine, EngineConfig
+from scheduler.store import StoreConfig
+from scheduler.store.postgres import PostgresStore
+
+
+async def probe(dsn: str, *, trace: bool, profile: str | None) -> dict[str, Any]:
+    proc = psutil.Process()
+    store = await PostgresStore.open(dsn, StoreConfig())
+    engine = Engine(store, EngineConfig(lease_ttl_s=30.0, canary_interval_s=0.0))
+    gc.collect()
+    out: dict[str, Any] = {"rss_before_mb": proc.memory_info().rss / 2**20}
+    if trace:
+        tracemalloc.start(8)
+    prof = cProfile.Profile() if profile else None
+    cpu0 = proc.cpu_times()
+    t0 = time.perf_counter()
+    if prof is not None:
+        prof.enable()
+    await engine.start()
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(profile)  # type: ignore[arg-type]
+    out["recover_s"] = time.perf_counter() - t0
+    cpu1 = proc.cpu_times()
+    out["recover_cpu_s"] = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+    out["n"] = engine.stats.preloaded
+    t0 = time.perf_counter()
+    gc.collect()
+    out["gc2_ms"] = (time.perf_counter() - t0) * 1000.0
+    gc.freeze()
+    out["rss_after_mb"] = proc.memory_info().rss / 2**20
+    n = max(1, out["n"])
+    out["bytes_per_timer"] = (out["rss_after_mb"] - out["rss_before_mb"]) * 2**20 / n
+    out["gc_tracked_objects"] = len(gc.get_objects())
+    if trace:
+        snap = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        stats = snap.statistics("lineno")
+        out["traced_bytes_per_timer"] = sum(s.size for s in stats) / n
+        out["top"] = [
+            {"site": str(s.traceback[0]), "bytes_per_timer": s.size / n, "count": s.count}
+            for s in stats[:12]
+        ]
+    await engine.stop()
+    await store.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("dsn")
+    parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument("--profile")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(probe(args.dsn, trace=args.tracemalloc, profile=args.profile))))
+
+
+if __name__ == "__main__":
+    main()
