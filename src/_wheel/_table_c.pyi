@@ -4,6 +4,8 @@ from array import array
 from collections.abc import Iterable
 from typing import Final, final
 
+from typing_extensions import Buffer
+
 MAX_ROWS: Final[int]
 
 Row = tuple[int, int, int, int, int]
@@ -16,6 +18,15 @@ class TaskTable:
     def __len__(self) -> int: ...
     def __contains__(self, task_id: object, /) -> bool: ...
     def add(self, task_id: int, scheduled_us: int, due_us: int, group: int, shard: int) -> int: ...
+    def add_many(
+        self,
+        ids: Buffer,
+        scheduled_us: Buffer,
+        due_us: Buffer,
+        group: int,
+        shards: Buffer,
+        allowed: Buffer | None = None,
+    ) -> tuple[array[int], array[int]]: ...
     def find(self, task_id: int) -> int: ...
     def get(self, handle: int) -> Row: ...
     def due_us(self, handle: int) -> int: ...

@@ -13,7 +13,7 @@ dicts, for ``TICKWHEEL_NO_EXTENSIONS=1`` and as the tests' oracle.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 Row = tuple[int, int, int, int, int]
 """(id as a 128-bit int, scheduled_at µs, due_at µs, group, shard)."""
@@ -75,6 +75,35 @@ class TaskTable:
         self._rows[h] = (task_id, scheduled_us, due_us, group, shard)
         self._ids[task_id] = h
         return h
+
+    def add_many(
+        self,
+        ids: bytes,
+        scheduled_us: Sequence[int],
+        due_us: Sequence[int],
+        group: int,
+        shards: Sequence[int],
+        allowed: bytes | None = None,
+    ) -> tuple[array[int], array[int]]:
+        """Store many rows of one group: ``ids`` holds 16 big-endian bytes per row (a
+        UUID's ``bytes``), the other columns one int per row. Rows whose id is here
+        already, and with ``allowed``, rows whose shard ``s`` has no nonzero
+        ``allowed[s]``, are skipped. Returns the new rows' handles and their due times
+        in ms (``due_us // 1000``, at least 0): what the wheel's ``add_many`` takes."""
+        n = len(scheduled_us)
+        if len(ids) != 16 * n or len(due_us) != n or len(shards) != n:
+            raise ValueError("add_many: ids must hold 16 bytes per row and columns one int")
+        handles, dues = array("q"), array("q")
+        for i in range(n):
+            shard = shards[i]
+            if allowed is not None and (shard >= len(allowed) or not allowed[shard]):
+                continue
+            task_id = int.from_bytes(ids[16 * i : 16 * i + 16], "big")
+            h = self.add(task_id, scheduled_us[i], due_us[i], group, shard)
+            if h >= 0:
+                handles.append(h)
+                dues.append(max(due_us[i] // 1000, 0))
+        return handles, dues
 
     def find(self, task_id: int) -> int:
         """The handle of ``task_id``'s row, or -1."""

@@ -24,7 +24,7 @@ from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._stats import EngineStats
 from scheduler.states import TaskState
-from scheduler.types import InsertResult, Pool, Preloaded, TaskKey, TaskRecord
+from scheduler.types import InsertResult, Pool, Preloaded, PreloadedPage, TaskKey, TaskRecord
 from scheduler.wheel import TaskTable, TimingWheel
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -192,6 +192,42 @@ class Timeline:
             self._wheel.add_many(keys, dues)
             self._stats.preloaded += len(keys)
             self._wake_dispatcher()
+
+    def can_add_packed(self, *, index: bool, spill: bool) -> bool:
+        """Whether :meth:`add_packed` may take a load: it neither mirrors into the
+        index nor spills over the cap (those paths need the tasks as objects)."""
+        return not index and not (spill and self._config.wheel_max_timers and self._mirror.enabled)
+
+    def add_packed(self, page: PreloadedPage) -> int:
+        """Index a packed page of PRELOADED tasks (a whole load: recovery, a takeover, a
+        reconcile) without a Python object per task: each group's columns go into the
+        task table and the wheel in two C calls. Only when :meth:`can_add_packed`.
+        Returns how many were new."""
+        allowed: bytes | None = None
+        if self._shards.clustered:
+            # Only our shards: the rest belong to other nodes, whose reconcile finds them.
+            owned = self._shards.owned_or_gaining()
+            mask = bytearray(max(owned, default=-1) + 1)
+            for shard in owned:
+                mask[shard] = 1
+            allowed = bytes(mask)
+        added = 0
+        for group in page.groups:
+            key = (group.tenant_id, group.type, group.pool)
+            g = self._group_of.get(key)
+            if g is None:
+                g = self._group_of[key] = len(self._groups)
+                self._groups.append(key)
+            keys, dues = self._table.add_many(
+                group.ids, group.scheduled_us, group.due_us, g, group.shards, allowed
+            )
+            if keys:
+                self._wheel.add_many(keys, dues)
+                added += len(keys)
+        if added:
+            self._stats.preloaded += added
+            self._wake_dispatcher()
+        return added
 
     def _add_unspilled(self, items: Sequence[Preloaded]) -> None:
         self.add(items, index=False, spill=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import random
 import uuid
+from array import array
 
 import pytest
 
@@ -48,14 +49,20 @@ def test_rows_by_handle_and_by_id(table_cls: type[PyTaskTable]) -> None:
     hb = t.add(b, 0, 0, 0, 0)
     assert (ha, hb) == (0, 1)
     assert len(t) == 2
-    assert a in t and b in t and 7 not in t and "x" not in t
-    assert t.find(a) == ha and t.find(7) == -1 and t.find(-1) == -1
+    assert a in t
+    assert b in t
+    assert 7 not in t
+    assert "x" not in t
+    assert t.find(a) == ha
+    assert t.find(7) == -1
+    assert t.find(-1) == -1
     assert t.get(ha) == (a, -5, 1_700_000_000_000_000, 3, 255)
     assert t.due_us(hb) == 0
     assert t.add(a, 1, 2, 3, 4) == -1  # already here: nothing changes
     assert t.get(ha) == (a, -5, 1_700_000_000_000_000, 3, 255)
     assert t.pop(ha) == (a, -5, 1_700_000_000_000_000, 3, 255)
-    assert a not in t and len(t) == 1
+    assert a not in t
+    assert len(t) == 1
     with pytest.raises(KeyError):
         t.get(ha)
     with pytest.raises(KeyError):
@@ -67,7 +74,8 @@ def test_rows_by_handle_and_by_id(table_cls: type[PyTaskTable]) -> None:
     assert len(t) == 0
     t.add(5, 1, 1, 1, 1)
     t.clear()
-    assert len(t) == 0 and 5 not in t
+    assert len(t) == 0
+    assert 5 not in t
     assert t.add(6, 1, 1, 1, 1) == 0
 
 
@@ -88,7 +96,7 @@ def test_bad_rows_are_refused(
     table_cls: type[PyTaskTable], row: tuple[object, ...], error: type[Exception]
 ) -> None:
     t = table_cls()
-    with pytest.raises(error):
+    with pytest.raises(error, match=r"must|outside"):
         t.add(*row)  # type: ignore[arg-type]
     assert len(t) == 0
 
@@ -132,7 +140,7 @@ def test_c_matches_python_on_random_operations() -> None:
             probe = rng.choice(ids)
             assert c.find(probe) == py.find(probe)
         else:
-            some = rng.sample(live, min(len(live), 5)) + [10**6]
+            some = [*rng.sample(live, min(len(live), 5)), 10**6]
             assert c.pop_many(some) == py.pop_many(some)
             live = [h for h in live if h not in some]
         assert len(c) == len(py)
@@ -140,3 +148,32 @@ def test_c_matches_python_on_random_operations() -> None:
         assert c.get(h) == py.get(h)
     for task_id in ids:
         assert c.find(task_id) == py.find(task_id)
+
+
+def test_add_many_skips_known_ids_and_shards_not_allowed(table_cls: type[PyTaskTable]) -> None:
+    t = table_cls()
+    ids = [uuid.uuid4() for _ in range(5)]
+    known = t.add(ids[1].int, 0, 0, 0, 1)
+    handles, dues = t.add_many(
+        b"".join(u.bytes for u in ids),
+        array("q", [10, 11, 12, 13, 14]),
+        array("q", [-7, 1_999, 2_000, 3_000_999, 4_000]),
+        2,
+        array("q", [1, 1, 9, 3, 1]),
+        bytes([0, 1, 0, 1]),  # shards 1 and 3 only
+    )
+    assert list(dues) == [0, 3_000, 4]
+    assert [t.get(h) for h in handles] == [
+        (ids[0].int, 10, -7, 2, 1),
+        (ids[3].int, 13, 3_000_999, 2, 3),
+        (ids[4].int, 14, 4_000, 2, 1),
+    ]
+    assert t.find(ids[1].int) == known
+    assert ids[2].int not in t
+    everything, _ = t.add_many(
+        b"".join(u.bytes for u in ids), *(array("q", [0] * 5),) * 2, 0, array("q", [9] * 5)
+    )
+    assert len(everything) == 1
+    assert len(t) == 5
+    with pytest.raises(ValueError, match="16 bytes per row"):
+        t.add_many(b"x" * 15, array("q", [0]), array("q", [0]), 0, array("q", [0]))
