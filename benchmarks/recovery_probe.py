@@ -102,12 +102,79 @@ async def probe(dsn: str, *, trace: bool, profile: str | None) -> dict[str, Any]
     return out
 
 
+def synthetic(n: int) -> dict[str, Any]:
+    """Fill a timeline with ``n`` tasks through the path recovery takes (packed pages
+    into ``Timeline.add_packed``), without a database: RSS per timer at any size."""
+    import array
+    import logging
+    import os
+    import resource
+    import uuid
+    from datetime import UTC, datetime
+
+    from scheduler._aio import Background
+    from scheduler.engine._index_mirror import IndexMirror
+    from scheduler.engine._shard_state import ShardState
+    from scheduler.engine._stats import EngineStats
+    from scheduler.engine._timeline import Timeline, to_ms, to_us
+    from scheduler.types import Pool, PreloadedGroup, PreloadedPage
+
+    class Owned:
+        node_id = "n"
+        shard_count = 256
+
+        def owned(self) -> frozenset[int]:
+            return frozenset(range(256))
+
+    proc = psutil.Process()
+    config = EngineConfig()
+    stats = EngineStats()
+    mirror = IndexMirror(None, config, stats, Background(logging.getLogger("probe")), lambda: None)
+    now = datetime.now(UTC)
+    timeline = Timeline(
+        config, ShardState(Owned(), clustered=False), mirror, stats, lambda: None, to_ms(now)
+    )  # type: ignore[arg-type]
+    tenants = [uuid.uuid4() for _ in range(8)]
+    gc.collect()
+    out: dict[str, Any] = {"rss_before_mb": proc.memory_info().rss / 2**20}
+    start = to_us(now) + 600_000_000
+    page = 50_000
+    t0 = time.perf_counter()
+    for first in range(0, n, page):
+        k = min(page, n - first)
+        times = array.array("q", range(start + first * 270, start + (first + k) * 270, 270))
+        groups = tuple(
+            PreloadedGroup(
+                tenant_id=tenants[g],
+                type=f"type{g % 4}",
+                pool=Pool.STANDARD,
+                ids=os.urandom(16 * len(times[g::8])),
+                scheduled_us=times[g::8],
+                due_us=times[g::8],
+                shards=array.array("q", [(first + i) % 256 for i in range(len(times[g::8]))]),
+            )
+            for g in range(8)
+        )
+        timeline.add_packed(PreloadedPage(groups=groups, count=k, last=None))
+    out["fill_s"] = time.perf_counter() - t0  # mostly building the synthetic pages
+    out["n"] = len(timeline)
+    gc.collect()
+    out["rss_after_mb"] = proc.memory_info().rss / 2**20
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["c_bytes_per_timer"] = timeline.memory_bytes() / max(1, n)
+    out["bytes_per_timer"] = (out["rss_after_mb"] - out["rss_before_mb"]) * 2**20 / max(1, n)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("dsn")
+    parser.add_argument("dsn", help="a database to recover from, or 'synthetic:N'")
     parser.add_argument("--tracemalloc", action="store_true")
     parser.add_argument("--profile")
     args = parser.parse_args()
+    if args.dsn.startswith("synthetic:"):
+        print(json.dumps(synthetic(int(args.dsn.split(":", 1)[1]))))
+        return
     print(json.dumps(asyncio.run(probe(args.dsn, trace=args.tracemalloc, profile=args.profile))))
 
 

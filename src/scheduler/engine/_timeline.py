@@ -48,6 +48,21 @@ def to_us(ts: datetime) -> int:
     return (ts - _EPOCH) // _US
 
 
+_new = object.__new__
+_set = object.__setattr__
+_UNKNOWN = uuid.SafeUUID.unknown
+
+
+def _uuid_of(value: int) -> uuid.UUID:
+    """``uuid.UUID(int=value)`` for a value known to be a 128-bit int (a task id read
+    back from the task table), without the constructor's argument checks: the dispatch
+    path rebuilds one per task it fires."""
+    u: uuid.UUID = _new(uuid.UUID)
+    _set(u, "int", value)
+    _set(u, "is_safe", _UNKNOWN)
+    return u
+
+
 def preloaded(task: TaskRecord, due_at: datetime | None = None) -> Preloaded:
     """The wheel's entry for a PRELOADED row (due at ``due_at`` if given)."""
     return Preloaded(
@@ -113,8 +128,8 @@ class Timeline:
         task_id, scheduled_us, due_us, group, shard = row
         tenant_id, type_, pool = self._groups[group]
         return Preloaded(
-            TaskKey(uuid.UUID(int=task_id), _EPOCH + timedelta(microseconds=scheduled_us)),
-            _EPOCH + timedelta(microseconds=due_us),
+            TaskKey(_uuid_of(task_id), _EPOCH + timedelta(0, 0, scheduled_us)),
+            _EPOCH + timedelta(0, 0, due_us),
             tenant_id,
             shard,
             pool,
