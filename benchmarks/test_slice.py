@@ -557,26 +557,11 @@ def test_stream_vs_unary_completion(
 # -- dispatch lateness with 1M outstanding timers -----------------------------------------
 
 OUTSTANDING = 1_000_000
-COPY_COLS = (
-    "id",
-    "tenant_id",
-    "type",
-    "scheduled_at",
-    "due_at",
-    "status",
-    "idempotency_key",
-    "payload",
-    "shard_id",
-    "fencing_token",
-    "created_at",
-    "updated_at",
-)
 
 
 async def _seed_outstanding(dsn: str, tenant_id: uuid.UUID, n: int) -> None:
-    """``n`` PRELOADED tasks due in 10-55 minutes (raw COPY: set-up, not measured)."""
-    from scheduler.ids import uuid7
-
+    """``n`` PRELOADED tasks due in 10-55 minutes, written by PostgreSQL itself (set-up,
+    not measured; COPY is refused on a table with row-level security)."""
     now = datetime.now(UTC)
     conn = await asyncpg.connect(dsn)
     try:
@@ -584,15 +569,20 @@ async def _seed_outstanding(dsn: str, tenant_id: uuid.UUID, n: int) -> None:
             await conn.execute(
                 "SELECT tickwheel_ensure_partition($1::date)", (now + timedelta(days=day)).date()
             )
-        chunk = 100_000
-        for start in range(0, n, chunk):
-            rows = []
-            for i in range(start, min(n, start + chunk)):
-                tid = uuid7()
-                due = now + timedelta(minutes=10, milliseconds=(i * 2_700_000) // n)
-                row = (tid, tenant_id, "idle", due, due, "PRELOADED", str(tid), "{}", i % 256)
-                rows.append((*row, 1, now, now))
-            await conn.copy_records_to_table("tasks", records=rows, columns=COPY_COLS)
+        await conn.execute(
+            """
+            INSERT INTO tasks (id, tenant_id, type, scheduled_at, due_at, status,
+                               idempotency_key, payload, shard_id)
+            SELECT gen_random_uuid(), $2, 'idle', t, t, 'PRELOADED', g::text, '{}', g % 256
+            FROM (SELECT g, $1::timestamptz + interval '10 minutes'
+                         + (g::float8 * 2700.0 / $3) * interval '1 second' AS t
+                  FROM generate_series(0, $3 - 1) g) s
+            """,
+            now,
+            tenant_id,
+            n,
+        )
+        await conn.execute("ANALYZE tasks")
     finally:
         await conn.close()
 
