@@ -1,4 +1,4 @@
-"""Build script for the Cython timing wheel.
+"""Build script for the Cython timing wheel and its task table.
 
 Everything else about the package lives in ``pyproject.toml``; this file only
 declares the extension. Environment switches (asyncpg and uvloop do the same):
@@ -24,16 +24,20 @@ def _flag(name: str) -> bool:
 
 DEBUG = _flag("TICKWHEEL_CYTHON_DEBUG")
 
-extension = Extension(
-    "_wheel._wheel_c",
-    sources=["src/_wheel/_wheel_c.pyx"],
-    extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
-    define_macros=[("CYTHON_TRACE", "0")],
-)
+extensions = [
+    Extension(
+        f"_wheel.{name}",
+        sources=[f"src/_wheel/{name}.pyx"],
+        extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
+        define_macros=[("CYTHON_TRACE", "0")],
+    )
+    # The timing wheel, and the table of compact task rows its keys point to.
+    for name in ("_wheel_c", "_table_c")
+]
 
 setup(
     ext_modules=cythonize(
-        [extension],
+        extensions,
         annotate=_flag("TICKWHEEL_CYTHON_ANNOTATE"),
         force=_flag("TICKWHEEL_CYTHON_FORCE"),
         compiler_directives={

@@ -19,11 +19,16 @@
 
 Keys are signed 64-bit ints; times are ms in ``[0, 2**62)``. Bad input raises
 ``TypeError`` or ``ValueError``. Not thread-safe: one owner (the dispatcher) drives it.
-See ``docs/wheel.md``.
+
+``TaskTable`` holds what the engine keeps of each task the wheel holds, as one compact
+row found by a small int handle (the wheel's key) or by the task's 128-bit id: the id,
+``scheduled_at`` and ``due_at`` in epoch µs, a group number and the shard. No Python
+object per task, so a million outstanding timers are not a million objects for the
+garbage collector to scan. See ``docs/wheel.md``.
 """
 
 from __future__ import annotations
 
-from _wheel import IMPLEMENTATION, TimingWheel
+from _wheel import IMPLEMENTATION, TaskTable, TimingWheel
 
-__all__ = ["IMPLEMENTATION", "TimingWheel"]
+__all__ = ["IMPLEMENTATION", "TaskTable", "TimingWheel"]

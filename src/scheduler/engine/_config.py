@@ -18,6 +18,9 @@ class EngineConfig:
     """How often the pre-loader and the lease reaper look at the store."""
     preload_batch: int = 5000
     """Rows claimed per pre-load statement."""
+    load_batch: int = 50_000
+    """Rows per page of a whole load of PRELOADED rows (recovery at start, a shard
+    takeover, a reconcile): read packed, so a page costs a few objects, not one per row."""
     lease_ttl_s: float = 30.0
     """Lease granted at dispatch and extended by each heartbeat."""
     heartbeat_interval_s: float = 10.0
@@ -144,6 +147,7 @@ class EngineConfig:
             "lookahead_s": self.lookahead_s,
             "preload_interval_s": self.preload_interval_s,
             "preload_batch": self.preload_batch,
+            "load_batch": self.load_batch,
             "lease_ttl_s": self.lease_ttl_s,
             "heartbeat_interval_s": self.heartbeat_interval_s,
             "max_batch": self.max_batch,

@@ -235,19 +235,26 @@ class Preloader:
         every = len(shards) >= self._config.shard_count
         scope = None if not self._shards.clustered and every else list(shards)
         per_shard: dict[int, list[Preloaded]] = {s: [] for s in shards}
+        # Packed pages go straight into the task table and the wheel, no object per task;
+        # only a rebuild of the index or a spill over the cap needs the tasks unpacked.
+        packed = self._timeline.can_add_packed(index=rebuild_index, spill=spill)
         after: TaskKey | None = None
         while True:
-            batch = await self._store.load_preloaded(
-                scope, horizon, self._config.preload_batch, after, changed_since
+            page = await self._store.load_preloaded_packed(
+                scope, horizon, self._config.load_batch, after, changed_since
             )
-            self._timeline.add(batch, index=False, spill=spill)
-            if rebuild_index:
-                for p in batch:
-                    if (items := per_shard.get(p.shard_id)) is not None:
-                        items.append(p)
-            if len(batch) < self._config.preload_batch:
+            if packed:
+                self._timeline.add_packed(page)
+            else:
+                batch = page.unpack()
+                self._timeline.add(batch, index=False, spill=spill)
+                if rebuild_index:
+                    for p in batch:
+                        if (items := per_shard.get(p.shard_id)) is not None:
+                            items.append(p)
+            if page.count < self._config.load_batch:
                 break
-            after = batch[-1].key
+            after = page.last
         if rebuild_index:
             self._mirror.rebuild(per_shard)
 

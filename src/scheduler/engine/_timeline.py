@@ -1,9 +1,13 @@
 """The timeline: the timing wheel of this node's PRELOADED tasks and its key maps.
 
-Owns the wheel, the wheel-key -> task map and the task-id -> wheel-key map, and the
-decision to keep a task in the wheel or spill it to the index mirror when the wheel is
-over its memory cap. Calls the wheel, the index mirror and the shard state (only this
-node's shards enter). Called by admission's callers (new PRELOADED tasks), the
+Owns the wheel, the task table its keys point into (one compact row per task: id,
+``scheduled_at``, ``due_at``, shard and a group number for the interned (tenant, type,
+pool); found by wheel key or by task id), and the decision to keep a task in the wheel
+or spill it to the index mirror when the wheel is over its memory cap. A task is a
+``Preloaded`` object only on its way in and out (it is rebuilt from its row when it
+fires): outstanding timers are not Python objects, so they cost about 100 bytes each
+and a full collection never scans them. Calls the wheel, the index mirror and the shard
+state (only this node's shards enter). Called by admission's callers (new PRELOADED tasks), the
 pre-loader (claims, loads, reloads), the completer (released DAG children), the reaper
 (requeued tasks), the shard handler (drops on a loss) and the dispatcher (what is due).
 """
@@ -11,7 +15,6 @@ pre-loader (claims, loads, reloads), the completer (released DAG children), the 
 from __future__ import annotations
 
 import array
-import itertools
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -21,8 +24,8 @@ from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._stats import EngineStats
 from scheduler.states import TaskState
-from scheduler.types import InsertResult, Preloaded, TaskRecord
-from scheduler.wheel import TimingWheel
+from scheduler.types import InsertResult, Pool, Preloaded, PreloadedPage, TaskKey, TaskRecord
+from scheduler.wheel import TaskTable, TimingWheel
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -43,6 +46,21 @@ def to_us(ts: datetime) -> int:
     12:00:00.000400 is never pushed at 12:00:00.000100 (both truncated to the
     millisecond, it was: 0.3 ms early)."""
     return (ts - _EPOCH) // _US
+
+
+_new = object.__new__
+_set = object.__setattr__
+_UNKNOWN = uuid.SafeUUID.unknown
+
+
+def _uuid_of(value: int) -> uuid.UUID:
+    """``uuid.UUID(int=value)`` for a value known to be a 128-bit int (a task id read
+    back from the task table), without the constructor's argument checks: the dispatch
+    path rebuilds one per task it fires."""
+    u: uuid.UUID = _new(uuid.UUID)
+    _set(u, "int", value)
+    _set(u, "is_safe", _UNKNOWN)
+    return u
 
 
 def preloaded(task: TaskRecord, due_at: datetime | None = None) -> Preloaded:
@@ -75,20 +93,48 @@ class Timeline:
         self._stats = stats
         self._wake_dispatcher = wake_dispatcher
         self._wheel = TimingWheel(tick_ms=config.tick_ms, start_ms=start_ms)
-        self._ids = itertools.count(1)
-        self._entries: dict[int, Preloaded] = {}
-        self._keys: dict[uuid.UUID, int] = {}
+        # The wheel's keys are the table's handles.
+        self._table = TaskTable()
+        # (tenant, type, pool) by group number, and back: a handful per node, shared by
+        # every row (and every rebuilt ``Preloaded``) of the group.
+        self._groups: list[tuple[uuid.UUID, str, Pool]] = []
+        self._group_of: dict[tuple[uuid.UUID, str, Pool], int] = {}
 
     def __len__(self) -> int:
         return len(self._wheel)
 
     def __contains__(self, task_id: object) -> bool:
-        return task_id in self._keys
+        return isinstance(task_id, uuid.UUID) and self._table.find(task_id.int) >= 0
 
     def reset(self, start_ms: int) -> None:
         """An empty wheel starting at ``start_ms`` (the engine's start)."""
         self._wheel.clear()
         self._wheel = TimingWheel(tick_ms=self._config.tick_ms, start_ms=start_ms)
+        self._table.clear()
+
+    def memory_bytes(self) -> int:
+        """C memory of the wheel and the task table (the outstanding timers' cost)."""
+        return self._wheel.memory_bytes() + self._table.memory_bytes()
+
+    def _group(self, p: Preloaded) -> int:
+        g = (p.tenant_id, p.type, p.pool)
+        n = self._group_of.get(g)
+        if n is None:
+            n = self._group_of[g] = len(self._groups)
+            self._groups.append(g)
+        return n
+
+    def _rebuild(self, row: tuple[int, int, int, int, int]) -> Preloaded:
+        task_id, scheduled_us, due_us, group, shard = row
+        tenant_id, type_, pool = self._groups[group]
+        return Preloaded(
+            TaskKey(_uuid_of(task_id), _EPOCH + timedelta(0, 0, scheduled_us)),
+            _EPOCH + timedelta(0, 0, due_us),
+            tenant_id,
+            shard,
+            pool,
+            type_,
+        )
 
     def next_due_ms(self) -> int | None:
         """The earliest due time in the wheel."""
@@ -118,7 +164,8 @@ class Timeline:
             items = [p for p in items if p.shard_id in owned]
         cap = self._config.wheel_max_timers
         if cap and spill and self._mirror.enabled:
-            fresh = [p for p in items if p.key.id not in self._keys]
+            table = self._table
+            fresh = [p for p in items if table.find(p.key.id.int) < 0]
             room = max(0, cap - len(self._wheel))
             if len(fresh) > room:
                 # Over the wheel's memory cap: the nearest stay in the wheel, the rest
@@ -135,47 +182,88 @@ class Timeline:
                     self._mirror.spill(out, self._add_unspilled)
         keys = array.array("q")
         dues = array.array("q")
+        added: list[Preloaded] = []
+        add = self._table.add
+        group_of = self._group_of
         for p in items:
-            if p.key.id in self._keys:
+            due_us = (p.due_at - _EPOCH) // _US
+            g = group_of.get((p.tenant_id, p.type, p.pool))
+            k = add(
+                p.key.id.int,
+                (p.key.scheduled_at - _EPOCH) // _US,
+                due_us,
+                self._group(p) if g is None else g,
+                p.shard_id,
+            )
+            if k < 0:
                 continue  # already indexed (a reload after a release, say)
-            k = next(self._ids)
-            self._entries[k] = p
-            self._keys[p.key.id] = k
             keys.append(k)
-            dues.append(max(to_ms(p.due_at), 0))
+            dues.append(max(due_us // 1000, 0))
+            if index:
+                added.append(p)
         if keys:
             if index:
-                self._mirror.add([self._entries[k] for k in keys])
+                self._mirror.add(added)
             self._wheel.add_many(keys, dues)
             self._stats.preloaded += len(keys)
             self._wake_dispatcher()
+
+    def can_add_packed(self, *, index: bool, spill: bool) -> bool:
+        """Whether :meth:`add_packed` may take a load: it neither mirrors into the
+        index nor spills over the cap (those paths need the tasks as objects)."""
+        return not index and not (spill and self._config.wheel_max_timers and self._mirror.enabled)
+
+    def add_packed(self, page: PreloadedPage) -> int:
+        """Index a packed page of PRELOADED tasks (a whole load: recovery, a takeover, a
+        reconcile) without a Python object per task: each group's columns go into the
+        task table and the wheel in two C calls. Only when :meth:`can_add_packed`.
+        Returns how many were new."""
+        allowed: bytes | None = None
+        if self._shards.clustered:
+            # Only our shards: the rest belong to other nodes, whose reconcile finds them.
+            owned = self._shards.owned_or_gaining()
+            mask = bytearray(max(owned, default=-1) + 1)
+            for shard in owned:
+                mask[shard] = 1
+            allowed = bytes(mask)
+        added = 0
+        for group in page.groups:
+            key = (group.tenant_id, group.type, group.pool)
+            g = self._group_of.get(key)
+            if g is None:
+                g = self._group_of[key] = len(self._groups)
+                self._groups.append(key)
+            keys, dues = self._table.add_many(
+                group.ids, group.scheduled_us, group.due_us, g, group.shards, allowed
+            )
+            if keys:
+                self._wheel.add_many(keys, dues)
+                added += len(keys)
+        if added:
+            self._stats.preloaded += added
+            self._wake_dispatcher()
+        return added
 
     def _add_unspilled(self, items: Sequence[Preloaded]) -> None:
         self.add(items, index=False, spill=False)
 
     def drop(self, task_id: uuid.UUID) -> None:
         """Forget ``task_id`` (cancelled)."""
-        k = self._keys.pop(task_id, None)
-        if k is not None:
+        k = self._table.find(task_id.int)
+        if k >= 0:
             self._wheel.cancel(k)
-            self._entries.pop(k, None)
+            self._table.discard(k)
 
     def drop_shards(self, shards: frozenset[int]) -> int:
         """Forget every task of ``shards`` (lost to another node); how many."""
-        dropped = [k for k, p in self._entries.items() if p.shard_id in shards]
+        dropped = self._table.in_shards(shards)
+        self._wheel.cancel_many(dropped)
         for k in dropped:
-            p = self._entries.pop(k)
-            self._keys.pop(p.key.id, None)
-            self._wheel.cancel(k)
+            self._table.discard(k)
         return len(dropped)
 
     def fire(self, until_ms: int) -> list[Preloaded]:
-        """Take every task due by ``until_ms`` out of the wheel, in due order."""
-        out: list[Preloaded] = []
-        for k in self._wheel.advance(until_ms):
-            p = self._entries.pop(int(k), None)
-            if p is None:
-                continue
-            self._keys.pop(p.key.id, None)
-            out.append(p)
-        return out
+        """Take every task due by ``until_ms`` out of the wheel, in due order (each
+        rebuilt from its row)."""
+        rebuild = self._rebuild
+        return [rebuild(row) for row in self._table.pop_many(self._wheel.advance(until_ms))]

@@ -18,6 +18,7 @@ from scheduler.types import (
     Failure,
     FencedWrite,
     Outcome,
+    Pool,
     Release,
     TaskFilter,
     TaskKey,
@@ -357,6 +358,49 @@ async def test_claim_preload_moves_only_scheduled_without_deps_or_retrying(
         assert len(trail) == len(trails[t.id]) + (1 if moved else 0)
     assert (await store.get_task(None, waiting.id)).status is S.SCHEDULED
     assert await store.transitions_of(waiting.id) == trails[waiting.id]
+
+
+async def test_load_preloaded_packed_pages_hold_the_same_tasks_as_load_preloaded(
+    store: Store, tenant: Tenant
+) -> None:
+    """Packed per (tenant, type, pool), keyset paged alike, with microsecond times,
+    shards and the shard and changed-since filters of the unpacked read."""
+    other = await store.create_tenant(Tenant(id=uuid.uuid4(), name="other"))
+    tasks = [
+        new_task(
+            (tenant, other)[i % 2],
+            NOW + timedelta(minutes=i, microseconds=7 * i + 1),
+            type=f"t{i % 3}",
+            pool=(Pool.CRITICAL, Pool.STANDARD, Pool.BULK)[i % 3],
+            shard_id=i % 5,
+        )
+        for i in range(12)
+    ]
+    await store.insert_tasks(tasks, NOW)
+    await store.claim_preload(None, HORIZON, 100, NOW)
+    for shards in (None, [1, 3]):
+        pages, after = [], None
+        while True:
+            page = await store.load_preloaded_packed(shards, HORIZON, 5, after)
+            pages.append(page)
+            if page.count < 5:
+                break
+            after = page.last
+        got = [p for page in pages for p in page.unpack()]
+        want, after = [], None
+        while batch := await store.load_preloaded(shards, HORIZON, 5, after):
+            want += batch
+            after = batch[-1].key
+        assert got == want
+        counts = [page.count for page in pages]
+        assert sum(counts) == len(want)
+        assert set(counts[:-1]) <= {5}
+        assert counts[-1] < 5
+        for page in pages:
+            assert len({(g.tenant_id, g.type, g.pool) for g in page.groups}) == len(page.groups)
+        assert len(want) == (12 if shards is None else 5)
+    since = await store.load_preloaded_packed(None, HORIZON, 100, None, NOW + timedelta(hours=1))
+    assert (since.count, since.groups, since.last) == (0, (), None)
 
 
 async def test_load_preloaded_since_a_time_returns_only_rows_changed_since(

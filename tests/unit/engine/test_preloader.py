@@ -26,7 +26,15 @@ from scheduler.engine._timeline import Timeline, to_ms
 from scheduler.index import MemoryTimeIndex
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import Pool, Preloaded, ReclaimResult, Release, TaskKey, TaskRecord
+from scheduler.types import (
+    Pool,
+    Preloaded,
+    PreloadedPage,
+    ReclaimResult,
+    Release,
+    TaskKey,
+    TaskRecord,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TENANT = uuid.UUID(int=7)
@@ -89,6 +97,18 @@ class FakeStore:
         self.load_calls.append((None if shards is None else list(shards), after, changed_since))
         self.signals.put_nowait("load")
         return self.loads.pop(0) if self.loads else []
+
+    async def load_preloaded_packed(
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        after: TaskKey | None,
+        changed_since: datetime | None = None,
+    ) -> PreloadedPage:
+        return PreloadedPage.of(
+            await self.load_preloaded(shards, horizon, limit, after, changed_since)
+        )
 
     async def get_task(self, tenant_id: uuid.UUID | None, task_id: uuid.UUID) -> TaskRecord:
         try:
@@ -285,7 +305,7 @@ async def test_load_shards_reads_the_index_then_reconciles_from_the_store() -> N
 
 
 async def test_load_shards_without_an_index_reads_the_store() -> None:
-    rig = Rig(EngineConfig(preload_batch=1), owned=frozenset({4}))
+    rig = Rig(EngineConfig(load_batch=1), owned=frozenset({4}))
     a, b = preloaded(1, shard=4), preloaded(2, shard=4)
     rig.store.loads = [[a], [b]]
     await rig.preloader.load_shards([4])

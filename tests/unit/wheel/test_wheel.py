@@ -39,8 +39,9 @@ def test_env_switch_forces_pure_python() -> None:
 def test_public_module_exports() -> None:
     import scheduler.wheel
 
-    assert set(scheduler.wheel.__all__) == {"IMPLEMENTATION", "TimingWheel"}
+    assert set(scheduler.wheel.__all__) == {"IMPLEMENTATION", "TaskTable", "TimingWheel"}
     assert scheduler.wheel.TimingWheel is _wheel.TimingWheel
+    assert scheduler.wheel.TaskTable is _wheel.TaskTable
 
 
 def test_defaults_cover_thirty_days(wheel_cls: type[PyTimingWheel]) -> None:

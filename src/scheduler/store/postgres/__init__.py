@@ -74,6 +74,7 @@ from scheduler.types import (
     Page,
     Pool,
     Preloaded,
+    PreloadedPage,
     RawJSON,
     ReclaimResult,
     RefusedWrite,
@@ -381,6 +382,19 @@ class PostgresStore:
     ) -> list[Preloaded]:
         """PRELOADED tasks (recovery), keyset-paginated by (scheduled_at, id)."""
         return await self._dispatch.load_preloaded(shards, horizon, limit, after, changed_since)
+
+    async def load_preloaded_packed(
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        after: TaskKey | None,
+        changed_since: datetime | None = None,
+    ) -> PreloadedPage:
+        """``load_preloaded``'s pages packed per (tenant, type, pool)."""
+        return await self._dispatch.load_preloaded_packed(
+            shards, horizon, limit, after, changed_since
+        )
 
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime

@@ -2,8 +2,9 @@
 
 Owns :class:`Dispatch`: ``claim_preload`` (one statement per day partition of the
 look-ahead window, every ``preload_sweep_interval_s`` a sweep of all of them; the time of
-the last sweep is this part's state), ``load_preloaded``, ``mark_dispatched`` and
-``reclaim_expired`` (part of :class:`~scheduler.store.protocol.TaskStore`). Calls
+the last sweep is this part's state), ``load_preloaded`` (and its packed form),
+``mark_dispatched`` and ``reclaim_expired`` (part of
+:class:`~scheduler.store.protocol.TaskStore`). Calls
 :class:`~scheduler.store.postgres._db.Db`, :mod:`.rows` and, for workflow tasks that lapse
 into DEAD_LETTER or CANCELLED, :func:`.upstream.apply_upstream` in the same transaction;
 called by the facade :class:`~scheduler.store.postgres.PostgresStore`.
@@ -27,6 +28,7 @@ from scheduler.types import (
     Assignment,
     DispatchRequest,
     Preloaded,
+    PreloadedPage,
     RawJSON,
     ReclaimResult,
     TaskKey,
@@ -112,6 +114,31 @@ class Dispatch:
                 changed_since,
             )
         return [rows.preloaded(r) for r in found]
+
+    async def load_preloaded_packed(
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        after: TaskKey | None,
+        changed_since: datetime | None = None,
+    ) -> PreloadedPage:
+        """The pages of :meth:`load_preloaded`, packed per (tenant, type, pool): one
+        result row and a few bytes objects per group, not a record per task."""
+        _validate.aware("horizon", horizon)
+        if changed_since is not None:
+            _validate.aware("changed_since", changed_since)
+        async with self._db.conn(SYSTEM) as conn:
+            found = await conn.fetch(
+                self._q["load_preloaded_packed"],
+                horizon,
+                list(shards) if shards is not None else None,
+                after.scheduled_at if after else _common.FAR_PAST,
+                after.id if after else _common.ZERO_UUID,
+                limit,
+                changed_since,
+            )
+        return rows.preloaded_page(found)
 
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime

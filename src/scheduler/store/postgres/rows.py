@@ -7,7 +7,9 @@ nothing but the value types. Every PostgreSQL part uses it.
 
 from __future__ import annotations
 
+import array
 import json
+import sys
 from collections.abc import Sequence
 
 import asyncpg
@@ -20,6 +22,8 @@ from scheduler.types import (
     OverlapPolicy,
     Pool,
     Preloaded,
+    PreloadedGroup,
+    PreloadedPage,
     Schedule,
     TaskKey,
     TaskRecord,
@@ -77,6 +81,46 @@ def preloaded(row: asyncpg.Record) -> Preloaded:
         Pool(row["pool"]),
         row["type"],
     )
+
+
+_PG_EPOCH_US = 946_684_800_000_000
+"""PostgreSQL's binary timestamps count µs from 2000-01-01; this is that instant in µs
+from 1970-01-01."""
+
+
+def _int64s(raw: bytes, offset: int = 0) -> array.array[int]:
+    """Big-endian int64s (``int8send``, ``timestamptz_send``) as ``array('q')``, plus
+    ``offset``."""
+    out = array.array("q")
+    out.frombytes(raw)
+    if sys.byteorder == "little":
+        out.byteswap()
+    if offset:
+        out = array.array("q", [v + offset for v in out])
+    return out
+
+
+def preloaded_page(found: Sequence[asyncpg.Record]) -> PreloadedPage:
+    """The rows of ``load_preloaded_packed``: one per (tenant, type, pool)."""
+    groups = []
+    for r in found:
+        shards = array.array("i")
+        shards.frombytes(r["shards"])
+        if sys.byteorder == "little":
+            shards.byteswap()
+        groups.append(
+            PreloadedGroup(
+                tenant_id=r["tenant_id"],
+                type=r["type"],
+                pool=Pool(r["pool"]),
+                ids=r["ids"],
+                scheduled_us=_int64s(r["scheduled"], _PG_EPOCH_US),
+                due_us=_int64s(r["due"], _PG_EPOCH_US),
+                shards=array.array("q", shards),
+            )
+        )
+    last = TaskKey(found[0]["last_id"], found[0]["last_at"]) if found else None
+    return PreloadedPage(groups=tuple(groups), count=sum(r["n"] for r in found), last=last)
 
 
 def keys_of(keys: Sequence[TaskKey], found: Sequence[asyncpg.Record]) -> list[TaskKey]:

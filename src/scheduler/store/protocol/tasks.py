@@ -44,6 +44,7 @@ from scheduler.types import (
     Page,
     Pool,
     Preloaded,
+    PreloadedPage,
     RawJSON,
     ReclaimResult,
     RefusedWrite,
@@ -123,6 +124,20 @@ class TaskStore(Protocol):
         """Tasks already PRELOADED (recovery after restart or shard takeover), keyset
         paginated by ``after``; with ``changed_since``, only rows whose last change
         (``updated_at``, written by every transition) is at or after it."""
+        ...
+
+    async def load_preloaded_packed(
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        after: TaskKey | None,
+        changed_since: datetime | None = None,
+    ) -> PreloadedPage:
+        """The same rows and pages as :meth:`load_preloaded`, packed per (tenant, type,
+        pool) as columns: a whole load (recovery, a takeover, a reconcile) builds no
+        Python object per task. ``PreloadedPage.count`` < ``limit`` marks the last page;
+        ``PreloadedPage.last`` is the ``after`` of the next."""
         ...
 
     async def mark_dispatched(

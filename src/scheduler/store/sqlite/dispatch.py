@@ -21,7 +21,14 @@ from scheduler.store._records import FAILED
 from scheduler.store.sqlite import rows, upstream
 from scheduler.store.sqlite._db import Db
 from scheduler.store.sqlite.audit import audit, lease_expired
-from scheduler.types import Assignment, DispatchRequest, Preloaded, ReclaimResult, TaskKey
+from scheduler.types import (
+    Assignment,
+    DispatchRequest,
+    Preloaded,
+    PreloadedPage,
+    ReclaimResult,
+    TaskKey,
+)
 
 
 class Dispatch:
@@ -110,6 +117,18 @@ class Dispatch:
             return out
 
         return await self._db.tx(fn)
+
+    async def load_preloaded_packed(
+        self,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        after: TaskKey | None,
+        changed_since: datetime | None = None,
+    ) -> PreloadedPage:
+        """``load_preloaded``'s page, packed (an embedded node's loads are small)."""
+        page = await self.load_preloaded(shards, horizon, limit, after, changed_since)
+        return PreloadedPage.of(page)
 
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime

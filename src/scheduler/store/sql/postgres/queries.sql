@@ -217,6 +217,33 @@ WHERE status IN ({{states:PRELOADED}}) AND due_at <= $1
 ORDER BY scheduled_at, id
 LIMIT $5
 
+-- name: load_preloaded_packed
+-- The rows and keyset pages of load_preloaded, packed per (tenant, type, pool): one row
+-- per group whose ids, times and shards are concatenated binary (uuid_send: 16 bytes;
+-- timestamptz_send: int8 µs since 2000-01-01; int4send), so a client decodes a few
+-- values per group, not seven per task. Item i of each aggregate is the same row (the
+-- aggregates of one group read its rows in one pass). last_at/last_id: the page's last
+-- key, where the next page starts.
+WITH page AS MATERIALIZED (
+    SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type FROM tasks
+    WHERE status IN ({{states:PRELOADED}}) AND due_at <= $1
+      AND ($2::int[] IS NULL OR shard_id = ANY($2::int[]))
+      AND ($6::timestamptz IS NULL OR updated_at >= $6)
+      AND (scheduled_at, id) > ($3, $4)
+    ORDER BY scheduled_at, id
+    LIMIT $5
+), last AS (
+    SELECT scheduled_at, id FROM page ORDER BY scheduled_at DESC, id DESC LIMIT 1
+)
+SELECT p.tenant_id, p.type COLLATE "C" AS type, p.pool COLLATE "C" AS pool, count(*) AS n,
+       string_agg(uuid_send(p.id), ''::bytea) AS ids,
+       string_agg(timestamptz_send(p.scheduled_at), ''::bytea) AS scheduled,
+       string_agg(timestamptz_send(p.due_at), ''::bytea) AS due,
+       string_agg(int4send(p.shard_id), ''::bytea) AS shards,
+       (SELECT l.scheduled_at FROM last l) AS last_at, (SELECT l.id FROM last l) AS last_id
+FROM page p
+GROUP BY p.tenant_id, p.type COLLATE "C", p.pool COLLATE "C"
+
 -- name: mark_dispatched
 -- $1 ids, $2 scheduled_at, $3 worker ids, $4 leases, $5 now, $6/$7 bounds, $8 actor,
 -- $9 shard epochs (NULL: no epoch check, single node), $10 running (true: the worker
