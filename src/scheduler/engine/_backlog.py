@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._ready import ReadyQueues
-from scheduler.engine._sessions import Sessions
+from scheduler.engine._registry import Sessions
 
 STALE_S = 1.0
 """A figure that moved by less than a tenth is still reported once the last report

@@ -26,7 +26,8 @@ from scheduler.engine._delivery import Delivery
 from scheduler.engine._fair_share import FairShare
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._ready import POOL_ORDER, ReadyQueues
-from scheduler.engine._sessions import Sessions, WorkerSession
+from scheduler.engine._registry import Sessions
+from scheduler.engine._sessions import WorkerSession
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats, PoolMetrics

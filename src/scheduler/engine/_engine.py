@@ -1,5 +1,4 @@
-"""The engine facade: builds the parts of one node, starts and stops them in order,
-and keeps the API the transport uses.
+"""The engine facade: builds one node's parts, starts and stops them, keeps the API.
 
 Data path (brief §2), with the module of each step:
 
@@ -52,8 +51,9 @@ from scheduler.engine._moves import MoveWatch
 from scheduler.engine._outlets import Outlets
 from scheduler.engine._preloader import Preloader
 from scheduler.engine._ready import ReadyQueues
+from scheduler.engine._registry import Sessions
 from scheduler.engine._schedules import Schedules
-from scheduler.engine._sessions import Sessions, WorkerSession
+from scheduler.engine._sessions import WorkerSession
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._shards import ShardHandler
 from scheduler.engine._slots import Slots

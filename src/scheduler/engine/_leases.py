@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from scheduler.engine._config import EngineConfig
-from scheduler.engine._sessions import Sessions
+from scheduler.engine._registry import Sessions
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from scheduler._errors import StoreError, TenantMoving
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._ready import ReadyQueues
-from scheduler.engine._sessions import Sessions
+from scheduler.engine._registry import Sessions
 from scheduler.engine._tenancy import Tenancy
 
 log = logging.getLogger("tickwheel.engine")

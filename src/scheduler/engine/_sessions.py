@@ -1,9 +1,10 @@
-"""Worker sessions: one per worker stream, and the registry of this node's sessions.
+"""Worker sessions: one per worker stream.
 
 A session owns what its worker holds: the tasks it was given (or took over after a
 reconnect) with their tokens, which of them it acked, their attempt numbers, its credit
-and whether it is draining or stalled. The registry owns the set of open sessions and
-moves a task from one session to another when its worker reconnects. Sessions call the
+and whether it is draining or stalled. The registry (``_registry.Sessions``) owns the
+set of open sessions and moves a task from one session to another when its worker
+reconnects. Sessions call the
 completer for every fenced write and the store only to check a task they were not given;
 they never see the engine. Called by the transport (``scheduler.server``) through the
 facade's ``open_session``, by the dispatcher (credit, assignments), delivery (pushes),
@@ -18,9 +19,9 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from scheduler._errors import InvalidArgument, NotFound, TickwheelError
 from scheduler.engine._completer import Completer
@@ -42,11 +43,28 @@ from scheduler.types import (
     Completion,
     FencedWrite,
     Outcome,
-    Pool,
     RawJSON,
     Release,
     TaskKey,
 )
+
+Publish = Callable[[Outlet, Sequence[Assignment]], None]
+
+
+class Registry(Protocol):
+    """What a session needs of the registry (``_registry.Sessions``), which imports this
+    module: the shared parts, and the hand-over of a task between sessions."""
+
+    store: Store
+    config: EngineConfig
+    completer: Completer
+    background: set[asyncio.Task[None]]
+    wake_dispatcher: Callable[[], None]
+    publish: Publish
+
+    def closed(self, session: WorkerSession) -> None: ...
+    def hand_over(self, task_id: uuid.UUID, to: WorkerSession) -> None: ...
+
 
 OUTLET_WORKER_PREFIX = "outlet:"
 """The worker id of an outlet's session is this prefix and the outlet's name: its tasks
@@ -55,7 +73,6 @@ are written by the broker's consumers, shared (SYSTEM-tier) sessions."""
 _LEASED = frozenset({TaskState.DISPATCHED, TaskState.RUNNING})
 """States in which a task is held by a worker under a lease."""
 
-Publish = Callable[[Outlet, Sequence[Assignment]], None]
 
 log = logging.getLogger("tickwheel.engine")
 
@@ -67,7 +84,7 @@ class WorkerSession:
     are pushed only against credit the worker granted (flow control).
     """
 
-    def __init__(self, registry: Sessions, hello: WorkerHello, *, shared: bool = False) -> None:
+    def __init__(self, registry: Registry, hello: WorkerHello, *, shared: bool = False) -> None:
         self._registry = registry
         self._completer = registry.completer
         self.scope: uuid.UUID | None = None if shared else hello.tenant_id
@@ -498,116 +515,3 @@ class WorkerSession:
             await self._completer.release_unacked(
                 unacked, dispatched_only=not self.start_on_delivery
             )
-
-
-class Sessions:
-    """This node's open sessions (worker streams, the canary's, outlets')."""
-
-    def __init__(
-        self,
-        store: Store,
-        config: EngineConfig,
-        completer: Completer,
-        wake_dispatcher: Callable[[], None],
-        publish: Publish,
-    ) -> None:
-        self.store = store
-        self.config = config
-        self.completer = completer
-        self.wake_dispatcher = wake_dispatcher
-        self.publish = publish
-        self._sessions: dict[str, WorkerSession] = {}
-        self._outlets: list[WorkerSession] = []
-        self.background: set[asyncio.Task[None]] = set()
-        """Refusals of acks answered before their write, being recorded."""
-
-    def __iter__(self) -> Iterator[WorkerSession]:
-        return iter(list(self._sessions.values()))
-
-    def open(self, hello: WorkerHello, *, shared: bool) -> WorkerSession:
-        """Register a worker stream's session."""
-        session = WorkerSession(self, hello, shared=shared)
-        self._sessions[session.session_id] = session
-        self.wake_dispatcher()
-        return session
-
-    def open_outlet(self, outlet: Outlet) -> WorkerSession:
-        """The built-in session that publishes ``outlet``'s pool to its broker."""
-        session = WorkerSession(
-            self,
-            WorkerHello(
-                worker_id=f"{OUTLET_WORKER_PREFIX}{outlet.name}",
-                tenant_id=uuid.UUID(int=0),
-                task_types=frozenset(),
-                pools=frozenset({outlet.pool}),
-                slots=outlet.capacity,
-            ),
-            shared=True,
-        )
-        session.task_types = None
-        session.outlet = outlet
-        self._sessions[session.session_id] = session
-        self._outlets.append(session)
-        return session
-
-    def closed(self, session: WorkerSession) -> None:
-        """``session`` ended (called by its ``close``)."""
-        self._sessions.pop(session.session_id, None)
-
-    async def close_all(self) -> None:
-        """Close every session (the engine stops)."""
-        for session in list(self._sessions.values()):
-            await session.close()
-        self._outlets.clear()
-
-    def streams(self) -> tuple[WorkerSession, ...]:
-        """The open worker streams (outlets' built-in sessions excluded)."""
-        return tuple(s for s in self._sessions.values() if s.outlet is None)
-
-    def free_slots(self) -> dict[Pool, int]:
-        """Per pool, the credit of the sessions that serve it (``/metrics``)."""
-        out = dict.fromkeys(Pool, 0)
-        for session in self._sessions.values():
-            if session.can_take:
-                for pool in session.pools:
-                    out[pool] += session.credits
-        return out
-
-    def end_tenant(self, tenant_id: uuid.UUID, error: TickwheelError) -> int:
-        """End every stream of ``tenant_id`` with ``error``; how many."""
-        ended = 0
-        for session in list(self._sessions.values()):
-            if session.outlet is None and session.scope == tenant_id and session.ended is None:
-                session.end(error)
-                ended += 1
-        return ended
-
-    def takers(self) -> list[WorkerSession]:
-        """Sessions that may be given a task now, in registration order."""
-        return [s for s in self._sessions.values() if s.can_take]
-
-    def holders(self, task_id: uuid.UUID) -> list[WorkerSession]:
-        """Sessions that hold ``task_id``."""
-        return [s for s in self._sessions.values() if s.holding(task_id) is not None]
-
-    def hand_over(self, task_id: uuid.UUID, to: WorkerSession) -> None:
-        """``to`` adopted ``task_id`` (its worker reconnected): no other stream session
-        holds it any more, so none gives it back when it closes."""
-        for session in self._sessions.values():
-            # An outlet's session keeps its entry: it counts the broker's capacity.
-            if session is not to and session.outlet is None:
-                session.let_go(task_id)
-
-    def expired(self, task_id: uuid.UUID, *, requeued: bool) -> None:
-        """The reaper took ``task_id`` back (its lease lapsed): its session lets it go,
-        and stalls if the worker never acked it (or, starting on delivery, neither
-        heartbeated nor finished it) within a whole lease."""
-        for session in self._sessions.values():
-            if session.let_go(task_id) and (requeued or session.start_on_delivery):
-                session.stall()
-
-    def freed(self, task_id: uuid.UUID) -> None:
-        """A task left its worker: an outlet that published it has room again."""
-        for session in self._outlets:
-            if session.let_go(task_id):
-                session.return_credit()

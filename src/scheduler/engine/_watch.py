@@ -19,7 +19,8 @@ from datetime import datetime
 
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._count_cache import SwrCache
-from scheduler.engine._sessions import Sessions, WorkerSession
+from scheduler.engine._registry import Sessions
+from scheduler.engine._sessions import WorkerSession
 from scheduler.store import Store
 from scheduler.types import Forecast, Pool, TaskCounts, TaskFilter, TaskOrder
 

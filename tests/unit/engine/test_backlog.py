@@ -8,7 +8,7 @@ import uuid
 from scheduler.engine import BacklogNotice, EngineConfig, WorkerHello
 from scheduler.engine._backlog import STALE_S, BacklogReporter, worth_reporting
 from scheduler.engine._ready import ReadyQueues
-from scheduler.engine._sessions import Sessions
+from scheduler.engine._registry import Sessions
 from scheduler.types import Pool
 from tests.unit.engine.test_ready import task
 

@@ -19,7 +19,8 @@ from scheduler.engine._dispatcher import Dispatcher
 from scheduler.engine._fair_share import FairShare
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._ready import ReadyQueues
-from scheduler.engine._sessions import Sessions, WorkerSession
+from scheduler.engine._registry import Sessions
+from scheduler.engine._sessions import WorkerSession
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats

@@ -20,7 +20,7 @@ from scheduler.client._channel import _tenant_moving
 from scheduler.engine import EngineConfig, WorkerHello
 from scheduler.engine._moves import MoveWatch
 from scheduler.engine._ready import ReadyQueues
-from scheduler.engine._sessions import Sessions
+from scheduler.engine._registry import Sessions
 from scheduler.engine._tenancy import Tenancy, hash_secret
 from scheduler.server._status import status_of
 from scheduler.store.protocol.tenants import MoveState

@@ -18,7 +18,8 @@ import pytest
 
 from scheduler import InvalidArgument, NotFound
 from scheduler.engine import EngineConfig
-from scheduler.engine._sessions import Sessions, WorkerSession
+from scheduler.engine._registry import Sessions
+from scheduler.engine._sessions import WorkerSession
 from scheduler.engine._types import (
     AssignmentBatch,
     CancelNotice,
