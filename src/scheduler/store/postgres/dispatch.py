@@ -16,6 +16,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from scheduler.jitter import JITTER_WINDOW_S
 from scheduler.states import TaskState
@@ -100,20 +101,36 @@ class Dispatch:
         changed_since: datetime | None = None,
     ) -> list[Preloaded]:
         """PRELOADED tasks (recovery), keyset-paginated by (scheduled_at, id)."""
+        found = await self._fetch_preloaded(
+            "load_preloaded", shards, horizon, limit, after, changed_since
+        )
+        return [rows.preloaded(r) for r in found]
+
+    async def _fetch_preloaded(
+        self,
+        query: str,
+        shards: Sequence[int] | None,
+        horizon: datetime,
+        limit: int,
+        after: TaskKey | None,
+        changed_since: datetime | None,
+    ) -> list[Any]:
+        """One keyset page of PRELOADED rows by ``query`` (plain or packed)."""
         _validate.aware("horizon", horizon)
         if changed_since is not None:
             _validate.aware("changed_since", changed_since)
         async with self._db.conn(SYSTEM) as conn:
-            found = await conn.fetch(
-                self._q["load_preloaded"],
-                horizon,
-                list(shards) if shards is not None else None,
-                after.scheduled_at if after else _common.FAR_PAST,
-                after.id if after else _common.ZERO_UUID,
-                limit,
-                changed_since,
+            return list(
+                await conn.fetch(
+                    self._q[query],
+                    horizon,
+                    list(shards) if shards is not None else None,
+                    after.scheduled_at if after else _common.FAR_PAST,
+                    after.id if after else _common.ZERO_UUID,
+                    limit,
+                    changed_since,
+                )
             )
-        return [rows.preloaded(r) for r in found]
 
     async def load_preloaded_packed(
         self,
@@ -125,19 +142,9 @@ class Dispatch:
     ) -> PreloadedPage:
         """The pages of :meth:`load_preloaded`, packed per (tenant, type, pool): one
         result row and a few bytes objects per group, not a record per task."""
-        _validate.aware("horizon", horizon)
-        if changed_since is not None:
-            _validate.aware("changed_since", changed_since)
-        async with self._db.conn(SYSTEM) as conn:
-            found = await conn.fetch(
-                self._q["load_preloaded_packed"],
-                horizon,
-                list(shards) if shards is not None else None,
-                after.scheduled_at if after else _common.FAR_PAST,
-                after.id if after else _common.ZERO_UUID,
-                limit,
-                changed_since,
-            )
+        found = await self._fetch_preloaded(
+            "load_preloaded_packed", shards, horizon, limit, after, changed_since
+        )
         return rows.preloaded_page(found)
 
     async def mark_dispatched(
