@@ -152,7 +152,9 @@ class LeasedMembership:
             _log.exception("cluster: lease change callback failed")
 
     async def _watch_lease(self) -> None:
-        while True:
+        # Both loops check _stopped as well as taking stop()'s cancel: a cancel that
+        # comes out as an exception they catch must not leave stop() waiting for ever.
+        while not self._stopped:
             await self._lease.wait_lost()
             self.losses += 1
             lost, self._owned = self._owned, frozenset()  # stop dispatching first
@@ -170,7 +172,7 @@ class LeasedMembership:
 
     async def _regain(self) -> None:
         told_held = False
-        while True:
+        while not self._stopped:
             # Not at once: whatever cut the connection (a restart, a failover, an
             # operator) gets a moment to finish.
             await asyncio.sleep(self._retry_s)

@@ -169,3 +169,31 @@ def test_a_rate_limit_holds_across_two_scheduler_processes_sharing_redis(
     assert total <= rate * secs + rate, results  # one second of burst at most
     assert total >= 0.8 * rate * secs, results
     print(f"two processes granted {total} in {secs}s at {rate} rps: {results}")
+
+
+async def test_close_ends_the_heartbeat_even_when_its_cancel_comes_out_as_a_timeout(
+    open_node: OpenNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On Python 3.11 a cancel that lands just as _call's own timeout fires merges with
+    # it and comes out as TimeoutError (seen in CI: close() then waited for ever).
+    gate = await open_node(node_lease_ttl_s=0.03)
+    limits = {T: TenantLimits(rate_limit_rps=100, max_concurrent=10)}
+    assert await gate.reserve({T: 1}, limits, T0) == {T: 1}  # starts the heartbeat
+    in_call = asyncio.Event()
+    swallowed: list[bool] = []
+
+    async def call_that_swallows_its_cancel(*_: object) -> tuple[bool, list[int]]:
+        in_call.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            if swallowed:
+                raise
+            swallowed.append(True)  # once, as the race does
+            raise TimeoutError from None
+        return False, []
+
+    monkeypatch.setattr(gate, "_call", call_that_swallows_its_cancel)
+    await asyncio.wait_for(in_call.wait(), 5)
+    await asyncio.wait_for(gate.close(), 5)
+    assert swallowed
