@@ -171,7 +171,8 @@ class HandlerRunner:
                 self._stream.send(pb.WorkerMessage(credit=pb.Credit(slots=extra)))
         # Tasks still held from a previous stream: keep their leases alive now.
         if self._held:
-            heart_now = self._heartbeat_message()
+            # Outcomes in flight too: each is sent again on this stream, after this.
+            heart_now = self._heartbeat_message(committing=True)
             if heart_now is not None:
                 self._stream.send(heart_now)
 
@@ -197,8 +198,14 @@ class HandlerRunner:
             cancel(held.ctx, CANCELLED)
 
     async def heartbeat(self) -> None:
-        """Renew the leases of the tasks held; a rejected one lost its lease."""
-        msg = self._heartbeat_message()
+        """Renew the leases of the tasks held; a rejected one lost its lease.
+
+        A task whose outcome is in flight is left out: the outcome is ahead of this
+        heartbeat on the stream (the server applies a stream's messages in order), so
+        naming it could only be refused once the outcome committed, at the price of a
+        lookup on the server.
+        """
+        msg = self._heartbeat_message(committing=False)
         if msg is None:
             return
         try:
@@ -222,8 +229,14 @@ class HandlerRunner:
                 )
                 cancel(held.ctx, LEASE_LOST)
 
-    def _heartbeat_message(self) -> pb.WorkerMessage | None:
-        refs = [h.ref for h in self._held.values() if h.acked and not h.released]
+    def _heartbeat_message(self, *, committing: bool) -> pb.WorkerMessage | None:
+        """A heartbeat of the running tasks held (``committing``: those whose outcome
+        is in flight as well)."""
+        refs = [
+            h.ref
+            for h in self._held.values()
+            if h.acked and not h.released and (committing or not h.committing)
+        ]
         if not refs:
             return None
         return pb.WorkerMessage(heartbeat=pb.Heartbeat(tasks=refs))

@@ -111,3 +111,36 @@ async def test_a_heartbeat_refused_while_the_handler_runs_is_still_a_lost_lease(
     release.set()
     assert held.task is not None
     await asyncio.wait_for(held.task, 5.0)
+
+
+async def test_the_heartbeat_timer_leaves_out_a_task_whose_outcome_is_in_flight() -> None:
+    """Its outcome is ahead of any later heartbeat on the stream (the server applies a
+    stream's messages in order), so naming it only buys a refusal, which costs the
+    server a lookup. A reconnect's heartbeat still names it: the outcome is sent again
+    on the new stream, and until then its lease must be kept."""
+    release = asyncio.Event()
+
+    async def handler(ctx: TaskContext) -> dict[str, int]:
+        if ctx.fencing_token == 2:
+            await release.wait()  # the other task's handler is still running
+        return {"n": 1}
+
+    stream = InFlightStream()
+    runner, table, _ = _runner(handler, stream)
+    done, running = _assignment(token=1), _assignment(token=2)
+    runner.on_assignments([done, running])
+    await asyncio.wait_for(stream.completion_applied.wait(), 5.0)
+    assert table.held[uuid.UUID(done.task_id)].committing
+    await runner.heartbeat()  # the heartbeat timer fires now
+    (beat,) = [m for m in stream.requested if m.WhichOneof("kind") == "heartbeat"]
+    assert [r.task_id for r in beat.heartbeat.tasks] == [running.task_id]
+    runner.on_welcome(announced=table.free())  # a new stream: every held task, this one too
+    (again,) = [m for m in stream.sent if m.WhichOneof("kind") == "heartbeat"]
+    assert sorted(r.task_id for r in again.heartbeat.tasks) == sorted(
+        [done.task_id, running.task_id]
+    )
+    stream.answer_completion.set()
+    release.set()
+    for held in list(table.held.values()):
+        assert held.task is not None
+        await asyncio.wait_for(held.task, 5.0)
