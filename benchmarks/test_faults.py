@@ -14,7 +14,10 @@ control), worker kill -9 (started again 3 s later), worker SIGSTOP past its task
 Per segment, over the tasks due from 2 s before the fault to the segment's end:
 - lateness: the handler's first start (``TW_RECORD_FILE``, written by the handler in the
   worker) minus the task's due time, p50 / p99 / p100 (the due time as submitted,
-  ``scheduled_at``: strict timing, no jitter; ``due_at`` moves on a retry);
+  ``scheduled_at``: strict timing, no jitter; ``due_at`` moves on a retry); and the
+  first dispatch (PRELOADED -> DISPATCHED, or -> RUNNING for a worker that starts on
+  delivery) minus the due time (``dp50``/``dp99``: the scheduler's part
+  of it, before the worker);
 - time to re-own: from the fault to the new owners' claims of the shards the faulted
   node (or every node, for etcd) lost (``shard_claims``), and to each such shard's first
   dispatch in its new epoch (``task_transitions.epoch``: that includes waiting for the
@@ -33,7 +36,9 @@ other sessions sharing it too) and the cluster's are recorded per segment.
 Run: ``.venv/bin/pytest benchmarks/test_faults.py --benchmark-only -p no:cacheprovider -s``
 (``TW_BENCH_FAULTS=control,node_kill`` picks segments; ``TW_BENCH_FAULT_TASK_LEASE_S``
 sets the nodes' task lease, 3 s by default as in the other cluster scenarios;
-``TW_BENCH_FAULT_EXPLAIN=1`` prints the audit rows of the inverted pairs and of the
+``TW_BENCH_FAULT_WORKER_ARGS`` adds worker arguments (``--start-on-delivery``);
+``TW_BENCH_FAULT_IDLE_S`` (default 10) measures the cores of an idle cluster first, per
+role; ``TW_BENCH_FAULT_EXPLAIN=1`` prints the audit rows of the inverted pairs and of the
 latest tasks of each segment).
 """
 
@@ -86,6 +91,10 @@ FAULTS = (
 )
 #: which node a fault takes shards from (the others: none; etcd: perhaps every node)
 VICTIM = {"node_kill": "n3", "node_stop": "n2", "etcd_restart": "*"}
+#: more ``tickwheel worker`` arguments (``TW_BENCH_FAULT_WORKER_ARGS=--start-on-delivery``)
+WORKER_ARGS = tuple(os.environ.get("TW_BENCH_FAULT_WORKER_ARGS", "").split())
+#: seconds of an idle cluster (no task) measured first, cores per role (0: skipped)
+IDLE_S = float(os.environ.get("TW_BENCH_FAULT_IDLE_S", "10"))
 CHOSEN = [f for f in os.environ.get("TW_BENCH_FAULTS", ",".join(FAULTS)).split(",") if f]
 
 
@@ -102,6 +111,11 @@ class Segment:
     events: dict[str, float] = field(default_factory=dict)
     cpu_machine: float = 0.0
     cpu_cluster: float = 0.0
+    #: cores per role (nodes, workers, postgres, redis, etcd) over the segment
+    cpu_roles: dict[str, float] = field(default_factory=dict)
+    #: PostgreSQL transactions committed over the segment (every client, the harness's
+    #: few polls included)
+    xacts: int = 0
     wall_s: float = 0.0
     #: the latest a chunk's submission ended after its first due time (< 0: in time)
     submit_late_s: float = -1e9
@@ -114,6 +128,9 @@ class Figures:
     p50_ms: float
     p99_ms: float
     p100_ms: float
+    #: the first dispatch minus the due time (the scheduler's part)
+    disp_p50_ms: float
+    disp_p99_ms: float
     reclaimed: int
     claim_max_s: float
     first_dispatch_max_s: float
@@ -135,14 +152,16 @@ class Figures:
         )
         return (
             f"{self.fault:<13}{self.tasks:>6}{self.p50_ms:>8.0f}{self.p99_ms:>8.0f}"
-            f"{self.p100_ms:>8.0f} {reown}{self.inversions:>6}{self.dispatch_inversions:>6}"
+            f"{self.p100_ms:>8.0f}{self.disp_p50_ms:>7.0f}{self.disp_p99_ms:>7.0f}"
+            f" {reown}{self.inversions:>6}{self.dispatch_inversions:>6}"
             f"{self.lost:>5}{self.doubled:>5}"
             f"{self.ran_twice:>6}{self.machine_cores:>7.2f}{self.cluster_cores:>7.2f}"
         )
 
 
 HEADER = (
-    f"{'fault':<13}{'tasks':>6}{'p50ms':>8}{'p99ms':>8}{'p100ms':>8} {'mvd':>4}"
+    f"{'fault':<13}{'tasks':>6}{'p50ms':>8}{'p99ms':>8}{'p100ms':>8}{'dp50':>7}{'dp99':>7}"
+    f" {'mvd':>4}"
     f" {'claim_s':>7} {'disp_s':>7}{'inv':>6}{'dinv':>6}{'lost':>5}{'dbl':>5}{'rerun':>6}"
     f"{'mach':>7}{'clus':>7}"
 )
@@ -272,10 +291,29 @@ class Run:
         self.postgres_pid = postgres_pid
 
     def pids(self) -> list[int]:
+        return [pid for pids in self.roles().values() for pid in pids]
+
+    def roles(self) -> dict[str, list[int]]:
+        """The cluster's processes by role (running ones only)."""
         assert self.etcd.proc is not None
         assert self.redis.proc is not None
-        live = [p.pid for p in self.group.procs if p.running()]
-        return [*live, self.etcd.proc.pid, self.redis.proc.pid, self.postgres_pid]
+        return {
+            "nodes": [n.pid for n in self.c.nodes if n.running()],
+            "workers": [w.pid for w in self.workers if w.running()],
+            "postgres": [self.postgres_pid],
+            "redis": [self.redis.proc.pid],
+            "etcd": [self.etcd.proc.pid],
+        }
+
+    def role_cpu(self) -> dict[str, dict[int, float]]:
+        return {role: _cpu(pids) for role, pids in self.roles().items()}
+
+    async def idle(self, seconds: float) -> dict[str, float]:
+        """Cores per role while the cluster runs with no task at all."""
+        before, t0 = self.role_cpu(), time.monotonic()
+        await asyncio.sleep(seconds)
+        after, wall = self.role_cpu(), time.monotonic() - t0
+        return {r: _cpu_since(before[r], after[r]) / wall for r in after}
 
     async def settled(self) -> None:
         """Three owners over every shard again."""
@@ -358,6 +396,7 @@ class Run:
         feeder = asyncio.create_task(self.feed(seg, dues))
         await _sleep_until(start)
         cpu0, busy0, t0 = _cpu(self.pids()), _machine_busy(), time.monotonic()
+        roles0, xacts0 = self.role_cpu(), await self.xacts()
         await _sleep_until(start + timedelta(seconds=FAULT_AT_S))
         before = await cluster.owners(self.c.db)
         victim = VICTIM.get(fault)
@@ -375,9 +414,19 @@ class Run:
         seg.wall_s = time.monotonic() - t0
         seg.cpu_cluster = _cpu_since(cpu0, _cpu(self.pids())) / seg.wall_s
         seg.cpu_machine = (_machine_busy() - busy0) / seg.wall_s
+        roles1 = self.role_cpu()
+        seg.cpu_roles = {r: _cpu_since(roles0[r], roles1[r]) / seg.wall_s for r in roles1}
+        seg.xacts = await self.xacts() - xacts0
         await self.settled()
         await asyncio.sleep(2.0)
         return seg
+
+    async def xacts(self) -> int:
+        return int(
+            await self.c.db.fetchval(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+            )
+        )
 
     async def done(self, ids: list[uuid.UUID]) -> int:
         return int(
@@ -396,7 +445,9 @@ class Run:
             LEFT JOIN (
                 SELECT task_id, extract(epoch FROM min(at))::float8 AS dispatched
                 FROM task_transitions
-                WHERE task_id = ANY($1) AND to_status = 'DISPATCHED' GROUP BY task_id
+                WHERE task_id = ANY($1) AND from_status = 'PRELOADED'
+                  AND to_status IN ('DISPATCHED', 'RUNNING')
+                GROUP BY task_id
             ) d ON d.task_id = t.id
             LEFT JOIN (
                 SELECT task_id, count(*) AS done FROM task_completions
@@ -410,6 +461,7 @@ class Run:
         lo = seg.fault_at.timestamp() - WINDOW_BEFORE_S
         window = [r for r in rows if r["due"] >= lo]
         late = [min(starts[str(r["id"])]) - r["due"] for r in window if starts.get(str(r["id"]))]
+        disp_late = [r["dispatched"] - r["due"] for r in window if r["dispatched"] is not None]
         ordered = [
             (int(r["shard_id"]), float(r["due"]), min(starts[str(r["id"])]))
             for r in rows
@@ -455,7 +507,8 @@ class Run:
                     """
                     SELECT t.shard_id, x.epoch, min(x.at) AS at
                     FROM task_transitions x JOIN tasks t ON t.id = x.task_id
-                    WHERE x.task_id = ANY($1) AND x.to_status = 'DISPATCHED'
+                    WHERE x.task_id = ANY($1) AND x.from_status = 'PRELOADED'
+                      AND x.to_status IN ('DISPATCHED', 'RUNNING')
                       AND x.epoch IS NOT NULL
                     GROUP BY t.shard_id, x.epoch
                     """,
@@ -478,6 +531,8 @@ class Run:
             p50_ms=1000 * _percentile(late, 0.5),
             p99_ms=1000 * _percentile(late, 0.99),
             p100_ms=1000 * max(late, default=float("nan")),
+            disp_p50_ms=1000 * _percentile(disp_late, 0.5),
+            disp_p99_ms=1000 * _percentile(disp_late, 0.99),
             reclaimed=len(claim_s),
             claim_max_s=max(claim_s, default=0.0),
             first_dispatch_max_s=max(disp_s, default=0.0),
@@ -508,7 +563,7 @@ def _segments(
             3,
             etcd_ttl_s=ETCD_TTL_S,
             worker_slots=WORKER_SLOTS,
-            worker_args=("--all-nodes",),
+            worker_args=("--all-nodes", *WORKER_ARGS),
             worker_env={"TW_RECORD_FILE": str(record)},
             task_lease_s=TASK_LEASE_S,
         ) as c:
@@ -519,6 +574,9 @@ def _segments(
                     timeout_s=30,
                     what=f"{w.name} streams to every node",
                 )
+            idle = await run.idle(IDLE_S) if IDLE_S > 0 else {}
+            if idle:
+                print(f"\nidle {IDLE_S:.0f} s, cores: " + _roles_text(idle), flush=True)
             segs: list[Segment] = []
             figs: list[Figures] = []
             for f in CHOSEN:
@@ -531,6 +589,10 @@ def _segments(
             return figs, segs
 
     return asyncio.run(go())
+
+
+def _roles_text(cores: dict[str, float]) -> str:
+    return ", ".join(f"{role} {c:.3f}" for role, c in cores.items())
 
 
 async def _true(value: bool) -> bool:
@@ -550,6 +612,10 @@ def print_table(figs: Sequence[Figures], segs: Sequence[Segment]) -> None:
     for s in segs:
         events = {"submission ended before due by at least": -s.submit_late_s, **s.events}
         print(f"  {s.fault}: " + ", ".join(f"{k} {v:+.1f}s" for k, v in events.items()))
+        print(
+            f"  {s.fault}: cores " + _roles_text(s.cpu_roles) + f"; PostgreSQL transactions "
+            f"{s.xacts} ({s.xacts / max(1, len(s.ids)):.2f} a task)"
+        )
 
 
 def test_faults(
