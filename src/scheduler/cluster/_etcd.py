@@ -45,6 +45,7 @@ import aetcd
 import aetcd.exceptions
 import grpc
 
+from scheduler._aio import cancel_and_wait
 from scheduler.cluster import _keys, _rendezvous
 from scheduler.cluster._config import ClusterConfig
 from scheduler.cluster._protocol import ShardListener
@@ -147,10 +148,8 @@ class Membership:
         self._stopped = True
         self._stopping = True  # owned() is empty from here on
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+        with contextlib.suppress(Exception):  # a loop's failure was logged as it happened
+            await cancel_and_wait(tasks)
         if self._closing:
             await asyncio.wait(set(self._closing))
         held = frozenset(self._held) | self._lapsed

@@ -17,10 +17,10 @@ membership. Satisfies :class:`~scheduler.cluster.ShardMembership`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
+from scheduler._aio import cancel_and_wait
 from scheduler.cluster._lease import LeaseHeld, NodeLease
 from scheduler.cluster._protocol import ShardListener
 
@@ -107,10 +107,7 @@ class LeasedMembership:
             return
         self._stopped = True
         watch, self._watch = self._watch, None
-        if watch is not None:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+        await cancel_and_wait([watch])
         try:
             await self._lose()
         except Exception:

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from scheduler._aio import wait_event
+from scheduler._aio import cancel_and_wait, wait_event
 from scheduler._errors import NotFound
 from scheduler.engine._admission import Admission
 from scheduler.engine._config import EngineConfig
@@ -107,12 +107,8 @@ class Canary:
 
     async def stop(self) -> None:
         """Stop the loops and close the session; safe twice or before start."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+        tasks, self._tasks = self._tasks, []
+        await cancel_and_wait(tasks)
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()

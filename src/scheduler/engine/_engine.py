@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from scheduler._aio import Background, wait_event
+from scheduler._aio import Background, cancel_and_wait, wait_event
 from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
 from scheduler.cluster import LocalMembership, ShardMembership
 from scheduler.engine._admission import Admission
@@ -271,12 +271,8 @@ class Engine:
             return
         self._preloader.stopping = True
         await self.canary.stop()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+        tasks, self._tasks = self._tasks, []
+        await cancel_and_wait(tasks)
         await self._outlets.drain()
         await self._sessions.close_all()
         await self._completer.stop()

@@ -8,11 +8,11 @@ for the collector. A failed read is logged and the previous answer kept.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from scheduler._aio import cancel_and_wait
 from scheduler.store import DepthRow, ReplicationLag, Store
 
 log = logging.getLogger("tickwheel.metrics")
@@ -55,7 +55,4 @@ class DepthPoller:
     async def stop(self) -> None:
         """Stop polling; safe twice or before start."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait([task])

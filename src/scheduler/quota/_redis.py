@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from scheduler._aio import cancel_and_wait
 from scheduler.quota import _keys
 from scheduler.quota._local import LocalQuota
 from scheduler.quota._protocol import TenantLimits, now_ms
@@ -172,9 +173,7 @@ class RedisQuota:
             return
         self._closed = True
         task, self._heartbeat = self._heartbeat, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait([task])
+        await cancel_and_wait([task])
         if self._owns_client:
             await self._client.aclose()
 

@@ -27,6 +27,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from scheduler._aio import cancel_and_wait
 from scheduler._errors import InvalidArgument, TickwheelError
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
@@ -464,11 +465,7 @@ class WorkerService(pbg.WorkerServiceServicer):
                         break
                     yield item
             finally:
-                for task in (pump, reader, watch):
-                    task.cancel()
-                for task in (pump, reader, watch):
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+                await cancel_and_wait((pump, reader, watch))
         finally:
             # Tasks dispatched but never acked go back to PRELOADED at once.
             await session.close()

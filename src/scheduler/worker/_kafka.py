@@ -34,7 +34,6 @@ a stream, deliver records to the handler runner). Called by: the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -42,6 +41,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
+from scheduler._aio import cancel_and_wait
 from scheduler._kafka_wire import DEFAULT_TOPIC_PREFIX, ensure_topics, topic_name
 from scheduler.types import Pool
 
@@ -122,11 +122,7 @@ class KafkaFeed:
     async def stop(self) -> None:
         """Stop fetching and leave the group now. Safe twice and before start."""
         task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait([task])
 
     def consumer_options(self) -> dict[str, Any]:
         """Keyword arguments of the ``AIOKafkaConsumer``."""

@@ -19,7 +19,6 @@ the slots (credit, through ``send``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import itertools
 import logging
@@ -30,7 +29,7 @@ from typing import Any, Protocol
 
 import grpc
 
-from scheduler._aio import wait_event
+from scheduler._aio import cancel_and_wait, wait_event
 from scheduler._errors import (
     InvalidArgument,
     PermissionDenied,
@@ -428,13 +427,7 @@ class Stream:
                 self._conn = None
             conn.fail_pending()
             listener.on_closed()
-            for task in (writer, heart):
-                if task is not None:
-                    task.cancel()
-            for task in (writer, heart):
-                if task is not None:
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+            await cancel_and_wait((writer, heart))
             call.cancel()
 
     def _on_message(self, msg: pb.ServerMessage, conn: Conn, listener: StreamListener) -> None:
