@@ -214,10 +214,7 @@ class Membership:
 
     async def _keepalive_forever(self) -> None:
         every = self.config.keepalive_every_s
-        # Both loops check _stopping as well as taking stop()'s cancel: a client that
-        # swallows a cancel (or Python 3.11 turning it into a TimeoutError) must not
-        # leave stop() waiting for ever.
-        while not self._stopping:
+        while True:
             lease = self._lease_id
             if lease is None:
                 await asyncio.sleep(min(every, self.config.rebalance_interval_s))
@@ -246,7 +243,7 @@ class Membership:
     # -- rebalancing ---------------------------------------------------------------------
 
     async def _rebalance_forever(self) -> None:
-        while not self._stopping:
+        while True:
             self._wake.clear()
             client = self._client
             try:

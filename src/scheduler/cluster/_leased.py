@@ -149,9 +149,7 @@ class LeasedMembership:
             _log.exception("cluster: lease change callback failed")
 
     async def _watch_lease(self) -> None:
-        # Both loops check _stopped as well as taking stop()'s cancel: a cancel that
-        # comes out as an exception they catch must not leave stop() waiting for ever.
-        while not self._stopped:
+        while True:
             await self._lease.wait_lost()
             self.losses += 1
             lost, self._owned = self._owned, frozenset()  # stop dispatching first
@@ -169,7 +167,7 @@ class LeasedMembership:
 
     async def _regain(self) -> None:
         told_held = False
-        while not self._stopped:
+        while True:
             # Not at once: whatever cut the connection (a restart, a failover, an
             # operator) gets a moment to finish.
             await asyncio.sleep(self._retry_s)

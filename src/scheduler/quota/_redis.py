@@ -285,14 +285,10 @@ class RedisQuota:
             )
 
     async def _beat_forever(self) -> None:
-        # The loop also checks ``_closed``: on Python 3.11, a cancel from :meth:`close`
-        # that lands as ``_call``'s own timeout fires can come out as a TimeoutError
-        # (the two merge into one CancelledError, which the timeout then claims), and
-        # the loop would beat for ever with close() waiting on it.
         interval_s = self._lease_ms / 3000
-        while not self._closed:
+        while True:
             await asyncio.sleep(interval_s)
-            if self._closed or self._fallback is not None:
+            if self._fallback is not None:
                 continue
             try:
                 lapsed, _ = await self._call("beat", (), (), 0)
