@@ -290,9 +290,6 @@ class Run:
         self.workers = [p for p in group.procs if isinstance(p, WorkerProcess)]
         self.postgres_pid = postgres_pid
 
-    def pids(self) -> list[int]:
-        return [pid for pids in self.roles().values() for pid in pids]
-
     def roles(self) -> dict[str, list[int]]:
         """The cluster's processes by role (running ones only)."""
         assert self.etcd.proc is not None
@@ -308,12 +305,16 @@ class Run:
     def role_cpu(self) -> dict[str, dict[int, float]]:
         return {role: _cpu(pids) for role, pids in self.roles().items()}
 
+    def cores_since(self, before: dict[str, dict[int, float]], wall_s: float) -> dict[str, float]:
+        """Cores per role since the :meth:`role_cpu` reading ``before``."""
+        after = self.role_cpu()
+        return {r: _cpu_since(before[r], after[r]) / wall_s for r in after}
+
     async def idle(self, seconds: float) -> dict[str, float]:
         """Cores per role while the cluster runs with no task at all."""
         before, t0 = self.role_cpu(), time.monotonic()
         await asyncio.sleep(seconds)
-        after, wall = self.role_cpu(), time.monotonic() - t0
-        return {r: _cpu_since(before[r], after[r]) / wall for r in after}
+        return self.cores_since(before, time.monotonic() - t0)
 
     async def settled(self) -> None:
         """Three owners over every shard again."""
@@ -395,8 +396,8 @@ class Run:
         seg = Segment(fault, [], start, start)
         feeder = asyncio.create_task(self.feed(seg, dues))
         await _sleep_until(start)
-        cpu0, busy0, t0 = _cpu(self.pids()), _machine_busy(), time.monotonic()
-        roles0, xacts0 = self.role_cpu(), await self.xacts()
+        roles0, busy0, t0 = self.role_cpu(), _machine_busy(), time.monotonic()
+        xacts0 = await self.xacts()
         await _sleep_until(start + timedelta(seconds=FAULT_AT_S))
         before = await cluster.owners(self.c.db)
         victim = VICTIM.get(fault)
@@ -412,10 +413,9 @@ class Run:
             what=f"{fault}: every task of the segment completed",
         )
         seg.wall_s = time.monotonic() - t0
-        seg.cpu_cluster = _cpu_since(cpu0, _cpu(self.pids())) / seg.wall_s
+        seg.cpu_roles = self.cores_since(roles0, seg.wall_s)
+        seg.cpu_cluster = sum(seg.cpu_roles.values())
         seg.cpu_machine = (_machine_busy() - busy0) / seg.wall_s
-        roles1 = self.role_cpu()
-        seg.cpu_roles = {r: _cpu_since(roles0[r], roles1[r]) / seg.wall_s for r in roles1}
         seg.xacts = await self.xacts() - xacts0
         await self.settled()
         await asyncio.sleep(2.0)
@@ -438,16 +438,15 @@ class Run:
     async def figures(self, seg: Segment, starts: dict[str, list[float]]) -> Figures:
         db = self.c.db
         rows = await db.fetch(
-            """
+            f"""
             SELECT t.id, t.shard_id, extract(epoch FROM t.scheduled_at)::float8 AS due,
                    t.status, d.dispatched, coalesce(k.done, 0) AS done
             FROM tasks t
             LEFT JOIN (
-                SELECT task_id, extract(epoch FROM min(at))::float8 AS dispatched
-                FROM task_transitions
-                WHERE task_id = ANY($1) AND from_status = 'PRELOADED'
-                  AND to_status IN ('DISPATCHED', 'RUNNING')
-                GROUP BY task_id
+                SELECT x.task_id, extract(epoch FROM min(x.at))::float8 AS dispatched
+                FROM task_transitions x
+                WHERE x.task_id = ANY($1) AND {cluster.DISPATCHES}
+                GROUP BY x.task_id
             ) d ON d.task_id = t.id
             LEFT JOIN (
                 SELECT task_id, count(*) AS done FROM task_completions
@@ -504,11 +503,10 @@ class Run:
             first = {
                 (int(r["shard_id"]), int(r["epoch"])): r["at"]
                 for r in await db.fetch(
-                    """
+                    f"""
                     SELECT t.shard_id, x.epoch, min(x.at) AS at
                     FROM task_transitions x JOIN tasks t ON t.id = x.task_id
-                    WHERE x.task_id = ANY($1) AND x.from_status = 'PRELOADED'
-                      AND x.to_status IN ('DISPATCHED', 'RUNNING')
+                    WHERE x.task_id = ANY($1) AND {cluster.DISPATCHES}
                       AND x.epoch IS NOT NULL
                     GROUP BY t.shard_id, x.epoch
                     """,

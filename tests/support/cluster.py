@@ -194,11 +194,15 @@ async def completed(cluster: Cluster) -> int:
     )
 
 
+DISPATCHES = "x.from_status = 'PRELOADED' AND x.to_status IN ('DISPATCHED', 'RUNNING')"
+"""SQL over ``task_transitions x``: its dispatches (to RUNNING for a worker that starts
+on delivery, to DISPATCHED otherwise)."""
+
+
 async def check_exactly_once(cluster: Cluster, n: int, *, timeout_s: float) -> None:
     """Every one of the ``n`` tasks ends COMPLETED, with exactly one completion each, and
-    every accepted dispatch came from the one owner of its shard's epoch (a dispatch: a
-    DISPATCHED transition, or any a node wrote under an epoch, as PRELOADED -> RUNNING
-    for a worker that starts on delivery)."""
+    every accepted dispatch (:data:`DISPATCHES`) came from the one owner of its shard's
+    epoch."""
     await eventually(
         lambda: completed(cluster), until=lambda c: c == n, timeout_s=timeout_s, what="all done"
     )
@@ -208,12 +212,12 @@ async def check_exactly_once(cluster: Cluster, n: int, *, timeout_s: float) -> N
     )
     assert (ledger[0], ledger[1]) == (n, n)
     rows = await cluster.db.fetch(
-        """
+        f"""
         SELECT t.shard_id, x.epoch, array_agg(DISTINCT x.actor) AS actors, c.owner
         FROM task_transitions x
         JOIN tasks t ON t.id = x.task_id AND t.scheduled_at = x.scheduled_at
         LEFT JOIN shard_claims c ON c.shard_id = t.shard_id AND c.epoch = x.epoch
-        WHERE (x.to_status = 'DISPATCHED' OR x.epoch IS NOT NULL) AND t.tenant_id = $1
+        WHERE {DISPATCHES} AND t.tenant_id = $1
         GROUP BY t.shard_id, x.epoch, c.owner
         """,
         cluster.tenant_id,
