@@ -42,6 +42,29 @@ def miss(c: sqlite3.Connection, q: Mapping[str, str], key: TaskKey) -> Outcome:
     return Outcome.STALE if found else Outcome.NOT_FOUND
 
 
+def ack_one(
+    c: sqlite3.Connection, q: Mapping[str, str], key: TaskKey, token: int, lease: int, at: int
+) -> bool:
+    """DISPATCHED -> RUNNING of one task under ``token`` at ``at`` (µs) with its audit
+    row; whether it applied."""
+    row = c.execute(q["ack"], (lease, at, str(key.id), rows.us(key.scheduled_at), token)).fetchone()
+    if row is None:
+        return False
+    audit(
+        c,
+        q,
+        str(key.id),
+        rows.us(key.scheduled_at),
+        TaskState.DISPATCHED,
+        TaskState.RUNNING,
+        row["fencing_token"],
+        row["worker_id"],
+        at,
+        reason="acked",
+    )
+    return True
+
+
 class WorkerWrites:
     """The writes a worker makes with its fencing token."""
 
@@ -63,22 +86,10 @@ class WorkerWrites:
             out = []
             for w in writes:
                 args = (lease, n, str(w.key.id), rows.us(w.key.scheduled_at), w.token)
-                row = c.execute(q["ack"], args).fetchone()
-                if row is not None:
-                    audit(
-                        c,
-                        q,
-                        str(w.key.id),
-                        rows.us(w.key.scheduled_at),
-                        TaskState.DISPATCHED,
-                        TaskState.RUNNING,
-                        row["fencing_token"],
-                        row["worker_id"],
-                        n,
-                        reason="acked",
-                    )
-                    out.append(Outcome.OK)
-                elif c.execute(q["extend_running"], args).fetchone() is not None:
+                if (
+                    ack_one(c, q, w.key, w.token, lease, n)
+                    or c.execute(q["extend_running"], args).fetchone() is not None
+                ):
                     out.append(Outcome.OK)
                 else:
                     out.append(miss(c, q, w.key))
@@ -146,24 +157,7 @@ class WorkerWrites:
                 if item.acked_at is not None:
                     # Its ack first, in the same transaction (DISPATCHED -> RUNNING at
                     # the ack's time); a task RUNNING already completes as it is.
-                    acked = rows.us(item.acked_at)
-                    row = c.execute(
-                        q["ack"],
-                        (n, acked, str(item.key.id), rows.us(item.key.scheduled_at), item.token),
-                    ).fetchone()
-                    if row is not None:
-                        audit(
-                            c,
-                            q,
-                            str(item.key.id),
-                            rows.us(item.key.scheduled_at),
-                            TaskState.DISPATCHED,
-                            TaskState.RUNNING,
-                            row["fencing_token"],
-                            row["worker_id"],
-                            acked,
-                            reason="acked",
-                        )
+                    ack_one(c, q, item.key, item.token, n, rows.us(item.acked_at))
                 row = c.execute(
                     q["complete"],
                     (result, n, str(item.key.id), rows.us(item.key.scheduled_at), item.token),
