@@ -3,7 +3,6 @@ pure-Python one on random operations."""
 
 from __future__ import annotations
 
-import importlib
 import random
 import uuid
 from array import array
@@ -13,21 +12,12 @@ import pytest
 import _wheel
 from _wheel._table_py import TaskTable as PyTaskTable
 
-from .conftest import IMPLEMENTATIONS
+from .conftest import IMPLEMENTATIONS, load_class
 
 
 def load(name: str) -> type[PyTaskTable]:
     """The ``TaskTable`` class of implementation ``name``."""
-    if name == "python":
-        return PyTaskTable
-    if _wheel.NO_EXTENSIONS:
-        pytest.skip("TICKWHEEL_NO_EXTENSIONS is set")
-    try:
-        module = importlib.import_module("_wheel._table_c")
-    except ImportError as exc:
-        pytest.fail(f"the C extension did not load (run `make build`): {exc}", pytrace=False)
-    cls: type[PyTaskTable] = module.TaskTable
-    return cls
+    return load_class(name, PyTaskTable, "_wheel._table_c")
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
