@@ -205,24 +205,8 @@ def one_run(
 
 
 # -- the raw SQL lifecycle baseline (benchmarks/test_store.py's ``raw`` variant) ---------
-RAW_COLS = (
-    "id",
-    "tenant_id",
-    "type",
-    "scheduled_at",
-    "due_at",
-    "status",
-    "idempotency_key",
-    "payload",
-    "shard_id",
-    "fencing_token",
-    "created_at",
-    "updated_at",
-)
-
-
 async def _raw_lane(dsn: str, tenant: uuid.UUID, n: int) -> None:
-    from benchmarks.test_store import RAW_CLAIM, RAW_DISPATCH, RAW_FENCED
+    from benchmarks.test_store import COLS, RAW_CLAIM, RAW_DISPATCH, RAW_FENCED
 
     from scheduler.ids import uuid7
 
@@ -237,7 +221,7 @@ async def _raw_lane(dsn: str, tenant: uuid.UUID, n: int) -> None:
                 (i, tenant, "bench", now, now, "SCHEDULED", str(i), payload, 1, 1, now, now)
                 for i in (uuid7() for _ in range(1000))
             ]
-            await conn.copy_records_to_table("tasks", records=records, columns=RAW_COLS)
+            await conn.copy_records_to_table("tasks", records=records, columns=COLS)
             rows = await conn.fetch(RAW_CLAIM, now, 1000, now, day, day.replace(year=day.year + 1))
             ids, times = [r[0] for r in rows], [r[1] for r in rows]
             lo, hi = min(times), max(times)
