@@ -5,6 +5,7 @@ source address (issue 15; docs/keys.md)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,9 @@ async def test_streams_per_tenant_are_capped_and_named(tmp_path: Path) -> None:
         one = await _open_stream(channel, stack.key_a, "w1")
         two = await _open_stream(channel, second_key, "w2")  # the cap is per tenant
         call = pbg.WorkerServiceStub(channel).Connect(metadata=_md(stack.key_a))  # type: ignore[no-untyped-call]
-        await call.write(pb.WorkerMessage(hello=pb.Hello(worker_id="w3", task_types=["t"])))
+        # The refusal can end the stream before the hello is written (the write raises).
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await call.write(pb.WorkerMessage(hello=pb.Hello(worker_id="w3", task_types=["t"])))
         code, details, _ = await _stream_end(call, 10)
         assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "max_streams_per_tenant" in details
@@ -55,14 +58,18 @@ async def test_streams_per_tenant_are_capped_and_named(tmp_path: Path) -> None:
 
         async def opens() -> bool:
             c = pbg.WorkerServiceStub(channel).Connect(metadata=_md(stack.key_a))  # type: ignore[no-untyped-call]
-            await c.write(pb.WorkerMessage(hello=pb.Hello(worker_id="w4", task_types=["t"])))
             try:
+                # Until the server has seen the cancel, it refuses the stream, which can
+                # end before the hello is written: the write raises then, not the read.
+                await c.write(pb.WorkerMessage(hello=pb.Hello(worker_id="w4", task_types=["t"])))
                 first = await c.read()
-            except grpc.aio.AioRpcError:
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is not grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise
                 return False
-            ok = first is not grpc.aio.EOF and first.WhichOneof("kind") == "welcome"
-            c.cancel()
-            return ok
+            finally:
+                c.cancel()
+            return first is not grpc.aio.EOF and first.WhichOneof("kind") == "welcome"
 
         # The closed stream gave its place back.
         assert await eventually(opens, lambda ok: ok, timeout_s=10, interval_s=0.2)
