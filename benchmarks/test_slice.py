@@ -57,6 +57,7 @@ from scheduler.engine import (
     WorkerHello,
     WorkerSession,
 )
+from scheduler.jsonbytes import as_dict
 from scheduler.server import Server, ServerConfig
 from scheduler.store import StoreConfig
 from scheduler.store.postgres import PostgresStore
@@ -673,7 +674,7 @@ async def _in_process_consumer(session: WorkerSession, late: dict[str, list[floa
             continue
         now = datetime.now(UTC)
         for a in event.assignments:
-            late.setdefault(str(a.payload.get("phase")), []).append(
+            late.setdefault(str(as_dict(a.payload).get("phase")), []).append(
                 (now - a.due_at).total_seconds() * 1000.0
             )
         t = asyncio.create_task(finish(event), name="bench-consumer-finish")
