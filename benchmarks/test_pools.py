@@ -13,7 +13,6 @@ t = 0; one critical task every 10 ms for 10 s; every task runs 50 ms.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import heapq
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -179,7 +178,7 @@ def arrivals() -> dict[str, list[Preloaded]]:
         )
         for i in range(n)
     ]
-    late = [dataclasses.replace(p, due_at=p.due_at - timedelta(seconds=60)) for p in in_order]
+    late = [p._replace(due_at=p.due_at - timedelta(seconds=60)) for p in in_order]
     mixed = [late[i] if i % 10 == 0 else p for i, p in enumerate(in_order)]
     return {"in_order": in_order, "late_tenth": mixed}
 
