@@ -36,6 +36,7 @@ import pytest
 from scheduler.ids import uuid7
 from scheduler.store import StoreConfig
 from scheduler.store.postgres import PostgresStore, Q
+from scheduler.store.postgres.tasks import insert_args
 from scheduler.types import (
     Completion,
     DispatchRequest,
@@ -267,29 +268,9 @@ def _insert_raw(env: Env, n: int) -> Case:
 
 
 def _insert_args(tasks: list[NewTask]) -> tuple[Any, ...]:
-    """Arguments of the store's insert_tasks statement, built outside the timing."""
-    n = len(tasks)
-    return (
-        [t.id for t in tasks],
-        [t.tenant_id for t in tasks],
-        [t.type for t in tasks],
-        [t.scheduled_at for t in tasks],
-        [t.due_at for t in tasks],
-        ["SCHEDULED"] * n,
-        [t.idempotency_key for t in tasks],
-        [t.max_retries for t in tasks],
-        [json.dumps(t.payload) for t in tasks],
-        [0] * n,
-        [t.shard_id for t in tasks],
-        [t.pool.value for t in tasks],
-        [t.strict_timing for t in tasks],
-        [t.jitter_mode.value for t in tasks],
-        [float(t.timeout_s) for t in tasks],
-        [None] * n,
-        [None] * n,
-        [None] * n,
-        NOW,
-    )
+    """Arguments of the store's insert_tasks statement (the store's own builder), built
+    outside the timing."""
+    return insert_args(tasks, [(json.dumps(t.payload), None) for t in tasks], NOW)
 
 
 @variant("insert", "rawsql")
@@ -347,6 +328,7 @@ def _claim_rawsql(env: Env, n: int) -> Case:
             n,
             NOW,
             "scheduler",
+            NOW + timedelta(minutes=60),  # retry horizon
         ),
     )
 
@@ -581,6 +563,8 @@ def _fail_rawsql(env: Env, n: int) -> Case:
             [None] * len(ks),
             NOW,
             *_bounds(ks),
+            [""] * len(ks),  # error type
+            [1.0] * len(ks),  # backoff spread
             tx=True,  # as the store: the upstream policy shares the transaction
         ),
     )
@@ -622,7 +606,9 @@ def _release_raw(env: Env, n: int) -> Case:
 def _release_rawsql(env: Env, n: int) -> Case:
     return (
         lambda: env.seed(n, "RUNNING", 2),
-        lambda ks: _fenced_sql(env, "release", ks, [None] * len(ks), NOW, *_bounds(ks), tx=True),
+        lambda ks: _fenced_sql(
+            env, "release", ks, [None] * len(ks), NOW, *_bounds(ks), [False] * len(ks), tx=True
+        ),
     )
 
 
@@ -692,6 +678,7 @@ def _lifecycle_rawsql(env: Env, n: int) -> Case:
             n,
             NOW,
             "scheduler",
+            NOW + timedelta(minutes=60),  # retry horizon
         )
         ks = [TaskKey(r[0], r[1]) for r in rows]
         lo, hi = _bounds(ks)

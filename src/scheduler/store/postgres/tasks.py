@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
@@ -40,6 +41,36 @@ from scheduler.types import (
     TaskRecord,
     Transition,
 )
+
+
+def insert_args(
+    tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
+) -> tuple[Any, ...]:
+    """The arguments of ``insert_tasks`` for ``tasks``, whose payload and trace context
+    ``encoded`` holds as JSON text (``_validate.new_tasks``); also the raw-SQL baseline's
+    (``benchmarks/test_store.py``)."""
+    return (
+        [t.id for t in tasks],
+        [t.tenant_id for t in tasks],
+        [t.type for t in tasks],
+        [t.scheduled_at for t in tasks],
+        [t.due_at for t in tasks],
+        [t.initial_state.value for t in tasks],
+        [t.idempotency_key for t in tasks],
+        [t.max_retries for t in tasks],
+        [p for p, _ in encoded],
+        [unresolved(t) for t in tasks],
+        [t.shard_id for t in tasks],
+        [t.pool.value for t in tasks],
+        [t.strict_timing for t in tasks],
+        [t.jitter_mode.value for t in tasks],
+        [float(t.timeout_s) for t in tasks],
+        [tr for _, tr in encoded],
+        [t.workflow_id for t in tasks],
+        [t.schedule_id for t in tasks],
+        now,
+        [_common.retry_policy_json(t.retry_policy) for t in tasks],
+    )
 
 
 class Tasks:
@@ -81,28 +112,7 @@ class Tasks:
         self, tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[InsertResult]:
         q = self._q
-        args = (
-            [t.id for t in tasks],
-            [t.tenant_id for t in tasks],
-            [t.type for t in tasks],
-            [t.scheduled_at for t in tasks],
-            [t.due_at for t in tasks],
-            [t.initial_state.value for t in tasks],
-            [t.idempotency_key for t in tasks],
-            [t.max_retries for t in tasks],
-            [p for p, _ in encoded],
-            [unresolved(t) for t in tasks],
-            [t.shard_id for t in tasks],
-            [t.pool.value for t in tasks],
-            [t.strict_timing for t in tasks],
-            [t.jitter_mode.value for t in tasks],
-            [float(t.timeout_s) for t in tasks],
-            [tr for _, tr in encoded],
-            [t.workflow_id for t in tasks],
-            [t.schedule_id for t in tasks],
-            now,
-            [_common.retry_policy_json(t.retry_policy) for t in tasks],
-        )
+        args = insert_args(tasks, encoded, now)
         edges = [
             (t.workflow_id, parent, t.id, t.scheduled_at)
             for t in tasks
