@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -401,101 +401,6 @@ async def _handle_one(
     raise InvalidArgument("kind", "empty worker message (no kind set)")
 
 
-def _lane(kind: str) -> str:
-    return "completion" if kind == "completions" else kind
-
-
-def _named(kind: str, group: Sequence[pb.WorkerMessage]) -> frozenset[str]:
-    """The tasks a group of batchable messages names (their ids as sent: an id that is
-    no UUID is refused when applied, and conflicts only with the same text)."""
-    ids: set[str] = set()
-    for m in group:
-        if kind in ("ack", "heartbeat"):
-            refs: Iterable[pb.TaskRef] = m.ack.tasks if kind == "ack" else m.heartbeat.tasks
-        elif kind == "completions":
-            refs = (c.task for c in m.completions.items)
-        else:
-            refs = (getattr(m, kind).task,)
-        for ref in refs:
-            try:
-                ids.add(str(uuid.UUID(ref.task_id)))
-            except ValueError:
-                ids.add(ref.task_id)
-    return frozenset(ids)
-
-
-class _Applying:
-    """The groups of one stream being applied (``_read``'s scheduler).
-
-    A group of fenced writes starts as soon as no earlier group of its kind and no
-    earlier group naming one of its tasks is still being applied: so an ack is answered
-    at once although a completion of another task is waiting for its store commit,
-    while each task's messages still apply in the order sent and each kind's groups
-    one after another (a kind's messages pile up meanwhile and go in one store call).
-    Credit is applied at once (it touches no task and never waits). Anything else (a
-    checkpoint, drain, a protocol violation) waits for every group before it, and is
-    applied before the next message is read, as every message was before."""
-
-    def __init__(self, session: WorkerSession, out: asyncio.Queue[_Out]) -> None:
-        self._session = session
-        self._out = out
-        self._running: dict[asyncio.Task[None], tuple[str, frozenset[str]]] = {}
-        self._failure: Exception | None = None
-
-    async def start(self, kind: str | None, group: list[pb.WorkerMessage]) -> None:
-        """Start applying ``group`` (consecutive messages of ``kind``) once it may.
-        Raises what a group failed with (the stream ends; nothing after it applies)."""
-        self._raise_failure()
-        if kind == "credit":
-            await self._apply(group)
-            return
-        if kind not in _BATCHABLE:
-            await self.settle()
-            await self._apply(group)
-            return
-        lane, ids = _lane(kind), _named(kind, group)
-        while blockers := [
-            t
-            for t, (other, named) in self._running.items()
-            if not t.done() and (other == lane or not named.isdisjoint(ids))
-        ]:
-            await asyncio.wait(blockers)
-            self._raise_failure()
-        task = asyncio.create_task(self._apply_later(group), name=f"tickwheel-apply-{lane}")
-        self._running[task] = (lane, ids)
-        task.add_done_callback(self._forget)
-
-    def _forget(self, task: asyncio.Task[None]) -> None:
-        self._running.pop(task, None)
-
-    async def _apply(self, group: list[pb.WorkerMessage]) -> None:
-        for reply in await handle_messages(self._session, group):
-            self._out.put_nowait(reply)
-
-    async def _apply_later(self, group: list[pb.WorkerMessage]) -> None:
-        try:
-            await self._apply(group)
-        except Exception as exc:
-            # The stream handler ends the stream at once; the reader stops too.
-            self._failure = exc
-            self._out.put_nowait(_End(exc))
-
-    def _raise_failure(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-
-    async def settle(self) -> None:
-        """Wait until every group started so far has been applied; raises what one
-        failed with."""
-        while self._running:
-            await asyncio.wait(list(self._running))
-        self._raise_failure()
-
-    async def cancel(self) -> None:
-        """The stream ends: stop what is still being applied."""
-        await cancel_and_wait(list(self._running))
-
-
 async def _aclose(iterator: AsyncIterator[Any]) -> None:
     aclose = getattr(iterator, "aclose", None)
     if aclose is not None:
@@ -620,7 +525,6 @@ class WorkerService(pbg.WorkerServiceServicer):
             self._receive(requests, inbox, session.seen),
             name=f"tickwheel-session-{session.session_id}-recv",
         )
-        applying = _Applying(session, out)
         try:
             carry: list[pb.WorkerMessage | None] = []  # at most one message read ahead
             while True:
@@ -637,14 +541,13 @@ class WorkerService(pbg.WorkerServiceServicer):
                     else:
                         carry.append(nxt)
                         break
-                await applying.start(kind, group)
-            await applying.settle()
+                for reply in await handle_messages(session, group):
+                    out.put_nowait(reply)
             await receiver  # it has ended; re-raise its receive error, if any
         except Exception as exc:  # handed to the stream handler
             out.put_nowait(_End(exc))
             return
         finally:
-            await applying.cancel()
             if not receiver.done():
                 receiver.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

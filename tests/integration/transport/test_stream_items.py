@@ -15,7 +15,6 @@ import pytest
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from tests.integration.transport.conftest import Stack
-from tests.support.waiting import eventually
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 
@@ -27,8 +26,6 @@ class Wire:
         self.call = call
         self.assignments: asyncio.Queue[pb.Assignment] = asyncio.Queue()
         self.results: dict[int, pb.Result] = {}
-        self.order: list[int] = []
-        """Request ids in the order their Results arrived."""
         self._arrived = asyncio.Event()
         self.error: grpc.aio.AioRpcError | None = None
         self.ended = asyncio.Event()
@@ -45,7 +42,6 @@ class Wire:
                         self.assignments.put_nowait(a)
                 elif kind == "result":
                     self.results[msg.result.request_id] = msg.result
-                    self.order.append(msg.result.request_id)
                     self._arrived.set()
         except grpc.aio.AioRpcError as exc:
             self.error = exc
@@ -216,52 +212,3 @@ async def test_a_second_hello_ends_the_stream_with_invalid_argument(
     assert wire.error is not None
     assert wire.error.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert (wire.error.details() or "").startswith("hello:")
-
-
-async def test_an_ack_is_answered_while_another_tasks_completion_waits_for_its_commit(
-    stack: Stack, wire: Wire, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The stream's messages are applied concurrently where no order is owed: an ack
-    (the start of an ack-first handler) no longer waits behind the store commit of a
-    completion of another task sent before it. Messages naming the same task still
-    apply in the order sent: a heartbeat of the task being completed waits for the
-    completion, and is refused because the task is done."""
-    store: Any = stack.engine.store
-    real = store.complete
-    entered, release = asyncio.Event(), asyncio.Event()
-
-    async def held_commit(items: Any, now: Any) -> Any:
-        entered.set()
-        await release.wait()
-        return await real(items, now)
-
-    first = await _held(stack, wire)
-    client = await stack.client()
-    try:
-        await client.submit("email", {}, strict_timing=True)
-    finally:
-        await client.close()
-    a = await asyncio.wait_for(wire.assignments.get(), 10)
-    second = pb.TaskRef(
-        task_id=a.task_id, fencing_token=a.fencing_token, scheduled_at=a.scheduled_at
-    )
-    monkeypatch.setattr(store, "complete", held_commit)
-    done = pb.WorkerMessage(request_id=7001, completion=pb.Completion(task=first))
-    await wire.call.write(done)
-    await asyncio.wait_for(entered.wait(), 10)
-    ack = await wire.ask(pb.WorkerMessage(request_id=7002, ack=pb.Ack(tasks=[second])))
-    assert [r.ok for r in ack.results] == [True]
-    assert 7001 not in wire.results  # still waiting for its commit
-    beat = pb.WorkerMessage(request_id=7003, heartbeat=pb.Heartbeat(tasks=[first]))
-    await wire.call.write(beat)
-    await asyncio.sleep(0.2)
-    assert 7003 not in wire.results  # same task: after the completion
-    release.set()
-
-    async def answered() -> bool:
-        return {7001, 7003} <= wire.results.keys()
-
-    await eventually(answered, timeout_s=10, what="the completion's and heartbeat's Results")
-    assert [r.ok for r in wire.results[7001].results] == [True]
-    assert [r.ok for r in wire.results[7003].results] == [False]
-    assert wire.order.index(7002) < wire.order.index(7001) < wire.order.index(7003)
