@@ -9,21 +9,12 @@ stream whose hello asked for it (``Hello.backlog``), the ready tasks it could ta
 timer over the open streams, never a cost per task, and it is advisory: dispatch still
 pushes only against credit.
 
-A figure is read only when the dispatcher has settled: at the end of a dispatch round
-(:meth:`BacklogReporter.after_round`) or while its loop waits with nothing to do (the
-timer checks ``idle``). Mid-round, tasks just fired are still in the ready queues
-although credit that will take them is open: a report then would send a worker's
-credit (which cannot be taken back) to a node whose own streams were about to run the
-work, while the work of another node waits.
-
-Calls the sessions and the ready queues and reads the dispatcher's ``idle``; built and
-started by the facade, and called by the dispatcher at the end of each round.
+Calls the sessions and the ready queues; built and started by the facade.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Callable
 
@@ -56,42 +47,26 @@ class BacklogReporter:
         sessions: Sessions,
         ready: ReadyQueues,
         *,
-        idle: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._interval_s = config.backlog_interval_s
         self._sessions = sessions
         self._ready = ready
-        self._idle = idle
-        """Whether the dispatcher waits with nothing to match (``Dispatcher.idle``)."""
         self._clock = clock
-        self._last_pass = -math.inf
         self.reports = 0
         """Backlog notices pushed so far (for tests and metrics)."""
 
     async def run(self) -> None:
-        """Until cancelled, a pass each interval while the dispatcher is idle (a busy
-        dispatcher reports at the end of its rounds); nothing with an interval of 0."""
+        """One :meth:`report_once` per interval until cancelled (nothing with 0)."""
         if self._interval_s <= 0:
             return
         while True:
             await asyncio.sleep(self._interval_s)
-            if self._idle():
-                self._pass_if_due()
-
-    def after_round(self) -> None:
-        """The dispatcher ended a round (everything the credit could take is matched):
-        a pass if the last one is an interval old."""
-        if self._interval_s > 0:
-            self._pass_if_due()
-
-    def _pass_if_due(self) -> None:
-        if self._clock() - self._last_pass >= self._interval_s:
             self.report_once()
 
     def report_once(self) -> int:
         """Count and report for every interested stream; how many reports went out."""
-        now = self._last_pass = self._clock()
+        now = self._clock()
         sent = 0
         for session in self._sessions.streams():
             if not session.wants_backlog or session.closed:

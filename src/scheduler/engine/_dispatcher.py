@@ -7,8 +7,7 @@ index mirror's spilled tasks), pairs tasks with sessions that have credit, commi
 whole batch in one store call and hands the assignments to delivery; a failed commit
 puts everything back as it was. Calls the store, the quota gate, the timeline, the
 ready queues, fair share, the sessions registry, the slots ledger, delivery, the index
-mirror and the shard state; tells the backlog reports when a round has settled. Called
-by the facade (start, wake, pool metrics) and the backlog reports (``idle``).
+mirror and the shard state. Called by the facade (start, wake, pool metrics).
 """
 
 from __future__ import annotations
@@ -61,7 +60,6 @@ class Dispatcher:
         stats: EngineStats,
         outlet_pools: frozenset[Pool],
         reload_shard: Callable[[int], None],
-        settled: Callable[[], None] = lambda: None,
     ) -> None:
         self._store = store
         self._config = config
@@ -78,9 +76,7 @@ class Dispatcher:
         self._stats = stats
         self._outlet_pools = outlet_pools
         self._reload_shard = reload_shard
-        self._settled = settled
         self._wake = asyncio.Event()
-        self._parked = False
         self._commit_ms: collections.deque[float] = collections.deque(maxlen=32)
         self._throttled_until = 0.0
         self._rr = 0
@@ -88,14 +84,6 @@ class Dispatcher:
     def wake(self) -> None:
         """Look at the wheel, the ready queues and the sessions' credit now."""
         self._wake.set()
-
-    @property
-    def idle(self) -> bool:
-        """The loop waits for work and nothing has woken it: every ready task that the
-        open credit could take has been matched, so what the ready queues hold now
-        waits for credit (the backlog reports count it only then, or at
-        ``settled``: mid-round, tasks just fired are still in the queues)."""
-        return self._parked and not self._wake.is_set()
 
     def _now_ms(self) -> int:
         return to_ms(self._now())
@@ -131,7 +119,6 @@ class Dispatcher:
             await self._report_finished()
             while len(self._ready) and await self.match_and_commit():
                 pass
-            self._settled()
             await self._sleep_until_next(lead)
 
     async def _pop_spilled(self, ahead_ms: int) -> None:
@@ -155,11 +142,7 @@ class Dispatcher:
         throttled = self._throttled_until - time.monotonic()
         if len(self._ready) and throttled > 0:
             timeout = throttled if timeout is None else min(timeout, throttled)
-        self._parked = True
-        try:
-            await wait_event(self._wake, timeout)
-        finally:
-            self._parked = False
+        await wait_event(self._wake, timeout)
 
     async def _report_finished(self) -> None:
         done = self._slots.take_finished()

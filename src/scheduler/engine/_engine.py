@@ -180,9 +180,6 @@ class Engine:
             )
         )
         self._delivery = Delivery(self._now_us, self.stats)
-        self.backlog = BacklogReporter(
-            cfg, self._sessions, self._ready, idle=lambda: self._dispatcher.idle
-        )
         self._dispatcher = Dispatcher(
             store=store,
             config=cfg,
@@ -199,12 +196,12 @@ class Engine:
             stats=self.stats,
             outlet_pools=self._outlets.pools,
             reload_shard=self._preloader.reload_shard,
-            settled=self.backlog.after_round,
         )
         self._shard_handler = ShardHandler(
             store, node_id, self.now, self._shards, self._preloader, self._timeline, self._ready
         )
         self._moves = MoveWatch(cfg, self.tenancy, self._sessions, self._ready, self.wake)
+        self.backlog = BacklogReporter(cfg, self._sessions, self._ready)
         self._tasks: list[asyncio.Task[None]] = []
         self._lifecycle = asyncio.Lock()
         self._started = False

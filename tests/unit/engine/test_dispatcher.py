@@ -5,7 +5,6 @@ directly (no loop), so every test is one round and what it left behind.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Sequence
@@ -14,8 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler._aio import Background
-from scheduler.engine import BacklogNotice, EngineConfig, _dispatcher
-from scheduler.engine._backlog import BacklogReporter
+from scheduler.engine import EngineConfig, _dispatcher
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._dispatcher import Dispatcher
 from scheduler.engine._fair_share import FairShare
@@ -30,7 +28,6 @@ from scheduler.engine._timeline import Timeline, to_ms, to_us
 from scheduler.engine._types import AssignmentBatch, WorkerHello
 from scheduler.quota import LocalQuota
 from scheduler.types import Assignment, DispatchRequest, Pool, Preloaded, TaskKey, Tenant
-from tests.support.waiting import eventually
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TENANT = uuid.UUID(int=7)
@@ -405,102 +402,3 @@ async def test_a_shared_session_gets_a_waiting_task_after_scoped_sessions_took_o
     shared = rig.session(1, tenant=OTHER, shared=True)
     assert await rig.dispatcher.match_and_commit() == 1
     assert shared.credits == 0
-
-
-class _BlockedTenant(FakeStore):
-    """``get_tenant`` (fair share learning a tenant, before any task is matched) waits
-    until ``release`` is set: the round stays between firing and matching."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def get_tenant(self, tenant_id: uuid.UUID) -> Tenant:
-        self.entered.set()
-        await self.release.wait()
-        return await super().get_tenant(tenant_id)
-
-
-def _backlog_rig(interval_s: float = 0.01) -> tuple[Rig, BacklogReporter, _BlockedTenant]:
-    """A dispatcher loop and backlog reports wired as the engine wires them."""
-    rig = Rig(EngineConfig(backlog_interval_s=interval_s))
-    store = rig.store = rig.dispatcher._store = rig.fair_share._store = _BlockedTenant()
-    reporter = BacklogReporter(
-        rig.config, rig.sessions, rig.ready, idle=lambda: rig.dispatcher.idle
-    )
-    rig.dispatcher._settled = reporter.after_round
-    return rig, reporter, store
-
-
-def _notices(s: WorkerSession) -> list[int]:
-    out = []
-    while not s._queue.empty():
-        event = s._queue.get_nowait()
-        if isinstance(event, BacklogNotice):
-            out.append(event.waiting)
-    return out
-
-
-def _wants_backlog(rig: Rig, slots: int) -> WorkerSession:
-    return rig.sessions.open(
-        WorkerHello(
-            worker_id="cluster-worker",
-            tenant_id=TENANT,
-            task_types=frozenset({"t"}),
-            slots=slots,
-            backlog=True,
-        ),
-        shared=False,
-    )
-
-
-async def test_no_backlog_is_reported_for_tasks_a_round_is_about_to_match() -> None:
-    """Tasks fired into the ready queues wait there while the round learns their tenant
-    and asks the quota: the open credit will take them, so they are no backlog. (A
-    report then sent a cluster worker's credit, which cannot be taken back, to a node
-    whose own worker was about to run everything: issue 17's flaky slot test.)"""
-    rig, reporter, store = _backlog_rig()
-    plenty = rig.session(50)  # another worker of the node, with room for all of it
-    asking = _wants_backlog(rig, 1)
-    async with asyncio.TaskGroup() as tg:
-        loop = tg.create_task(rig.dispatcher.run())
-        timer = tg.create_task(reporter.run())
-        rig.ready.extend([task(at_ms=i) for i in range(20)])
-        rig.dispatcher.wake()
-        await store.entered.wait()
-        await asyncio.sleep(0.1)  # ten report intervals, mid-round
-        assert len(rig.ready) == 20
-        assert _notices(asking) == []
-        store.release.set()
-
-        async def settled() -> bool:
-            return not len(rig.ready) and rig.dispatcher.idle
-
-        await eventually(settled, what="the round to match every task")
-        await asyncio.sleep(0.05)
-        loop.cancel()
-        timer.cancel()
-    assert plenty.credits + asking.credits == 50 + 1 - 20
-    assert _notices(asking) == []  # nothing ever waited for credit
-    assert reporter.reports == 0
-
-
-async def test_what_waits_after_the_round_is_reported() -> None:
-    rig, reporter, store = _backlog_rig()
-    store.release.set()
-    asking = _wants_backlog(rig, 2)
-    async with asyncio.TaskGroup() as tg:
-        loop = tg.create_task(rig.dispatcher.run())
-        timer = tg.create_task(reporter.run())
-        rig.ready.extend([task(at_ms=i) for i in range(20)])
-        rig.dispatcher.wake()
-
-        async def told() -> list[int]:
-            return _notices(asking)
-
-        assert await eventually(told, what="a backlog report") == [18]
-        loop.cancel()
-        timer.cancel()
-    assert asking.backlog_reported == 18  # twenty, two of them matched to its credit
-    assert len(rig.ready) == 18
