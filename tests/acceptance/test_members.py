@@ -225,10 +225,11 @@ async def test_a_cluster_workers_slots_move_to_the_node_with_the_backlog(
     other stream keeps: 28 run at once from n2, where an even split allowed 10. Then
     the handlers finish and every task completes once.
 
-    A cancel reaches only the node it was sent to: n1 and n3 still find their
-    cancelled tasks due and drop them at their dispatch commit. Two plain workers with
-    plenty of credit on n1 and n3 make that one round, so those nodes never report the
-    cancelled tasks as a backlog (credit given for it could not be taken back)."""
+    Each other task is cancelled through the node that owns it, which drops it from its
+    wheel at once. (A cancel sent to another node reaches the owner only at its dispatch
+    commit: until then the owner counts the task in its ready queue and may report it
+    as a backlog, and credit given for it cannot be taken back. Cancelling all through
+    n1 made this test flaky: 3 failures in 9 runs, n3's stream holding 28 credits.)"""
     slots = 30
     release = asyncio.Event()
     ran: dict[str, int] = {}
@@ -258,23 +259,7 @@ async def test_a_cluster_workers_slots_move_to_the_node_with_the_backlog(
                 c.nodes[0].target, api_key=c.api_key, handlers={"work": work}, slots=slots
             )
             run = asyncio.create_task(worker.run(), name="cluster-worker")
-            decoys: list[str] = []
-
-            async def decoy(ctx: TaskContext) -> dict[str, str]:
-                decoys.append(str(ctx.task_id))
-                return {}
-
-            sweepers = [
-                Worker(c.nodes[i].target, api_key=c.api_key, handlers={"work": decoy}, slots=200)
-                for i in (0, 2)
-            ]
-            sweeps = [asyncio.create_task(w.run(), name="sweeper") for w in sweepers]
             try:
-                await eventually(
-                    lambda: _async(all(w._stream.connected.is_set() for w in sweepers)),
-                    timeout_s=30,
-                    what="the sweepers on n1 and n3",
-                )
                 await eventually(
                     lambda: _async(
                         len(worker.workers) == 3
@@ -301,17 +286,24 @@ async def test_a_cluster_workers_slots_move_to_the_node_with_the_backlog(
                     tasks = await client.submit_many(
                         [TaskSpec(type="work", scheduled_at=due, strict_timing=True)] * 240
                     )
-                    owner = await cluster.owners(c.db)
-                    shard_of = {
-                        r[0]: r[1]
-                        for r in await c.db.fetch(
-                            "SELECT id, shard_id FROM tasks WHERE tenant_id = $1", c.tenant_id
-                        )
-                    }
-                    on_n2 = [t.id for t in tasks if owner[shard_of[t.id]] == "n2"]
-                    await asyncio.gather(
-                        *(client.cancel(t.id) for t in tasks if owner[shard_of[t.id]] != "n2")
+                owner = await cluster.owners(c.db)
+                shard_of = {
+                    r[0]: r[1]
+                    for r in await c.db.fetch(
+                        "SELECT id, shard_id FROM tasks WHERE tenant_id = $1", c.tenant_id
                     )
+                }
+                on_n2 = [t.id for t in tasks if owner[shard_of[t.id]] == "n2"]
+                for node in c.nodes:
+                    if node.name != "n2":
+                        async with await Client.connect(node.target, api_key=c.api_key) as own:
+                            await asyncio.gather(
+                                *(
+                                    own.cancel(t.id)
+                                    for t in tasks
+                                    if owner[shard_of[t.id]] == node.name
+                                )
+                            )
                 assert datetime.now(UTC) < due, "submit and cancel took past the due time"
                 assert len(on_n2) > slots
                 n2 = worker.workers["n2"]
@@ -335,14 +327,10 @@ async def test_a_cluster_workers_slots_move_to_the_node_with_the_backlog(
                 )
                 assert sorted(ran) == sorted(str(i) for i in on_n2)
                 assert set(ran.values()) == {1}
-                assert decoys == []  # nothing but n2's tasks ran
             finally:
                 release.set()
                 await worker.shutdown(5)
                 await run
-                for w, t in zip(sweepers, sweeps, strict=True):
-                    await w.shutdown(5)
-                    await t
         finally:
             await db.close()
 
