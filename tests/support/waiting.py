@@ -12,8 +12,8 @@ T = TypeVar("T")
 
 async def eventually(
     probe: Callable[[], Awaitable[T]],
-    *,
     until: Callable[[T], bool] = bool,
+    *,
     timeout_s: float = 20.0,
     interval_s: float = 0.02,
     what: str = "condition",

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -16,28 +13,11 @@ from scheduler.client import AdminClient, Client
 from scheduler.engine import Engine, EngineConfig
 from scheduler.node import Node, NodeConfig
 from scheduler.server import Server, ServerConfig
+from tests.support.waiting import eventually
+
+__all__ = ["ADMIN_TOKEN", "Stack", "engine_config", "eventually", "running_stack"]
 
 ADMIN_TOKEN = "test-admin-token-0123456789"
-
-T = TypeVar("T")
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T]],
-    until: Callable[[T], bool],
-    *,
-    timeout_s: float = 15.0,
-    interval_s: float = 0.05,
-) -> T:
-    """Poll ``probe`` until ``until(value)`` holds; fail with the last value otherwise."""
-    deadline = time.monotonic() + timeout_s
-    value = await probe()
-    while not until(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s; last value: {value!r}")
-        await asyncio.sleep(interval_s)
-        value = await probe()
-    return value
 
 
 @dataclasses.dataclass
