@@ -19,8 +19,10 @@ starts on delivery); ``--raw`` also runs the raw SQL lifecycle baseline of
 ``benchmarks/test_store.py`` (COPY, then one ``UPDATE ... FROM unnest`` per step in
 batches of 1,000, on one and on two connections) between the runs, and prints each
 figure's ratio to it; ``--this-env K=V`` sets an environment variable for this tree's
-``serve`` only. Also per task: the driver's CPU, the write transactions (``txid``
-delta), and the acks written by their completion's statement (``folded``).
+``serve`` only; ``--profile DIR`` records this tree's ``serve`` and worker with py-spy
+(``PY_SPY`` names the binary) in its first run of each mode. Also per task: the driver's
+CPU, the write transactions (``txid`` delta), and the acks written by their completion's
+statement (``folded``).
 
 Usage (the other tree needs its extension built: ``python setup.py build_ext
 --inplace`` in it)::
@@ -133,6 +135,15 @@ async def _drive(target: str, key: str, dsn: str, n: int, tree: Path) -> tuple[f
     raise TimeoutError(f"{n} tasks did not complete")
 
 
+def _spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy (on PATH or beside this Python) sampling ``pid`` at 250 Hz, idle excluded,
+    into ``out`` as collapsed stacks (one line a stack, its count)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    spy = os.environ.get("PY_SPY", str(Path(sys.executable).with_name("py-spy")))
+    cmd = [spy, "record", "--pid", str(pid), "--rate", "250", "--format", "raw", "-o", str(out)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def _txid(server: PostgresServer) -> int:
     return int(server.psql("SELECT txid_current()").strip())
 
@@ -151,6 +162,8 @@ def one_run(
     base: Path,
     mode: str = "ack",
     serve_env: dict[str, str] | None = None,
+    profile: Path | None = None,
+    slots: int = 2_000,
 ) -> dict[str, float]:
     name = f"cmp_{uuid.uuid4().hex[:10]}"
     server.ensure_app_role()
@@ -176,7 +189,7 @@ def one_run(
             key,
             {"bench": f"{HANDLERS}:fast"},
             name="cmp-w",
-            slots=2_000,
+            slots=slots,
             env=_env(tree),
             extra_args=("--start-on-delivery",) if mode == "on_delivery" else (),
         )
@@ -185,7 +198,18 @@ def one_run(
         xid = _txid(server)
         before = (_cpu([sp]), _cpu(pg), _cpu([wp]))
         waited = os.times().children_user + os.times().children_system
+        spies = (
+            [
+                _spy(p.pid, profile / f"{mode}-{who}.txt")
+                for p, who in ((sp, "serve"), (wp, "worker"))
+            ]
+            if profile
+            else []
+        )
         rate, driver = asyncio.run(_drive(serve.target, key, dsn, n, tree))
+        for spy in spies:
+            spy.send_signal(2)  # py-spy writes its profile on SIGINT
+            spy.wait(timeout=60)
         after = (_cpu([sp]), _cpu(_postgres_procs(server)), _cpu([wp]))
         xacts = _txid(server) - xid - 1
         folded = int(server.psql(FOLDED, database=name).strip())
@@ -273,6 +297,10 @@ def main() -> None:
     parser.add_argument("--modes", default="ack", help="ack, on_delivery or both (a,b)")
     parser.add_argument("--raw", action="store_true", help="run the raw SQL baseline too")
     parser.add_argument("--this-env", action="append", default=[], help="K=V for this serve")
+    parser.add_argument("--slots", type=int, default=2_000, help="the worker's slots")
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy this tree's serve and worker in its first run per mode"
+    )
     args = parser.parse_args()
     trees = {"this": REPO, "other": args.other.resolve()}
     this_env = dict(kv.split("=", 1) for kv in args.this_env)
@@ -296,7 +324,8 @@ def main() -> None:
                         raw[conns].append(raw_run(server, args.tasks, conns))
                         print(f"raw {conns} conn(s)", round(raw[conns][-1], 1), flush=True)
                 env = this_env if label == "this" else None
-                r = one_run(server, trees[label], args.tasks, Path(tmp), mode, env)
+                spy = args.profile if label == "this" and (mode, label) not in results else None
+                r = one_run(server, trees[label], args.tasks, Path(tmp), mode, env, spy, args.slots)
                 results.setdefault((mode, label), []).append(r)
                 print(mode, label, json.dumps({k: round(v, 4) for k, v in r.items()}), flush=True)
     finally:
