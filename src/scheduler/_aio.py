@@ -8,6 +8,10 @@ import logging
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
+SLICE = 200
+"""Items a long synchronous loop on the event loop handles between two yields (a submit
+of 10,000 tasks decodes, admits, records and answers in slices of this many)."""
+
 AGAIN_S = 0.5
 """How often :func:`cancel_and_wait` cancels a task again while it still runs."""
 

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from scheduler._aio import Background, cancel_and_wait, wait_event
+from scheduler._aio import SLICE, Background, cancel_and_wait, wait_event
 from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
 from scheduler.cluster import LocalMembership, ShardMembership
 from scheduler.engine._admission import Admission
@@ -93,7 +93,7 @@ from scheduler.types import (
 
 log = logging.getLogger("tickwheel.engine")
 
-SUBMIT_SLICE = 200
+SUBMIT_SLICE = SLICE
 """Tasks a submit handles between two yields to the event loop."""
 
 

@@ -12,6 +12,7 @@ needs) and the shared validation; called by the facade
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -19,6 +20,7 @@ from typing import Any
 
 import asyncpg
 
+from scheduler._aio import SLICE
 from scheduler._errors import InvalidArgument, NotFound, StoreError, TenantMoving
 from scheduler.states import TaskState
 from scheduler.store import _common, _validate
@@ -159,6 +161,8 @@ class Tasks:
         out = []
         seen: set[uuid.UUID] = set()
         for i, t in enumerate(tasks):
+            if i and not i % SLICE:
+                await asyncio.sleep(0)  # a batch of 10,000 must not hold the event loop
             if t.id in created and t.id not in seen:
                 seen.add(t.id)
                 out.append(InsertResult(record_from_new(t, *encoded[i], now), True))
