@@ -160,9 +160,11 @@ class AckQueue:
     async def written(self, task_ids: Iterable[uuid.UUID], *, hurry: bool = False) -> None:
         """Return once no ack of these tasks is being written; with ``hurry``, write the
         queued ones now and wait for them too (a failure, release or cancel of a task
-        must not overtake its ack)."""
+        must not overtake its ack). Returns without a suspension when nothing is to wait
+        for, so a caller's :meth:`take` right after sees the same queue."""
+        ids = list(task_ids)
         waits: list[asyncio.Future[Any]] = []
-        for tid in task_ids:
+        for tid in ids:
             w = self._writing.get(tid)
             if w is not None:
                 waits.append(w)
@@ -177,6 +179,15 @@ class AckQueue:
         for w in waits:
             with contextlib.suppress(Exception):
                 await asyncio.shield(w)
+        # While this waited, the flusher may have begun writing another of these acks
+        # (it was queued when this was called): wait for that one too. Returning with
+        # it in flight let a completion that found no ack to take reach the store
+        # before the ack did, and be refused.
+        writing = self._writing
+        while more := [writing[tid] for tid in ids if tid in writing]:
+            for w in more:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(w)
 
     def _done(self, p: Pending, outcome: Outcome) -> None:
         g = p.group

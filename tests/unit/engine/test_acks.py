@@ -165,3 +165,46 @@ async def test_over_twenty_batches_queued_the_oldest_go_at_once(flush: Flush) ->
     assert sum(len(c) for c in flush.calls) == 41
     assert all(len(c) <= 2 for c in flush.calls)
     await q.stop()
+
+
+async def test_written_also_waits_for_an_ack_whose_write_began_while_it_waited() -> None:
+    """A completion of tasks a and b waits for a's ack in flight; meanwhile the flusher
+    starts writing b's queued ack. ``written`` must wait for that too: returning while
+    b's ack is in flight let the completion (no ack left to take) overtake it, and
+    the store refused it (seen in benchmarks/test_worker_handler.py: 16-84 tasks of
+    20,000 re-run after their lease expired)."""
+    gates = [asyncio.Event(), asyncio.Event()]
+    calls: list[list[uuid.UUID]] = []
+
+    async def flush(writes: Sequence[FencedWrite]) -> list[Outcome]:
+        calls.append([x.key.id for x in writes])
+        await gates[len(calls) - 1].wait()
+        return [Outcome.OK] * len(writes)
+
+    q = await queue(flush, linger_s=60.0)  # type: ignore[arg-type]
+    a, b = w(), w()
+    fa = q.submit([a], T0)
+    hurried_a = asyncio.create_task(q.written([a.key.id], hurry=True))
+    for _ in range(100):
+        if calls:
+            break
+        await asyncio.sleep(0)
+    assert calls == [[a.key.id]]  # a's ack in flight, held
+    fb = q.submit([b], T0)
+    completion = asyncio.create_task(q.written([a.key.id, b.key.id]))  # as complete() does
+    hurried_b = asyncio.create_task(q.written([b.key.id], hurry=True))  # b goes next
+    await asyncio.sleep(0)
+    gates[0].set()
+    for _ in range(100):
+        if len(calls) == 2:
+            break
+        await asyncio.sleep(0)
+    assert calls == [[a.key.id], [b.key.id]]  # b's ack in flight now, held
+    await asyncio.sleep(0.01)
+    assert not completion.done(), "returned while b's ack was still being written"
+    assert q.take(b.key.id, b.token) is None
+    gates[1].set()
+    await asyncio.wait_for(asyncio.gather(completion, hurried_a, hurried_b), 1)
+    assert await fa == [Outcome.OK]
+    assert await fb == [Outcome.OK]
+    await q.stop()
