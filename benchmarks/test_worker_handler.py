@@ -180,12 +180,22 @@ async def _run_workers(
         submit_s = (datetime.now(UTC) - first).total_seconds()
         began, last = await _drain(dsn, N, timeout_s=600)
         worker_cpu, serve_cpu = _cpu_s(pids) - worker_cpu0, _cpu_s([serve_pid]) - serve_cpu0
+        conn = await asyncpg.connect(dsn)
+        try:
+            # Dispatched more than once (a token past the first dispatch's): no fault is
+            # injected here, so any is a lost attempt, re-run after its lease expired.
+            again = await conn.fetchval(
+                "SELECT count(*) FROM tasks WHERE type = 'io' AND fencing_token > 2"
+            )
+        finally:
+            await conn.close()
     if spy is not None:
         spy.send_signal(2)  # py-spy writes its profile on SIGINT
         spy.wait(timeout=60)
     for p in procs:
         assert p.running(), group.explain()
         p.stop()
+    assert again == 0, f"{again} tasks dispatched twice with no fault: {group.explain()}"
     seconds = (last - first).total_seconds()
     return {
         "tasks_per_s": N / seconds,
@@ -193,6 +203,7 @@ async def _run_workers(
         "submit_s": submit_s,
         "worker_cpu_us_per_task": worker_cpu / N * 1e6,
         "serve_cpu_us_per_task": serve_cpu / N * 1e6,
+        "redispatched": again,
     }
 
 
