@@ -5,12 +5,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine, Iterable
+from collections.abc import AsyncIterator, Coroutine, Iterable
 from typing import Any
 
 SLICE = 200
 """Items a long synchronous loop on the event loop handles between two yields (a submit
 of 10,000 tasks decodes, admits, records and answers in slices of this many)."""
+
+
+async def slices(n: int, size: int = SLICE) -> AsyncIterator[range]:
+    """``range(n)`` in consecutive ranges of ``size``, yielding to the event loop before
+    each but the first: a loop over thousands of items (a submit of 10,000 tasks) must
+    not hold the loop, and the dispatch and completion rounds waiting on it, for tens
+    of milliseconds."""
+    for start in range(0, n, size):
+        if start:
+            await asyncio.sleep(0)
+        yield range(start, min(n, start + size))
+
 
 AGAIN_S = 0.5
 """How often :func:`cancel_and_wait` cancels a task again while it still runs."""

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from scheduler._aio import SLICE, Background, cancel_and_wait, wait_event
+from scheduler._aio import Background, cancel_and_wait, slices, wait_event
 from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
 from scheduler.cluster import LocalMembership, ShardMembership
 from scheduler.engine._admission import Admission
@@ -92,10 +92,6 @@ from scheduler.types import (
 )
 
 log = logging.getLogger("tickwheel.engine")
-
-SUBMIT_SLICE = SLICE
-"""Tasks a submit handles between two yields to the event loop."""
-
 
 UNARY_ACTOR = "CompleteTask/FailTask"
 """The actor of a refused write made by the unary RPCs (they carry no worker id)."""
@@ -359,22 +355,15 @@ class Engine:
         now = self.now()
         horizon = admission.horizon(now)
         new: list[NewTask] = []
-        # In slices, yielding between them: a call of thousands of tasks must not hold
-        # the event loop (and the deliveries due meanwhile) for tens of milliseconds.
-        chunk = SUBMIT_SLICE
-        for start in range(0, len(specs), chunk):
-            if start:
-                await asyncio.sleep(0)
-            for i in range(start, min(len(specs), start + chunk)):
+        async for part in slices(len(specs)):
+            for i in part:
                 admission.validate(specs[i], "task" if single else f"tasks[{i}]")
                 new.append(admission.new_task(tenant_id, specs[i], now, horizon))
         started = time.perf_counter()
         results = await self.store.insert_tasks(new, now)
         self.stats.write("insert", len(new), time.perf_counter() - started)
-        for start in range(0, len(results), chunk):
-            if start:
-                await asyncio.sleep(0)
-            self._timeline.admit(results[start : start + chunk])
+        async for part in slices(len(results)):
+            self._timeline.admit(results[part.start : part.stop])
         return results
 
     # ------------------------------------------------------------------ reads and operator actions

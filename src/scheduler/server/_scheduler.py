@@ -14,7 +14,6 @@ a no-op unless the process configured an SDK ``TracerProvider``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator
 from typing import Any
@@ -24,7 +23,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from scheduler._aio import SLICE as SUBMIT_SLICE
+from scheduler._aio import slices
 from scheduler._errors import InvalidArgument, ResourceExhausted
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
@@ -120,29 +119,19 @@ class SchedulerService(
         limit = self._config.max_payload_bytes
         given = request.tasks
         specs: list[SubmitSpec] = []
-        # In slices, yielding between them (as the engine does): a call of 10,000 tasks
-        # must not hold the event loop, and the dispatch and completion rounds waiting
-        # on it, for the tens of milliseconds its decoding and its answer take.
-        for start in range(0, len(given), SUBMIT_SLICE):
-            if start:
-                await asyncio.sleep(0)
+        async for part in slices(len(given)):  # decoding 10,000 takes tens of ms
             specs.extend(
                 conv.spec_from_proto(
                     given[i], f"tasks[{i}]", max_payload_bytes=limit, default_trace=trace
                 )
-                for i in range(start, min(len(given), start + SUBMIT_SLICE))
+                for i in part
             )
         with _submit_span("tickwheel.submit_many", trace, tenant) as span:
             results = await self._engine.submit(tenant, specs)
             span.set_attribute("tickwheel.tasks", len(results))
         answers: list[pb.SubmitTaskResponse] = []
-        for start in range(0, len(results), SUBMIT_SLICE):
-            if start:
-                await asyncio.sleep(0)
-            answers.extend(
-                _submit_response(results[i], given[i], json_bytes)
-                for i in range(start, min(len(results), start + SUBMIT_SLICE))
-            )
+        async for part in slices(len(results)):
+            answers.extend(_submit_response(results[i], given[i], json_bytes) for i in part)
         return pb.SubmitTasksResponse(results=answers)
 
     @unary

@@ -12,7 +12,6 @@ needs) and the shared validation; called by the facade
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -20,7 +19,7 @@ from typing import Any
 
 import asyncpg
 
-from scheduler._aio import SLICE
+from scheduler._aio import slices
 from scheduler._errors import InvalidArgument, NotFound, StoreError, TenantMoving
 from scheduler.states import TaskState
 from scheduler.store import _common, _validate
@@ -160,16 +159,16 @@ class Tasks:
                     raise TenantMoving(str(moving))
         out = []
         seen: set[uuid.UUID] = set()
-        for i, t in enumerate(tasks):
-            if i and not i % SLICE:
-                await asyncio.sleep(0)  # a batch of 10,000 must not hold the event loop
-            if t.id in created and t.id not in seen:
-                seen.add(t.id)
-                out.append(InsertResult(record_from_new(t, *encoded[i], now), True))
-            elif i in existing:
-                out.append(InsertResult(existing[i], False))
-            else:
-                raise StoreError(f"task {t.id}: key conflict without a visible task")
+        async for part in slices(len(tasks)):
+            for i in part:
+                t = tasks[i]
+                if t.id in created and t.id not in seen:
+                    seen.add(t.id)
+                    out.append(InsertResult(record_from_new(t, *encoded[i], now), True))
+                elif i in existing:
+                    out.append(InsertResult(existing[i], False))
+                else:
+                    raise StoreError(f"task {t.id}: key conflict without a visible task")
         return out
 
     async def get_task(self, tenant_id: uuid.UUID | None, task_id: uuid.UUID) -> TaskRecord:
