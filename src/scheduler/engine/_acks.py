@@ -24,7 +24,6 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
 
 from scheduler.types import FencedWrite, Outcome
 
@@ -163,31 +162,28 @@ class AckQueue:
         must not overtake its ack). Returns without a suspension when nothing is to wait
         for, so a caller's :meth:`take` right after sees the same queue."""
         ids = list(task_ids)
-        waits: list[asyncio.Future[Any]] = []
-        for tid in ids:
-            w = self._writing.get(tid)
-            if w is not None:
-                waits.append(w)
-            elif hurry and (p := self._queued.get(tid)) is not None:
-                waits.append(p.group.fut)
-        if not waits:
-            return
-        if hurry:
-            self._hurry_to = self._seq
-            self._hurry.set()
-            self._wakeup.set()
-        for w in waits:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(w)
-        # While this waited, the flusher may have begun writing another of these acks
-        # (it was queued when this was called): wait for that one too. Returning with
-        # it in flight let a completion that found no ack to take reach the store
-        # before the ack did, and be refused.
         writing = self._writing
-        while more := [writing[tid] for tid in ids if tid in writing]:
-            for w in more:
+        if hurry:
+            queued = [
+                p.group.fut
+                for t in ids
+                if t not in writing and (p := self._queued.get(t)) is not None
+            ]
+            if queued:
+                self._hurry_to = self._seq
+                self._hurry.set()
+                self._wakeup.set()
+                for fut in queued:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(fut)
+        # Checked again after every wait: the flusher may meanwhile have begun writing
+        # another of these acks (queued when this was called). Returning with it in
+        # flight let a completion that found no ack to take reach the store before the
+        # ack did, and be refused.
+        while in_flight := [writing[t] for t in ids if t in writing]:
+            for end in in_flight:
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(w)
+                    await asyncio.shield(end)
 
     def _done(self, p: Pending, outcome: Outcome) -> None:
         g = p.group
