@@ -303,6 +303,48 @@ async def handle_messages(
     return replies
 
 
+async def apply_inbox(
+    session: WorkerSession,
+    inbox: asyncio.Queue[pb.WorkerMessage | None],
+    reply: Callable[[pb.ServerMessage], None],
+) -> None:
+    """Apply a stream's messages from ``inbox`` to the session until a None, handing
+    each Result to ``reply``.
+
+    Messages are applied in the order they came, with two refinements:
+    - what waits in ``inbox`` behind a batchable message (a fenced write) is
+      coalesced with it while it is of the same kind: one engine call, one store write
+      (:func:`handle_messages`);
+    - a ``credit`` waiting among them is applied at once, out of its turn. A credit
+      commutes with every fenced write (it only lets the server push more), and a
+      worker sends one after each Result that frees slots: taken in turn, credits cut
+      a busy worker's completions into a store write each, and the slower the
+      handler, the smaller the writes. A ``drain`` (or any other kind) ends the group
+      and is applied in its turn, so a credit behind a drain stays behind it.
+    """
+    carry: list[pb.WorkerMessage | None] = []  # at most one message read ahead
+    while True:
+        msg = carry.pop() if carry else await inbox.get()
+        if msg is None:
+            return
+        group = [msg]
+        kind = msg.WhichOneof("kind")
+        while kind in _BATCHABLE and len(group) < MAX_COALESCE and not inbox.empty():
+            nxt = inbox.get_nowait()
+            nxt_kind = None if nxt is None else nxt.WhichOneof("kind")
+            if nxt is None or nxt_kind not in (kind, "credit"):
+                carry.append(nxt)
+                break
+            if nxt_kind == kind:
+                group.append(nxt)
+                continue
+            answer = await handle_message(session, nxt)
+            if answer is not None:
+                reply(answer)
+        for answer in await handle_messages(session, group):
+            reply(answer)
+
+
 async def _apply_run(
     session: WorkerSession,
     kind: str,
@@ -526,23 +568,7 @@ class WorkerService(pbg.WorkerServiceServicer):
             name=f"tickwheel-session-{session.session_id}-recv",
         )
         try:
-            carry: list[pb.WorkerMessage | None] = []  # at most one message read ahead
-            while True:
-                msg = carry.pop() if carry else await inbox.get()
-                if msg is None:
-                    break
-                group = [msg]
-                kind = msg.WhichOneof("kind")
-                # Coalesce what is already waiting, without reordering anything.
-                while kind in _BATCHABLE and len(group) < MAX_COALESCE and not inbox.empty():
-                    nxt = inbox.get_nowait()
-                    if nxt is not None and nxt.WhichOneof("kind") == kind:
-                        group.append(nxt)
-                    else:
-                        carry.append(nxt)
-                        break
-                for reply in await handle_messages(session, group):
-                    out.put_nowait(reply)
+            await apply_inbox(session, inbox, out.put_nowait)
             await receiver  # it has ended; re-raise its receive error, if any
         except Exception as exc:  # handed to the stream handler
             out.put_nowait(_End(exc))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ import pytest
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as cconv
-from scheduler.server._worker import handle_message, handle_messages
+from scheduler.server._worker import apply_inbox, handle_message, handle_messages
 from scheduler.types import Completion, Outcome
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
@@ -94,3 +95,83 @@ async def test_credit_drain_and_bad_messages() -> None:
     with pytest.raises(InvalidArgument) as info:
         await handle_message(session, pb.WorkerMessage(hello=pb.Hello(worker_id="w")))  # type: ignore[arg-type]
     assert info.value.field == "hello"
+
+
+class OrderedSession(FakeSession):
+    """A FakeSession that logs grants and drains in the order of every call."""
+
+    def grant(self, slots: int) -> None:
+        super().grant(slots)
+        self.calls.append(("grant", [slots]))
+
+    def drain(self) -> None:
+        super().drain()
+        self.calls.append(("drain", []))
+
+
+async def _apply_all(session: FakeSession, msgs: list[pb.WorkerMessage]) -> list[pb.ServerMessage]:
+    """``msgs`` all waiting in a stream's inbox at once, applied by ``apply_inbox``."""
+    inbox: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
+    for m in [*msgs, None]:
+        inbox.put_nowait(m)
+    replies: list[pb.ServerMessage] = []
+    await apply_inbox(session, inbox, replies.append)  # type: ignore[arg-type]
+    return replies
+
+
+async def test_credits_between_waiting_completions_do_not_split_their_write() -> None:
+    """A worker sends a credit after each Result that frees slots, so its completions
+    and credits interleave on the wire; the completions waiting together still make one
+    engine call (one store write), and the credits are granted before it."""
+    session = OrderedSession([Outcome.OK] * 3)
+    msgs = [
+        pb.WorkerMessage(request_id=1, completion=pb.Completion(task=_ref())),
+        pb.WorkerMessage(credit=pb.Credit(slots=1)),
+        pb.WorkerMessage(request_id=3, completion=pb.Completion(task=_ref())),
+        pb.WorkerMessage(request_id=9, credit=pb.Credit(slots=2)),
+        pb.WorkerMessage(request_id=4, completion=pb.Completion(task=_ref())),
+    ]
+    replies = await _apply_all(session, msgs)
+    assert [(name, len(items)) for name, items in session.calls] == [
+        ("grant", 1),
+        ("grant", 1),
+        ("complete", 3),
+    ]
+    assert session.calls[1][1] == [2]
+    # Every request is answered; the credit's Result first (it was applied first).
+    assert [r.result.request_id for r in replies] == [9, 1, 3, 4]
+
+
+async def test_a_credit_behind_a_drain_is_not_taken_before_it() -> None:
+    """Drain ends the group and is applied in its turn: a credit sent after it is
+    never granted before the drain (a draining stream ignores credit)."""
+    session = OrderedSession([Outcome.OK] * 2)
+    msgs = [
+        pb.WorkerMessage(request_id=1, completion=pb.Completion(task=_ref())),
+        pb.WorkerMessage(credit=pb.Credit(slots=1)),
+        pb.WorkerMessage(drain=pb.Drain()),
+        pb.WorkerMessage(credit=pb.Credit(slots=5)),
+        pb.WorkerMessage(request_id=2, completion=pb.Completion(task=_ref())),
+    ]
+    await _apply_all(session, msgs)
+    assert session.calls == [
+        ("grant", [1]),
+        ("complete", session.calls[1][1]),
+        ("drain", []),
+        ("grant", [5]),
+        ("complete", session.calls[4][1]),
+    ]
+    assert [len(session.calls[i][1]) for i in (1, 4)] == [1, 1]
+
+
+async def test_other_kinds_still_end_a_group_in_order() -> None:
+    """An ack between completions is not moved: fenced writes keep their order."""
+    session = OrderedSession([Outcome.OK] * 2)
+    msgs = [
+        pb.WorkerMessage(request_id=1, completion=pb.Completion(task=_ref())),
+        pb.WorkerMessage(request_id=2, ack=pb.Ack(tasks=[_ref()])),
+        pb.WorkerMessage(request_id=3, completion=pb.Completion(task=_ref())),
+    ]
+    replies = await _apply_all(session, msgs)
+    assert [name for name, _ in session.calls] == ["complete", "ack", "complete"]
+    assert [r.result.request_id for r in replies] == [1, 2, 3]
