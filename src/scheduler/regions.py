@@ -38,7 +38,7 @@ from scheduler._errors import InvalidArgument
 DEFAULT_REGION = "local"
 """The region of a node started without ``--region`` (and the schema's default home)."""
 
-REGION_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+REGION_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}\Z")
 """A region name: lower-case letters, digits and ``-``, starting with a letter, at most
 32 characters (no ``.`` or ``_``, so it can stand in an API key's prefix)."""
 

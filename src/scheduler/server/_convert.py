@@ -69,8 +69,8 @@ from scheduler.types import (
 
 TIERS = frozenset({"STANDARD", "ENTERPRISE", "SYSTEM"})
 
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
-_TYPE_CHARS = re.compile(r"^[\x21-\x7e]+$")
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\Z")
+_TYPE_CHARS = re.compile(r"^[\x21-\x7e]+\Z")
 
 _POOL_TO_PROTO = wire.POOL_TO_PROTO
 _POOL_FROM_PROTO: Mapping[int, Pool] = {**wire.POOL_FROM_PROTO, pb.POOL_UNSPECIFIED: Pool.STANDARD}
@@ -83,7 +83,7 @@ _STATE_FROM_PROTO = wire.STATE_FROM_PROTO
 # -- scalars -------------------------------------------------------------------------
 
 
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
 """The canonical text form of a UUID (8-4-4-4-12 hex digits), the only one accepted:
 ``uuid.UUID`` also takes braces, a ``urn:uuid:`` prefix and 32 bare digits."""
 

@@ -70,6 +70,8 @@ CASES: list[tuple[str, str, Callable[[], Any], str]] = [
     (S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_spec(), _spec(payload_json=b"\xff")]), "tasks[1].payload_json"),
     (S, "GetTask", lambda: pb.GetTaskRequest(), "task_id"),
     (S, "GetTask", lambda: pb.GetTaskRequest(task_id="not-a-uuid"), "task_id"),
+    (S, "GetTask", lambda: pb.GetTaskRequest(task_id=GOOD_ID + "\n"), "task_id"),
+    (S, "SubmitTask", lambda: pb.SubmitTaskRequest(task=_spec(type="email\n")), "task.type"),
     (S, "CancelTask", lambda: pb.CancelTaskRequest(task_id="zzz"), "task_id"),
     (S, "ListTasks", lambda: pb.ListTasksRequest(states=[pb.TASK_STATE_RUNNING, 0]), "states[1]"),
     (S, "ListTasks", lambda: pb.ListTasksRequest(page_size=5000), "page_size"),

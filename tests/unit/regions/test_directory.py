@@ -7,7 +7,13 @@ import secrets
 import pytest
 
 from scheduler._errors import InvalidArgument
-from scheduler.regions import Region, RegionDirectory, key_region, key_secret
+from scheduler.regions import (
+    Region,
+    RegionDirectory,
+    check_region_name,
+    key_region,
+    key_secret,
+)
 
 
 def test_inline_form_keeps_endpoint_order() -> None:
@@ -64,3 +70,11 @@ def test_a_key_names_its_region_before_it_is_verified() -> None:
     assert key_region("xx_eu.abc") is None
     with pytest.raises(InvalidArgument):
         key_secret("EU", "abc")
+
+
+@pytest.mark.parametrize("name", ["eu\n", "", "EU", "e_u", "1eu"])
+def test_a_region_name_is_checked_whole(name: str) -> None:
+    """A trailing newline is not a region name (a `$` pattern let one through)."""
+    with pytest.raises(InvalidArgument, match="is not a region name"):
+        check_region_name(name)
+    assert key_region(f"tw_{name}.token") is None

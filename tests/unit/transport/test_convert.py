@@ -90,6 +90,7 @@ BAD: list[tuple[pb.TaskSpec, str]] = [
     (_spec(type=""), "type"),
     (_spec(type="x" * 65), "type"),
     (_spec(type="with space"), "type"),
+    (_spec(type="email\n"), "type"),  # `$` in a pattern matches before a last newline
     (_spec(idempotency_key="k" * 129), "idempotency_key"),
     (_spec(pool=17), "pool"),
     (_spec(jitter_mode=17), "jitter_mode"),
@@ -101,6 +102,7 @@ BAD: list[tuple[pb.TaskSpec, str]] = [
     (_spec(scheduled_at=timestamp_pb2.Timestamp(seconds=1, nanos=-5)), "scheduled_at"),
     (_spec(trace_context=pb.TraceContext(traceparent="00-xyz")), "trace_context.traceparent"),
     (_spec(trace_context=pb.TraceContext(tracestate="a=b")), "trace_context.traceparent"),
+    (_spec(trace_context=pb.TraceContext(traceparent=TP + "\n")), "trace_context.traceparent"),
 ]
 
 
@@ -125,6 +127,9 @@ def test_uuid_and_filters() -> None:
         conv.parse_uuid("", "task_id")
     with pytest.raises(InvalidArgument, match=r"^task_id: not a UUID"):
         conv.parse_uuid("nope", "task_id")
+    # A newline after a well-formed id is no UUID either (it raised ValueError: INTERNAL).
+    with pytest.raises(InvalidArgument, match=r"^task_id: not a UUID"):
+        conv.parse_uuid(f"{uuid.uuid4()}\n", "task_id")
     flt, size = conv.filter_from_proto(
         pb.ListTasksRequest(states=[pb.TASK_STATE_RUNNING, pb.TASK_STATE_DEAD_LETTER], type="x")
     )
