@@ -46,9 +46,11 @@ class EngineConfig:
     writes the ack with it (one statement, DISPATCHED -> RUNNING -> COMPLETED, both
     audit rows), so a short task's ack costs no write of its own."""
     dispatch_batch: int = 250
-    """Most tasks per dispatch commit. A round runs on the event loop that also
-    delivers, so a smaller one delays the deliveries due meanwhile less; a burst is
-    committed as several rounds back to back."""
+    """Most tasks per dispatch commit while the dispatcher commits ahead of due times.
+    A round runs on the event loop that also delivers, so a smaller one delays the
+    deliveries due meanwhile less. Once a round's tasks were all due when it committed
+    (a burst, a backlog), rounds take up to ``max_batch``: the tasks are late already,
+    and larger commits drain them sooner with less CPU per task."""
     retry_base_s: float = 1.0
     """First retry backoff; doubles per attempt."""
     retry_max_s: float = 300.0

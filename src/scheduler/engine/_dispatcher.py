@@ -80,6 +80,9 @@ class Dispatcher:
         self._commit_ms: collections.deque[float] = collections.deque(maxlen=32)
         self._throttled_until = 0.0
         self._rr = 0
+        self._behind = False
+        """The last round's tasks were all due when it committed: rounds take up to
+        ``max_batch`` (see :meth:`round_limit`)."""
 
     def wake(self) -> None:
         """Look at the wheel, the ready queues and the sessions' credit now."""
@@ -171,6 +174,16 @@ class Dispatcher:
         s.return_credit()
         self._slots.give_back(p)
 
+    def round_limit(self) -> int:
+        """Most tasks the next round commits: ``dispatch_batch`` while the dispatcher
+        commits ahead of due times (a small round holds the event loop, and the
+        deliveries due meanwhile, for less), ``max_batch`` while it is behind (the last
+        round's tasks were all due when it committed: a burst, or a backlog). Behind,
+        every task is late already, and fewer, larger commits drain the backlog sooner
+        with less CPU per task in every process."""
+        cfg = self._config
+        return max(cfg.dispatch_batch, cfg.max_batch) if self._behind else cfg.dispatch_batch
+
     async def match_and_commit(self) -> int:
         """Pair ready tasks with sessions that have credit; one store call per batch.
 
@@ -182,6 +195,7 @@ class Dispatcher:
         cfg = self._config
         now = self._now()
         ttl = timedelta(seconds=cfg.lease_ttl_s)
+        limit = self.round_limit()
         sessions = self._sessions.takers()
         if not sessions:
             return 0
@@ -197,7 +211,7 @@ class Dispatcher:
         # A tenant a home move froze (or took away) gets no grant: its tasks wait.
         paused = self._ready.paused
         wanted = {
-            t: min(n, credits, cfg.dispatch_batch)
+            t: min(n, credits, limit)
             for t, n in self._ready.tenant_counts().items()
             if t not in paused
         }
@@ -213,7 +227,7 @@ class Dispatcher:
 
         picks: list[tuple[WorkerSession, Preloaded]] = []
         active = collections.deque(sessions)
-        while active and len(picks) < cfg.dispatch_batch and len(self._ready):
+        while active and len(picks) < limit and len(self._ready):
             s = active.popleft()
             task = None
             for pool in POOL_ORDER:
@@ -241,6 +255,7 @@ class Dispatcher:
             if unused:
                 await self._quota.refund(unused, now.timestamp())
             return 0
+        self._behind = max(p.due_at for _, p in picks) <= now
         if self._shards.clustered:
             # Stop dispatching from a shard as soon as its lease is no longer trusted
             # (a margin before the TTL); the store refuses stale epochs anyway. Shards

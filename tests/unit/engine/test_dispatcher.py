@@ -402,3 +402,26 @@ async def test_a_shared_session_gets_a_waiting_task_after_scoped_sessions_took_o
     shared = rig.session(1, tenant=OTHER, shared=True)
     assert await rig.dispatcher.match_and_commit() == 1
     assert shared.credits == 0
+
+
+async def test_rounds_grow_to_max_batch_only_while_the_dispatcher_is_behind() -> None:
+    """Ahead of due times a round commits at most ``dispatch_batch`` (it holds the loop
+    that delivers); once a round's tasks were all due when it committed (a burst, a
+    backlog), rounds take up to ``max_batch``, and go back to small when they are
+    ahead again."""
+    rig = Rig(EngineConfig(dispatch_batch=3, max_batch=8))
+    rig.session(100)
+    # Due at or before the dispatcher's now (T0): behind.
+    rig.ready.extend([task(at_ms=-i) for i in range(20)])
+    sizes = []
+    while len(rig.ready):
+        sizes.append(await rig.dispatcher.match_and_commit())
+    assert sizes == [3, 8, 8, 1]
+    assert [len(c) for c in rig.store.calls] == sizes
+    # Due after now (committed ahead of the lead): small rounds again, after the one
+    # round that finds out (the last round was behind).
+    rig.ready.extend([task(at_ms=10 + i) for i in range(20)])
+    sizes = []
+    while len(rig.ready):
+        sizes.append(await rig.dispatcher.match_and_commit())
+    assert sizes == [8, 3, 3, 3, 3]
