@@ -53,6 +53,26 @@ OVERLAP_TO_PROTO: Mapping[OverlapPolicy, pb.OverlapPolicy] = {
 }
 OVERLAP_FROM_PROTO: Mapping[int, OverlapPolicy] = {v: k for k, v in OVERLAP_TO_PROTO.items()}
 
+
+def _varint_slow(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+SMALL_VARINTS = [_varint_slow(n) for n in range(1 << 12)]
+"""Varints of the values below 4096 (almost every length on the wire), looked up."""
+
+
+def varint(n: int) -> bytes:
+    """The base-128 varint of a non-negative int (the wire encoders of a submit, both
+    ways: ``client._submit_wire`` and ``server._submit_wire``)."""
+    return SMALL_VARINTS[n] if n < 4096 else _varint_slow(n)
+
+
 JSON_HEADER = "x-tickwheel-json"
 """Call metadata key: with the value ``bytes`` a unary call's answers carry JSON values
 (payload, result, checkpoint) in their ``*_json`` bytes fields instead of Structs."""

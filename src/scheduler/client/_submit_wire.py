@@ -31,6 +31,7 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import timestamp_parts
 from scheduler.client._convert import spec_into_proto
 from scheduler.client._types import TaskSpec
+from scheduler.wire import SMALL_VARINTS, varint
 
 _TASKS = b"\x0a"  # SubmitTasksRequest.tasks: field 1, length-delimited
 _PAYLOAD_JSON = b"\x6a"  # TaskSpec.payload_json: field 13
@@ -40,24 +41,8 @@ _SHARED_LIMIT = 1024
 """Distinct shared parts remembered per batch-builder (a batch has a handful)."""
 
 
-def _varint_slow(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL = [_varint_slow(n) for n in range(1 << 12)]
-"""Varints of lengths below 4096 (almost every payload and task), looked up."""
-_PAYLOAD_HEAD = [_PAYLOAD_JSON + v for v in _SMALL]
-_TASK_HEAD = [_TASKS + v for v in _SMALL]
-
-
-def varint(n: int) -> bytes:
-    """The base-128 varint of a non-negative int."""
-    return _SMALL[n] if n < 4096 else _varint_slow(n)
+_PAYLOAD_HEAD = [_PAYLOAD_JSON + v for v in SMALL_VARINTS]
+_TASK_HEAD = [_TASKS + v for v in SMALL_VARINTS]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -138,7 +123,7 @@ def encode_tasks(specs: Iterable[TaskSpec]) -> bytes:
             if b"null" in p:
                 jsonbytes.dumps(payload)  # NaN and the infinities: ValueError there
             n = len(p)
-            head = payload_head[n] if n < 4096 else _PAYLOAD_JSON + _varint_slow(n)
+            head = payload_head[n] if n < 4096 else _PAYLOAD_JSON + varint(n)
             size = len(body) + len(head) + n
         else:
             p = head = b""
@@ -151,6 +136,6 @@ def encode_tasks(specs: Iterable[TaskSpec]) -> bytes:
             size += len(key_field)
         else:
             key_field = b""
-        tag = task_head[size] if size < 4096 else _TASKS + _varint_slow(size)
+        tag = task_head[size] if size < 4096 else _TASKS + varint(size)
         append(join((tag, body, head, p, when, key_field)))
     return join(out)

@@ -37,6 +37,7 @@ from scheduler.server._history import HistoryRpcs
 from scheduler.server._insight import InsightRpcs
 from scheduler.server._orchestration import OrchestrationRpcs
 from scheduler.server._status import unary
+from scheduler.server._submit_wire import encode_submit_response
 from scheduler.types import JSON, InsertResult, Scope
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -104,9 +105,7 @@ class SchedulerService(
         return _submit_response(result, request.task, json_bytes)
 
     @unary
-    async def SubmitTasks(
-        self, request: pb.SubmitTasksRequest, context: Context
-    ) -> pb.SubmitTasksResponse:
+    async def SubmitTasks(self, request: pb.SubmitTasksRequest, context: Context) -> bytes:
         """Submit many tasks in one batched write."""
         tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         if not request.tasks:
@@ -129,10 +128,16 @@ class SchedulerService(
         with _submit_span("tickwheel.submit_many", trace, tenant) as span:
             results = await self._engine.submit(tenant, specs)
             span.set_attribute("tickwheel.tasks", len(results))
-        answers: list[pb.SubmitTaskResponse] = []
+        # The answer's bytes, written directly (server/_submit_wire.py): the generated
+        # classes cost about 7 µs a task here.
+        answer: list[bytes] = []
         async for part in slices(len(results)):
-            answers.extend(_submit_response(results[i], given[i], json_bytes) for i in part)
-        return pb.SubmitTasksResponse(results=answers)
+            answer.append(
+                encode_submit_response(
+                    results[part.start : part.stop], given[part.start : part.stop], json_bytes
+                )
+            )
+        return b"".join(answer)
 
     @unary
     async def GetTask(self, request: pb.GetTaskRequest, context: Context) -> pb.GetTaskResponse:
