@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import cast
 
 from google.rpc import error_details_pb2, status_pb2
@@ -65,12 +66,38 @@ def _varint_slow(n: int) -> bytes:
 
 SMALL_VARINTS = [_varint_slow(n) for n in range(1 << 12)]
 """Varints of the values below 4096 (almost every length on the wire), looked up."""
+_LOW14 = [bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80)) for n in range(1 << 14)]
+"""The first two bytes of the varint of a value of 2**14 or more, by its low 14 bits."""
 
 
 def varint(n: int) -> bytes:
-    """The base-128 varint of a non-negative int (the wire encoders of a submit, both
-    ways: ``client._submit_wire`` and ``server._submit_wire``)."""
-    return SMALL_VARINTS[n] if n < 4096 else _varint_slow(n)
+    """The base-128 varint of a non-negative int (the wire encoders: a submit, both
+    ways, and a push of assignments)."""
+    if 0 <= n < 4096:
+        return SMALL_VARINTS[n]
+    if n < 16384:
+        return _varint_slow(n)  # a negative int: ValueError there
+    return _LOW14[n & 0x3FFF] + varint(n >> 14)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SECONDS: dict[int, bytes] = {}
+"""A Timestamp's ``seconds`` field by value (a batch's instants share a few)."""
+
+
+def timestamp_bytes(dt: datetime) -> bytes:
+    """A ``google.protobuf.Timestamp`` field's value on the wire, length first (put its
+    tag before it), for an aware datetime after the epoch (``scheduler.limits``)."""
+    d = dt - _EPOCH
+    seconds = d.days * 86_400 + d.seconds
+    head = _SECONDS.get(seconds)
+    if head is None:
+        if len(_SECONDS) >= 4096:
+            _SECONDS.clear()
+        head = _SECONDS[seconds] = b"\x08" + varint(seconds) if seconds else b""
+    nanos = d.microseconds * 1000
+    body = head + b"\x10" + varint(nanos) if nanos else head
+    return SMALL_VARINTS[len(body)] + body
 
 
 JSON_HEADER = "x-tickwheel-json"

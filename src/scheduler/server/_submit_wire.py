@@ -20,16 +20,13 @@ compares the two).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._wellknown import timestamp_parts
 from scheduler.server import _convert as conv
 from scheduler.types import InsertResult, TaskRecord
-from scheduler.wire import varint
+from scheduler.wire import timestamp_bytes, varint
 
 _RESULTS = b"\x0a"  # SubmitTasksResponse.results: field 1, length-delimited
 _TASK = b"\x0a"  # SubmitTaskResponse.task: field 1, length-delimited
@@ -44,18 +41,6 @@ _PAYLOAD_JSON = b"\xc2\x01"  # Task.payload_json: field 24, length-delimited
 _PER_TASK = ("id", "scheduled_at", "due_at", "idempotency_key", "shard_id")
 _SHARED_LIMIT = 1024
 """Distinct shared parts remembered per answer (a batch has a handful)."""
-
-
-@functools.lru_cache(maxsize=4096)
-def _timestamp(dt: datetime) -> bytes:
-    """A Timestamp's bytes, without its field tag (length first)."""
-    seconds, nanos = timestamp_parts(dt)
-    body = b""
-    if seconds:
-        body += b"\x08" + varint(seconds)
-    if nanos:
-        body += b"\x10" + varint(nanos)
-    return varint(len(body)) + body
 
 
 def _fresh(rec: TaskRecord) -> bool:
@@ -145,9 +130,9 @@ def encode_submit_response(
                 _ID,
                 str(rec.id).encode(),
                 _SCHEDULED_AT,
-                _timestamp(rec.scheduled_at),
+                timestamp_bytes(rec.scheduled_at),
                 _DUE_AT,
-                _timestamp(rec.due_at),
+                timestamp_bytes(rec.due_at),
                 _IDEMPOTENCY_KEY + varint(len(k)) + k
                 if (k := rec.idempotency_key.encode())
                 else b"",
