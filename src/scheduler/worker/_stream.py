@@ -52,6 +52,11 @@ FATAL = (Unauthenticated, PermissionDenied, InvalidArgument)
 """Errors that end :meth:`Stream.run` instead of reconnecting."""
 _EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
 
+COMPLETION_LINGER_S = 0.005
+"""Longest a completion waits for an earlier ``Completions`` message's Result before it
+is sent (the completions that finish meanwhile share its message); with none awaiting
+its Result it goes at once."""
+
 Results = asyncio.Future[list[pb.TaskResult]]
 """The per-task results of one request, in the order the server sent them."""
 
@@ -257,6 +262,8 @@ class Stream:
         """Set when the worker stops: no more reconnects; commits stop retrying."""
         self._ids = itertools.count(1)
         self._completion_batch: tuple[pb.WorkerMessage, Answers] | None = None
+        self._completions_in_flight = 0
+        self._linger: asyncio.TimerHandle | None = None
 
     def attach(self, listener: StreamListener) -> None:
         """Name the listener (before :meth:`run`)."""
@@ -558,13 +565,31 @@ class Stream:
             loop = asyncio.get_running_loop()
             batch = Answers(loop, self.request_timeout_s)
             self._completion_batch = (pb.WorkerMessage(completions=pb.Completions()), batch)
-            loop.call_soon(self._flush_completions)
+            # Nagle's rule: with no Completions awaiting its Result the batch goes at
+            # the end of this loop turn; with one, it waits for that Result (at most
+            # COMPLETION_LINGER_S), gathering what finishes meanwhile into one message.
+            if self._completions_in_flight:
+                self._linger = loop.call_later(COMPLETION_LINGER_S, self._flush_completions)
+            else:
+                loop.call_soon(self._flush_completions)
         msg, batch = self._completion_batch
         msg.completions.items.append(completion)  # built into the message that is sent
         return await batch.wait(completion.task.task_id)
 
     def _flush_completions(self) -> None:
-        assert self._completion_batch is not None
+        if self._completion_batch is None:
+            return  # sent already (its linger ended and the Result came, or vice versa)
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         msg, batch = self._completion_batch
         self._completion_batch = None
-        batch.follow(self.start_request(msg))
+        request = self.start_request(msg)
+        self._completions_in_flight += 1
+        request.add_done_callback(self._completions_answered)
+        batch.follow(request)
+
+    def _completions_answered(self, _request: Results) -> None:
+        self._completions_in_flight -= 1
+        if not self._completions_in_flight and self._linger is not None:
+            self._flush_completions()

@@ -6,6 +6,7 @@ one timer expires a whole batch)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 
@@ -13,7 +14,7 @@ from scheduler._errors import Unavailable
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client._channel import _OPTIONS
 from scheduler.worker import ReconnectConfig
-from scheduler.worker._stream import Answers, Backoff, Conn, Stream
+from scheduler.worker._stream import COMPLETION_LINGER_S, Answers, Backoff, Conn, Stream
 
 
 def _ceiling(_low: float, high: float) -> float:
@@ -167,3 +168,51 @@ async def test_a_broken_stream_fails_every_waiter_of_the_batch() -> None:
     for w in waiters:
         with pytest.raises(Unavailable, match="closed"):
             await w
+
+
+def _completion(task_id: str) -> pb.Completion:
+    return pb.Completion(task=pb.TaskRef(task_id=task_id, fencing_token=1))
+
+
+async def _sent(conn: Conn) -> list[pb.WorkerMessage]:
+    """What the stream queued for its writer so far (after the loop turns it takes)."""
+    for _ in range(3):
+        await asyncio.sleep(0)
+    out = []
+    while not conn.queue.empty():
+        msg = conn.queue.get_nowait()
+        assert msg is not None
+        out.append(msg)
+    return out
+
+
+async def test_completions_wait_for_the_one_in_flight_and_share_a_message() -> None:
+    """Nagle's rule: the first completion goes at once; those that finish while its
+    Completions awaits a Result go together when the Result comes, or after
+    COMPLETION_LINGER_S at most."""
+    stream = _stream()
+    conn = Conn()
+    stream._conn = conn
+    stream.connected.set()
+    first = asyncio.ensure_future(stream.commit(_completion("a"), uuid.uuid4()))
+    (m1,) = await _sent(conn)
+    assert [i.task.task_id for i in m1.completions.items] == ["a"]
+    later = [asyncio.ensure_future(stream.commit(_completion(t), uuid.uuid4())) for t in ("b", "c")]
+    assert await _sent(conn) == []  # waiting for m1's Result
+    conn.pending.pop(m1.request_id).set_result([pb.TaskResult(task_id="a", ok=True)])
+    (m2,) = await _sent(conn)
+    assert [i.task.task_id for i in m2.completions.items] == ["b", "c"]
+    assert (await first).ok  # type: ignore[union-attr]
+    # m2 is never answered: the next completion goes after the linger, alone.
+    started = asyncio.get_running_loop().time()
+    last = asyncio.ensure_future(stream.commit(_completion("d"), uuid.uuid4()))
+    assert await _sent(conn) == []
+    await asyncio.sleep(COMPLETION_LINGER_S * 2)
+    (m3,) = await _sent(conn)
+    assert [i.task.task_id for i in m3.completions.items] == ["d"]
+    assert asyncio.get_running_loop().time() - started >= COMPLETION_LINGER_S
+    conn.pending.pop(m2.request_id).set_result(
+        [pb.TaskResult(task_id="b", ok=True), pb.TaskResult(task_id="c", ok=True)]
+    )
+    conn.pending.pop(m3.request_id).set_result([pb.TaskResult(task_id="d", ok=True)])
+    assert all(r.ok for r in await asyncio.gather(*later, last))  # type: ignore[union-attr]
