@@ -11,13 +11,14 @@ generated messages, the googleapis error protos and the domain enums only (no gr
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from datetime import UTC, datetime
-from typing import cast
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, cast
 
 from google.rpc import error_details_pb2, status_pb2
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._wellknown import timestamp_parts
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
 from scheduler.types import OverlapPolicy, Pool, UpstreamPolicy
@@ -71,8 +72,8 @@ _LOW14 = [bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80)) for n in range(1 
 
 
 def varint(n: int) -> bytes:
-    """The base-128 varint of a non-negative int (the wire encoders: a submit, both
-    ways, and a push of assignments)."""
+    """The base-128 varint of a non-negative int (the submit's wire encoders, both
+    ways)."""
     if 0 <= n < 4096:
         return SMALL_VARINTS[n]
     if n < 16384:
@@ -80,24 +81,44 @@ def varint(n: int) -> bytes:
     return _LOW14[n & 0x3FFF] + varint(n >> 14)
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECONDS: dict[int, bytes] = {}
 """A Timestamp's ``seconds`` field by value (a batch's instants share a few)."""
 
 
 def timestamp_bytes(dt: datetime) -> bytes:
     """A ``google.protobuf.Timestamp`` field's value on the wire, length first (put its
-    tag before it), for an aware datetime after the epoch (``scheduler.limits``)."""
-    d = dt - _EPOCH
-    seconds = d.days * 86_400 + d.seconds
+    tag before it), for a datetime after the epoch (``scheduler.limits``; a naive one is
+    taken as UTC, as :func:`~scheduler._wellknown.timestamp_parts` does)."""
+    seconds, nanos = timestamp_parts(dt)
     head = _SECONDS.get(seconds)
     if head is None:
         if len(_SECONDS) >= 4096:
             _SECONDS.clear()
         head = _SECONDS[seconds] = b"\x08" + varint(seconds) if seconds else b""
-    nanos = d.microseconds * 1000
     body = head + b"\x10" + varint(nanos) if nanos else head
     return SMALL_VARINTS[len(body)] + body
+
+
+SHARED_PARTS = 1024
+"""Distinct shared parts a wire encoder remembers per batch (a batch has a handful)."""
+
+
+def shared_part(
+    cache: dict[Any, bytes], key: Any, build: Callable[..., bytes], *args: Any
+) -> bytes:
+    """The encoded part a batch's items with ``key`` share: ``cache[key]``, or
+    ``build(*args)`` remembered there (up to :data:`SHARED_PARTS` keys; an unhashable key is
+    built each time). Callers compare ``key`` with the previous item's first, which
+    spares the hash for a run of items that share the same objects."""
+    try:
+        found = cache.get(key)
+    except TypeError:  # an unhashable part (a retry policy holding a list)
+        return build(*args)
+    if found is None:
+        found = build(*args)
+        if len(cache) < SHARED_PARTS:
+            cache[key] = found
+    return found
 
 
 JSON_HEADER = "x-tickwheel-json"

@@ -31,14 +31,12 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import timestamp_parts
 from scheduler.client._convert import spec_into_proto
 from scheduler.client._types import TaskSpec
-from scheduler.wire import SMALL_VARINTS, varint
+from scheduler.wire import SMALL_VARINTS, shared_part, varint
 
 _TASKS = b"\x0a"  # SubmitTasksRequest.tasks: field 1, length-delimited
 _PAYLOAD_JSON = b"\x6a"  # TaskSpec.payload_json: field 13
 _SCHEDULED_AT = b"\x1a"  # TaskSpec.scheduled_at: field 3
 _IDEMPOTENCY_KEY = b"\x22"  # TaskSpec.idempotency_key: field 4
-_SHARED_LIMIT = 1024
-"""Distinct shared parts remembered per batch-builder (a batch has a handful)."""
 
 
 _PAYLOAD_HEAD = [_PAYLOAD_JSON + v for v in SMALL_VARINTS]
@@ -100,15 +98,7 @@ def encode_tasks(specs: Iterable[TaskSpec]) -> bytes:
         if key == last_key:
             body = last_body
         else:
-            try:
-                found = shared.get(key)
-            except TypeError:  # an unhashable retry policy: encoded on its own
-                found, key = _shared(s), None
-            if found is None:
-                found = _shared(s)
-                if key is not None and len(shared) < _SHARED_LIMIT:
-                    shared[key] = found
-            body = last_body = found
+            body = last_body = shared_part(shared, key, _shared, s)
             last_key = key
         # One join per task: orjson's output (a buffer of its own size class) is copied
         # at once and freed for the next dumps; keeping 10,000 of them alive until the

@@ -26,7 +26,7 @@ from typing import Any
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.server import _convert as conv
 from scheduler.types import InsertResult, TaskRecord
-from scheduler.wire import timestamp_bytes, varint
+from scheduler.wire import shared_part, timestamp_bytes, varint
 
 _RESULTS = b"\x0a"  # SubmitTasksResponse.results: field 1, length-delimited
 _TASK = b"\x0a"  # SubmitTaskResponse.task: field 1, length-delimited
@@ -39,8 +39,6 @@ _SHARD_ID = b"\x90\x01"  # Task.shard_id: field 18, varint
 _PAYLOAD = b"\x62"  # Task.payload: field 12, length-delimited
 _PAYLOAD_JSON = b"\xc2\x01"  # Task.payload_json: field 24, length-delimited
 _PER_TASK = ("id", "scheduled_at", "due_at", "idempotency_key", "shard_id")
-_SHARED_LIMIT = 1024
-"""Distinct shared parts remembered per answer (a batch has a handful)."""
 
 
 def _fresh(rec: TaskRecord) -> bool:
@@ -109,15 +107,7 @@ def encode_submit_response(
         if key == last_key:
             body = last_body
         else:
-            try:
-                found = shared.get(key)
-            except TypeError:  # an unhashable part: encoded on its own
-                found, key = _shared(rec, json_bytes), None
-            if found is None:
-                found = _shared(rec, json_bytes)
-                if key is not None and len(shared) < _SHARED_LIMIT:
-                    shared[key] = found
-            body = last_body = found
+            body = last_body = shared_part(shared, key, _shared, rec, json_bytes)
             last_key = key
         if spec.payload_json:
             p = spec.payload_json

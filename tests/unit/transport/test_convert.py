@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -20,8 +20,8 @@ from scheduler.server import _convert as conv
 from scheduler.server._worker import event_to_proto, hello_from_proto
 from scheduler.states import TaskState
 from scheduler.types import Assignment, Pool, RawJSON, TaskKey, TaskRecord, Tenant
+from tests.unit.transport.records import NOW, task_record
 
-NOW = datetime(2030, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
@@ -146,22 +146,13 @@ def test_uuid_and_filters() -> None:
 
 
 def _record(**kw: Any) -> TaskRecord:
-    base: dict[str, Any] = dict(
-        id=uuid.uuid4(),
-        tenant_id=uuid.uuid4(),
-        type="email",
+    """A row a worker ran: every field a Task carries is set."""
+    ran: dict[str, Any] = dict(
         status=TaskState.RUNNING,
-        scheduled_at=NOW,
-        due_at=NOW + timedelta(seconds=5),
         idempotency_key="k",
-        shard_id=12,
         pool=Pool.CRITICAL,
-        strict_timing=False,
-        jitter_mode=JitterMode.SYMMETRIC,
         fencing_token=4,
         retry_count=1,
-        max_retries=3,
-        timeout_s=0.0,
         payload={"a": 1},
         result_payload={"ok": True},
         checkpoint={"step": 2},
@@ -170,14 +161,8 @@ def _record(**kw: Any) -> TaskRecord:
         worker_id="w1",
         lease_expires_at=NOW,
         cancel_requested=True,
-        workflow_id=None,
-        unresolved_dependencies=0,
-        schedule_id=None,
-        created_at=NOW,
-        updated_at=NOW,
     )
-    base.update(kw)
-    return TaskRecord(**base)
+    return task_record(**{**ran, **kw})
 
 
 def test_task_round_trip_to_client_type() -> None:

@@ -11,50 +11,19 @@ import pytest
 from google.protobuf import struct_pb2
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler.jitter import JitterMode
 from scheduler.server import _convert as conv
 from scheduler.server._submit_wire import encode_submit_response
 from scheduler.states import TaskState
-from scheduler.types import InsertResult, Pool, RawJSON, RetryPolicy, TaskRecord
+from scheduler.types import InsertResult, Pool, RetryPolicy, TaskRecord
+from tests.unit.transport.records import NOW, task_record
 
-NOW = datetime(2030, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 TENANT = uuid.uuid4()
 
 
 def _record(**kw: Any) -> TaskRecord:
-    base: dict[str, Any] = dict(
-        id=uuid.uuid4(),
-        tenant_id=TENANT,
-        type="email",
-        status=TaskState.PRELOADED,
-        scheduled_at=NOW,
-        due_at=NOW + timedelta(seconds=5),
-        idempotency_key="",
-        shard_id=12,
-        pool=Pool.STANDARD,
-        strict_timing=False,
-        jitter_mode=JitterMode.SYMMETRIC,
-        fencing_token=0,
-        retry_count=0,
-        max_retries=3,
-        timeout_s=0.0,
-        payload=RawJSON('{"a": 1}'),
-        result_payload=None,
-        checkpoint=None,
-        trace_context=None,
-        last_error="",
-        worker_id="",
-        lease_expires_at=None,
-        cancel_requested=False,
-        workflow_id=None,
-        unresolved_dependencies=0,
-        schedule_id=None,
-        created_at=NOW,
-        updated_at=NOW,
-    )
-    base.update(kw)
-    return TaskRecord(**base)
+    """A new row of the one tenant (the batch's shared parts are per tenant)."""
+    return task_record(**{"tenant_id": TENANT, **kw})
 
 
 def _struct(**values: Any) -> struct_pb2.Struct:
