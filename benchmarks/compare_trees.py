@@ -6,9 +6,10 @@ PostgreSQL server, then for each run makes a fresh database, migrates it with th
 tree under test, starts ``tickwheel serve`` and one ``tickwheel worker`` (ack-first,
 2,000 slots, the ``fast`` handler) from that tree, submits N immediate tasks in batches
 of 10,000 with that tree's own client (a child process: each tree's SDK encodes
-payloads its own way; its CPU is reported as the driver's) and times submission-start
-to the last completion. Runs alternate (this, other, other, this, ...) so drift on a
-shared machine falls on both, after one uncounted warm-up run.
+payloads its own way; its CPU is reported as the driver's) and times from the driver's
+ready line (its interpreter up and the SDK imported, as the raw baseline's clock starts
+with its process up) to the last completion. Runs alternate (this, other, other, this,
+...) so drift on a shared machine falls on both, after one uncounted warm-up run.
 
 Reported per tree: tasks/s of each run, the mean, and the CPU seconds per task of
 ``serve`` and of PostgreSQL (every backend of the server) and of the worker, read from
@@ -93,10 +94,13 @@ async def _tenant_key(target: str) -> str:
 
 
 _SUBMIT = """
-import asyncio, sys
+import asyncio, os, sys, time
 from scheduler.client import Client, TaskSpec
 
 async def main(target, key, n):
+    # Ready: the interpreter is up and the SDK imported. The clock starts here (the raw
+    # baseline's starts with its process up too), and the driver's CPU is counted from here.
+    print(time.time(), sum(os.times()[:2]), flush=True)
     async with await Client.connect(target, api_key=key) as c:
         for start in range(0, n, 10_000):
             await c.submit_many(
@@ -104,21 +108,35 @@ async def main(target, key, n):
                          strict_timing=True)
                 for i in range(start, start + 10_000)
             )
+    print(sum(os.times()[:2]), flush=True)
 
 asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
 """
-"""The driver: the tree's own client (a tree's SDK encodes payloads its own way)."""
+"""The driver: the tree's own client (a tree's SDK encodes payloads its own way). It
+prints when it is ready (the time and its CPU so far), then its CPU when done."""
 
 
 async def _drive(target: str, key: str, dsn: str, n: int, tree: Path) -> tuple[float, float]:
-    first = datetime.now(UTC)
+    """Run the driver; tasks/s from its ready line to the last completion, and the
+    driver's CPU seconds from ready to done (Python's start and imports excluded)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _SUBMIT, target, key, str(n), env={**os.environ, **_env(tree)}
+        sys.executable,
+        "-c",
+        _SUBMIT,
+        target,
+        key,
+        str(n),
+        env={**os.environ, **_env(tree)},
+        stdout=asyncio.subprocess.PIPE,
     )
+    assert proc.stdout is not None
+    ready, ready_cpu = (float(x) for x in (await proc.stdout.readline()).split())
+    first = datetime.fromtimestamp(ready, UTC)
+    done = await proc.stdout.readline()
     await proc.wait()
     assert proc.returncode == 0, "the driver failed"
-    # A waited-for child's CPU shows in os.times().children_*.
-    driver_cpu = os.times().children_user + os.times().children_system
+    assert done, "the driver did not report its CPU"
+    driver_cpu = float(done) - ready_cpu
     conn = await asyncpg.connect(dsn)
     try:
         deadline = time.monotonic() + 600
@@ -197,7 +215,6 @@ def one_run(
         sp, wp = psutil.Process(serve.pid), psutil.Process(worker.pid)
         xid = _txid(server)
         before = (_cpu([sp]), _cpu(pg), _cpu([wp]))
-        waited = os.times().children_user + os.times().children_system
         spies = (
             [
                 _spy(p.pid, profile / f"{mode}-{who}.txt")
@@ -219,7 +236,7 @@ def one_run(
             "serve_us_per_task": (after[0] - before[0]) / n * 1e6,
             "postgres_us_per_task": (after[1] - before[1]) / n * 1e6,
             "worker_us_per_task": (after[2] - before[2]) / n * 1e6,
-            "driver_us_per_task": (driver - waited) / n * 1e6,
+            "driver_us_per_task": driver / n * 1e6,
             "write_xacts_per_task": xacts / n,
             "folded_acks_per_task": folded / n,
         }

@@ -801,6 +801,7 @@ def test_dispatch_lateness_with_1m_outstanding_timers(
             for rate in RATES:
                 engine.stats.lateness_ms.clear()
                 gc_pauses.reset()
+                cpu0 = sum(psutil.Process().cpu_times()[:2])
                 sent, slowest = await _steady_stream(engine, tenant.id, rate, seconds)
                 started: list[float] = []
                 if consumer == "worker_process":
@@ -809,6 +810,10 @@ def test_dispatch_lateness_with_1m_outstanding_timers(
                     late = await _in_process_records(in_proc, str(rate), sent, timeout_s=120)
                 eng = list(engine.stats.lateness_ms)
                 tag = f"{rate // 1000}k"
+                # This process's CPU over the phase (submission to the last record),
+                # per task: the engine's, and in process the consumer's too.
+                cpu = sum(psutil.Process().cpu_times()[:2]) - cpu0
+                out[f"{tag}_process_us_per_task"] = cpu / max(1, sent) * 1e6
                 out[f"{tag}_sent"] = sent
                 out[f"{tag}_slowest_submit_ms"] = slowest
                 out[f"{tag}_received"] = len(late)
