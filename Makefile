@@ -89,4 +89,6 @@ dev: build
 	$(BIN)/tickwheel dev --demo
 
 clean:
-	rm -rf build dist src/*.egg-info src/_wheel/*.so src/_wheel/*.c src/_wheel/*.html .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build dist src/*.egg-info src/_wheel/*.so src/_wheel/*.c src/_wheel/*.html \
+		src/scheduler/server/*.so src/scheduler/server/*.c src/scheduler/server/*.html \
+		.pytest_cache .mypy_cache .ruff_cache

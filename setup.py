@@ -1,4 +1,4 @@
-"""Build script for the Cython timing wheel and its task table.
+"""Build script for the Cython timing wheel, its task table and the worker stream's reader.
 
 Everything else about the package lives in ``pyproject.toml``; this file only
 declares the extension. Environment switches (asyncpg and uvloop do the same):
@@ -33,6 +33,14 @@ extensions = [
     )
     # The timing wheel, and the table of compact task rows its keys point to.
     for name in ("_wheel_c", "_table_c")
+] + [
+    # The worker stream's fenced writes read from their wire bytes.
+    Extension(
+        "scheduler.server._stream_c",
+        sources=["src/scheduler/server/_stream_c.pyx"],
+        extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
+        define_macros=[("CYTHON_TRACE", "0")],
+    )
 ]
 
 setup(

@@ -24,6 +24,7 @@ ends with WRONG_REGION (docs/regions.md).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -150,11 +151,11 @@ def _unary(
     return handler
 
 
-async def _decoded(raw: AsyncIterator[bytes], cls: Any) -> AsyncIterator[Any]:
+async def _decoded(raw: AsyncIterator[bytes], read: Callable[[bytes], Any]) -> AsyncIterator[Any]:
     inner = aiter(raw)
     try:
         async for data in inner:
-            yield decode(cls, data)
+            yield read(data)
     finally:
         aclose = getattr(inner, "aclose", None)
         if aclose is not None:
@@ -162,7 +163,10 @@ async def _decoded(raw: AsyncIterator[bytes], cls: Any) -> AsyncIterator[Any]:
 
 
 def _stream(
-    fn: Callable[..., AsyncIterator[Any]], cls: Any, path: str, router: Router | None
+    fn: Callable[..., AsyncIterator[Any]],
+    read: Callable[[bytes], Any],
+    path: str,
+    router: Router | None,
 ) -> Callable[[AsyncIterator[bytes], Context], AsyncIterator[Any]]:
     async def handler(raw: AsyncIterator[bytes], context: Context) -> AsyncIterator[Any]:
         if router is not None:
@@ -172,7 +176,7 @@ def _stream(
                 raise
             except Exception as exc:  # WRONG_REGION, UNKNOWN_REGION, a refused key
                 await abort(context, exc)
-        responses = fn(_decoded(raw, cls), context)
+        responses = fn(_decoded(raw, read), context)
         try:
             async for response in responses:
                 yield response
@@ -185,7 +189,8 @@ def _stream(
 
 
 def _serializer(response_cls: Any) -> Callable[[Any], bytes]:
-    """A response message's bytes; a forwarded call's response is bytes already."""
+    """A response message's bytes; a response written as bytes (a forwarded call's,
+    or one encoded directly) passes as it is."""
     serialize = response_cls.SerializeToString
 
     def to_bytes(response: Any) -> bytes:
@@ -203,17 +208,23 @@ def add_service(
 ) -> None:
     """Register every method of ``service`` on ``server``, served by the ``servicer``
     method of the same name; ``messages`` is the generated module of its messages.
-    With ``router``, each call is routed home before it is decoded."""
+    With ``router``, each call is routed home before it is decoded. A streaming
+    method named in the servicer's ``REQUEST_DECODERS`` reads each message's bytes
+    with that function instead of the generated class (it must raise
+    InvalidArgument for bytes that are no message, as :func:`decode` does); every
+    response may be a message or its bytes."""
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+    readers: dict[str, Callable[[bytes], Any]] = getattr(servicer, "REQUEST_DECODERS", {})
     for method in service.methods:
         request_cls = getattr(messages, method.input_type.name)
         response_cls = getattr(messages, method.output_type.name)
         fn = getattr(servicer, method.name)
         path = f"/{service.full_name}/{method.name}"
         if method.client_streaming and method.server_streaming:
+            read = readers.get(method.name, functools.partial(decode, request_cls))
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _stream(fn, request_cls, path, router),
-                response_serializer=response_cls.SerializeToString,
+                _stream(fn, read, path, router),
+                response_serializer=_serializer(response_cls),
             )
         elif not method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(

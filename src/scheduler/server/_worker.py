@@ -19,8 +19,8 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import grpc
 from opentelemetry import trace
@@ -45,6 +45,13 @@ from scheduler.server import _convert as conv
 from scheduler.server._auth import Gatekeeper, tenant_of
 from scheduler.server._config import ServerConfig
 from scheduler.server._status import abort, status_of, unary
+from scheduler.server._stream_wire import (
+    WorkerMessage,
+    Writes,
+    decode_worker_message,
+    encode_result,
+    kind_of,
+)
 from scheduler.types import Outcome, Pool, Scope
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -69,7 +76,9 @@ class _End:
         self.error = error
 
 
-_Out = pb.ServerMessage | _End
+Reply = pb.ServerMessage | bytes
+"""A message to the worker, or its bytes (a Result is written directly)."""
+_Out = Reply | _End
 
 
 def hello_from_proto(hello: pb.Hello, tenant_id: uuid.UUID) -> WorkerHello:
@@ -101,18 +110,8 @@ def hello_from_proto(hello: pb.Hello, tenant_id: uuid.UUID) -> WorkerHello:
     )
 
 
-def _result(
-    request_id: int, ids: Sequence[uuid.UUID], outcomes: Sequence[Outcome]
-) -> pb.ServerMessage:
-    return pb.ServerMessage(
-        result=pb.Result(
-            request_id=request_id,
-            results=[
-                pb.TaskResult(task_id=str(i), ok=o is Outcome.OK, reason=REASONS[o])
-                for i, o in zip(ids, outcomes, strict=True)
-            ],
-        )
-    )
+def _result(request_id: int, ids: Sequence[uuid.UUID], outcomes: Sequence[Outcome]) -> bytes:
+    return encode_result(request_id, [str(i).encode() for i in ids], outcomes)
 
 
 def event_to_proto(
@@ -191,8 +190,11 @@ MAX_COALESCE = 1000
 """Most consecutive same-kind messages applied as one engine call."""
 
 
-def _parse(msg: pb.WorkerMessage, kind: str) -> list[Any]:
+def _parse(msg: WorkerMessage, kind: str) -> list[Any]:
     """The engine items of one batchable message (validated)."""
+    if type(msg) is Writes:
+        return msg.items  # read (and checked) from its bytes already
+    assert isinstance(msg, pb.WorkerMessage)
     if kind in ("ack", "heartbeat"):
         refs = msg.ack.tasks if kind == "ack" else msg.heartbeat.tasks
         return conv.writes_from_proto(refs, f"{kind}.tasks")
@@ -250,9 +252,7 @@ def _distinct(items: Sequence[Any], kind: str) -> None:
         seen.add(item.key.id)
 
 
-async def handle_messages(
-    session: WorkerSession, msgs: Sequence[pb.WorkerMessage]
-) -> list[pb.ServerMessage]:
+async def handle_messages(session: WorkerSession, msgs: Sequence[WorkerMessage]) -> list[Reply]:
     """Apply consecutive worker messages of one kind to the session, in order.
 
     Batchable kinds (fenced writes) become ONE engine call for the whole group, so a
@@ -261,9 +261,9 @@ async def handle_messages(
     limit) is refused in its Result and the others still apply: only protocol
     violations (raised as :class:`ProtocolViolation`) end the stream.
     """
-    kind = msgs[0].WhichOneof("kind")
+    kind = kind_of(msgs[0])
     if kind not in _BATCHABLE:
-        singles: list[pb.ServerMessage] = []
+        singles: list[Reply] = []
         for m in msgs:
             reply = await handle_message(session, m)
             if reply is not None:
@@ -293,20 +293,21 @@ async def handle_messages(
         run.append(i)
         seen |= ids
     await _apply_run(session, kind, parsed, run, answers)
-    replies: list[pb.ServerMessage] = []
+    replies: list[Reply] = []
     for m, p, a in zip(msgs, parsed, answers, strict=True):
         if isinstance(a, TickwheelError):
             replies.append(_refusal(m.request_id, a))
         elif m.request_id:
             assert not isinstance(p, TickwheelError)
-            replies.append(_result(m.request_id, [i.key.id for i in p], a))
+            task_ids = m.ids if type(m) is Writes else [str(i.key.id).encode() for i in p]
+            replies.append(encode_result(m.request_id, task_ids, a))
     return replies
 
 
 async def apply_inbox(
     session: WorkerSession,
-    inbox: asyncio.Queue[pb.WorkerMessage | None],
-    reply: Callable[[pb.ServerMessage], None],
+    inbox: asyncio.Queue[WorkerMessage | None],
+    reply: Callable[[Reply], None],
 ) -> None:
     """Apply a stream's messages from ``inbox`` to the session until a None, handing
     each Result to ``reply``.
@@ -322,16 +323,16 @@ async def apply_inbox(
       handler, the smaller the writes. A ``drain`` (or any other kind) ends the group
       and is applied in its turn, so a credit behind a drain stays behind it.
     """
-    carry: list[pb.WorkerMessage | None] = []  # at most one message read ahead
+    carry: list[WorkerMessage | None] = []  # at most one message read ahead
     while True:
         msg = carry.pop() if carry else await inbox.get()
         if msg is None:
             return
         group = [msg]
-        kind = msg.WhichOneof("kind")
+        kind = kind_of(msg)
         while kind in _BATCHABLE and len(group) < MAX_COALESCE and not inbox.empty():
             nxt = inbox.get_nowait()
-            nxt_kind = None if nxt is None else nxt.WhichOneof("kind")
+            nxt_kind = None if nxt is None else kind_of(nxt)
             if nxt is None or nxt_kind not in (kind, "credit"):
                 carry.append(nxt)
                 break
@@ -404,18 +405,19 @@ class ProtocolViolation(InvalidArgument):
     """A message that breaks the stream protocol (a second hello): the stream ends."""
 
 
-async def handle_message(session: WorkerSession, msg: pb.WorkerMessage) -> pb.ServerMessage | None:
+async def handle_message(session: WorkerSession, msg: WorkerMessage) -> Reply | None:
     """Apply one worker message to the session; the Result to send back, if any.
 
     A problem with the message itself is answered in its Result (the stream stays
     open); a protocol violation raises :class:`ProtocolViolation`.
     """
-    kind = msg.WhichOneof("kind")
+    kind = kind_of(msg)
     if kind == "hello":
         raise ProtocolViolation("hello", "sent twice on one stream")
     if kind in _BATCHABLE:
         replies = await handle_messages(session, [msg])
         return replies[0] if replies else None
+    assert isinstance(msg, pb.WorkerMessage)  # Writes are batchable
     try:
         return await _handle_one(session, msg, kind)
     except TickwheelError as exc:
@@ -424,7 +426,7 @@ async def handle_message(session: WorkerSession, msg: pb.WorkerMessage) -> pb.Se
 
 async def _handle_one(
     session: WorkerSession, msg: pb.WorkerMessage, kind: str | None
-) -> pb.ServerMessage | None:
+) -> Reply | None:
     if kind == "credit":
         if msg.credit.slots == 0 or msg.credit.slots > MAX_SLOTS:
             raise InvalidArgument("credit.slots", f"must be 1-{MAX_SLOTS}")
@@ -453,6 +455,11 @@ async def _aclose(iterator: AsyncIterator[Any]) -> None:
 class WorkerService(pbg.WorkerServiceServicer):
     """gRPC adapter over :class:`Engine` worker sessions."""
 
+    REQUEST_DECODERS: ClassVar[Mapping[str, Callable[[bytes], WorkerMessage]]] = {
+        "Connect": decode_worker_message
+    }
+    """The stream's messages are read by ``_stream_wire`` (fenced writes natively)."""
+
     def __init__(
         self, engine: Engine, config: ServerConfig, gate: Gatekeeper | None = None
     ) -> None:
@@ -461,8 +468,8 @@ class WorkerService(pbg.WorkerServiceServicer):
         self._gate = gate or Gatekeeper(engine, config)
 
     async def Connect(
-        self, request_iterator: AsyncIterator[pb.WorkerMessage], context: Context
-    ) -> AsyncIterator[pb.ServerMessage]:
+        self, request_iterator: AsyncIterator[WorkerMessage], context: Context
+    ) -> AsyncIterator[Reply]:
         """One worker's stream: hello first, then credit-based pushes and fenced writes."""
         # The request generator is made only after auth, and always closed explicitly:
         # gRPC's receiver must not be finalised by the garbage collector.
@@ -475,7 +482,7 @@ class WorkerService(pbg.WorkerServiceServicer):
                 raise InvalidArgument("hello", "stream ended before hello") from None
             except TimeoutError:
                 raise InvalidArgument("hello", "not received in time") from None
-            if first.WhichOneof("kind") != "hello":
+            if not isinstance(first, pb.WorkerMessage) or first.WhichOneof("kind") != "hello":
                 raise InvalidArgument("hello", "the first message on the stream must be hello")
             hello = hello_from_proto(first.hello, tenant_id)
             json_bytes = first.hello.json_bytes
@@ -558,11 +565,11 @@ class WorkerService(pbg.WorkerServiceServicer):
 
     async def _read(
         self,
-        requests: AsyncIterator[pb.WorkerMessage],
+        requests: AsyncIterator[WorkerMessage],
         session: WorkerSession,
         out: asyncio.Queue[_Out],
     ) -> None:
-        inbox: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue(maxsize=MAX_COALESCE * 4)
+        inbox: asyncio.Queue[WorkerMessage | None] = asyncio.Queue(maxsize=MAX_COALESCE * 4)
         receiver = asyncio.create_task(
             self._receive(requests, inbox, session.seen),
             name=f"tickwheel-session-{session.session_id}-recv",
@@ -584,8 +591,8 @@ class WorkerService(pbg.WorkerServiceServicer):
 
     async def _receive(
         self,
-        requests: AsyncIterator[pb.WorkerMessage],
-        inbox: asyncio.Queue[pb.WorkerMessage | None],
+        requests: AsyncIterator[WorkerMessage],
+        inbox: asyncio.Queue[WorkerMessage | None],
         seen: Callable[[], None],
     ) -> None:
         try:

@@ -41,6 +41,11 @@ class FakeSession:
         self.drained = True
 
 
+def _read(replies: Sequence[pb.ServerMessage | bytes]) -> list[pb.ServerMessage]:
+    """The replies as messages (a Result is written as bytes)."""
+    return [pb.ServerMessage.FromString(r) if isinstance(r, bytes) else r for r in replies]
+
+
 def _ref(token: int = 1) -> pb.TaskRef:
     return pb.TaskRef(
         task_id=str(uuid.uuid4()), fencing_token=token, scheduled_at=cconv.to_timestamp(NOW)
@@ -52,7 +57,7 @@ async def test_completions_share_one_engine_call() -> None:
     msgs = [
         pb.WorkerMessage(request_id=i + 1, completion=pb.Completion(task=_ref())) for i in range(3)
     ]
-    replies = await handle_messages(session, msgs)  # type: ignore[arg-type]
+    replies = _read(await handle_messages(session, msgs))  # type: ignore[arg-type]
     assert [c[0] for c in session.calls] == ["complete"]
     assert len(session.calls[0][1]) == 3
     assert [r.result.request_id for r in replies] == [1, 2, 3]
@@ -69,7 +74,7 @@ async def test_acks_split_per_message_and_request_id_zero_gets_no_result() -> No
         pb.WorkerMessage(request_id=7, ack=pb.Ack(tasks=[_ref(), _ref()])),
         pb.WorkerMessage(ack=pb.Ack(tasks=[_ref()])),
     ]
-    replies = await handle_messages(session, msgs)  # type: ignore[arg-type]
+    replies = _read(await handle_messages(session, msgs))  # type: ignore[arg-type]
     assert len(session.calls) == 1
     assert len(replies) == 1
     assert replies[0].result.request_id == 7
@@ -88,8 +93,9 @@ async def test_credit_drain_and_bad_messages() -> None:
         (pb.WorkerMessage(request_id=7), "kind"),
         (pb.WorkerMessage(request_id=7, checkpoint=pb.Checkpoint()), "checkpoint.task"),
     ]:
-        reply = await handle_message(session, msg)  # type: ignore[arg-type]
-        assert reply is not None
+        answer = await handle_message(session, msg)  # type: ignore[arg-type]
+        assert answer is not None
+        (reply,) = _read([answer])
         assert (reply.result.request_id, reply.result.code, reply.result.field) == (7, 3, field)
     # A protocol violation ends the stream.
     with pytest.raises(InvalidArgument) as info:
@@ -114,9 +120,9 @@ async def _apply_all(session: FakeSession, msgs: list[pb.WorkerMessage]) -> list
     inbox: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
     for m in [*msgs, None]:
         inbox.put_nowait(m)
-    replies: list[pb.ServerMessage] = []
+    replies: list[pb.ServerMessage | bytes] = []
     await apply_inbox(session, inbox, replies.append)  # type: ignore[arg-type]
-    return replies
+    return _read(replies)
 
 
 async def test_credits_between_waiting_completions_do_not_split_their_write() -> None:
