@@ -1,5 +1,11 @@
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from scheduler.types import Assignment
 
 KINDS: dict[int, str]
 
 def decode_writes(data: bytes) -> tuple[int, str, list[Any], list[bytes]] | None: ...
+def encode_assignments(
+    assignments: Sequence[Assignment], general: Callable[[Assignment], bytes]
+) -> bytes: ...

@@ -19,6 +19,7 @@ decides a refusal: it may only agree with the general path on what it accepts
 cimport cython
 from cpython.object cimport PyObject_GenericSetAttr
 from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdlib cimport free, realloc
 
 import dataclasses
 import uuid
@@ -295,3 +296,218 @@ def decode_writes(bytes data):
     if r.pos != body_stop:
         return None
     return (request_id, KINDS[field], items, ids)
+
+
+# -- assignments, written ------------------------------------------------------------
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.string cimport memcpy
+
+from scheduler._wellknown import timestamp_parts as _timestamp_parts
+from scheduler.jsonbytes import to_bytes as _json_bytes
+from scheduler.types import RawJSON
+from scheduler.wire import POOL_TO_PROTO as _POOLS
+
+cdef object _RawJSON = RawJSON
+cdef object _parts = _timestamp_parts
+cdef object _to_json = _json_bytes
+cdef dict _POOL = dict(_POOLS)
+cdef const char* _HEX = b"0123456789abcdef"
+
+
+cdef struct Out:
+    char* buf
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef int _grow(Out* o, Py_ssize_t need) except -1:
+    cdef Py_ssize_t cap = o.cap
+    cdef char* buf
+    if o.len + need <= cap:
+        return 0
+    while cap < o.len + need:
+        cap = cap * 2 if cap else 4096
+    buf = <char*>realloc(o.buf, cap)
+    if buf == NULL:
+        raise MemoryError()
+    o.buf = buf
+    o.cap = cap
+    return 0
+
+
+cdef inline int _put_varint(Out* o, uint64_t v) except -1:
+    _grow(o, 10)
+    while v >= 0x80:
+        o.buf[o.len] = <char>((v & 0x7F) | 0x80)
+        o.len += 1
+        v >>= 7
+    o.buf[o.len] = <char>v
+    o.len += 1
+    return 0
+
+
+cdef inline int _put_bytes(Out* o, const char* p, Py_ssize_t n) except -1:
+    _grow(o, n)
+    memcpy(o.buf + o.len, p, n)
+    o.len += n
+    return 0
+
+
+cdef int _put_field_bytes(Out* o, unsigned char tag, bytes data) except -1:
+    cdef Py_ssize_t n = len(data)
+    _put_varint(o, tag)
+    _put_varint(o, <uint64_t>n)
+    _put_bytes(o, <char*>data, n)
+    return 0
+
+
+cdef int _put_uuid(Out* o, unsigned char tag, object u) except -1:
+    """``tag``, 36, and the UUID's canonical text (lowercase 8-4-4-4-12)."""
+    cdef object value = u.int
+    cdef uint64_t hi = <uint64_t>(value >> 64)
+    cdef uint64_t lo = <uint64_t>(value & 0xFFFFFFFFFFFFFFFF)
+    cdef char* p
+    cdef int i, shift
+    _grow(o, 38)
+    o.buf[o.len] = <char>tag
+    o.buf[o.len + 1] = 36
+    p = o.buf + o.len + 2
+    # hi: 16 hex digits -> positions 0-7, 9-12, 14-17; lo: 19-22, 24-35
+    shift = 60
+    for i in range(36):
+        if i == 8 or i == 13 or i == 18 or i == 23:
+            p[i] = 45
+            continue
+        if i < 18:
+            p[i] = _HEX[(hi >> shift) & 0xF]
+        else:
+            p[i] = _HEX[(lo >> shift) & 0xF]
+        shift -= 4
+        if shift < 0:
+            shift = 60
+    o.len += 38
+    return 0
+
+
+cdef int _put_timestamp(Out* o, unsigned char tag, object dt) except -1:
+    cdef int64_t seconds, nanos
+    cdef Py_ssize_t n = 0
+    seconds, nanos = _parts(dt)
+    if seconds < 0 or nanos < 0:
+        raise ValueError("a time before the epoch")  # the caller writes it the general way
+    n = (0 if seconds == 0 else 1 + _varint_len(<uint64_t>seconds)) + (
+        0 if nanos == 0 else 1 + _varint_len(<uint64_t>nanos)
+    )
+    _put_varint(o, tag)
+    _put_varint(o, <uint64_t>n)
+    if seconds:
+        _put_varint(o, 0x08)
+        _put_varint(o, <uint64_t>seconds)
+    if nanos:
+        _put_varint(o, 0x10)
+        _put_varint(o, <uint64_t>nanos)
+    return 0
+
+
+cdef inline int _varint_len(uint64_t v) noexcept:
+    cdef int n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+cdef int _put_assignment(Out* body, object a) except -1:
+    """Assignment ``a`` (no trace context), JSON as bytes, field by field in number
+    order, into ``body`` (without its own tag and length)."""
+    cdef object key = a.key
+    cdef bytes text
+    cdef double timeout
+    cdef int64_t token
+    cdef object pool
+    _put_uuid(body, 0x0A, key[0])  # 1: task_id
+    _put_uuid(body, 0x12, a.tenant_id)  # 2: tenant_id
+    text = (<str>a.type).encode("utf-8")
+    if text:
+        _put_field_bytes(body, 0x1A, text)  # 3: type
+    token = a.fencing_token
+    if token:
+        _put_varint(body, 0x28)  # 5: fencing_token
+        _put_varint(body, <uint64_t>token)
+    if a.attempt:
+        _put_varint(body, 0x30)  # 6: attempt
+        _put_varint(body, <uint64_t>a.attempt)
+    if a.max_retries:
+        _put_varint(body, 0x38)  # 7: max_retries
+        _put_varint(body, <uint64_t>a.max_retries)
+    _put_timestamp(body, 0x42, key[1])  # 8: scheduled_at
+    _put_timestamp(body, 0x4A, a.due_at)  # 9: due_at
+    _put_timestamp(body, 0x52, a.lease_expires_at)  # 10: lease_expires_at
+    pool = _POOL[a.pool]
+    if pool:
+        _put_varint(body, 0x68)  # 13: pool
+        _put_varint(body, <uint64_t>pool)
+    timeout = a.timeout_s
+    if timeout != 0.0:
+        _put_varint(body, 0x71)  # 14: timeout_s, fixed64
+        _grow(body, 8)
+        memcpy(body.buf + body.len, &timeout, 8)  # little-endian, as the wire is
+        body.len += 8
+    payload = a.payload
+    text = (<str>payload).encode("utf-8") if type(payload) is _RawJSON else _to_json(payload)
+    if text:
+        _put_varint(body, 130)  # 16: payload_json (tag 0x82 0x01)
+        _put_varint(body, <uint64_t>len(text))
+        _put_bytes(body, <char*>text, len(text))
+    checkpoint = a.checkpoint
+    if checkpoint is not None:
+        text = _to_json(checkpoint)
+        if text:
+            _put_varint(body, 138)  # 17: checkpoint_json (tag 0x8a 0x01)
+            _put_varint(body, <uint64_t>len(text))
+            _put_bytes(body, <char*>text, len(text))
+    return 0
+
+
+def encode_assignments(assignments, general):
+    """``ServerMessage{assignments: Assignments{tasks}}`` as bytes, the payloads and
+    checkpoints as JSON bytes. An assignment with a trace context (or a time before
+    the epoch) is written by ``general(a)``, which returns its serialised
+    ``Assignment``; every other one here, field by field as the generated class would
+    write it."""
+    cdef Out body
+    cdef Out item
+    cdef bytes data
+    cdef Py_ssize_t mark
+    body.buf = NULL
+    body.len = 0
+    body.cap = 0
+    item.buf = NULL
+    item.len = 0
+    item.cap = 0
+    try:
+        for a in assignments:
+            item.len = 0
+            if a.trace_context:
+                data = general(a)
+                _put_field_bytes(&body, 0x0A, data)
+                continue
+            try:
+                _put_assignment(&item, a)
+            except ValueError:
+                data = general(a)
+                _put_field_bytes(&body, 0x0A, data)
+                continue
+            _put_varint(&body, 0x0A)  # Assignments.tasks
+            _put_varint(&body, <uint64_t>item.len)
+            _put_bytes(&body, item.buf, item.len)
+        # ServerMessage.assignments (2) around Assignments
+        item.len = 0
+        _put_varint(&item, 0x12)
+        _put_varint(&item, <uint64_t>body.len)
+        _put_bytes(&item, body.buf, body.len)
+        return PyBytes_FromStringAndSize(item.buf, item.len)
+    finally:
+        free(body.buf)
+        free(item.buf)

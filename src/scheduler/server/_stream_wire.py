@@ -1,16 +1,18 @@
-"""The worker stream's hot messages on the wire: fenced writes read and Results written
-without a generated message per task.
+"""The worker stream's hot messages on the wire: fenced writes read, Results and
+assignments written, without a generated message per task.
 
 Owns :class:`Writes` (an ack, heartbeat or completions message already read into the
 engine's items), :func:`decode_worker_message` (the stream's decoder: the native
 reader of ``scheduler.server._stream_c`` first, the generated class for everything
-else) and :func:`encode_result` (a ``ServerMessage`` holding a ``Result``, as bytes).
+else), :func:`encode_result` (a ``ServerMessage`` holding a ``Result``, as bytes) and
+:func:`encode_assignments` (a ``ServerMessage`` holding ``Assignments``, as bytes).
 Calls ``scheduler.server._decode`` for the general decode; used by the worker
 service (``scheduler.server._worker``).
 
 The native reader is a Cython extension built with the wheel (``setup.py``).
 Without it (not built, or ``TICKWHEEL_NO_EXTENSIONS=1``) every message takes the
-general path, which gives the same items at a higher cost per task;
+general path, which gives the same items (and writes the same bytes) at a higher cost
+per task;
 ``STREAM_DECODER`` says which is in use.
 """
 
@@ -22,27 +24,29 @@ from typing import Any, Literal, cast, final
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.server._decode import decode
-from scheduler.types import Outcome
+from scheduler.types import Assignment, Outcome
 from scheduler.wire import varint
 
 _decode_writes: Callable[[bytes], tuple[int, str, list[Any], list[bytes]] | None] | None
+_encode_assignments: Callable[[Sequence[Assignment], Callable[[Assignment], bytes]], bytes] | None
 STREAM_DECODER: Literal["c", "python"]
 STREAM_DECODER_ERROR: str | None = None
 """Why the native reader is not in use, or None when it is."""
 
 if os.environ.get("TICKWHEEL_NO_EXTENSIONS", "") not in ("", "0", "false", "no"):
-    _decode_writes = None
+    _decode_writes = _encode_assignments = None
     STREAM_DECODER = "python"
     STREAM_DECODER_ERROR = "disabled by TICKWHEEL_NO_EXTENSIONS"
 else:
     try:
         from scheduler.server import _stream_c
     except ImportError as exc:  # not built, or built for another interpreter
-        _decode_writes = None
+        _decode_writes = _encode_assignments = None
         STREAM_DECODER = "python"
         STREAM_DECODER_ERROR = f"{type(exc).__name__}: {exc}"
     else:
         _decode_writes = _stream_c.decode_writes
+        _encode_assignments = _stream_c.encode_assignments
         STREAM_DECODER = "c"
 
 
@@ -108,3 +112,16 @@ def encode_result(request_id: int, ids: Sequence[bytes], outcomes: Sequence[Outc
         parts.append(head + task_id + tail)
     body = b"".join(parts)
     return b"\x22" + varint(len(body)) + body
+
+
+def encode_assignments(
+    assignments: Sequence[Assignment], one: Callable[[Assignment], bytes]
+) -> bytes:
+    """``ServerMessage{assignments: Assignments{tasks}}`` as bytes, JSON as bytes.
+    ``one(a)`` writes one assignment's ``Assignment`` bytes through the generated class
+    (recording a traced one's dispatch span): the native writer calls it only for a
+    traced assignment, without the extension it writes every one."""
+    if _encode_assignments is not None:
+        return _encode_assignments(assignments, one)
+    body = b"".join(b"\x0a" + varint(len(data)) + data for data in map(one, assignments))
+    return b"\x12" + varint(len(body)) + body

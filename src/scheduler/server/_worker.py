@@ -49,10 +49,11 @@ from scheduler.server._stream_wire import (
     WorkerMessage,
     Writes,
     decode_worker_message,
+    encode_assignments,
     encode_result,
     kind_of,
 )
-from scheduler.types import Outcome, Pool, Scope
+from scheduler.types import Assignment, Outcome, Pool, Scope
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -119,12 +120,17 @@ def event_to_proto(
     worker_id: str = "",
     *,
     json_bytes: bool = False,
-) -> pb.ServerMessage:
+) -> Reply:
     """A session event as the message pushed to the worker; ``json_bytes``: payloads
-    and checkpoints as JSON bytes (the worker's ``Hello.json_bytes``)."""
+    and checkpoints as JSON bytes (the worker's ``Hello.json_bytes``), and assignments
+    written as bytes (``_stream_wire.encode_assignments``) unless DEBUG logging wants
+    each message."""
     if isinstance(event, BacklogNotice):
         return pb.ServerMessage(backlog=pb.Backlog(waiting=event.waiting))
     if isinstance(event, AssignmentBatch):
+        if json_bytes and not _log.isEnabledFor(logging.DEBUG):
+            # Written natively; a traced assignment through the generated class.
+            return encode_assignments(event.assignments, lambda a: _traced_assignment(a, worker_id))
         tasks = []
         for a in event.assignments:
             msg = conv.assignment_to_proto(a, json_bytes=json_bytes)
@@ -147,6 +153,13 @@ def event_to_proto(
                 )
         return pb.ServerMessage(assignments=pb.Assignments(tasks=tasks))
     return pb.ServerMessage(cancel=pb.CancelRequest(task=conv.ref_to_proto(event.key, event.token)))
+
+
+def _traced_assignment(a: Assignment, worker_id: str) -> bytes:
+    """The bytes of a traced assignment (JSON as bytes), its dispatch span recorded."""
+    msg = conv.assignment_to_proto(a, json_bytes=True)
+    _trace_dispatch(msg, worker_id)
+    return msg.SerializeToString()
 
 
 def _trace_dispatch(msg: pb.Assignment, worker_id: str) -> None:

@@ -1,6 +1,6 @@
 """The worker stream's native reader (``scheduler.server._stream_c``) agrees with the
-general decoder on every message it takes, and Results written as bytes parse to what
-the generated classes build.
+general decoder on every message it takes, and Results and Assignments written as
+bytes are the bytes the generated classes write.
 
 The reader may decline any message (the general path then decides); what it must
 never do is accept a message differently: other items, another kind or request id,
@@ -10,11 +10,12 @@ or a message the general path refuses.
 from __future__ import annotations
 
 import contextlib
+import functools
 import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -26,12 +27,27 @@ import _wheel
 from scheduler._errors import InvalidArgument, TickwheelError
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as cconv
+from scheduler.engine import AssignmentBatch
 from scheduler.limits import MAX_RESULT_BYTES, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS
+from scheduler.server import _convert as conv
 from scheduler.server import _stream_wire
 from scheduler.server._decode import decode
-from scheduler.server._stream_wire import Writes, decode_worker_message, encode_result
-from scheduler.server._worker import _parse, handle_messages
-from scheduler.types import Completion, FencedWrite, Outcome, TaskKey
+from scheduler.server._stream_wire import (
+    Writes,
+    decode_worker_message,
+    encode_assignments,
+    encode_result,
+)
+from scheduler.server._worker import _parse, _traced_assignment, event_to_proto, handle_messages
+from scheduler.types import (
+    Assignment,
+    Completion,
+    FencedWrite,
+    Outcome,
+    Pool,
+    RawJSON,
+    TaskKey,
+)
 
 pytestmark = pytest.mark.skipif(
     _wheel.NO_EXTENSIONS, reason="TICKWHEEL_NO_EXTENSIONS is set: no native reader"
@@ -39,6 +55,7 @@ pytestmark = pytest.mark.skipif(
 # Not built, or built for another interpreter: test_native_reader_is_built fails.
 
 NOW = datetime(2030, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 KINDS = ("ack", "heartbeat", "completions")
 
 
@@ -55,7 +72,7 @@ def _general(data: bytes) -> Any:
     try:
         return (msg.request_id, kind, _parse(msg, kind))
     except TickwheelError as exc:
-        return ("refused", exc.field)
+        return ("refused", getattr(exc, "field", ""))
 
 
 def _check(data: bytes) -> Writes | None:
@@ -370,3 +387,97 @@ async def test_a_read_message_is_applied_and_answered_as_the_generated_one(kind:
         (ref.task_id, ok)
         for ref, ok in zip(refs, [True, False] if kind == "ack" else [False, True], strict=True)
     ]
+
+
+# -- assignments, written --------------------------------------------------------------
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+instants = st.one_of(
+    st.integers(-(10**6), 10**15).map(lambda us: EPOCH + timedelta(microseconds=us)),
+    st.sampled_from([EPOCH, NOW, datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)]),
+)
+json_objects = st.one_of(
+    st.just(RawJSON("{}")),
+    st.builds(lambda n: RawJSON(f'{{"n": {n}, "s": "ü"}}'), st.integers()),
+    st.dictionaries(
+        st.text(max_size=5),
+        st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=8)),
+        max_size=3,
+    ),
+)
+assignments = st.builds(
+    lambda task_id, tenant, typ, times, token, attempt, retries, payload, checkpoint, pool, t, tr: (
+        Assignment(
+            key=TaskKey(task_id, times[0]),
+            tenant_id=tenant,
+            type=typ,
+            payload=payload,
+            fencing_token=token,
+            attempt=attempt,
+            max_retries=retries,
+            due_at=times[1],
+            lease_expires_at=times[2],
+            checkpoint=checkpoint,
+            trace_context={"traceparent": TRACEPARENT} if tr else None,
+            pool=pool,
+            worker_id="w",
+            timeout_s=t,
+        )
+    ),
+    st.uuids(),
+    st.uuids(),
+    st.text(min_size=1, max_size=20),
+    st.tuples(instants, instants, instants),
+    st.integers(1, 2**63 - 1),
+    st.integers(0, 100),
+    st.integers(0, 100),
+    json_objects,
+    st.one_of(st.none(), json_objects),
+    st.sampled_from(list(Pool)),
+    st.one_of(st.just(0.0), st.floats(0, 86_400, allow_nan=False)),
+    st.sampled_from([False, False, False, True]),
+)
+
+
+def _generated(batch: Sequence[Assignment]) -> bytes:
+    tasks = [conv.assignment_to_proto(a, json_bytes=True) for a in batch]
+    return pb.ServerMessage(assignments=pb.Assignments(tasks=tasks)).SerializeToString()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(assignments, max_size=5))
+def test_assignments_are_written_as_the_generated_class_writes_them(
+    batch: list[Assignment],
+) -> None:
+    """Byte for byte, whatever the fields (a traced assignment and a time before the
+    epoch go through the generated class inside the same message)."""
+    expected = _generated(batch)
+    assert event_to_proto(AssignmentBatch(tuple(batch)), "w", json_bytes=True) == expected
+    one = functools.partial(_traced_assignment, worker_id="w")
+    assert encode_assignments(batch, one) == expected
+
+
+def test_without_the_extension_assignments_are_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    batch = [
+        Assignment(
+            key=TaskKey(uuid.uuid4(), NOW),
+            tenant_id=uuid.uuid4(),
+            type="t",
+            payload=RawJSON('{"a": 1}'),
+            fencing_token=2,
+            attempt=1,
+            max_retries=3,
+            due_at=NOW,
+            lease_expires_at=NOW + timedelta(seconds=30),
+            checkpoint={"step": 2},
+            trace_context=None,
+            pool=Pool.CRITICAL,
+            worker_id="w",
+            timeout_s=2.5,
+        )
+    ]
+    monkeypatch.setattr(_stream_wire, "_encode_assignments", None)
+    one = functools.partial(_traced_assignment, worker_id="w")
+    assert encode_assignments(batch, one) == _generated(batch)
