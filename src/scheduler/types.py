@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from scheduler._errors import NotFound, StaleFencingToken
+from scheduler._frozen import fast_init
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
 
@@ -140,6 +141,7 @@ class RetryPolicy:
         return tuple(t for t in self.non_retryable if not isinstance(t, str))
 
 
+@fast_init  # built per task: scheduler._frozen
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class NewTask:
     """A task to insert. The engine fills ids, shard and the effective due time."""
@@ -177,6 +179,7 @@ class NewTask:
     must not have completed yet (insert a workflow as one batch, parents first)."""
 
 
+@fast_init  # built per task: scheduler._frozen
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TaskRecord:
     """A task row as the store holds it."""
@@ -219,6 +222,7 @@ class TaskRecord:
         return TaskKey(self.id, self.scheduled_at)
 
 
+@fast_init  # built per task: scheduler._frozen
 @dataclasses.dataclass(frozen=True, slots=True)
 class InsertResult:
     """Per-item result of :meth:`Store.insert_tasks`."""
@@ -327,6 +331,7 @@ class PreloadedPage:
         return out
 
 
+@fast_init  # built per task: scheduler._frozen
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class DispatchRequest:
     """One task to move PRELOADED -> DISPATCHED (or RUNNING) for a given worker."""
@@ -342,6 +347,7 @@ class DispatchRequest:
     DISPATCHED (the attempt starts with the dispatch)."""
 
 
+@fast_init  # built per task: scheduler._frozen
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Assignment:
     """What a worker receives: everything needed to run and fence the task."""
@@ -382,6 +388,7 @@ class Outcome(enum.StrEnum):
     NOT_FOUND = "not_found"
 
 
+@fast_init  # built per task: scheduler._frozen
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class FencedWrite:
     """A worker's fenced write on one task."""
@@ -390,6 +397,7 @@ class FencedWrite:
     token: int
 
 
+@fast_init  # built per task: scheduler._frozen
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
     """A fenced success."""
@@ -435,6 +443,7 @@ class Release:
     acked it) and the write answers STALE."""
 
 
+@fast_init  # built per task: scheduler._frozen
 @dataclasses.dataclass(frozen=True, slots=True)
 class CompleteResult:
     """Per-item result of :meth:`Store.complete`."""

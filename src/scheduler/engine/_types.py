@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from scheduler._frozen import fast_init
 from scheduler.jitter import JitterMode
 from scheduler.types import JSON, Assignment, Pool, RawJSON, RetryPolicy, TaskKey
 
 
+@fast_init  # built per task: scheduler._frozen
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class SubmitSpec:
     """A client's request to run one task (validated by :meth:`Engine.submit`)."""
