@@ -14,14 +14,19 @@ import functools
 import subprocess
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 import pytest
 from google.protobuf import timestamp_pb2
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import _wheel
 from scheduler._errors import InvalidArgument, TickwheelError
@@ -30,7 +35,7 @@ from scheduler.client import _convert as cconv
 from scheduler.engine import AssignmentBatch
 from scheduler.limits import MAX_RESULT_BYTES, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS
 from scheduler.server import _convert as conv
-from scheduler.server import _stream_wire
+from scheduler.server import _stream_wire, _worker
 from scheduler.server._decode import decode
 from scheduler.server._stream_wire import (
     Writes,
@@ -444,6 +449,14 @@ def _generated(batch: Sequence[Assignment]) -> bytes:
     return pb.ServerMessage(assignments=pb.Assignments(tasks=tasks)).SerializeToString()
 
 
+@contextlib.contextmanager
+def untraced() -> Iterator[None]:
+    """No dispatch span recorded (another test may have installed a process-wide SDK
+    tracer provider): a traced assignment's bytes are then deterministic."""
+    with mock.patch.object(_worker, "_tracer", trace.NoOpTracer()):
+        yield
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(assignments, max_size=5))
 def test_assignments_are_written_as_the_generated_class_writes_them(
@@ -452,32 +465,59 @@ def test_assignments_are_written_as_the_generated_class_writes_them(
     """Byte for byte, whatever the fields (a traced assignment and a time before the
     epoch go through the generated class inside the same message)."""
     expected = _generated(batch)
-    assert event_to_proto(AssignmentBatch(tuple(batch)), "w", json_bytes=True) == expected
-    one = functools.partial(_traced_assignment, worker_id="w")
-    assert encode_assignments(batch, one) == expected
+    with untraced():
+        assert event_to_proto(AssignmentBatch(tuple(batch)), "w", json_bytes=True) == expected
+        one = functools.partial(_traced_assignment, worker_id="w")
+        assert encode_assignments(batch, one) == expected
+
+
+def test_a_traced_assignment_carries_its_dispatch_span() -> None:
+    """With a recording tracer the native path records the dispatch span, as the
+    generated path does, and hands its context on in ``dispatch_trace_context``."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    a = _assignment(trace_context={"traceparent": TRACEPARENT})
+    with mock.patch.object(_worker, "_tracer", provider.get_tracer("test")):
+        data = event_to_proto(AssignmentBatch((a, _assignment())), "w", json_bytes=True)
+    assert isinstance(data, bytes)
+    traced, plain = pb.ServerMessage.FromString(data).assignments.tasks
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "tickwheel.dispatch t"
+    assert traced.dispatch_trace_context.traceparent.split("-")[1] == TRACEPARENT.split("-")[1]
+    assert traced.dispatch_trace_context.traceparent.split("-")[2] == (
+        f"{span.context.span_id:016x}"
+    )
+    traced.ClearField("dispatch_trace_context")
+    assert traced == conv.assignment_to_proto(a, json_bytes=True)
+    assert not plain.HasField("dispatch_trace_context")
+
+
+def _assignment(**changes: Any) -> Assignment:
+    fields: dict[str, Any] = {
+        "key": TaskKey(uuid.uuid4(), NOW),
+        "tenant_id": uuid.uuid4(),
+        "type": "t",
+        "payload": RawJSON('{"a": 1}'),
+        "fencing_token": 2,
+        "attempt": 1,
+        "max_retries": 3,
+        "due_at": NOW,
+        "lease_expires_at": NOW + timedelta(seconds=30),
+        "checkpoint": {"step": 2},
+        "trace_context": None,
+        "pool": Pool.CRITICAL,
+        "worker_id": "w",
+        "timeout_s": 2.5,
+    }
+    return Assignment(**{**fields, **changes})
 
 
 def test_without_the_extension_assignments_are_the_same_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    batch = [
-        Assignment(
-            key=TaskKey(uuid.uuid4(), NOW),
-            tenant_id=uuid.uuid4(),
-            type="t",
-            payload=RawJSON('{"a": 1}'),
-            fencing_token=2,
-            attempt=1,
-            max_retries=3,
-            due_at=NOW,
-            lease_expires_at=NOW + timedelta(seconds=30),
-            checkpoint={"step": 2},
-            trace_context=None,
-            pool=Pool.CRITICAL,
-            worker_id="w",
-            timeout_s=2.5,
-        )
-    ]
+    batch = [_assignment(), _assignment(trace_context={"traceparent": TRACEPARENT})]
     monkeypatch.setattr(_stream_wire, "_encode_assignments", None)
     one = functools.partial(_traced_assignment, worker_id="w")
-    assert encode_assignments(batch, one) == _generated(batch)
+    with untraced():
+        assert encode_assignments(batch, one) == _generated(batch)
