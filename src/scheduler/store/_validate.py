@@ -6,7 +6,7 @@ import json
 import math
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from scheduler import limits
@@ -127,6 +127,8 @@ def _new_task_ok(task: object) -> bool:
 
 
 def _is_aware(value: object) -> bool:
+    if type(value) is datetime and value.tzinfo is UTC:
+        return True  # what the engine and asyncpg make: no utcoffset() call
     return (
         isinstance(value, datetime) and value.tzinfo is not None and value.utcoffset() is not None
     )
