@@ -81,22 +81,25 @@ def varint(n: int) -> bytes:
     return _LOW14[n & 0x3FFF] + varint(n >> 14)
 
 
-_SECONDS: dict[int, bytes] = {}
-"""A Timestamp's ``seconds`` field by value (a batch's instants share a few)."""
+_TIMESTAMPS: dict[datetime, bytes] = {}
+""":func:`timestamp_bytes` by instant (a batch's tasks share a few; a datetime keeps
+its hash, so a repeat costs one lookup)."""
 
 
 def timestamp_bytes(dt: datetime) -> bytes:
     """A ``google.protobuf.Timestamp`` field's value on the wire, length first (put its
     tag before it), for a datetime after the epoch (``scheduler.limits``; a naive one is
     taken as UTC, as :func:`~scheduler._wellknown.timestamp_parts` does)."""
-    seconds, nanos = timestamp_parts(dt)
-    head = _SECONDS.get(seconds)
-    if head is None:
-        if len(_SECONDS) >= 4096:
-            _SECONDS.clear()
-        head = _SECONDS[seconds] = b"\x08" + varint(seconds) if seconds else b""
-    body = head + b"\x10" + varint(nanos) if nanos else head
-    return SMALL_VARINTS[len(body)] + body
+    out = _TIMESTAMPS.get(dt)
+    if out is None:
+        seconds, nanos = timestamp_parts(dt)
+        body = (b"\x08" + varint(seconds) if seconds else b"") + (
+            b"\x10" + varint(nanos) if nanos else b""
+        )
+        if len(_TIMESTAMPS) >= 4096:
+            _TIMESTAMPS.clear()
+        out = _TIMESTAMPS[dt] = SMALL_VARINTS[len(body)] + body
+    return out
 
 
 SHARED_PARTS = 1024
