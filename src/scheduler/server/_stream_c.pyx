@@ -17,17 +17,22 @@ decides a refusal: it may only agree with the general path on what it accepts
 """
 
 cimport cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.object cimport PyObject_GenericSetAttr
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, realloc
+from libc.string cimport memcpy
 
 import dataclasses
 import uuid
 
 from scheduler._wellknown import _utc_at
 from scheduler.jsonbytes import raw as _raw_json
+from scheduler.jsonbytes import to_bytes as _json_bytes
 from scheduler.limits import MAX_RESULT_BYTES, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS
-from scheduler.types import Completion, FencedWrite, TaskKey
+from scheduler.types import Completion, FencedWrite, RawJSON, TaskKey
+from scheduler.wire import POOL_TO_PROTO as _POOLS
+from scheduler.wire import timestamp_bytes as _timestamp_bytes
 
 # The items are made without their __init__ (frozen dataclasses set each field through
 # object.__setattr__, which is most of their cost). That is only right while these are
@@ -300,16 +305,8 @@ def decode_writes(bytes data):
 
 # -- assignments, written ------------------------------------------------------------
 
-from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.string cimport memcpy
-
-from scheduler._wellknown import timestamp_parts as _timestamp_parts
-from scheduler.jsonbytes import to_bytes as _json_bytes
-from scheduler.types import RawJSON
-from scheduler.wire import POOL_TO_PROTO as _POOLS
-
 cdef object _RawJSON = RawJSON
-cdef object _parts = _timestamp_parts
+cdef object _timestamp = _timestamp_bytes
 cdef object _to_json = _json_bytes
 cdef dict _POOL = dict(_POOLS)
 cdef const char* _HEX = b"0123456789abcdef"
@@ -391,31 +388,12 @@ cdef int _put_uuid(Out* o, unsigned char tag, object u) except -1:
 
 
 cdef int _put_timestamp(Out* o, unsigned char tag, object dt) except -1:
-    cdef int64_t seconds, nanos
-    cdef Py_ssize_t n = 0
-    seconds, nanos = _parts(dt)
-    if seconds < 0 or nanos < 0:
-        raise ValueError("a time before the epoch")  # the caller writes it the general way
-    n = (0 if seconds == 0 else 1 + _varint_len(<uint64_t>seconds)) + (
-        0 if nanos == 0 else 1 + _varint_len(<uint64_t>nanos)
-    )
+    """``tag`` and the Timestamp of ``dt`` (``scheduler.wire.timestamp_bytes``, length
+    first; ValueError for a time before the epoch)."""
+    cdef bytes data = _timestamp(dt)
     _put_varint(o, tag)
-    _put_varint(o, <uint64_t>n)
-    if seconds:
-        _put_varint(o, 0x08)
-        _put_varint(o, <uint64_t>seconds)
-    if nanos:
-        _put_varint(o, 0x10)
-        _put_varint(o, <uint64_t>nanos)
+    _put_bytes(o, <char*>data, len(data))
     return 0
-
-
-cdef inline int _varint_len(uint64_t v) noexcept:
-    cdef int n = 1
-    while v >= 0x80:
-        v >>= 7
-        n += 1
-    return n
 
 
 cdef int _put_assignment(Out* body, object a) except -1:
@@ -457,16 +435,12 @@ cdef int _put_assignment(Out* body, object a) except -1:
     payload = a.payload
     text = (<str>payload).encode("utf-8") if type(payload) is _RawJSON else _to_json(payload)
     if text:
-        _put_varint(body, 130)  # 16: payload_json (tag 0x82 0x01)
-        _put_varint(body, <uint64_t>len(text))
-        _put_bytes(body, <char*>text, len(text))
+        _put_field_bytes(body, 130, text)  # 16: payload_json (tag 0x82 0x01)
     checkpoint = a.checkpoint
     if checkpoint is not None:
         text = _to_json(checkpoint)
         if text:
-            _put_varint(body, 138)  # 17: checkpoint_json (tag 0x8a 0x01)
-            _put_varint(body, <uint64_t>len(text))
-            _put_bytes(body, <char*>text, len(text))
+            _put_field_bytes(body, 138, text)  # 17: checkpoint_json (tag 0x8a 0x01)
     return 0
 
 
