@@ -72,8 +72,8 @@ _LOW14 = [bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80)) for n in range(1 
 
 
 def varint(n: int) -> bytes:
-    """The base-128 varint of a non-negative int (the submit's wire encoders, both
-    ways)."""
+    """The base-128 varint of a non-negative int (the hand-written wire encoders: a
+    submit, both ways, and the worker stream's Results)."""
     if 0 <= n < 4096:
         return SMALL_VARINTS[n]
     if n < 16384:

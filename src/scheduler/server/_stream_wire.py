@@ -10,18 +10,18 @@ Calls ``scheduler.server._decode`` for the general decode; used by the worker
 service (``scheduler.server._worker``).
 
 The native reader is a Cython extension built with the wheel (``setup.py``).
-Without it (not built, or ``TICKWHEEL_NO_EXTENSIONS=1``) every message takes the
-general path, which gives the same items (and writes the same bytes) at a higher cost
-per task;
-``STREAM_DECODER`` says which is in use.
+Without it (not built, or ``TICKWHEEL_NO_EXTENSIONS=1``, read by ``_wheel`` as for the
+timing wheel) every message takes the general path, which gives the same items (and
+writes the same bytes) at a higher cost per task; ``STREAM_DECODER`` says which is in
+use.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, cast, final
 
+from _wheel import NO_EXTENSIONS
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.server._decode import decode
 from scheduler.types import Assignment, Outcome
@@ -33,7 +33,7 @@ STREAM_DECODER: Literal["c", "python"]
 STREAM_DECODER_ERROR: str | None = None
 """Why the native reader is not in use, or None when it is."""
 
-if os.environ.get("TICKWHEEL_NO_EXTENSIONS", "") not in ("", "0", "false", "no"):
+if NO_EXTENSIONS:
     _decode_writes = _encode_assignments = None
     STREAM_DECODER = "python"
     STREAM_DECODER_ERROR = "disabled by TICKWHEEL_NO_EXTENSIONS"

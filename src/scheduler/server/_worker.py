@@ -312,8 +312,11 @@ async def handle_messages(session: WorkerSession, msgs: Sequence[WorkerMessage])
             replies.append(_refusal(m.request_id, a))
         elif m.request_id:
             assert not isinstance(p, TickwheelError)
-            task_ids = m.ids if type(m) is Writes else [str(i.key.id).encode() for i in p]
-            replies.append(encode_result(m.request_id, task_ids, a))
+            replies.append(
+                encode_result(m.request_id, m.ids, a)
+                if type(m) is Writes
+                else _result(m.request_id, [i.key.id for i in p], a)
+            )
     return replies
 
 
