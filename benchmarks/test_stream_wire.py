@@ -2,7 +2,8 @@
 native codec on the hot path"), same run, CPU µs per task in this process.
 
 - ``ack``: an ``Ack`` of 100 refs, bytes to the engine's ``FencedWrite`` items: the
-  generated class and ``_convert`` (the general path) against ``_stream_c``'s reader;
+  generated class and ``_convert`` (the general path) against ``_stream_c``'s reader
+  (``test_stream_reads_fenced_writes``);
 - ``completions``: a ``Completions`` of 100 items with ``result_json``, to
   ``Completion`` items (both check each result with orjson);
 - ``result``: the per-task ``Result`` of 100 outcomes, to bytes;
@@ -16,19 +17,20 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from tests.unit.transport.records import assignment
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as cconv
 from scheduler.engine import AssignmentBatch
 from scheduler.server import _convert as conv
 from scheduler.server import _stream_wire
-from scheduler.server._stream_wire import decode_worker_message, encode_result
+from scheduler.server._stream_wire import Writes, decode_worker_message, encode_result
 from scheduler.server._worker import _parse, event_to_proto
-from scheduler.types import Assignment, Outcome, Pool, RawJSON, TaskKey
+from scheduler.types import Outcome, RawJSON
 
 BATCH = 100
 ROUNDS = 200  # batches per timed round
@@ -79,29 +81,30 @@ def _refs() -> list[pb.TaskRef]:
     ]
 
 
-def test_stream_reads_an_ack(benchmark: Any) -> None:
-    data = pb.WorkerMessage(request_id=7, ack=pb.Ack(tasks=_refs())).SerializeToString()
-    assert decode_worker_message(data).items == _parse(pb.WorkerMessage.FromString(data), "ack")  # type: ignore[union-attr]
-    benchmark.pedantic(lambda: decode_worker_message(data), rounds=1, iterations=1)
-    _pair(
-        benchmark,
-        "ack",
-        lambda: _parse(pb.WorkerMessage.FromString(data), "ack"),
-        lambda: decode_worker_message(data),
-    )
-
-
-def test_stream_reads_completions(benchmark: Any) -> None:
+def _read_message(kind: str) -> bytes:
+    """A worker message of ``kind`` about BATCH tasks, as the SDK sends it."""
+    if kind == "ack":
+        return pb.WorkerMessage(request_id=7, ack=pb.Ack(tasks=_refs())).SerializeToString()
     items = [pb.Completion(task=r, result_json=b'{"sent": true, "ms": 12.5}') for r in _refs()]
     msg = pb.WorkerMessage(request_id=7, completions=pb.Completions(items=items))
-    data = msg.SerializeToString()
-    benchmark.pedantic(lambda: decode_worker_message(data), rounds=1, iterations=1)
-    _pair(
-        benchmark,
-        "completions",
-        lambda: _parse(pb.WorkerMessage.FromString(data), "completions"),
-        lambda: decode_worker_message(data),
-    )
+    return msg.SerializeToString()
+
+
+@pytest.mark.parametrize("kind", ["ack", "completions"])
+def test_stream_reads_fenced_writes(benchmark: Any, kind: str) -> None:
+    data = _read_message(kind)
+
+    def generated() -> list[Any]:
+        return _parse(pb.WorkerMessage.FromString(data), kind)
+
+    def native() -> Any:
+        return decode_worker_message(data)
+
+    read = native()
+    assert isinstance(read, Writes)
+    assert read.items == generated()
+    benchmark.pedantic(native, rounds=1, iterations=1)
+    _pair(benchmark, kind, generated, native)
 
 
 def test_stream_writes_a_result(benchmark: Any) -> None:
@@ -124,22 +127,7 @@ def test_stream_writes_a_result(benchmark: Any) -> None:
 
 def test_stream_writes_assignments(benchmark: Any) -> None:
     batch = tuple(
-        Assignment(
-            key=TaskKey(uuid.uuid4(), NOW),
-            tenant_id=uuid.uuid4(),
-            type="email",
-            payload=RawJSON(f'{{"user_id": {i}, "template": "welcome"}}'),
-            fencing_token=1,
-            attempt=1,
-            max_retries=3,
-            due_at=NOW,
-            lease_expires_at=NOW + timedelta(seconds=30),
-            checkpoint=None,
-            trace_context=None,
-            pool=Pool.STANDARD,
-            worker_id="w",
-            timeout_s=0.0,
-        )
+        assignment(type="email", payload=RawJSON(f'{{"user_id": {i}, "template": "welcome"}}'))
         for i in range(BATCH)
     )
     event = AssignmentBatch(batch)

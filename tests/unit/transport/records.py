@@ -1,4 +1,5 @@
-"""A task row for the conversion tests: a task just created, any field overridden."""
+"""A task row and an assignment for the conversion and wire tests (and the codec
+benchmarks): plausible values, any field overridden."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from scheduler.jitter import JitterMode
 from scheduler.jsonbytes import RawJSON
 from scheduler.states import TaskState
-from scheduler.types import Pool, TaskRecord
+from scheduler.types import Assignment, Pool, TaskKey, TaskRecord
 
 NOW = datetime(2030, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
@@ -48,3 +49,26 @@ def task_record(**kw: Any) -> TaskRecord:
     )
     base.update(kw)
     return TaskRecord(**base)
+
+
+def assignment(**kw: Any) -> Assignment:
+    """A first attempt's assignment (a new task id and tenant each call), due at NOW,
+    with ``kw`` set."""
+    base: dict[str, Any] = dict(
+        key=TaskKey(uuid.uuid4(), NOW),
+        tenant_id=uuid.uuid4(),
+        type="t",
+        payload=RawJSON('{"a": 1}'),
+        fencing_token=1,
+        attempt=1,
+        max_retries=3,
+        due_at=NOW,
+        lease_expires_at=NOW + timedelta(seconds=30),
+        checkpoint=None,
+        trace_context=None,
+        pool=Pool.STANDARD,
+        worker_id="w",
+        timeout_s=0.0,
+    )
+    base.update(kw)
+    return Assignment(**base)

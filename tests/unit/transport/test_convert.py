@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,8 +18,8 @@ from scheduler.jsonbytes import as_dict
 from scheduler.server import _convert as conv
 from scheduler.server._worker import event_to_proto, hello_from_proto
 from scheduler.states import TaskState
-from scheduler.types import Assignment, Pool, RawJSON, TaskKey, TaskRecord, Tenant
-from tests.unit.transport.records import NOW, task_record
+from scheduler.types import Pool, RawJSON, TaskKey, TaskRecord, Tenant
+from tests.unit.transport.records import NOW, assignment, task_record
 
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -229,21 +228,8 @@ def test_client_spec_to_proto_and_back() -> None:
 
 def test_assignment_and_cancel_events() -> None:
     key = TaskKey(uuid.uuid4(), NOW)
-    a = Assignment(
-        key=key,
-        tenant_id=uuid.uuid4(),
-        type="t",
-        payload={"p": 1},
-        fencing_token=9,
-        attempt=2,
-        max_retries=3,
-        due_at=NOW,
-        lease_expires_at=NOW + timedelta(seconds=30),
-        checkpoint={"c": 1},
-        trace_context=None,
-        pool=Pool.STANDARD,
-        worker_id="w",
-        timeout_s=0.0,
+    a = assignment(
+        key=key, payload={"p": 1}, fencing_token=9, attempt=2, due_at=NOW, checkpoint={"c": 1}
     )
     msg = event_to_proto(AssignmentBatch((a,)))
     (out,) = msg.assignments.tasks

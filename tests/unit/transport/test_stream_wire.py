@@ -53,6 +53,7 @@ from scheduler.types import (
     RawJSON,
     TaskKey,
 )
+from tests.unit.transport.records import assignment
 
 pytestmark = pytest.mark.skipif(
     _wheel.NO_EXTENSIONS, reason="TICKWHEEL_NO_EXTENSIONS is set: no native reader"
@@ -494,23 +495,11 @@ def test_a_traced_assignment_carries_its_dispatch_span() -> None:
 
 
 def _assignment(**changes: Any) -> Assignment:
-    fields: dict[str, Any] = {
-        "key": TaskKey(uuid.uuid4(), NOW),
-        "tenant_id": uuid.uuid4(),
-        "type": "t",
-        "payload": RawJSON('{"a": 1}'),
-        "fencing_token": 2,
-        "attempt": 1,
-        "max_retries": 3,
-        "due_at": NOW,
-        "lease_expires_at": NOW + timedelta(seconds=30),
-        "checkpoint": {"step": 2},
-        "trace_context": None,
-        "pool": Pool.CRITICAL,
-        "worker_id": "w",
-        "timeout_s": 2.5,
-    }
-    return Assignment(**{**fields, **changes})
+    """An assignment with every optional part set (checkpoint, a pool, a timeout)."""
+    return assignment(
+        **{"fencing_token": 2, "checkpoint": {"step": 2}, "pool": Pool.CRITICAL, "timeout_s": 2.5}
+        | changes
+    )
 
 
 def test_without_the_extension_assignments_are_the_same_bytes(
