@@ -1,4 +1,4 @@
-"""Build script for the Cython timing wheel, its task table and the worker stream's reader.
+"""Build script for the Cython timing wheel, its task table and the worker stream's codec.
 
 Everything else about the package lives in ``pyproject.toml``; this file only
 declares the extension. Environment switches (asyncpg and uvloop do the same):
@@ -34,7 +34,7 @@ extensions = [
     # The timing wheel, and the table of compact task rows its keys point to.
     for name in ("_wheel_c", "_table_c")
 ] + [
-    # The worker stream's fenced writes read from their wire bytes.
+    # The worker stream's fenced writes read from, and its assignments written to, the wire.
     Extension(
         "scheduler.server._stream_c",
         sources=["src/scheduler/server/_stream_c.pyx"],

@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""The worker stream's fenced writes read straight from their wire bytes (Cython).
+"""The worker stream's fenced writes read straight from their wire bytes, and its
+assignments written straight to them (Cython).
 
 A worker's ``Ack``, ``Heartbeat`` and ``Completions`` messages carry one ``TaskRef``
 per task, and a busy stream carries thousands a second. Read through the generated
@@ -14,6 +15,10 @@ malformed varint) returns None, and the caller decodes it the general way, which
 accepts or refuses it with the error that names the field. So the fast path never
 decides a refusal: it may only agree with the general path on what it accepts
 (``tests/unit/transport/test_stream_wire.py`` checks the two against each other).
+
+:func:`encode_assignments` writes a push of assignments field by field, in number
+order, so its bytes are the generated class's (the same tests compare them byte for
+byte); what it does not write itself (a traced assignment) it asks the caller for.
 """
 
 cimport cython
@@ -444,10 +449,10 @@ cdef int _put_assignment(Out* body, object a) except -1:
     return 0
 
 
-def encode_assignments(assignments, general):
+def encode_assignments(assignments, one):
     """``ServerMessage{assignments: Assignments{tasks}}`` as bytes, the payloads and
     checkpoints as JSON bytes. An assignment with a trace context (or a time before
-    the epoch) is written by ``general(a)``, which returns its serialised
+    the epoch) is written by ``one(a)``, which returns its serialised
     ``Assignment``; every other one here, field by field as the generated class would
     write it."""
     cdef Out body
@@ -464,13 +469,13 @@ def encode_assignments(assignments, general):
         for a in assignments:
             item.len = 0
             if a.trace_context:
-                data = general(a)
+                data = one(a)
                 _put_field_bytes(&body, 0x0A, data)
                 continue
             try:
                 _put_assignment(&item, a)
             except ValueError:
-                data = general(a)
+                data = one(a)
                 _put_field_bytes(&body, 0x0A, data)
                 continue
             _put_varint(&body, 0x0A)  # Assignments.tasks
