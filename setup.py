@@ -1,4 +1,4 @@
-"""Build script for the Cython timing wheel, its task table and the worker stream's codec.
+"""Build script for the Cython timing wheel, its task table and the wire codecs.
 
 Everything else about the package lives in ``pyproject.toml``; this file only
 declares the extension. Environment switches (asyncpg and uvloop do the same):
@@ -34,13 +34,15 @@ extensions = [
     # The timing wheel, and the table of compact task rows its keys point to.
     for name in ("_wheel_c", "_table_c")
 ] + [
-    # The worker stream's fenced writes read from, and its assignments written to, the wire.
     Extension(
-        "scheduler.server._stream_c",
-        sources=["src/scheduler/server/_stream_c.pyx"],
+        f"scheduler.server.{name}",
+        sources=[f"src/scheduler/server/{name}.pyx"],
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
         define_macros=[("CYTHON_TRACE", "0")],
     )
+    # The worker stream's fenced writes read from, and its assignments written to, the
+    # wire; a SubmitTasks request read from it. Both read through _pbread.pxd.
+    for name in ("_stream_c", "_submit_c")
 ]
 
 setup(

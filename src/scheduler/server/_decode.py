@@ -130,7 +130,7 @@ def _walk(
 
 
 def _unary(
-    fn: Callable[..., Any], cls: Any, path: str, router: Router | None
+    fn: Callable[..., Any], read: Callable[[bytes], Any], path: str, router: Router | None
 ) -> Callable[[bytes, Context], Any]:
     async def handler(data: bytes, context: Context) -> Any:
         if router is not None:
@@ -143,7 +143,7 @@ def _unary(
             if forwarded is not None:
                 return forwarded  # the home region's response bytes, as they came
         try:
-            request = decode(cls, data)
+            request = read(data)
         except InvalidArgument as exc:
             await abort(context, exc)
         return await fn(request, context)
@@ -208,11 +208,12 @@ def add_service(
 ) -> None:
     """Register every method of ``service`` on ``server``, served by the ``servicer``
     method of the same name; ``messages`` is the generated module of its messages.
-    With ``router``, each call is routed home before it is decoded. A streaming
-    method named in the servicer's ``REQUEST_DECODERS`` reads each message's bytes
-    with that function instead of the generated class (it must raise
-    InvalidArgument for bytes that are no message, as :func:`decode` does); every
-    response may be a message or its bytes."""
+    With ``router``, each call is routed home before it is decoded. A method named
+    in the servicer's ``REQUEST_DECODERS`` reads its request's bytes
+    (each message's, on a stream) with that function instead of the generated class:
+    it raises InvalidArgument for bytes that are no message, as :func:`decode` does,
+    or hands the bytes on for the handler to read. Every response may be a message
+    or its bytes."""
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     readers: dict[str, Callable[[bytes], Any]] = getattr(servicer, "REQUEST_DECODERS", {})
     for method in service.methods:
@@ -220,15 +221,15 @@ def add_service(
         response_cls = getattr(messages, method.output_type.name)
         fn = getattr(servicer, method.name)
         path = f"/{service.full_name}/{method.name}"
+        read = readers.get(method.name, functools.partial(decode, request_cls))
         if method.client_streaming and method.server_streaming:
-            read = readers.get(method.name, functools.partial(decode, request_cls))
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
                 _stream(fn, read, path, router),
                 response_serializer=_serializer(response_cls),
             )
         elif not method.client_streaming and not method.server_streaming:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(fn, request_cls, path, router),
+                _unary(fn, read, path, router),
                 response_serializer=_serializer(response_cls),
             )
         else:  # pragma: no cover - the API has no such method

@@ -28,6 +28,8 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
+from scheduler.server._pbread cimport Reader, _length, _varint
+
 import dataclasses
 import uuid
 
@@ -70,39 +72,6 @@ cdef str _S_ACKED_AT = "acked_at"
 
 KINDS = {4: "ack", 5: "heartbeat", 12: "completions"}
 """The WorkerMessage fields (oneof ``kind``) read here, by number."""
-
-
-cdef struct Reader:
-    const unsigned char* buf
-    Py_ssize_t pos
-    Py_ssize_t end
-    bint bad
-
-
-@cython.cdivision(True)
-cdef inline uint64_t _varint(Reader* r) noexcept:
-    cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef unsigned char b
-    while True:
-        if r.pos >= r.end or shift > 63:
-            r.bad = True
-            return 0
-        b = r.buf[r.pos]
-        r.pos += 1
-        result |= (<uint64_t>(b & 0x7F)) << shift
-        if not (b & 0x80):
-            return result
-        shift += 7
-
-
-cdef inline Py_ssize_t _length(Reader* r) noexcept:
-    """A length-delimited field's length, checked against what is left (-1: bad)."""
-    cdef uint64_t n = _varint(r)
-    if r.bad or n > <uint64_t>(r.end - r.pos):
-        r.bad = True
-        return -1
-    return <Py_ssize_t>n
 
 
 cdef inline int _hex(unsigned char c) noexcept:

@@ -1,10 +1,22 @@
-"""A ``SubmitTasksResponse``'s bytes, written directly: the server's submit answer.
+"""A ``SubmitTasks`` call on the wire: its request read, and its answer written,
+without a generated message per task.
 
-Building the answer through the generated classes (a ``Task`` per item from
+**The request.** :func:`read_submit` hands a request's bytes to the native reader of
+``scheduler.server._submit_c``, which makes each task's ``SubmitSpec`` straight from
+them with ``spec_from_proto``'s checks (about 4 µs a task through the generated
+classes). What it does not take plainly (a ``Struct`` payload, a trace context, a
+retry policy, anything out of range or malformed) it leaves to the general path, the
+generated class and ``scheduler.server._convert``, which accepts or refuses it with
+the error that names the field. Without the extension (not built, or
+``TICKWHEEL_NO_EXTENSIONS=1``) every request takes the general path;
+``SUBMIT_DECODER`` says which is in use.
+
+**The answer.** Building it through the generated classes (a ``Task`` per item from
 :func:`~scheduler.server._convert.task_to_proto`, each copied into its
 ``SubmitTaskResponse`` and the list copied again into the response) took about 7 µs of
 ``serve``'s CPU per submitted task. A batch's new tasks share most of their fields, so
-this module writes the same protobuf wire format with a few concatenations per task:
+:func:`encode_submit_response` writes the same protobuf wire format with a few
+concatenations per task:
 
 - everything but the per-task fields is encoded once per distinct combination, by
   ``task_to_proto`` itself, and reused as bytes;
@@ -20,13 +32,49 @@ compares the two).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
-from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from google.protobuf import struct_pb2
+
+from _wheel import NO_EXTENSIONS
+from scheduler.engine import SubmitSpec
 from scheduler.server import _convert as conv
-from scheduler.types import InsertResult, TaskRecord
+from scheduler.types import JSON, InsertResult, TaskRecord
 from scheduler.wire import shared_part, timestamp_bytes, varint
+
+Echo = bytes | struct_pb2.Struct
+"""What a task sent as its payload, echoed in the answer: its JSON bytes, or its
+Struct (an empty one when it sent neither)."""
+
+_decode_submit: (
+    Callable[[bytes, int, JSON | None], tuple[list[SubmitSpec], list[Echo]] | None] | None
+) = None
+SUBMIT_DECODER: Literal["c", "python"] = "python"
+SUBMIT_DECODER_ERROR: str | None = "disabled by TICKWHEEL_NO_EXTENSIONS"
+"""Why the native reader is not in use, or None when it is."""
+
+if not NO_EXTENSIONS:
+    try:
+        from scheduler.server import _submit_c
+    except ImportError as exc:  # not built, or built for another interpreter
+        SUBMIT_DECODER_ERROR = f"{type(exc).__name__}: {exc}"
+    else:
+        _decode_submit = _submit_c.decode_submit
+        SUBMIT_DECODER = "c"
+        SUBMIT_DECODER_ERROR = None
+
+
+def read_submit(
+    data: bytes, max_payload_bytes: int, default_trace: JSON | None
+) -> tuple[list[SubmitSpec], list[Echo]] | None:
+    """A ``SubmitTasksRequest``'s specs (``default_trace`` as each one's trace
+    context) and each task's payload as sent, read natively; None when the request
+    must take the general path (or the reader is not in use)."""
+    if _decode_submit is None:
+        return None
+    return _decode_submit(data, max_payload_bytes, default_trace)
+
 
 _RESULTS = b"\x0a"  # SubmitTasksResponse.results: field 1, length-delimited
 _TASK = b"\x0a"  # SubmitTaskResponse.task: field 1, length-delimited
@@ -68,22 +116,23 @@ def _item(task: bytes, created: bool) -> bytes:
 
 
 def encode_submit_response(
-    results: Sequence[InsertResult], given: Sequence[pb.TaskSpec], json_bytes: bool
+    results: Sequence[InsertResult], sent: Sequence[Echo], json_bytes: bool
 ) -> bytes:
-    """The serialised ``SubmitTasksResponse`` for ``results`` (one per request item of
-    ``given``, in order): what ``SubmitTasksResponse(results=[SubmitTaskResponse(
+    """The serialised ``SubmitTasksResponse`` for ``results`` (one per request item,
+    in order; ``sent`` is each item's payload as it was sent: its JSON bytes or its
+    Struct): what ``SubmitTasksResponse(results=[SubmitTaskResponse(
     task=task_to_proto(...), created=...)])`` serialises to, as a created task holds
-    the payload it was sent (its bytes or its Struct)."""
+    the payload it was sent."""
     shared: dict[Any, bytes] = {}
     last_key: Any = None
     last_body = b""
     out: list[bytes] = []
     append = out.append
     join = b"".join
-    for result, spec in zip(results, given, strict=True):
+    for result, echo in zip(results, sent, strict=True):
         rec = result.task
         if not (result.created and _fresh(rec)):
-            payload = (spec.payload_json or spec.payload) if result.created else None
+            payload = echo if result.created else None
             whole = conv.task_to_proto(rec, payload, json_bytes=json_bytes)
             append(_item(whole.SerializeToString(), result.created))
             continue
@@ -109,11 +158,10 @@ def encode_submit_response(
         else:
             body = last_body = shared_part(shared, key, _shared, rec, json_bytes)
             last_key = key
-        if spec.payload_json:
-            p = spec.payload_json
-            payload = _PAYLOAD_JSON + varint(len(p)) + p
+        if isinstance(echo, bytes):
+            payload = _PAYLOAD_JSON + varint(len(echo)) + echo
         else:
-            p = spec.payload.SerializeToString()
+            p = echo.SerializeToString()
             payload = _PAYLOAD + varint(len(p)) + p
         task = join(
             (

@@ -91,7 +91,7 @@ def test_the_bytes_parse_to_the_generated_answer(json_bytes: bool) -> None:
         results + [InsertResult(task=_record(**kw), created=c) for kw, c, _ in CASES],
         given + given,
     )
-    data = encode_submit_response(results, given, json_bytes)
+    data = encode_submit_response(results, [s.payload_json or s.payload for s in given], json_bytes)
     got = pb.SubmitTasksResponse.FromString(data)
     want = _reference(results, given, json_bytes)
     for i, (g, w) in enumerate(zip(got.results, want.results, strict=True)):
@@ -109,9 +109,7 @@ def test_a_long_payload_and_a_far_timestamp_encode_their_lengths() -> None:
     """Lengths of 4,096 bytes and more take the varint path that is not looked up."""
     big = b'{"b": "' + b"x" * 70_000 + b'"}'
     rec = _record(due_at=datetime(9999, 12, 30, tzinfo=UTC))
-    data = encode_submit_response(
-        [InsertResult(task=rec, created=True)], [pb.TaskSpec(payload_json=big)], True
-    )
+    data = encode_submit_response([InsertResult(task=rec, created=True)], [big], True)
     (item,) = pb.SubmitTasksResponse.FromString(data).results
     assert item.task.payload_json == big
     assert item.task.due_at.ToDatetime(tzinfo=UTC) == rec.due_at

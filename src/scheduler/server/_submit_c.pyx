@@ -1,0 +1,297 @@
+# cython: language_level=3
+"""A ``SubmitTasksRequest`` read straight from its wire bytes into the engine's
+``SubmitSpec`` items (Cython).
+
+A client submits up to 10,000 tasks a call. Read through the generated classes, each
+task costs a Python object per field and a pass of the validation in
+``scheduler.server._convert.spec_from_proto`` (about 4 µs a task); here the bytes go
+straight to the ``SubmitSpec``, with the same checks.
+
+Only what is plainly valid is read here: a request with anything the fast path does
+not take returns None, and the caller decodes it the general way, which accepts or
+refuses it with the error that names the field. That is a ``Struct`` payload, a trace
+context or a retry policy; an unknown or repeated field; a type, key, pool, jitter
+mode, retry count, timeout or time out of range or not in its plain form; JSON bytes
+the checker refuses; no task or more than a call may carry; or malformed bytes. So the
+fast path never decides a refusal (``tests/unit/transport/test_submit_wire.py`` checks
+the two paths against each other).
+"""
+
+from cpython.object cimport PyObject_GenericSetAttr
+from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
+from libc.math cimport isfinite
+from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcmp, memcpy
+
+from scheduler.server._pbread cimport Reader, _length, _varint
+
+import dataclasses
+
+from google.protobuf import struct_pb2
+
+from scheduler._wellknown import _utc_at
+from scheduler.engine import SubmitSpec
+from scheduler.jitter import JitterMode
+from scheduler.jsonbytes import raw as _raw_json
+from scheduler.limits import (
+    DEFAULT_MAX_RETRIES,
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_RETRIES,
+    MAX_SUBMIT_BATCH,
+    MAX_TIMEOUT_S,
+    MAX_TIMESTAMP_SECONDS,
+    MAX_TYPE_CHARS,
+    MIN_TIMESTAMP_SECONDS,
+)
+from scheduler.types import Pool
+from scheduler.wire import JITTER_FROM_PROTO, POOL_FROM_PROTO
+
+# The specs are made without their __init__ (each field set through its slot), which is
+# only right while these are all the fields: a field added must be set here too.
+_FIELDS = (
+    "type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing",
+    "jitter_mode", "max_retries", "timeout_s", "trace_context", "retry_policy",
+)
+if tuple(f.name for f in dataclasses.fields(SubmitSpec)) != _FIELDS:
+    raise ImportError("SubmitSpec's fields changed: update scheduler.server._submit_c")
+
+EMPTY_PAYLOAD = struct_pb2.Struct()
+"""What a task sent without a payload echoes in its answer (as the general path's
+empty ``payload``); shared, never changed."""
+
+cdef object _SubmitSpec = SubmitSpec
+cdef object _utc = _utc_at
+cdef object _raw = _raw_json
+cdef object _EMPTY = EMPTY_PAYLOAD
+cdef object _NONE = JitterMode.NONE
+cdef object _STANDARD = Pool.STANDARD
+cdef dict _POOLS = dict(POOL_FROM_PROTO)
+cdef dict _JITTERS = dict(JITTER_FROM_PROTO)
+cdef object _PAYLOAD_FIELD = "tasks.payload_json"
+cdef int64_t _MIN_S = MIN_TIMESTAMP_SECONDS
+cdef int64_t _MAX_S = MAX_TIMESTAMP_SECONDS
+cdef Py_ssize_t _MAX_TYPE = MAX_TYPE_CHARS
+cdef Py_ssize_t _MAX_KEY = MAX_IDEMPOTENCY_KEY_CHARS
+cdef uint64_t _MAX_RETRIES = MAX_RETRIES
+cdef uint64_t _DEFAULT_RETRIES = DEFAULT_MAX_RETRIES
+cdef double _MAX_TIMEOUT = MAX_TIMEOUT_S
+cdef Py_ssize_t _MAX_TASKS = MAX_SUBMIT_BATCH
+cdef list _NAMES = [name for name in _FIELDS]
+_POOLS[0] = _STANDARD  # POOL_UNSPECIFIED: the standard pool
+
+
+cdef struct Last:
+    # The previous task's type bytes: a batch's tasks mostly share one type, so its
+    # text is decoded once and the same str reused.
+    const unsigned char* at
+    Py_ssize_t n
+
+
+cdef object _timestamp(Reader* r, Py_ssize_t stop):
+    """A Timestamp read up to ``stop`` as an aware UTC datetime, or None."""
+    cdef uint64_t tag
+    cdef int64_t seconds = 0, nanos = 0
+    cdef bint has_s = False, has_n = False
+    while r.pos < stop:
+        tag = _varint(r)
+        if r.bad:
+            return None
+        if tag == 0x08 and not has_s:
+            seconds = <int64_t>_varint(r)
+            has_s = True
+        elif tag == 0x10 and not has_n:
+            nanos = <int64_t>_varint(r)  # an int32's varint sign-extends
+            has_n = True
+        else:
+            return None
+        if r.bad:
+            return None
+    if r.pos != stop:
+        return None
+    if not (0 <= nanos < 1_000_000_000) or not (_MIN_S <= seconds < _MAX_S):
+        return None
+    return _utc(seconds, nanos // 1000)
+
+
+cdef object _spec(
+    Reader* r, Py_ssize_t stop, Py_ssize_t limit, object trace, Last* last, list last_type,
+    list echoes,
+):
+    """One TaskSpec read up to ``stop`` as a SubmitSpec (its echo appended to
+    ``echoes``), or None."""
+    cdef uint64_t tag, v
+    cdef Py_ssize_t n, i
+    cdef const unsigned char* type_at = NULL
+    cdef Py_ssize_t type_n = 0
+    cdef double timeout = 0.0
+    cdef uint64_t retries = 0
+    cdef bint has_type = False, has_at = False, has_key = False, has_pool = False
+    cdef bint has_strict = False, has_jitter = False, has_retries = False
+    cdef bint has_no_retries = False, has_timeout = False, has_payload = False
+    cdef bint strict = False, no_retries = False
+    cdef object scheduled_at = None
+    cdef object key = None
+    cdef object pool = _STANDARD
+    cdef object jitter = None
+    cdef object payload_data = None
+    while r.pos < stop:
+        tag = _varint(r)
+        if r.bad:
+            return None
+        if tag == 0x0A and not has_type:  # 1: type, string
+            n = _length(r)
+            if n <= 0 or n > _MAX_TYPE or r.pos + n > stop:
+                return None
+            type_at = r.buf + r.pos
+            type_n = n
+            for i in range(n):
+                if not (0x21 <= type_at[i] <= 0x7E):  # printable ASCII, no space
+                    return None
+            r.pos += n
+            has_type = True
+        elif tag == 0x1A and not has_at:  # 3: scheduled_at, Timestamp
+            n = _length(r)
+            if n < 0 or r.pos + n > stop:
+                return None
+            scheduled_at = _timestamp(r, r.pos + n)
+            if scheduled_at is None:
+                return None
+            has_at = True
+        elif tag == 0x22 and not has_key:  # 4: idempotency_key, string
+            n = _length(r)
+            if n < 0 or r.pos + n > stop or n > 4 * _MAX_KEY:
+                return None
+            if n:
+                try:
+                    key = PyUnicode_DecodeUTF8(<const char*>(r.buf + r.pos), n, NULL)
+                except UnicodeDecodeError:
+                    return None
+                if len(key) > _MAX_KEY:
+                    return None
+            r.pos += n
+            has_key = True
+        elif tag == 0x28 and not has_pool:  # 5: pool, enum
+            v = _varint(r)
+            if r.bad or v > 0xFF:
+                return None
+            pool = _POOLS.get(<int>v)
+            if pool is None:
+                return None
+            has_pool = True
+        elif tag == 0x30 and not has_strict:  # 6: strict_timing, bool
+            v = _varint(r)
+            if r.bad or v > 1:
+                return None
+            strict = v == 1
+            has_strict = True
+        elif tag == 0x38 and not has_jitter:  # 7: jitter_mode, enum
+            v = _varint(r)
+            if r.bad or v > 0xFF:
+                return None
+            if v:
+                jitter = _JITTERS.get(<int>v)
+                if jitter is None:
+                    return None
+            has_jitter = True
+        elif tag == 0x40 and not has_retries:  # 8: max_retries, uint32
+            retries = _varint(r)
+            if r.bad or retries > _MAX_RETRIES:
+                return None
+            has_retries = True
+        elif tag == 0x48 and not has_no_retries:  # 9: no_retries, bool
+            v = _varint(r)
+            if r.bad or v > 1:
+                return None
+            no_retries = v == 1
+            has_no_retries = True
+        elif tag == 0x51 and not has_timeout:  # 10: timeout_s, double (fixed64)
+            if r.pos + 8 > stop:
+                return None
+            memcpy(&timeout, r.buf + r.pos, 8)  # little-endian, as the wire is
+            r.pos += 8
+            if not isfinite(timeout) or not (0.0 <= timeout <= _MAX_TIMEOUT):
+                return None
+            has_timeout = True
+        elif tag == 0x6A and not has_payload:  # 13: payload_json, bytes
+            n = _length(r)
+            if n < 0 or r.pos + n > stop or n > limit:
+                return None
+            if n:
+                payload_data = (<char*>(r.buf + r.pos))[:n]
+            r.pos += n
+            has_payload = True
+        else:  # a Struct payload, a trace context, a retry policy, anything else
+            return None
+    if r.pos != stop or not has_type:
+        return None
+    if no_retries:
+        if retries:
+            return None  # refused: the general path names max_retries
+    elif not retries:
+        retries = _DEFAULT_RETRIES
+    if payload_data is not None:
+        try:
+            payload = _raw(payload_data, _PAYLOAD_FIELD, limit)
+        except Exception:
+            return None  # refused: the general path names the task's field
+        echoes.append(payload_data)
+    else:
+        payload = {}
+        echoes.append(_EMPTY)
+    if last.at != NULL and last.n == type_n and memcmp(last.at, type_at, type_n) == 0:
+        type_text = last_type[0]
+    else:
+        type_text = PyUnicode_DecodeASCII(<const char*>type_at, type_n, NULL)
+        last_type[0] = type_text
+        last.at = type_at
+        last.n = type_n
+    s = _SubmitSpec.__new__(_SubmitSpec)
+    names = _NAMES
+    PyObject_GenericSetAttr(s, names[0], type_text)
+    PyObject_GenericSetAttr(s, names[1], payload)
+    PyObject_GenericSetAttr(s, names[2], scheduled_at)
+    PyObject_GenericSetAttr(s, names[3], key)
+    PyObject_GenericSetAttr(s, names[4], pool)
+    PyObject_GenericSetAttr(s, names[5], strict)
+    PyObject_GenericSetAttr(s, names[6], _NONE if strict else jitter)
+    PyObject_GenericSetAttr(s, names[7], <int>retries)
+    PyObject_GenericSetAttr(s, names[8], timeout)
+    PyObject_GenericSetAttr(s, names[9], trace)
+    PyObject_GenericSetAttr(s, names[10], None)
+    return s
+
+
+def decode_submit(bytes data, Py_ssize_t max_payload_bytes, object default_trace):
+    """``(specs, echoes)`` of a SubmitTasksRequest: a ``SubmitSpec`` per task in order
+    (``default_trace`` as each one's trace context), and what each task sent as its
+    payload, to echo in the answer (its JSON bytes, or :data:`EMPTY_PAYLOAD`); None
+    when the general decoder must judge the request."""
+    cdef Reader r
+    cdef Last last
+    cdef uint64_t tag
+    cdef Py_ssize_t n
+    cdef list specs = []
+    cdef list echoes = []
+    cdef list last_type = [None]
+    r.buf = <const unsigned char*>(<char*>data)
+    r.pos = 0
+    r.end = len(data)
+    r.bad = False
+    last.at = NULL
+    last.n = 0
+    while r.pos < r.end:
+        tag = _varint(&r)
+        if r.bad or tag != 0x0A:  # 1: the repeated tasks
+            return None
+        n = _length(&r)
+        if n < 0:
+            return None
+        spec = _spec(&r, r.pos + n, max_payload_bytes, default_trace, &last, last_type, echoes)
+        if spec is None:
+            return None
+        specs.append(spec)
+        if len(specs) > _MAX_TASKS:
+            return None
+    if not specs:
+        return None
+    return specs, echoes
