@@ -41,8 +41,17 @@ extensions = [
         define_macros=[("CYTHON_TRACE", "0")],
     )
     # The worker stream's fenced writes read from, and its assignments written to, the
-    # wire; a SubmitTasks request read from it. Both read through _pbread.pxd.
+    # wire; a SubmitTasks request read from it.
     for name in ("_stream_c", "_submit_c")
+] + [
+    # The client's: a SubmitTasks answer read from the wire. All three read through
+    # scheduler/_pbread.pxd.
+    Extension(
+        "scheduler.client._tasks_c",
+        sources=["src/scheduler/client/_tasks_c.pyx"],
+        extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
+        define_macros=[("CYTHON_TRACE", "0")],
+    )
 ]
 
 setup(

@@ -24,7 +24,7 @@ from scheduler.client._channel import (
     region_targets,
 )
 from scheduler.client._errors import from_rpc_error
-from scheduler.client._submit_wire import encode_tasks
+from scheduler.client._submit_wire import decode_submit_answer, encode_tasks
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import (
     JSON,
@@ -131,11 +131,12 @@ class Client(_Base):
         super().__init__(channel, metadata, rpc_timeout_s)
         self._sched = pbg.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
         self._worker = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
-        # SubmitTasks with the request's bytes written by _submit_wire (no message built).
+        # SubmitTasks with the request's bytes written by _submit_wire (no message
+        # built), and its answer's bytes read there.
         self._submit_bytes = channel.unary_unary(
             "/tickwheel.v1.SchedulerService/SubmitTasks",
             request_serializer=None,
-            response_deserializer=pb.SubmitTasksResponse.FromString,
+            response_deserializer=None,
         )
 
     @classmethod
@@ -225,14 +226,14 @@ class Client(_Base):
         out: builtins.list[Task] = []
         for start in range(0, len(items), MAX_SUBMIT_BATCH):
             request = encode_tasks(items[start : start + MAX_SUBMIT_BATCH])
-            resp: pb.SubmitTasksResponse = await self._call(
+            answer: bytes = await self._call(
                 self._submit_bytes(
                     request,
                     metadata=_with_trace(self._metadata),
                     timeout=self._timeout_s,
                 )
             )
-            out.extend(conv.task_from_proto(r.task, created=r.created) for r in resp.results)
+            out.extend(decode_submit_answer(answer))
         return out
 
     async def get(self, task_id: uuid.UUID | str) -> Task:

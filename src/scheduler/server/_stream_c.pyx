@@ -28,7 +28,7 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
-from scheduler.server._pbread cimport Reader, _length, _varint
+from scheduler._pbread cimport Reader, _length, _uuid_parts, _varint
 
 import dataclasses
 import uuid
@@ -74,32 +74,12 @@ KINDS = {4: "ack", 5: "heartbeat", 12: "completions"}
 """The WorkerMessage fields (oneof ``kind``) read here, by number."""
 
 
-cdef inline int _hex(unsigned char c) noexcept:
-    if 48 <= c <= 57:
-        return c - 48
-    if 97 <= c <= 102:
-        return c - 87
-    return -1
-
-
 cdef object _task_id(const unsigned char* p):
     """A UUID from 36 bytes of lowercase 8-4-4-4-12 hex, or None."""
     cdef uint64_t hi = 0
     cdef uint64_t lo = 0
-    cdef int i, d, n = 0
-    for i in range(36):
-        if i == 8 or i == 13 or i == 18 or i == 23:
-            if p[i] != 45:  # '-'
-                return None
-            continue
-        d = _hex(p[i])
-        if d < 0:
-            return None
-        if n < 16:
-            hi = (hi << 4) | <uint64_t>d
-        else:
-            lo = (lo << 4) | <uint64_t>d
-        n += 1
+    if not _uuid_parts(p, &hi, &lo):
+        return None
     u = _UUID.__new__(_UUID)
     PyObject_GenericSetAttr(u, _S_INT, ((<object>hi) << 64) | (<object>lo))
     PyObject_GenericSetAttr(u, _S_IS_SAFE, _UNKNOWN)

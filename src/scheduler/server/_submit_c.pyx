@@ -23,7 +23,7 @@ from libc.math cimport isfinite
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
-from scheduler.server._pbread cimport Reader, _length, _varint
+from scheduler._pbread cimport Reader, _length, _varint
 
 import dataclasses
 

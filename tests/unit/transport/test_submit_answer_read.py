@@ -1,0 +1,280 @@
+"""The client's native reader of a SubmitTasks answer (``scheduler.client._tasks_c``)
+makes the tasks the general path makes: the generated class and ``task_from_proto``.
+
+The reader may hand any item to the general path; what it must never do is read an
+item differently, or return tasks where the general path raises.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from google.protobuf import timestamp_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import _wheel
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.client import _convert as cconv
+from scheduler.client import _submit_wire
+from scheduler.client._submit_wire import decode_submit_answer
+from scheduler.server._submit_wire import encode_submit_response
+from scheduler.states import TaskState
+from scheduler.types import InsertResult, Pool, RetryPolicy
+from tests.unit.transport.records import NOW, task_record
+
+pytestmark = pytest.mark.skipif(
+    _wheel.NO_EXTENSIONS, reason="TICKWHEEL_NO_EXTENSIONS is set: no native reader"
+)
+# Not built, or built for another interpreter: test_native_reader_is_built fails.
+
+TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+NOW_TENANT = task_record().tenant_id
+
+
+def _general(data: bytes) -> Any:
+    """The tasks the general path reads from ``data``, or the type of what it raises."""
+    try:
+        answer = pb.SubmitTasksResponse.FromString(data)
+        return [cconv.task_from_proto(r.task, created=r.created) for r in answer.results]
+    except Exception as exc:
+        return type(exc)
+
+
+def _native(data: bytes) -> Any:
+    try:
+        return decode_submit_answer(data)
+    except Exception as exc:
+        return type(exc)
+
+
+def _check(data: bytes) -> Any:
+    """The reader's tasks for ``data``, checked against the general path's."""
+    got, want = _native(data), _general(data)
+    if isinstance(want, type) and issubclass(want, Exception):
+        assert got is want
+        return None
+    assert got == want
+    for g, w in zip(got, want, strict=True):
+        for name in ("retry_count", "max_retries", "shard_id", "fencing_token"):
+            assert type(getattr(g, name)) is int
+        assert type(g.payload) is type(w.payload)
+    return got
+
+
+def test_native_reader_is_built() -> None:
+    assert _submit_wire.ANSWER_DECODER == "c", _submit_wire.ANSWER_DECODER_ERROR
+    assert _submit_wire.ANSWER_DECODER_ERROR is None
+
+
+def test_no_extensions_reads_everything_the_general_way() -> None:
+    code = (
+        "from scheduler.client import _submit_wire as w; "
+        "print(w.ANSWER_DECODER, w.ANSWER_DECODER_ERROR, w.decode_submit_answer(b''))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"TICKWHEEL_NO_EXTENSIONS": "1", "PATH": ""},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.strip() == "python disabled by TICKWHEEL_NO_EXTENSIONS []"
+
+
+# (record fields, created): the shapes a server answers with
+SHAPES: list[tuple[dict[str, Any], bool]] = [
+    ({}, True),
+    ({"shard_id": 0, "idempotency_key": "order-ü-7"}, True),
+    ({"due_at": NOW + timedelta(seconds=3, microseconds=1)}, True),
+    ({"scheduled_at": datetime(1970, 1, 1, tzinfo=UTC)}, True),
+    ({"trace_context": {"traceparent": TP, "tracestate": "k=v"}}, True),
+    ({"retry_policy": RetryPolicy(initial_backoff_s=1.5, max_attempts=4)}, True),
+    ({"strict_timing": True, "pool": Pool.CRITICAL, "type": "other"}, True),
+    ({"pool": Pool.BULK, "max_retries": 0}, True),
+    (
+        {
+            "status": TaskState.COMPLETED,
+            "result_payload": {"ok": True},
+            "checkpoint": {"step": 2},
+            "last_error": "boom",
+            "worker_id": "w1",
+            "fencing_token": 3,
+            "retry_count": 1,
+            "cancel_requested": True,
+            "idempotency_key": "again",
+        },
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize("json_bytes", [True, False])
+def test_every_shape_of_answer_reads_as_the_general_path_reads_it(json_bytes: bool) -> None:
+    tenant = task_record().tenant_id
+    results = [InsertResult(task_record(tenant_id=tenant, **kw), c) for kw, c in SHAPES] * 2
+    sent = [b'{"a": 1}'] * len(results)
+    got = _check(encode_submit_response(results, sent, json_bytes))
+    assert got is not None
+    assert len(got) == len(results)
+    assert got[0].tenant_id is got[1].tenant_id  # one tenant: one UUID object
+
+
+def test_a_big_answer_takes_the_native_path() -> None:
+    tenant = task_record().tenant_id
+    results = [InsertResult(task_record(tenant_id=tenant), True) for _ in range(3)]
+    data = encode_submit_response(results, [b'{"i": 1}'] * 3, True)
+    from scheduler.client import _tasks_c
+
+    def rest(items: list[bytes]) -> Any:
+        raise AssertionError("no item should take the general path")
+
+    got = _tasks_c.decode_submit_answer(data, rest)
+    assert got == _general(data)
+
+
+def _ts(seconds: int, nanos: int) -> timestamp_pb2.Timestamp:
+    return timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos)
+
+
+timestamps = st.one_of(
+    st.none(),
+    st.builds(
+        _ts,
+        st.one_of(st.integers(0, 253402300799), st.integers(-(2**63), 2**63 - 1)),
+        st.one_of(st.integers(0, 999_999_999), st.integers(-(2**31), 2**31 - 1)),
+    ),
+)
+ids = st.one_of(
+    st.uuids().map(str),
+    st.uuids().map(str),
+    st.uuids().map(lambda u: str(u).upper()),
+    st.text(max_size=40),
+)
+json_bytes = st.one_of(
+    st.just(b""), st.just(b'{"a": [1, 2.5, null]}'), st.just(b"[]"), st.binary(max_size=12)
+)
+
+
+def _task(
+    task_id: str,
+    tenant: str,
+    type_: str,
+    state: int,
+    times: list[timestamp_pb2.Timestamp | None],
+    texts: list[str],
+    pool: int,
+    numbers: list[int],
+    flags: list[bool],
+    jsons: list[bytes],
+    structs: list[bool],
+    trace: tuple[str, str] | None,
+    policy: bool,
+    created: bool,
+) -> pb.SubmitTaskResponse:
+    t = pb.Task(
+        id=task_id,
+        tenant_id=tenant,
+        type=type_,
+        state=state,  # type: ignore[arg-type]
+        idempotency_key=texts[0],
+        last_error=texts[1],
+        worker_id=texts[2],
+        pool=pool,  # type: ignore[arg-type]
+        fencing_token=numbers[0],
+        retry_count=numbers[1],
+        max_retries=numbers[2],
+        shard_id=numbers[3],
+        cancel_requested=flags[0],
+        strict_timing=flags[1],
+        payload_json=jsons[0],
+        result_json=jsons[1],
+        checkpoint_json=jsons[2],
+    )
+    for name, ts in zip(("scheduled_at", "due_at", "created_at", "updated_at"), times, strict=True):
+        if ts is not None:
+            getattr(t, name).CopyFrom(ts)
+    for name, on in zip(("payload", "result", "checkpoint"), structs, strict=True):
+        if on:
+            getattr(t, name).update({"s": 1})
+    if trace is not None:
+        t.trace_context.traceparent, t.trace_context.tracestate = trace
+    if policy:
+        t.retry_policy.max_attempts = 2
+    return pb.SubmitTaskResponse(task=t, created=created)
+
+
+tasks = st.builds(
+    _task,
+    ids,
+    ids,
+    st.one_of(st.just("email"), st.text(max_size=10)),
+    st.one_of(st.integers(0, 10), st.integers(-(2**31), 2**31 - 1)),
+    st.lists(timestamps, min_size=4, max_size=4),
+    st.lists(st.one_of(st.just(""), st.text(max_size=8)), min_size=3, max_size=3),
+    st.one_of(st.integers(0, 4), st.integers(-(2**31), 2**31 - 1)),
+    st.tuples(
+        st.integers(-(2**63), 2**63 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**32 - 1),
+    ).map(list),
+    st.lists(st.booleans(), min_size=2, max_size=2),
+    st.lists(json_bytes, min_size=3, max_size=3),
+    st.lists(st.sampled_from([False, False, False, True]), min_size=3, max_size=3),
+    st.one_of(st.none(), st.tuples(st.sampled_from(["", TP]), st.text(max_size=8))),
+    st.sampled_from([False, False, False, True]),
+    st.booleans(),
+)
+plain_tasks = st.builds(
+    _task,
+    st.uuids().map(str),
+    st.sampled_from([str(NOW_TENANT)]),
+    st.sampled_from(["email", "report"]),
+    st.sampled_from(sorted(pb.TaskState.values())[1:]),
+    st.lists(
+        st.one_of(st.none(), st.builds(_ts, st.integers(0, 2**34), st.integers(0, 999_999_999))),
+        min_size=4,
+        max_size=4,
+    ),
+    st.lists(st.one_of(st.just(""), st.text(max_size=8)), min_size=3, max_size=3),
+    st.integers(0, 3),
+    st.tuples(
+        st.integers(-(2**63), 2**63 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**32 - 1),
+    ).map(list),
+    st.lists(st.booleans(), min_size=2, max_size=2),
+    st.lists(
+        st.sampled_from([b"", b'{"a": [1, 2.5, null]}', b'{"s": "\xc3\xbc"}']),
+        min_size=3,
+        max_size=3,
+    ),
+    st.just([False, False, False]),
+    st.one_of(st.none(), st.tuples(st.sampled_from(["", TP]), st.text(max_size=8))),
+    st.just(False),
+    st.booleans(),
+)
+"""Items the reader takes: so that the tasks it makes are compared often."""
+answers = st.lists(st.one_of(plain_tasks, plain_tasks, tasks), max_size=4).map(
+    lambda rs: pb.SubmitTasksResponse(results=rs).SerializeToString()
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(answers, st.binary(max_size=8), st.integers(0, 60))
+def test_reader_agrees_with_the_general_path(data: bytes, tail: bytes, cut: int) -> None:
+    _check(data)
+    _check(data + tail)
+    _check(data[: max(0, len(data) - cut)])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=400))
+def test_reader_on_random_bytes(data: bytes) -> None:
+    _check(data)
