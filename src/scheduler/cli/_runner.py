@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import re
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 import click
 
@@ -77,11 +78,45 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise SystemExit(code)
 
 
+EVENT_LOOP_ENV = "TICKWHEEL_EVENT_LOOP"
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop every command runs on, as ``TICKWHEEL_EVENT_LOOP`` asks:
+    ``uvloop`` (libuv's loop: task switches and callbacks in C), ``asyncio`` (the
+    standard library's), or ``auto``, the default: uvloop where it is installed (a
+    dependency everywhere but Windows), asyncio elsewhere. None means asyncio's own
+    default. ValueError names the variable for any other value, or for uvloop asked
+    for and not installed."""
+    choice = os.environ.get(EVENT_LOOP_ENV, "").strip().lower() or "auto"
+    if choice not in EVENT_LOOPS:
+        raise ValueError(f"{EVENT_LOOP_ENV}={choice!r}: use one of {', '.join(EVENT_LOOPS)}")
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise ValueError(
+                f"{EVENT_LOOP_ENV}=uvloop: uvloop is not installed (pip install uvloop)"
+            ) from None
+        return None
+    return cast(Callable[[], asyncio.AbstractEventLoop], uvloop.new_event_loop)
+
+
 def run_coro(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion; a known error (see :func:`user_error`) is one line
+    """Run ``coro`` to completion on the chosen event loop
+    (:func:`event_loop_factory`); a known error (see :func:`user_error`) is one line
     on stderr and exit code 1, not a traceback."""
     try:
-        return asyncio.run(coro)
+        factory = event_loop_factory()
+    except ValueError as exc:
+        coro.close()
+        fail(str(exc))
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(coro)
     except Exception as exc:
         message = user_error(exc)
         if message is None:
