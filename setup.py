@@ -44,14 +44,15 @@ extensions = [
     # wire; a SubmitTasks request read from it.
     for name in ("_stream_c", "_submit_c")
 ] + [
-    # The client's: a SubmitTasks answer read from the wire. All three read through
-    # scheduler/_pbread.pxd.
     Extension(
-        "scheduler.client._tasks_c",
-        sources=["src/scheduler/client/_tasks_c.pyx"],
+        f"scheduler.{name}",
+        sources=[f"src/scheduler/{name.replace('.', '/')}.pyx"],
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
         define_macros=[("CYTHON_TRACE", "0")],
     )
+    # The SDKs': a SubmitTasks answer read from the wire (client), a push of
+    # assignments (worker). All these readers share scheduler/_pbread.pxd.
+    for name in ("client._tasks_c", "worker._pushed_c")
 ]
 
 setup(

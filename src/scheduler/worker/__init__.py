@@ -11,12 +11,12 @@ Re-exports only; how the parts behind :class:`Worker` are cut is in ``_worker.py
 from __future__ import annotations
 
 from scheduler.client._tls import TLSConfig
+from scheduler.worker._backoff import ReconnectConfig
 from scheduler.worker._context import ApplicationError, Interrupted, TaskContext
 from scheduler.worker._drain import DrainReport
 from scheduler.worker._kafka import KafkaSource
 from scheduler.worker._members import ClusterWorker, fetch_members
 from scheduler.worker._runner import Handler
-from scheduler.worker._stream import ReconnectConfig
 from scheduler.worker._worker import Worker
 
 __all__ = [

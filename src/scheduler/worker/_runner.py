@@ -52,6 +52,7 @@ from scheduler.worker._context import (
     cancel,
 )
 from scheduler.worker._drain import Drain
+from scheduler.worker._pushed import Pushed, pushed_of, ref_of
 from scheduler.worker._slots import Held, Slots
 from scheduler.worker._stats import WorkerStats
 from scheduler.worker._stream import Answers, Stream
@@ -244,19 +245,30 @@ class HandlerRunner:
     # -- assignments -----------------------------------------------------------------
 
     def on_assignments(self, tasks: Iterable[pb.Assignment]) -> None:
+        """Hold the pushed tasks (read by the generated class) and start their
+        handlers, as :meth:`on_pushed`."""
+        self.on_pushed(
+            [
+                pushed_of(a, uuid.UUID(a.task_id), conv.trace_from_proto(a.trace_context))
+                for a in tasks
+            ]
+        )
+
+    def on_pushed(self, tasks: Sequence[Pushed]) -> None:
         """Hold the pushed tasks and start their handlers; give back what we cannot
         run (draining, no handler, already held)."""
         received_at = datetime.now(UTC)
         fresh: list[Held] = []
         give_back: list[pb.TaskRef] = []
         stopping = self._drain.stopping
-        for a in tasks:
-            task_id = uuid.UUID(a.task_id)
-            if stopping or a.type not in self._handlers or task_id in self._held:
-                give_back.append(_ref(a))
+        handlers, holding = self._handlers, self._held
+        for p in tasks:
+            task_id = p[0]
+            if stopping or p[1] not in handlers or task_id in holding:
+                give_back.append(p[12])
                 continue
-            held = self._held_from(a, received_at, conv.trace_from_proto(a.trace_context), task_id)
-            self._held[task_id] = held
+            held = self._hold(p, received_at)
+            holding[task_id] = held
             fresh.append(held)
         for ref in give_back:
             self._stream.send(pb.WorkerMessage(release=pb.Release(task=ref)))
@@ -283,7 +295,7 @@ class HandlerRunner:
                 _log.warning("kafka record %s/%s is not an Assignment; skipped", *_where(record))
                 continue
             if self._drain.stopping:
-                give_back.append(_ref(a))
+                give_back.append(ref_of(a))
                 continue
             if a.type not in self._handlers:
                 _log.warning(
@@ -316,7 +328,7 @@ class HandlerRunner:
                 cancel(current.ctx, LEASE_LOST)
                 del self._held[task_id]
             submit = trace_headers(record.headers or ()) or conv.trace_from_proto(a.trace_context)
-            held = self._held_from(a, received_at, submit, task_id)
+            held = self._hold(pushed_of(a, task_id, submit), received_at)
             self._held[task_id] = held
             fresh.append(held)
         if give_back:
@@ -333,37 +345,42 @@ class HandlerRunner:
             with contextlib.suppress(TickwheelError):  # it expires on its own (_launch)
                 await ack.wait("")
 
-    def _held_from(
-        self,
-        a: pb.Assignment,
-        received_at: datetime,
-        submit_trace: dict[str, str] | None,
-        task_id: uuid.UUID,
-    ) -> Held:
+    def _hold(self, p: Pushed, received_at: datetime) -> Held:
+        """The held attempt of pushed task ``p`` (``scheduler.worker._pushed``)."""
         assert self._loop is not None
+        (
+            task_id,
+            type_,
+            attempt,
+            max_retries,
+            payload,
+            token,
+            checkpoint,
+            submit_trace,
+            scheduled_at,
+            due_at,
+            timeout_s,
+            tenant_id,
+            ref,
+            dispatch_trace,
+        ) = p
         ctx = TaskContext(
             task_id=task_id,
-            type=a.type,
-            attempt=a.attempt,
-            max_retries=a.max_retries,
-            # Bytes on a stream (Hello.json_bytes), a Struct from a Kafka record.
-            payload=conv.json_of(a.payload, a.payload_json, True) or {},
-            fencing_token=a.fencing_token,
-            checkpoint_data=conv.json_of(a.checkpoint, a.checkpoint_json, a.HasField("checkpoint")),
+            type=type_,
+            attempt=attempt,
+            max_retries=max_retries,
+            payload=payload,
+            fencing_token=token,
+            checkpoint_data=checkpoint,
             trace_context=submit_trace,
-            scheduled_at=conv.from_timestamp(a.scheduled_at),
-            due_at=conv.from_timestamp(a.due_at),
-            timeout_s=a.timeout_s,
+            scheduled_at=scheduled_at,
+            due_at=due_at,
+            timeout_s=timeout_s,
             received_at=received_at,
             loop=self._loop,
             checkpointer=self._checkpoint,
         )
-        return Held(
-            ref=_ref(a),
-            ctx=ctx,
-            dispatch_trace=conv.trace_from_proto(a.dispatch_trace_context),
-            tenant_id=a.tenant_id,
-        )
+        return Held(ref=ref, ctx=ctx, dispatch_trace=dispatch_trace, tenant_id=tenant_id)
 
     def _launch(self, fresh: list[Held]) -> Answers | None:
         """Ack the new tasks in one message and start their handlers (no ack when
@@ -558,10 +575,6 @@ class HandlerRunner:
         finally:
             with self._threads_lock:
                 self.threads_busy -= 1
-
-
-def _ref(a: pb.Assignment) -> pb.TaskRef:
-    return pb.TaskRef(task_id=a.task_id, fencing_token=a.fencing_token, scheduled_at=a.scheduled_at)
 
 
 def _where(record: Any) -> tuple[str, str]:

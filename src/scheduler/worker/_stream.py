@@ -5,26 +5,26 @@ endpoints to try, in order: the next one when one is unreachable, and the home r
 when a ``WRONG_REGION`` status names them, docs/regions.md), the current stream
 attempt (:class:`Conn`: its outbound queue and the requests awaiting a ``Result``),
 request ids, the batching of completions into one ``Completions`` message, the
-reconnect loop with exponential backoff (full jitter, capped at 2 s, cut short when the
-channel connects again) and the per-stream writer and heartbeat-timer tasks. It knows
-the wire, not the tasks: what an assignment, a cancel or a heartbeat *means* belongs to its
-:class:`StreamListener` (the handler runner, ``_runner.py``).
+reconnect loop (its delays from ``_backoff.py``: full jitter, capped at 2 s, cut short
+when the channel connects again) and the per-stream writer and heartbeat-timer tasks.
+It knows the wire, not the tasks: the server's messages come as bytes, a push of
+assignments read natively where it can be (``_pushed.py``); what an assignment, a
+cancel or a heartbeat *means* belongs to its :class:`StreamListener` (the handler
+runner, ``_runner.py``).
 
 May call: ``scheduler.client`` (channel, conversions, error mapping), the generated
-proto, and its listener. Called by: the :class:`~scheduler.worker.Worker` facade (run,
-close), the handler runner (send, requests, commits), the drain (send, finish) and
-the slots (credit, through ``send``).
+proto, ``_backoff``, ``_pushed``, and its listener. Called by: the
+:class:`~scheduler.worker.Worker` facade (run, close), the handler runner (send,
+requests, commits), the drain (send, finish) and the slots (credit, through ``send``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import logging
-import random
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -39,12 +39,13 @@ from scheduler._errors import (
     WrongRegion,
 )
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import _convert as conv
 from scheduler.client._channel import FailoverChannel
 from scheduler.client._errors import RPCError, from_rpc_error
 from scheduler.client._tls import TLSConfig
 from scheduler.types import Pool
+from scheduler.worker._backoff import Backoff, ReconnectConfig
+from scheduler.worker._pushed import Pushed, read_pushed, server_message
 
 _log = logging.getLogger("tickwheel.worker")
 
@@ -61,46 +62,6 @@ Results = asyncio.Future[list[pb.TaskResult]]
 """The per-task results of one request, in the order the server sent them."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ReconnectConfig:
-    """Exponential backoff between stream attempts (full jitter under the ceiling).
-
-    The defaults keep a restarted node from waiting for its workers: the first retry
-    comes within 0.1 s, and however long the node was gone a worker tries again at
-    least every 2 s (a 10 s ceiling left a node idle for up to 9 s after a restart).
-    """
-
-    initial_backoff_s: float = 0.1
-    max_backoff_s: float = 2.0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.initial_backoff_s <= self.max_backoff_s:
-            raise ValueError("ReconnectConfig needs 0 < initial_backoff_s <= max_backoff_s")
-
-
-class Backoff:
-    """The delays between stream attempts: full jitter over a ceiling that doubles
-    after each attempt up to ``max_backoff_s``, and starts again from
-    ``initial_backoff_s`` once a stream was welcomed."""
-
-    def __init__(
-        self, config: ReconnectConfig, jitter: Callable[[float, float], float] = random.uniform
-    ) -> None:
-        self._config = config
-        self._jitter = jitter
-        self._ceiling_s = config.initial_backoff_s
-
-    def reset(self) -> None:
-        """A stream was welcomed: the next delay is short again."""
-        self._ceiling_s = self._config.initial_backoff_s
-
-    def next_delay_s(self) -> float:
-        """The delay before the next attempt; doubles the ceiling for the one after."""
-        delay = self._jitter(0, self._ceiling_s)
-        self._ceiling_s = min(self._ceiling_s * 2, self._config.max_backoff_s)
-        return delay
-
-
 class StreamListener(Protocol):
     """What the stream needs from the worker's task side (the handler runner)."""
 
@@ -111,7 +72,10 @@ class StreamListener(Protocol):
         """The stream is up (``send`` works): top up credit, heartbeat held tasks."""
 
     def on_assignments(self, tasks: Sequence[pb.Assignment]) -> None:
-        """The server pushed assignments."""
+        """The server pushed assignments (read by the generated class)."""
+
+    def on_pushed(self, tasks: Sequence[Pushed]) -> None:
+        """The server pushed assignments (read natively: ``_pushed.read_pushed``)."""
 
     def on_cancel(self, ref: pb.TaskRef) -> None:
         """A client cancelled the task ``ref`` names."""
@@ -288,14 +252,19 @@ class Stream:
         twice in a row: regions that disagree never make it spin)."""
         channel = self._channel
         assert channel is not None
-        stub = pbg.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
+        # The server's messages come as bytes (a push may be read natively: _pushed).
+        connect = channel.stream_stream(
+            "/tickwheel.v1.WorkerService/Connect",
+            request_serializer=pb.WorkerMessage.SerializeToString,
+            response_deserializer=None,
+        )
         backoff = Backoff(self._reconnect)
         redirected = False
         while not self.closing.is_set():
             welcomed = False
             moved = False
             try:
-                welcomed = await self._stream(stub)
+                welcomed = await self._stream(connect)
             except WrongRegion as exc:
                 endpoints = [e.strip() for e in exc.endpoints.split(",") if e.strip()]
                 if endpoints:
@@ -369,11 +338,11 @@ class Stream:
 
     # -- one stream attempt ----------------------------------------------------------
 
-    async def _stream(self, stub: Any) -> bool:
+    async def _stream(self, connect: Any) -> bool:
         """One stream attempt; returns whether the server welcomed it."""
         listener = self._listener
         assert listener is not None
-        call = stub.Connect(metadata=self._metadata)
+        call = connect(metadata=self._metadata)
         conn = Conn()
         announced = listener.hello_slots()
         hello = pb.Hello(
@@ -395,6 +364,8 @@ class Stream:
                 first = await asyncio.wait_for(call.read(), self.request_timeout_s)
             except grpc.aio.AioRpcError as exc:
                 raise from_rpc_error(exc) from None
+            if first is not _EOF:
+                first = server_message(first)
             if first is _EOF or first.WhichOneof("kind") != "welcome":
                 raise Unavailable("server did not welcome the worker")
             welcome = first.welcome
@@ -437,7 +408,12 @@ class Stream:
             await cancel_and_wait((writer, heart))
             call.cancel()
 
-    def _on_message(self, msg: pb.ServerMessage, conn: Conn, listener: StreamListener) -> None:
+    def _on_message(self, data: bytes, conn: Conn, listener: StreamListener) -> None:
+        pushed = read_pushed(data)
+        if pushed is not None:
+            listener.on_pushed(pushed)
+            return
+        msg = server_message(data)
         kind = msg.WhichOneof("kind")
         if kind == "result":
             result = msg.result

@@ -34,13 +34,14 @@ from scheduler.client._tls import TLSConfig
 from scheduler.logs import bind_fields, task_extra, unbind
 from scheduler.regions import RegionDirectory
 from scheduler.types import Pool
+from scheduler.worker._backoff import ReconnectConfig
 from scheduler.worker._drain import Drain, DrainReport
 from scheduler.worker._kafka import KafkaFeed, KafkaSource
 from scheduler.worker._runner import Handler, HandlerRunner
 from scheduler.worker._shared_credit import SharedCredit
 from scheduler.worker._slots import Slots
 from scheduler.worker._stats import WorkerStats
-from scheduler.worker._stream import ReconnectConfig, Stream
+from scheduler.worker._stream import Stream
 
 
 def _default_worker_id() -> str:

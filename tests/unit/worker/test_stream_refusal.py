@@ -49,7 +49,7 @@ async def test_a_refusal_is_logged_and_answers_the_request(
         )
     )
     with caplog.at_level(logging.WARNING, logger="tickwheel.worker"):
-        stream._on_message(refusal, conn, _Listener())  # type: ignore[arg-type]
+        stream._on_message(refusal.SerializeToString(), conn, _Listener())  # type: ignore[arg-type]
     assert fut.result() == []
     assert "ack.tasks[0].scheduled_at: required" in caplog.text
     assert "refused request 1" in caplog.text

@@ -1,0 +1,3 @@
+from typing import Any
+
+def decode_pushed(data: bytes) -> list[tuple[Any, ...]] | None: ...

@@ -1,0 +1,262 @@
+"""The worker's native reader of a push (``scheduler.worker._pushed_c``) makes the
+tuples the general path makes: the generated class and ``_pushed.pushed_of``.
+
+The reader may leave any message to the general path; what it must never do is read
+a push differently, or take one the general path cannot read.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from google.protobuf import timestamp_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import _wheel
+from scheduler._errors import Unavailable
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.client import _convert as conv
+from scheduler.engine import AssignmentBatch
+from scheduler.server._worker import event_to_proto
+from scheduler.types import RawJSON, TaskKey
+from scheduler.worker import _pushed
+from scheduler.worker._pushed import pushed_of, read_pushed, server_message
+from tests.unit.transport.records import assignment
+from tests.unit.transport.test_stream_wire import untraced
+
+pytestmark = pytest.mark.skipif(
+    _wheel.NO_EXTENSIONS, reason="TICKWHEEL_NO_EXTENSIONS is set: no native reader"
+)
+# Not built, or built for another interpreter: test_native_reader_is_built fails.
+
+TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def _general(data: bytes) -> Any:
+    """What the general path makes of ``data``: the tuples of a push, "other" for
+    another kind of message, or the type of what it raises."""
+    try:
+        msg = server_message(data)
+        if msg.WhichOneof("kind") != "assignments":
+            return "other"
+        return [
+            pushed_of(a, uuid.UUID(a.task_id), conv.trace_from_proto(a.trace_context))
+            for a in msg.assignments.tasks
+        ]
+    except Exception as exc:
+        return type(exc)
+
+
+def _check(data: bytes) -> list[Any] | None:
+    """The reader's tuples for ``data``, checked against the general path's."""
+    read = read_pushed(data)
+    if read is None:
+        return None
+    want = _general(data)
+    assert isinstance(want, list), want
+    assert read == want
+    for got, general in zip(read, want, strict=True):
+        assert [type(v) for v in got] == [type(v) for v in general]
+        assert got[12].SerializeToString() == general[12].SerializeToString()  # the ref
+    return read
+
+
+def test_native_reader_is_built() -> None:
+    assert _pushed.PUSHED_DECODER == "c", _pushed.PUSHED_DECODER_ERROR
+    assert _pushed.PUSHED_DECODER_ERROR is None
+
+
+def test_no_extensions_reads_everything_the_general_way() -> None:
+    code = (
+        "from scheduler.worker import _pushed as w; "
+        "print(w.PUSHED_DECODER, w.PUSHED_DECODER_ERROR, w.read_pushed(b'\\x12\\x00'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"TICKWHEEL_NO_EXTENSIONS": "1", "PATH": ""},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.strip() == "python disabled by TICKWHEEL_NO_EXTENSIONS None"
+
+
+def test_what_the_server_pushes_takes_the_native_path() -> None:
+    batch = [
+        assignment(),
+        assignment(payload=RawJSON('{"to": "ü", "n": [1, 2.5, null]}'), checkpoint={"step": 2}),
+        assignment(fencing_token=2**40, attempt=3, max_retries=0, timeout_s=2.5),
+        assignment(payload={}, key=TaskKey(uuid.uuid4(), datetime(1970, 1, 1, tzinfo=UTC))),
+    ]
+    with untraced():  # another test may have installed a recording tracer
+        data = event_to_proto(AssignmentBatch(tuple(batch)), "w", json_bytes=True)
+    assert isinstance(data, bytes)
+    read = _check(data)
+    assert read is not None
+    assert [p[0] for p in read] == [a.key.id for a in batch]
+    assert read[1][4] == {"to": "ü", "n": [1, 2.5, None]}
+    assert read[1][6] == {"step": 2}
+    assert read[3][4] == {}
+    assert read[3][6] is None
+    assert read[0][1] is read[1][1]  # one type: one str
+
+
+def test_a_submitters_trace_context_is_read_natively() -> None:
+    a = pb.Assignment(task_id=str(uuid.uuid4()), tenant_id=str(uuid.uuid4()), type="t")
+    a.scheduled_at.seconds = 10
+    a.trace_context.traceparent = TP
+    a.trace_context.tracestate = "k=v"
+    read = _check(pb.ServerMessage(assignments=pb.Assignments(tasks=[a])).SerializeToString())
+    assert read is not None
+    assert read[0][7] == {"traceparent": TP, "tracestate": "k=v"}
+
+
+def test_other_messages_and_unusual_pushes_take_the_general_path() -> None:
+    plain = pb.Assignment(task_id=str(uuid.uuid4()), type="t")
+    plain.scheduled_at.seconds = 10
+    cases = {
+        "welcome": pb.ServerMessage(welcome=pb.Welcome(session_id="s")),
+        "result": pb.ServerMessage(result=pb.Result(request_id=1)),
+        "struct payload": pb.Assignment(payload={"fields": {}}),
+        "dispatch trace": pb.Assignment(dispatch_trace_context=pb.TraceContext(traceparent=TP)),
+        "upper-case id": pb.Assignment(task_id=str(uuid.uuid4()).upper()),
+        "no scheduled_at": pb.Assignment(task_id=str(uuid.uuid4())),
+    }
+    for name, msg in cases.items():
+        if isinstance(msg, pb.Assignment):
+            a = pb.Assignment()
+            a.CopyFrom(plain)
+            a.MergeFrom(msg)
+            if name == "no scheduled_at":
+                a.ClearField("scheduled_at")
+            msg = pb.ServerMessage(assignments=pb.Assignments(tasks=[a]))
+        assert read_pushed(msg.SerializeToString()) is None, name
+
+
+def test_bytes_that_are_no_server_message_break_the_stream() -> None:
+    with pytest.raises(Unavailable, match="not a ServerMessage"):
+        server_message(b"\xff\xff")
+
+
+def _ts(seconds: int, nanos: int) -> timestamp_pb2.Timestamp:
+    return timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos)
+
+
+timestamps = st.one_of(
+    st.none(),
+    st.builds(_ts, st.integers(0, 2**34), st.integers(0, 999_999_999)),
+    st.builds(
+        _ts,
+        st.integers(-(2**63), 2**63 - 1),
+        st.one_of(st.integers(0, 999_999_999), st.integers(-(2**31), 2**31 - 1)),
+    ),
+)
+ids = st.one_of(
+    st.uuids().map(str), st.uuids().map(str), st.uuids().map(lambda u: str(u).upper()), st.text()
+)
+jsons = st.one_of(
+    st.just(b""),
+    st.just(b'{"a": [1, 2.5, null], "s": "\\u00fc"}'),
+    st.sampled_from([b"[]", b"1", b"{"]),
+    st.binary(max_size=8),
+)
+
+
+def _assignment(
+    task_id: str,
+    tenant: str,
+    type_: str,
+    numbers: tuple[int, int, int, int],
+    times: list[timestamp_pb2.Timestamp | None],
+    timeout: float,
+    payload: bytes,
+    checkpoint: bytes,
+    trace: tuple[str, str] | None,
+    struct: bool,
+) -> pb.Assignment:
+    a = pb.Assignment(
+        task_id=task_id,
+        tenant_id=tenant,
+        type=type_,
+        fencing_token=numbers[0],
+        attempt=numbers[1],
+        max_retries=numbers[2],
+        pool=numbers[3],  # type: ignore[arg-type]
+        timeout_s=timeout,
+        payload_json=payload,
+        checkpoint_json=checkpoint,
+    )
+    for name, ts in zip(("scheduled_at", "due_at", "lease_expires_at"), times, strict=True):
+        if ts is not None:
+            getattr(a, name).CopyFrom(ts)
+    if trace is not None:
+        a.trace_context.traceparent, a.trace_context.tracestate = trace
+    if struct:
+        a.checkpoint.update({"s": 1})
+    return a
+
+
+assignments = st.builds(
+    _assignment,
+    ids,
+    st.one_of(st.just(str(uuid.uuid4())), st.text(max_size=8)),
+    st.one_of(st.sampled_from(["t", "email"]), st.text(max_size=8)),
+    st.tuples(
+        st.integers(-(2**63), 2**63 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 3),
+    ),
+    st.lists(timestamps, min_size=3, max_size=3),
+    st.floats(allow_nan=False),
+    jsons,
+    jsons,
+    st.one_of(st.none(), st.tuples(st.sampled_from(["", TP]), st.text(max_size=8))),
+    st.sampled_from([False, False, False, True]),
+)
+plain_assignments = st.builds(
+    _assignment,
+    st.uuids().map(str),
+    st.just(str(uuid.uuid4())),
+    st.sampled_from(["t", "email"]),
+    st.tuples(
+        st.integers(-(2**63), 2**63 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 3),
+    ),
+    st.tuples(
+        st.builds(_ts, st.integers(0, 2**34), st.integers(0, 999_999_999)),
+        st.one_of(st.none(), st.builds(_ts, st.integers(0, 2**34), st.integers(0, 999_999_999))),
+        st.none(),
+    ).map(list),
+    st.floats(allow_nan=False),
+    st.sampled_from([b"", b'{"i": 1}', b'{"a": [1, 2.5, null], "s": "\\u00fc"}']),
+    st.sampled_from([b"", b'{"step": 2}']),
+    st.one_of(st.none(), st.tuples(st.sampled_from(["", TP]), st.text(max_size=8))),
+    st.just(False),
+)
+"""Assignments the reader takes: so that the tuples it makes are compared often."""
+pushes = st.lists(st.one_of(plain_assignments, plain_assignments, assignments), max_size=4).map(
+    lambda ts: pb.ServerMessage(assignments=pb.Assignments(tasks=ts)).SerializeToString()
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(pushes, st.binary(max_size=8), st.integers(0, 60))
+def test_reader_agrees_with_the_general_path(data: bytes, tail: bytes, cut: int) -> None:
+    _check(data)
+    _check(data + tail)
+    _check(data[: max(0, len(data) - cut)])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=400))
+def test_reader_on_random_bytes(data: bytes) -> None:
+    _check(data)
