@@ -4,8 +4,9 @@
 pipelined ``redis.asyncio`` round trip (``INCR`` and ``EXPIRE`` of one key) per task,
 on a connection pool of ``TW_BENCH_REDIS_POOL`` connections (default 16) to
 ``TW_BENCH_REDIS_URL``. Run as a module it is the baseline: the same call ``--calls``
-times in a bare asyncio loop with ``--concurrency`` calls in flight, printing one
-JSON line (calls, wall seconds, this process's CPU seconds over the calls).
+times in a bare asyncio loop with ``--concurrency`` calls in flight (on the event loop
+the CLI runs on, uvloop where installed), printing one JSON line (calls, wall
+seconds, this process's CPU seconds over the calls).
 
     .venv/bin/python -m benchmarks.redis_handler --url redis://127.0.0.1:6379/0 \
         --calls 20000 --concurrency 2000
@@ -21,6 +22,8 @@ import time
 from typing import Any
 
 import redis.asyncio as aioredis
+
+from scheduler.cli._runner import run_coro
 
 KEY = "tw:bench:handler"
 _client: aioredis.Redis | None = None
@@ -100,7 +103,11 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=16)
     parser.add_argument("--rate", type=float, default=0.0, help="calls/s; 0: as fast as it can")
     args = parser.parse_args()
-    figures = asyncio.run(bare(args.url, args.calls, args.concurrency, args.pool, args.rate))
+    # On the loop `tickwheel worker` runs on (TICKWHEEL_EVENT_LOOP: uvloop where
+    # installed), so that the comparison is of the SDK, not of the event loop.
+    figures = run_coro(
+        bare(args.url, args.calls, args.concurrency, args.pool, args.rate), loop="uvloop"
+    )
     print(json.dumps(figures))
 
 

@@ -14,7 +14,7 @@ import re
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, Literal, NoReturn, TypeVar, cast
 
 import click
 
@@ -80,19 +80,21 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 EVENT_LOOP_ENV = "TICKWHEEL_EVENT_LOOP"
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
+Loop = Literal["uvloop", "asyncio"]
 
 
-def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The event loop every command runs on, as ``TICKWHEEL_EVENT_LOOP`` asks:
-    ``uvloop`` (libuv's loop: task switches and callbacks in C), ``asyncio`` (the
-    standard library's), or ``auto``, the default: uvloop where it is installed (a
-    dependency everywhere but Windows), asyncio elsewhere. None means asyncio's own
+def event_loop_factory(auto: Loop = "asyncio") -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop a command runs on, as ``TICKWHEEL_EVENT_LOOP`` asks: ``uvloop``
+    (libuv's loop: task switches and callbacks in C), ``asyncio`` (the standard
+    library's), or ``auto``, the default: the command's own choice, ``auto``
+    (``tickwheel worker`` chooses uvloop, where it is installed: a dependency
+    everywhere but Windows; every other command asyncio). None means asyncio's own
     default. ValueError names the variable for any other value, or for uvloop asked
     for and not installed."""
     choice = os.environ.get(EVENT_LOOP_ENV, "").strip().lower() or "auto"
     if choice not in EVENT_LOOPS:
         raise ValueError(f"{EVENT_LOOP_ENV}={choice!r}: use one of {', '.join(EVENT_LOOPS)}")
-    if choice == "asyncio":
+    if choice == "asyncio" or (choice == "auto" and auto == "asyncio"):
         return None
     try:
         import uvloop
@@ -105,12 +107,13 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return cast(Callable[[], asyncio.AbstractEventLoop], uvloop.new_event_loop)
 
 
-def run_coro(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion on the chosen event loop
-    (:func:`event_loop_factory`); a known error (see :func:`user_error`) is one line
-    on stderr and exit code 1, not a traceback."""
+def run_coro(coro: Coroutine[Any, Any, T], *, loop: Loop = "asyncio") -> T:
+    """Run ``coro`` to completion on the event loop :func:`event_loop_factory` gives
+    (``loop``: the command's own choice when the environment leaves it to it); a known
+    error (see :func:`user_error`) is one line on stderr and exit code 1, not a
+    traceback."""
     try:
-        factory = event_loop_factory()
+        factory = event_loop_factory(loop)
     except ValueError as exc:
         coro.close()
         fail(str(exc))

@@ -197,7 +197,7 @@ def worker(
             start_on_delivery=start_on_delivery,
         )
         tune_gc()
-        report = run_coro(run_until_drained_plain(w, grace_s))
+        report = run_coro(run_until_drained_plain(w, grace_s), loop="uvloop")
         note(summary(report))
         code = 0 if report.clean else 1
         if w.busy_handler_threads:
@@ -217,7 +217,9 @@ def worker(
         start_on_delivery=start_on_delivery,
     )
     tune_gc()
-    report = run_coro(_run_with_metrics(w, grace_s, metrics_host, metrics_port))
+    # uvloop where installed (TICKWHEEL_EVENT_LOOP): a task's handler task and its
+    # callbacks cost the worker up to 4 µs less CPU a task (docs/benchmarks.md).
+    report = run_coro(_run_with_metrics(w, grace_s, metrics_host, metrics_port), loop="uvloop")
     note(summary(report))
     code = 0 if report.clean else 1
     if w.busy_handler_threads:
