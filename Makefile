@@ -90,6 +90,7 @@ dev: build
 
 clean:
 	rm -rf build dist src/*.egg-info src/_wheel/*.so src/_wheel/*.c src/_wheel/*.html \
+		src/scheduler/*.so src/scheduler/*.c src/scheduler/*.html \
 		src/scheduler/server/*.so src/scheduler/server/*.c src/scheduler/server/*.html \
 		src/scheduler/client/*.so src/scheduler/client/*.c src/scheduler/client/*.html \
 		src/scheduler/worker/*.so src/scheduler/worker/*.c src/scheduler/worker/*.html \

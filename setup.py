@@ -50,9 +50,10 @@ extensions = [
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
         define_macros=[("CYTHON_TRACE", "0")],
     )
-    # The SDKs': a SubmitTasks answer read from the wire (client), a push of
-    # assignments (worker). All these readers share scheduler/_pbread.pxd.
-    for name in ("client._tasks_c", "worker._pushed_c")
+    # The values every reader makes from the wire (ids, times, text, trace contexts);
+    # the SDKs' readers: a SubmitTasks answer (client), a push of assignments
+    # (worker). All the readers share scheduler/_pbread.pxd.
+    for name in ("_pbread", "client._tasks_c", "worker._pushed_c")
 ]
 
 setup(

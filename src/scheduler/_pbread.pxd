@@ -1,8 +1,11 @@
 # cython: language_level=3
-"""Reading protobuf's wire format from a buffer: the primitives the native readers
-share (the server's ``_stream_c`` and ``_submit_c``, the client's ``_tasks_c``).
-Every function is inline and never raises: a malformed varint or a length past the
-end sets ``bad``, and the caller gives the message to the general path."""
+"""Reading protobuf's wire format from a buffer: what the native readers share (the
+server's ``_stream_c`` and ``_submit_c``, the client's ``_tasks_c``, the worker's
+``_pushed_c``). The inline primitives here never raise: a malformed varint or a
+length past the end sets ``bad``, and the caller gives the message to the general
+path. The values made from the bytes (ids, times, text, trace contexts) are read by
+``_pbread.pyx``'s functions declared at the end, which answer None (or False) for
+anything the general path must judge."""
 
 from libc.stdint cimport uint64_t
 
@@ -39,6 +42,31 @@ cdef inline Py_ssize_t _length(Reader* r) noexcept:
     return <Py_ssize_t>n
 
 
+cdef inline Py_ssize_t _within(Reader* r, Py_ssize_t stop) noexcept:
+    """A length-delimited field's length, checked against ``stop`` (the end of the
+    message it is in; -1: bad)."""
+    cdef Py_ssize_t n = _length(r)
+    if n < 0 or r.pos + n > stop:
+        return -1
+    return n
+
+
+cdef inline uint64_t _once(Reader* r, unsigned int* seen, uint64_t max_field) noexcept:
+    """The next field's tag; 0 when it is malformed, its number is 0 or over
+    ``max_field`` (at most 31), or it came before (``seen``: a bit per number). A
+    repeated field is the general path's to read: it keeps the last."""
+    cdef uint64_t tag = _varint(r)
+    cdef uint64_t number = tag >> 3
+    cdef unsigned int bit
+    if r.bad or number == 0 or number > max_field:
+        return 0
+    bit = 1u << <unsigned int>number
+    if seen[0] & bit:
+        return 0
+    seen[0] |= bit
+    return tag
+
+
 cdef inline int _hex(unsigned char c) noexcept:
     if 48 <= c <= 57:
         return c - 48
@@ -69,3 +97,11 @@ cdef inline bint _uuid_parts(const unsigned char* p, uint64_t* hi, uint64_t* lo)
     hi[0] = h
     lo[0] = l
     return True
+
+
+# -- values (_pbread.pyx) -------------------------------------------------------------
+
+cdef object read_uuid(const unsigned char* p)
+cdef object read_time(Reader* r, Py_ssize_t stop, bint bounded)
+cdef object read_text(Reader* r, Py_ssize_t n)
+cdef object read_trace(Reader* r, Py_ssize_t stop)

@@ -38,29 +38,20 @@ from typing import Any, Literal
 import orjson
 from google.protobuf import timestamp_pb2
 
-from _wheel import NO_EXTENSIONS
 from scheduler import jsonbytes
+from scheduler._native import extension
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import timestamp_parts
 from scheduler.client._convert import spec_into_proto, task_from_proto
 from scheduler.client._types import Task, TaskSpec
 from scheduler.wire import SMALL_VARINTS, shared_part, varint
 
-_decode_answer: Callable[[bytes, Callable[[list[bytes]], list[Task]]], list[Task] | None] | None
-_decode_answer = None
-ANSWER_DECODER: Literal["c", "python"] = "python"
-ANSWER_DECODER_ERROR: str | None = "disabled by TICKWHEEL_NO_EXTENSIONS"
-"""Why the native reader is not in use, or None when it is."""
-
-if not NO_EXTENSIONS:
-    try:
-        from scheduler.client import _tasks_c
-    except ImportError as exc:  # not built, or built for another interpreter
-        ANSWER_DECODER_ERROR = f"{type(exc).__name__}: {exc}"
-    else:
-        _decode_answer = _tasks_c.decode_submit_answer
-        ANSWER_DECODER = "c"
-        ANSWER_DECODER_ERROR = None
+_native, ANSWER_DECODER_ERROR = extension("scheduler.client._tasks_c")
+"""The native reader, or None and why it is not in use."""
+_decode_answer: Callable[[bytes, Callable[[list[bytes]], list[Task]]], list[Task] | None] | None = (
+    _native.decode_submit_answer if _native is not None else None
+)
+ANSWER_DECODER: Literal["c", "python"] = "c" if _native is not None else "python"
 
 _TASKS = b"\x0a"  # SubmitTasksRequest.tasks: field 1, length-delimited
 _PAYLOAD_JSON = b"\x6a"  # TaskSpec.payload_json: field 13

@@ -20,10 +20,19 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcmp
 
-from scheduler._pbread cimport Reader, _length, _uuid_parts, _varint
+from scheduler._pbread cimport (
+    Reader,
+    _length,
+    _once,
+    _varint,
+    _within,
+    read_text,
+    read_time,
+    read_trace,
+    read_uuid,
+)
 
 import dataclasses
-import uuid
 
 from scheduler._wellknown import _utc_at
 from scheduler.client._types import Task
@@ -44,18 +53,12 @@ if tuple(f.name for f in dataclasses.fields(Task)) != _FIELDS:
     raise ImportError("Task's fields changed: update scheduler.client._tasks_c")
 
 cdef object _Task = Task
-cdef object _UUID = uuid.UUID
-cdef object _UNKNOWN = uuid.SafeUUID.unknown
 cdef object _utc = _utc_at
 cdef object _loads = _json_loads
 cdef object _STANDARD = Pool.STANDARD
 cdef dict _POOLS = dict(POOL_FROM_PROTO)
 cdef dict _STATES = dict(STATE_FROM_PROTO)
 cdef tuple _NAMES = _FIELDS
-cdef str _S_INT = "int"
-cdef str _S_IS_SAFE = "is_safe"
-cdef str _S_TRACEPARENT = "traceparent"
-cdef str _S_TRACESTATE = "tracestate"
 cdef str _EMPTY_TEXT = ""
 
 
@@ -68,32 +71,6 @@ cdef class _Seen:
     cdef object type_text
 
 
-cdef object _uuid(const unsigned char* p):
-    cdef uint64_t hi = 0
-    cdef uint64_t lo = 0
-    if not _uuid_parts(p, &hi, &lo):
-        return None
-    u = _UUID.__new__(_UUID)
-    PyObject_GenericSetAttr(u, _S_INT, ((<object>hi) << 64) | (<object>lo))
-    PyObject_GenericSetAttr(u, _S_IS_SAFE, _UNKNOWN)
-    return u
-
-
-cdef object _text(Reader* r, Py_ssize_t stop):
-    """A string field's text (UTF-8), or None when malformed."""
-    cdef Py_ssize_t n = _length(r)
-    if n < 0 or r.pos + n > stop:
-        return None
-    if n == 0:
-        return _EMPTY_TEXT
-    try:
-        text = PyUnicode_DecodeUTF8(<const char*>(r.buf + r.pos), n, NULL)
-    except UnicodeDecodeError:
-        return None
-    r.pos += n
-    return text
-
-
 cdef object _bytes(Reader* r, Py_ssize_t stop):
     cdef Py_ssize_t n = _length(r)
     if n < 0 or r.pos + n > stop:
@@ -101,69 +78,6 @@ cdef object _bytes(Reader* r, Py_ssize_t stop):
     data = (<char*>(r.buf + r.pos))[:n]
     r.pos += n
     return data
-
-
-cdef object _time(Reader* r, Py_ssize_t stop):
-    """A Timestamp as an aware UTC datetime, or None (the general path decides)."""
-    cdef uint64_t tag
-    cdef int64_t seconds = 0, nanos = 0
-    cdef bint has_s = False, has_n = False
-    cdef Py_ssize_t n = _length(r)
-    if n < 0 or r.pos + n > stop:
-        return None
-    stop = r.pos + n
-    while r.pos < stop:
-        tag = _varint(r)
-        if r.bad:
-            return None
-        if tag == 0x08 and not has_s:
-            seconds = <int64_t>_varint(r)
-            has_s = True
-        elif tag == 0x10 and not has_n:
-            nanos = <int64_t>_varint(r)
-            has_n = True
-        else:
-            return None
-        if r.bad:
-            return None
-    if r.pos != stop or not (0 <= nanos < 1_000_000_000):
-        return None
-    try:
-        return _utc(seconds, nanos // 1000)
-    except (OverflowError, ValueError):
-        return None
-
-
-cdef object _trace(Reader* r, Py_ssize_t stop):
-    """A TraceContext as the client's dict (None when its traceparent is empty); False
-    when malformed."""
-    cdef uint64_t tag
-    cdef Py_ssize_t n = _length(r)
-    cdef object parent = _EMPTY_TEXT
-    cdef object state = _EMPTY_TEXT
-    cdef bint has_p = False, has_s = False
-    if n < 0 or r.pos + n > stop:
-        return False
-    stop = r.pos + n
-    while r.pos < stop:
-        tag = _varint(r)
-        if r.bad:
-            return False
-        if tag == 0x0A and not has_p:
-            parent = _text(r, stop)
-            has_p = True
-        elif tag == 0x12 and not has_s:
-            state = _text(r, stop)
-            has_s = True
-        else:
-            return False
-        if parent is None or state is None or r.bad:
-            return False
-    if r.pos != stop:
-        return False
-    if not parent:
-        return None
-    return {_S_TRACEPARENT: parent, _S_TRACESTATE: state}
 
 
 cdef object _task(Reader* r, Py_ssize_t stop, bint created, _Seen seen):
@@ -174,36 +88,29 @@ cdef object _task(Reader* r, Py_ssize_t stop, bint created, _Seen seen):
     cdef int64_t token = 0
     cdef uint64_t retry_count = 0, max_retries = 0, shard_id = 0
     cdef bint cancel = False, strict = False
-    cdef unsigned int seen_fields = 0, bit
+    cdef unsigned int seen_fields = 0
     task_id = tenant = type_text = state = None
     scheduled_at = due_at = created_at = updated_at = None
     key = last_error = worker_id = _EMPTY_TEXT
     pool = _STANDARD
     payload = result = checkpoint = trace = None
     while r.pos < stop:
-        tag = _varint(r)
-        if r.bad:
+        tag = _once(r, &seen_fields, 26)
+        if tag == 0:
             return None
-        v = tag >> 3
-        if v == 0 or v > 26:
-            return None
-        bit = 1u << <unsigned int>v
-        if seen_fields & bit:
-            return None  # repeated: the general path keeps the last
-        seen_fields |= bit
         if tag == 0x0A or tag == 0x12:  # 1: id, 2: tenant_id
             n = _length(r)
             if n != 36 or r.pos + n > stop:
                 return None
             p = r.buf + r.pos
             if tag == 0x0A:
-                task_id = _uuid(p)
+                task_id = read_uuid(p)
                 if task_id is None:
                     return None
             elif seen.tenant_bytes is not None and memcmp(<const char*>seen.tenant_bytes, p, 36) == 0:
                 tenant = seen.tenant
             else:
-                tenant = _uuid(p)
+                tenant = read_uuid(p)
                 if tenant is None:
                     return None
                 seen.tenant_bytes = (<char*>p)[:36]
@@ -237,7 +144,8 @@ cdef object _task(Reader* r, Py_ssize_t stop, bint created, _Seen seen):
             if state is None:
                 return None  # unknown here: the general path names it
         elif tag == 0x2A or tag == 0x32 or tag == 154 or tag == 162:  # 5, 6, 19, 20
-            when = _time(r, stop)
+            n = _within(r, stop)
+            when = read_time(r, r.pos + n, False) if n >= 0 else None
             if when is None:
                 return None
             if tag == 0x2A:
@@ -249,7 +157,8 @@ cdef object _task(Reader* r, Py_ssize_t stop, bint created, _Seen seen):
             else:
                 updated_at = when
         elif tag == 0x3A or tag == 0x72 or tag == 130:  # 7: key, 14: last_error, 16: worker
-            text = _text(r, stop)
+            n = _within(r, stop)
+            text = read_text(r, n) if n >= 0 else None
             if text is None:
                 return None
             if tag == 0x3A:
@@ -284,7 +193,8 @@ cdef object _task(Reader* r, Py_ssize_t stop, bint created, _Seen seen):
             else:
                 strict = v == 1
         elif tag == 178:  # 22: trace_context
-            trace = _trace(r, stop)
+            n = _within(r, stop)
+            trace = read_trace(r, r.pos + n) if n >= 0 else False
             if trace is False:
                 return None
         elif tag == 194 or tag == 202 or tag == 210:  # 24, 25, 26: JSON as bytes

@@ -28,15 +28,13 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
-from scheduler._pbread cimport Reader, _length, _uuid_parts, _varint
+from scheduler._pbread cimport Reader, _length, _varint, read_time, read_uuid
 
 import dataclasses
-import uuid
 
-from scheduler._wellknown import _utc_at
 from scheduler.jsonbytes import raw as _raw_json
 from scheduler.jsonbytes import to_bytes as _json_bytes
-from scheduler.limits import MAX_RESULT_BYTES, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS
+from scheduler.limits import MAX_RESULT_BYTES
 from scheduler.types import Completion, FencedWrite, RawJSON, TaskKey
 from scheduler.wire import POOL_TO_PROTO as _POOLS
 from scheduler.wire import timestamp_bytes as _timestamp_bytes
@@ -51,20 +49,13 @@ if tuple(f.name for f in dataclasses.fields(Completion)) != (
 ):
     raise ImportError("Completion's fields changed: update scheduler.server._stream_c")
 
-cdef object _UUID = uuid.UUID
-cdef object _UNKNOWN = uuid.SafeUUID.unknown
 cdef object _FencedWrite = FencedWrite
 cdef object _Completion = Completion
 cdef object _TaskKey = TaskKey
 cdef object _tuple_new = tuple.__new__
-cdef object _utc = _utc_at
 cdef object _raw = _raw_json
 cdef object _RESULT_FIELD = "completions.items.result_json"
-cdef int64_t _MIN_S = MIN_TIMESTAMP_SECONDS
-cdef int64_t _MAX_S = MAX_TIMESTAMP_SECONDS
 cdef Py_ssize_t _MAX_RESULT = MAX_RESULT_BYTES
-cdef str _S_INT = "int"
-cdef str _S_IS_SAFE = "is_safe"
 cdef str _S_KEY = "key"
 cdef str _S_TOKEN = "token"
 cdef str _S_RESULT = "result"
@@ -74,28 +65,15 @@ KINDS = {4: "ack", 5: "heartbeat", 12: "completions"}
 """The WorkerMessage fields (oneof ``kind``) read here, by number."""
 
 
-cdef object _task_id(const unsigned char* p):
-    """A UUID from 36 bytes of lowercase 8-4-4-4-12 hex, or None."""
-    cdef uint64_t hi = 0
-    cdef uint64_t lo = 0
-    if not _uuid_parts(p, &hi, &lo):
-        return None
-    u = _UUID.__new__(_UUID)
-    PyObject_GenericSetAttr(u, _S_INT, ((<object>hi) << 64) | (<object>lo))
-    PyObject_GenericSetAttr(u, _S_IS_SAFE, _UNKNOWN)
-    return u
-
-
 cdef object _ref(Reader* r, Py_ssize_t stop, list ids):
     """A TaskRef's (key, token) read up to ``stop``, its id text appended to ``ids``;
     None when the general path must decide."""
-    cdef uint64_t tag, v
-    cdef Py_ssize_t n, ts_stop
+    cdef uint64_t tag
+    cdef Py_ssize_t n
     cdef const unsigned char* id_at = NULL
-    cdef int64_t token = 0, seconds = 0
-    cdef int64_t nanos = 0
-    cdef bint has_id = False, has_token = False, has_ts = False
-    cdef bint has_s = False, has_n = False
+    cdef int64_t token = 0
+    cdef bint has_id = False, has_token = False
+    cdef object when = None
     while r.pos < stop:
         tag = _varint(r)
         if r.bad:
@@ -110,39 +88,24 @@ cdef object _ref(Reader* r, Py_ssize_t stop, list ids):
         elif tag == 0x10 and not has_token:  # 2: fencing_token, int64
             token = <int64_t>_varint(r)
             has_token = True
-        elif tag == 0x1A and not has_ts:  # 3: scheduled_at, Timestamp
+        elif tag == 0x1A and when is None:  # 3: scheduled_at, Timestamp
             n = _length(r)
             if n < 0 or r.pos + n > stop:
                 return None
-            ts_stop = r.pos + n
-            has_ts = True
-            while r.pos < ts_stop:
-                tag = _varint(r)
-                if r.bad:
-                    return None
-                if tag == 0x08 and not has_s:
-                    seconds = <int64_t>_varint(r)
-                    has_s = True
-                elif tag == 0x10 and not has_n:
-                    nanos = <int64_t>_varint(r)  # an int32's varint sign-extends
-                    has_n = True
-                else:
-                    return None
-            if r.bad or r.pos != ts_stop:
+            when = read_time(r, r.pos + n, True)
+            if when is None:
                 return None
         else:
             return None
         if r.bad:
             return None
-    if r.pos != stop or not has_id or not has_ts or token <= 0:
+    if r.pos != stop or not has_id or when is None or token <= 0:
         return None
-    if not (0 <= nanos < 1_000_000_000) or not (_MIN_S <= seconds < _MAX_S):
-        return None
-    u = _task_id(id_at)
+    u = read_uuid(id_at)
     if u is None:
         return None
     ids.append((<char*>id_at)[:36])
-    key = _tuple_new(_TaskKey, (u, _utc(seconds, nanos // 1000)))
+    key = _tuple_new(_TaskKey, (u, when))
     return (key, token)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, cast, final
 
-from _wheel import NO_EXTENSIONS
+from scheduler._native import extension
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.server._decode import decode
 from scheduler.types import Assignment, Outcome
@@ -30,24 +30,16 @@ from scheduler.wire import varint
 _decode_writes: Callable[[bytes], tuple[int, str, list[Any], list[bytes]] | None] | None
 _encode_assignments: Callable[[Sequence[Assignment], Callable[[Assignment], bytes]], bytes] | None
 STREAM_DECODER: Literal["c", "python"]
-STREAM_DECODER_ERROR: str | None = None
-"""Why the native reader is not in use, or None when it is."""
 
-if NO_EXTENSIONS:
+_native, STREAM_DECODER_ERROR = extension("scheduler.server._stream_c")
+"""The native reader and writer, or None and why they are not in use."""
+if _native is not None:
+    _decode_writes = _native.decode_writes
+    _encode_assignments = _native.encode_assignments
+    STREAM_DECODER = "c"
+else:
     _decode_writes = _encode_assignments = None
     STREAM_DECODER = "python"
-    STREAM_DECODER_ERROR = "disabled by TICKWHEEL_NO_EXTENSIONS"
-else:
-    try:
-        from scheduler.server import _stream_c
-    except ImportError as exc:  # not built, or built for another interpreter
-        _decode_writes = _encode_assignments = None
-        STREAM_DECODER = "python"
-        STREAM_DECODER_ERROR = f"{type(exc).__name__}: {exc}"
-    else:
-        _decode_writes = _stream_c.decode_writes
-        _encode_assignments = _stream_c.encode_assignments
-        STREAM_DECODER = "c"
 
 
 @final

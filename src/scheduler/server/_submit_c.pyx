@@ -18,18 +18,17 @@ the two paths against each other).
 """
 
 from cpython.object cimport PyObject_GenericSetAttr
-from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
+from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.math cimport isfinite
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
-from scheduler._pbread cimport Reader, _length, _varint
+from scheduler._pbread cimport Reader, _length, _varint, read_text, read_time
 
 import dataclasses
 
 from google.protobuf import struct_pb2
 
-from scheduler._wellknown import _utc_at
 from scheduler.engine import SubmitSpec
 from scheduler.jitter import JitterMode
 from scheduler.jsonbytes import raw as _raw_json
@@ -39,9 +38,7 @@ from scheduler.limits import (
     MAX_RETRIES,
     MAX_SUBMIT_BATCH,
     MAX_TIMEOUT_S,
-    MAX_TIMESTAMP_SECONDS,
     MAX_TYPE_CHARS,
-    MIN_TIMESTAMP_SECONDS,
 )
 from scheduler.types import Pool
 from scheduler.wire import JITTER_FROM_PROTO, POOL_FROM_PROTO
@@ -60,7 +57,6 @@ EMPTY_PAYLOAD = struct_pb2.Struct()
 empty ``payload``); shared, never changed."""
 
 cdef object _SubmitSpec = SubmitSpec
-cdef object _utc = _utc_at
 cdef object _raw = _raw_json
 cdef object _EMPTY = EMPTY_PAYLOAD
 cdef object _NONE = JitterMode.NONE
@@ -68,8 +64,6 @@ cdef object _STANDARD = Pool.STANDARD
 cdef dict _POOLS = dict(POOL_FROM_PROTO)
 cdef dict _JITTERS = dict(JITTER_FROM_PROTO)
 cdef object _PAYLOAD_FIELD = "tasks.payload_json"
-cdef int64_t _MIN_S = MIN_TIMESTAMP_SECONDS
-cdef int64_t _MAX_S = MAX_TIMESTAMP_SECONDS
 cdef Py_ssize_t _MAX_TYPE = MAX_TYPE_CHARS
 cdef Py_ssize_t _MAX_KEY = MAX_IDEMPOTENCY_KEY_CHARS
 cdef uint64_t _MAX_RETRIES = MAX_RETRIES
@@ -85,32 +79,6 @@ cdef struct Last:
     # text is decoded once and the same str reused.
     const unsigned char* at
     Py_ssize_t n
-
-
-cdef object _timestamp(Reader* r, Py_ssize_t stop):
-    """A Timestamp read up to ``stop`` as an aware UTC datetime, or None."""
-    cdef uint64_t tag
-    cdef int64_t seconds = 0, nanos = 0
-    cdef bint has_s = False, has_n = False
-    while r.pos < stop:
-        tag = _varint(r)
-        if r.bad:
-            return None
-        if tag == 0x08 and not has_s:
-            seconds = <int64_t>_varint(r)
-            has_s = True
-        elif tag == 0x10 and not has_n:
-            nanos = <int64_t>_varint(r)  # an int32's varint sign-extends
-            has_n = True
-        else:
-            return None
-        if r.bad:
-            return None
-    if r.pos != stop:
-        return None
-    if not (0 <= nanos < 1_000_000_000) or not (_MIN_S <= seconds < _MAX_S):
-        return None
-    return _utc(seconds, nanos // 1000)
 
 
 cdef object _spec(
@@ -153,7 +121,7 @@ cdef object _spec(
             n = _length(r)
             if n < 0 or r.pos + n > stop:
                 return None
-            scheduled_at = _timestamp(r, r.pos + n)
+            scheduled_at = read_time(r, r.pos + n, True)
             if scheduled_at is None:
                 return None
             has_at = True
@@ -162,13 +130,9 @@ cdef object _spec(
             if n < 0 or r.pos + n > stop or n > 4 * _MAX_KEY:
                 return None
             if n:
-                try:
-                    key = PyUnicode_DecodeUTF8(<const char*>(r.buf + r.pos), n, NULL)
-                except UnicodeDecodeError:
+                key = read_text(r, n)
+                if key is None or len(key) > _MAX_KEY:
                     return None
-                if len(key) > _MAX_KEY:
-                    return None
-            r.pos += n
             has_key = True
         elif tag == 0x28 and not has_pool:  # 5: pool, enum
             v = _varint(r)

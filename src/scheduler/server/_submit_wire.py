@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from google.protobuf import struct_pb2
 
-from _wheel import NO_EXTENSIONS
+from scheduler._native import extension
 from scheduler.engine import SubmitSpec
 from scheduler.server import _convert as conv
 from scheduler.types import JSON, InsertResult, TaskRecord
@@ -47,22 +47,12 @@ Echo = bytes | struct_pb2.Struct
 """What a task sent as its payload, echoed in the answer: its JSON bytes, or its
 Struct (an empty one when it sent neither)."""
 
+_native, SUBMIT_DECODER_ERROR = extension("scheduler.server._submit_c")
+"""The native reader, or None and why it is not in use."""
 _decode_submit: (
     Callable[[bytes, int, JSON | None], tuple[list[SubmitSpec], list[Echo]] | None] | None
-) = None
-SUBMIT_DECODER: Literal["c", "python"] = "python"
-SUBMIT_DECODER_ERROR: str | None = "disabled by TICKWHEEL_NO_EXTENSIONS"
-"""Why the native reader is not in use, or None when it is."""
-
-if not NO_EXTENSIONS:
-    try:
-        from scheduler.server import _submit_c
-    except ImportError as exc:  # not built, or built for another interpreter
-        SUBMIT_DECODER_ERROR = f"{type(exc).__name__}: {exc}"
-    else:
-        _decode_submit = _submit_c.decode_submit
-        SUBMIT_DECODER = "c"
-        SUBMIT_DECODER_ERROR = None
+) = _native.decode_submit if _native is not None else None
+SUBMIT_DECODER: Literal["c", "python"] = "c" if _native is not None else "python"
 
 
 def read_submit(

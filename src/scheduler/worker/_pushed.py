@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from google.protobuf.message import DecodeError
 
-from _wheel import NO_EXTENSIONS
 from scheduler._errors import Unavailable
+from scheduler._native import extension
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as conv
 
@@ -36,20 +36,12 @@ submitter's and the dispatch's trace contexts as dicts (or None), aware UTC
 datetimes, the tenant id's text and the ``TaskRef`` the attempt writes with. A tuple,
 not a class: a busy worker makes thousands a second."""
 
-_decode: Callable[[bytes], list[Pushed] | None] | None = None
-PUSHED_DECODER: Literal["c", "python"] = "python"
-PUSHED_DECODER_ERROR: str | None = "disabled by TICKWHEEL_NO_EXTENSIONS"
-"""Why the native reader is not in use, or None when it is."""
-
-if not NO_EXTENSIONS:
-    try:
-        from scheduler.worker import _pushed_c
-    except ImportError as exc:  # not built, or built for another interpreter
-        PUSHED_DECODER_ERROR = f"{type(exc).__name__}: {exc}"
-    else:
-        _decode = _pushed_c.decode_pushed
-        PUSHED_DECODER = "c"
-        PUSHED_DECODER_ERROR = None
+_native, PUSHED_DECODER_ERROR = extension("scheduler.worker._pushed_c")
+"""The native reader, or None and why it is not in use."""
+_decode: Callable[[bytes], list[Pushed] | None] | None = (
+    _native.decode_pushed if _native is not None else None
+)
+PUSHED_DECODER: Literal["c", "python"] = "c" if _native is not None else "python"
 
 
 def read_pushed(data: bytes) -> list[Pushed] | None:

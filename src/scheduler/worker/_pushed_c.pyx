@@ -16,28 +16,28 @@ not read as an object returns None, and the caller decodes the message the gener
 way. ``tests/unit/worker/test_pushed_read.py`` checks the two paths against each other.
 """
 
-from cpython.object cimport PyObject_GenericSetAttr
-from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
-from scheduler._pbread cimport Reader, _length, _uuid_parts, _varint
+from scheduler._pbread cimport (
+    Reader,
+    _length,
+    _once,
+    _varint,
+    read_text,
+    read_time,
+    read_trace,
+    read_uuid,
+)
 
-import uuid
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import _utc_at
 from scheduler.jsonbytes import loads as _json_loads
 
-cdef object _UUID = uuid.UUID
-cdef object _UNKNOWN = uuid.SafeUUID.unknown
 cdef object _utc = _utc_at
 cdef object _loads = _json_loads
 cdef object _ref_of = pb.TaskRef.FromString
-cdef str _S_INT = "int"
-cdef str _S_IS_SAFE = "is_safe"
-cdef str _S_TRACEPARENT = "traceparent"
-cdef str _S_TRACESTATE = "tracestate"
 cdef str _EMPTY_TEXT = ""
 
 
@@ -49,19 +49,6 @@ cdef class _Seen:
     cdef object type_text
 
 
-cdef object _text(Reader* r, Py_ssize_t n):
-    """``n`` bytes at the reader as UTF-8 text, or None (the reader moves on)."""
-    cdef object text
-    if n == 0:
-        return _EMPTY_TEXT
-    try:
-        text = PyUnicode_DecodeUTF8(<const char*>(r.buf + r.pos), n, NULL)
-    except UnicodeDecodeError:
-        return None
-    r.pos += n
-    return text
-
-
 cdef object _cached(Reader* r, Py_ssize_t n, _Seen seen, bint tenant):
     """A tenant id or type, reusing the previous assignment's str when the bytes are
     the same; None when not UTF-8."""
@@ -70,7 +57,7 @@ cdef object _cached(Reader* r, Py_ssize_t n, _Seen seen, bint tenant):
     if last is not None and len(last) == n and memcmp(<const char*>last, p, n) == 0:
         r.pos += n
         return seen.tenant if tenant else seen.type_text
-    text = _text(r, n)
+    text = read_text(r, n)
     if text is None:
         return None
     if tenant:
@@ -82,94 +69,26 @@ cdef object _cached(Reader* r, Py_ssize_t n, _Seen seen, bint tenant):
     return text
 
 
-cdef object _time(Reader* r, Py_ssize_t stop):
-    """A Timestamp up to ``stop`` as an aware UTC datetime, or None."""
-    cdef uint64_t tag
-    cdef int64_t seconds = 0, nanos = 0
-    cdef bint has_s = False, has_n = False
-    while r.pos < stop:
-        tag = _varint(r)
-        if r.bad:
-            return None
-        if tag == 0x08 and not has_s:
-            seconds = <int64_t>_varint(r)
-            has_s = True
-        elif tag == 0x10 and not has_n:
-            nanos = <int64_t>_varint(r)
-            has_n = True
-        else:
-            return None
-        if r.bad:
-            return None
-    if r.pos != stop or not (0 <= nanos < 1_000_000_000):
-        return None
-    try:
-        return _utc(seconds, nanos // 1000)
-    except (OverflowError, ValueError):
-        return None
-
-
-cdef object _trace(Reader* r, Py_ssize_t stop):
-    """A TraceContext up to ``stop`` as the worker's dict (None when its traceparent
-    is empty); False when malformed."""
-    cdef uint64_t tag
-    cdef Py_ssize_t n
-    cdef object parent = _EMPTY_TEXT
-    cdef object state = _EMPTY_TEXT
-    cdef bint has_p = False, has_s = False
-    while r.pos < stop:
-        tag = _varint(r)
-        if r.bad or not (tag == 0x0A and not has_p or tag == 0x12 and not has_s):
-            return False
-        n = _length(r)
-        if n < 0 or r.pos + n > stop:
-            return False
-        text = _text(r, n)
-        if text is None:
-            return False
-        if tag == 0x0A:
-            parent = text
-            has_p = True
-        else:
-            state = text
-            has_s = True
-    if r.pos != stop:
-        return False
-    if not parent:
-        return None
-    return {_S_TRACEPARENT: parent, _S_TRACESTATE: state}
-
-
 cdef object _assignment(Reader* r, Py_ssize_t stop, _Seen seen):
     """One Assignment up to ``stop`` as its ``Pushed`` tuple, or None."""
     cdef uint64_t tag, v
-    cdef unsigned int seen_fields = 0, bit
+    cdef unsigned int seen_fields = 0
     cdef Py_ssize_t n, ts_at = -1, ts_n = 0
     cdef const unsigned char* id_at = NULL
-    cdef uint64_t hi = 0, lo = 0
     cdef int64_t token = 0
     cdef uint64_t attempt = 0, max_retries = 0
     cdef double timeout = 0.0
     tenant = type_text = scheduled_at = due_at = trace = None
     payload = checkpoint = None
     while r.pos < stop:
-        tag = _varint(r)
-        if r.bad:
+        tag = _once(r, &seen_fields, 17)
+        if tag == 0:
             return None
-        v = tag >> 3
-        if v == 0 or v > 17:
-            return None
-        bit = 1u << <unsigned int>v
-        if seen_fields & bit:
-            return None  # repeated: the general path keeps the last
-        seen_fields |= bit
         if tag == 0x0A:  # 1: task_id
             n = _length(r)
             if n != 36 or r.pos + n > stop:
                 return None
             id_at = r.buf + r.pos
-            if not _uuid_parts(id_at, &hi, &lo):
-                return None
             r.pos += n
         elif tag == 0x12 or tag == 0x1A:  # 2: tenant_id, 3: type
             n = _length(r)
@@ -199,7 +118,7 @@ cdef object _assignment(Reader* r, Py_ssize_t stop, _Seen seen):
             if tag == 0x42:
                 ts_at = r.pos
                 ts_n = n
-            when = _time(r, r.pos + n)
+            when = read_time(r, r.pos + n, False)
             if when is None:
                 return None
             if tag == 0x42:
@@ -211,7 +130,7 @@ cdef object _assignment(Reader* r, Py_ssize_t stop, _Seen seen):
             n = _length(r)
             if n < 0 or r.pos + n > stop:
                 return None
-            trace = _trace(r, r.pos + n)
+            trace = read_trace(r, r.pos + n)
             if trace is False:
                 return None
         elif tag == 0x68:  # 13: pool, not kept by the worker
@@ -251,9 +170,9 @@ cdef object _assignment(Reader* r, Py_ssize_t stop, _Seen seen):
         type_text = _EMPTY_TEXT
     if due_at is None:
         due_at = _utc(0, 0)
-    task_id = _UUID.__new__(_UUID)
-    PyObject_GenericSetAttr(task_id, _S_INT, ((<object>hi) << 64) | (<object>lo))
-    PyObject_GenericSetAttr(task_id, _S_IS_SAFE, _UNKNOWN)
+    task_id = read_uuid(id_at)
+    if task_id is None:
+        return None
     # The TaskRef the worker writes its acks and outcomes with: id, token, and the
     # scheduled_at Timestamp as it came.
     ref = bytearray(b"\x0a\x24")

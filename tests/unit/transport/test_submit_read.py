@@ -9,8 +9,6 @@ request the general path refuses.
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -104,21 +102,6 @@ def _ts(seconds: int, nanos: int = 0) -> timestamp_pb2.Timestamp:
 def test_native_reader_is_built() -> None:
     assert _submit_wire.SUBMIT_DECODER == "c", _submit_wire.SUBMIT_DECODER_ERROR
     assert _submit_wire.SUBMIT_DECODER_ERROR is None
-
-
-def test_no_extensions_reads_everything_the_general_way() -> None:
-    code = (
-        "from scheduler.server import _submit_wire as w; "
-        "print(w.SUBMIT_DECODER, w.SUBMIT_DECODER_ERROR, w.read_submit(b'', 1, None))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"TICKWHEEL_NO_EXTENSIONS": "1", "PATH": ""},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert out.strip() == "python disabled by TICKWHEEL_NO_EXTENSIONS None"
 
 
 def test_what_the_client_sdk_sends_takes_the_native_path() -> None:

@@ -7,8 +7,6 @@ a push differently, or take one the general path cannot read.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -70,21 +68,6 @@ def _check(data: bytes) -> list[Any] | None:
 def test_native_reader_is_built() -> None:
     assert _pushed.PUSHED_DECODER == "c", _pushed.PUSHED_DECODER_ERROR
     assert _pushed.PUSHED_DECODER_ERROR is None
-
-
-def test_no_extensions_reads_everything_the_general_way() -> None:
-    code = (
-        "from scheduler.worker import _pushed as w; "
-        "print(w.PUSHED_DECODER, w.PUSHED_DECODER_ERROR, w.read_pushed(b'\\x12\\x00'))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"TICKWHEEL_NO_EXTENSIONS": "1", "PATH": ""},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert out.strip() == "python disabled by TICKWHEEL_NO_EXTENSIONS None"
 
 
 def test_what_the_server_pushes_takes_the_native_path() -> None:
