@@ -30,6 +30,7 @@ from typing import Any
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import set_timestamp
 from scheduler.worker import TaskContext
+from scheduler.worker._outbox import Encoded
 from scheduler.worker._runner import HandlerRunner
 from scheduler.worker._slots import Slots
 from scheduler.worker._stream import Conn, ReconnectConfig, Stream
@@ -117,6 +118,8 @@ async def _sdk(start_on_delivery: bool, todo: list[pb.Assignment]) -> float:
         while True:
             msg = await conn.queue.get()
             assert msg is not None
+            if isinstance(msg, Encoded):  # written as bytes (_outbox): read as the server does
+                msg = pb.WorkerMessage.FromString(msg.SerializeToString())
             kind = msg.WhichOneof("kind")
             if kind == "credit":
                 credit += msg.credit.slots

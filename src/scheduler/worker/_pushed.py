@@ -30,11 +30,12 @@ from scheduler.client import _convert as conv
 
 Pushed = tuple[Any, ...]
 """``(task_id, type, attempt, max_retries, payload, fencing_token, checkpoint,
-trace_context, scheduled_at, due_at, timeout_s, tenant_id, ref, dispatch_trace)``:
-a ``uuid.UUID``, the payload and checkpoint as JSON objects (None: no checkpoint), the
-submitter's and the dispatch's trace contexts as dicts (or None), aware UTC
-datetimes, the tenant id's text and the ``TaskRef`` the attempt writes with. A tuple,
-not a class: a busy worker makes thousands a second."""
+trace_context, scheduled_at, due_at, timeout_s, tenant_id, ref, dispatch_trace,
+ref_bytes)``: a ``uuid.UUID``, the payload and checkpoint as JSON objects (None: no
+checkpoint), the submitter's and the dispatch's trace contexts as dicts (or None),
+aware UTC datetimes, the tenant id's text, and the ``TaskRef`` the attempt writes
+with, as a message and serialised. A tuple, not a class: a busy worker makes
+thousands a second."""
 
 _native, PUSHED_DECODER_ERROR = extension("scheduler.worker._pushed_c")
 """The native reader, or None and why it is not in use."""
@@ -67,6 +68,7 @@ def ref_of(a: pb.Assignment) -> pb.TaskRef:
 def pushed_of(a: pb.Assignment, task_id: uuid.UUID, trace_context: dict[str, str] | None) -> Pushed:
     """``a`` as the worker holds it (``task_id`` its id, read already;
     ``trace_context`` the submitter's)."""
+    ref = ref_of(a)
     return (
         task_id,
         a.type,
@@ -81,6 +83,7 @@ def pushed_of(a: pb.Assignment, task_id: uuid.UUID, trace_context: dict[str, str
         conv.from_timestamp(a.due_at),
         a.timeout_s,
         a.tenant_id,
-        ref_of(a),
+        ref,
         conv.trace_from_proto(a.dispatch_trace_context),
+        ref.SerializeToString(),
     )

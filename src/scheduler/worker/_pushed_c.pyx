@@ -187,6 +187,7 @@ cdef object _assignment(Reader* r, Py_ssize_t stop, _Seen seen):
     ref.append(0x1A)
     ref.append(ts_n)  # a Timestamp's two varints are well under 128 bytes
     ref += (<char*>(r.buf + ts_at))[:ts_n]
+    ref_bytes = bytes(ref)
     return (
         task_id,
         type_text,
@@ -200,8 +201,9 @@ cdef object _assignment(Reader* r, Py_ssize_t stop, _Seen seen):
         due_at,
         timeout,
         tenant,
-        _ref_of(bytes(ref)),
+        _ref_of(ref_bytes),
         None,
+        ref_bytes,
     )
 
 
@@ -209,7 +211,8 @@ def decode_pushed(bytes data):
     """The assignments of a ``ServerMessage`` holding ``assignments``, each as the
     worker's ``Pushed`` tuple (``scheduler.worker._pushed``: ``(task_id, type,
     attempt, max_retries, payload, fencing_token, checkpoint, trace_context,
-    scheduled_at, due_at, timeout_s, tenant_id, ref, dispatch_trace)``); None for any
+    scheduled_at, due_at, timeout_s, tenant_id, ref, dispatch_trace, ref_bytes)``);
+    None for any
     other message, or one the general decoder must read."""
     cdef Reader r
     cdef uint64_t tag

@@ -41,6 +41,7 @@ from scheduler._kafka_wire import trace_headers
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as conv
 from scheduler.logs import bind_fields, task_extra
+from scheduler.worker import _outbox as outbox
 from scheduler.worker._context import (
     CANCELLED,
     DRAIN,
@@ -52,6 +53,7 @@ from scheduler.worker._context import (
     cancel,
 )
 from scheduler.worker._drain import Drain
+from scheduler.worker._outbox import Completed
 from scheduler.worker._pushed import Pushed, pushed_of, ref_of
 from scheduler.worker._slots import Held, Slots
 from scheduler.worker._stats import WorkerStats
@@ -363,6 +365,7 @@ class HandlerRunner:
             tenant_id,
             ref,
             dispatch_trace,
+            ref_bytes,
         ) = p
         ctx = TaskContext(
             task_id=task_id,
@@ -380,7 +383,13 @@ class HandlerRunner:
             loop=self._loop,
             checkpointer=self._checkpoint,
         )
-        return Held(ref=ref, ctx=ctx, dispatch_trace=dispatch_trace, tenant_id=tenant_id)
+        return Held(
+            ref=ref,
+            ctx=ctx,
+            ref_bytes=ref_bytes,
+            dispatch_trace=dispatch_trace,
+            tenant_id=tenant_id,
+        )
 
     def _launch(self, fresh: list[Held]) -> Answers | None:
         """Ack the new tasks in one message and start their handlers (no ack when
@@ -389,9 +398,7 @@ class HandlerRunner:
             return None
         ack: Answers | None = None
         if not self._start_on_delivery:
-            ack = self._stream.start_batch(
-                pb.WorkerMessage(ack=pb.Ack(tasks=[h.ref for h in fresh]))
-            )
+            ack = self._stream.start_batch(outbox.ack([h.ref_bytes for h in fresh]))
         # Whether an SDK records spans: asked once a batch (it reads the environment).
         traced = not tracing_off(self._tracer_provider)
         create_task = asyncio.create_task
@@ -461,7 +468,7 @@ class HandlerRunner:
         if held.released:  # released at the drain deadline while it ran
             return
         reason = ctx.cancel_reason
-        msg: pb.WorkerMessage | pb.Completion | None
+        msg: pb.WorkerMessage | Completed | None
         if reason == CANCELLED:
             msg = pb.WorkerMessage(cancel_confirmed=pb.CancelConfirmed(task=held.ref))
         elif isinstance(outcome, Interrupted) and reason == DRAIN:
@@ -487,13 +494,14 @@ class HandlerRunner:
             span.record_exception(outcome)
             span.set_status(Status(StatusCode.ERROR, text[:200]))
         else:
-            msg = pb.Completion(task=held.ref, result_json=outcome)  # joins a Completions batch
+            # Joins a Completions batch, written from the ref's bytes (_outbox).
+            msg = Completed(held.ref.task_id, held.ref_bytes, outcome)
         if msg is None:
             span.set_attribute("tickwheel.outcome", "lease_lost")
             self._drain.count("rejected")
             stats.handled[(ctx.type, "rejected")] += 1
             return
-        kind = "completion" if isinstance(msg, pb.Completion) else str(msg.WhichOneof("kind"))
+        kind = "completion" if isinstance(msg, Completed) else str(msg.WhichOneof("kind"))
         span.set_attribute("tickwheel.outcome", _OUTCOME_OF_KIND[kind])
         held.committing = True
         res = await self._stream.commit(msg, ctx.task_id)

@@ -35,6 +35,9 @@ class Held:
 
     ref: pb.TaskRef
     ctx: TaskContext
+    ref_bytes: bytes
+    """``ref`` serialised: the ack and the completion are written from it
+    (``_outbox``)."""
     dispatch_trace: dict[str, str] | None = None
     acked: bool = False
     """RUNNING in the store (acked, or started on delivery): heartbeats renew it."""

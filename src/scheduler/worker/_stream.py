@@ -13,7 +13,7 @@ cancel or a heartbeat *means* belongs to its :class:`StreamListener` (the handle
 runner, ``_runner.py``).
 
 May call: ``scheduler.client`` (channel, conversions, error mapping), the generated
-proto, ``_backoff``, ``_pushed``, and its listener. Called by: the
+proto, ``_backoff``, ``_outbox``, ``_pushed``, and its listener. Called by: the
 :class:`~scheduler.worker.Worker` facade (run, close), the handler runner (send,
 requests, commits), the drain (send, finish) and the slots (credit, through ``send``).
 """
@@ -44,7 +44,9 @@ from scheduler.client._channel import FailoverChannel
 from scheduler.client._errors import RPCError, from_rpc_error
 from scheduler.client._tls import TLSConfig
 from scheduler.types import Pool
+from scheduler.worker import _outbox as outbox
 from scheduler.worker._backoff import Backoff, ReconnectConfig
+from scheduler.worker._outbox import Completed, Encoded
 from scheduler.worker._pushed import Pushed, read_pushed, server_message
 
 _log = logging.getLogger("tickwheel.worker")
@@ -94,7 +96,7 @@ class Conn:
     """One stream attempt: its outbound queue and the requests awaiting a Result."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[pb.WorkerMessage | Encoded | None] = asyncio.Queue()
         self.pending: dict[int, Results] = {}
 
     def fail_pending(self) -> None:
@@ -225,7 +227,7 @@ class Stream:
         self.closing = asyncio.Event()
         """Set when the worker stops: no more reconnects; commits stop retrying."""
         self._ids = itertools.count(1)
-        self._completion_batch: tuple[pb.WorkerMessage, Answers] | None = None
+        self._completion_batch: tuple[list[bytes], Answers] | None = None
         self._completions_in_flight = 0
         self._linger: asyncio.TimerHandle | None = None
 
@@ -255,7 +257,7 @@ class Stream:
         # The server's messages come as bytes (a push may be read natively: _pushed).
         connect = channel.stream_stream(
             "/tickwheel.v1.WorkerService/Connect",
-            request_serializer=pb.WorkerMessage.SerializeToString,
+            request_serializer=outbox.serialize,  # generated, or written (_outbox)
             response_deserializer=None,
         )
         backoff = Backoff(self._reconnect)
@@ -475,7 +477,7 @@ class Stream:
         if conn is not None:
             conn.queue.put_nowait(msg)
 
-    def start_request(self, msg: pb.WorkerMessage) -> Results:
+    def start_request(self, msg: pb.WorkerMessage | Encoded) -> Results:
         """Send ``msg`` with a fresh request id; the future of its Result (failed at
         once when no stream is up, or when the stream breaks before the answer)."""
         conn = self._conn
@@ -488,7 +490,7 @@ class Stream:
         conn.queue.put_nowait(msg)
         return fut
 
-    def start_batch(self, msg: pb.WorkerMessage) -> Answers:
+    def start_batch(self, msg: pb.WorkerMessage | Encoded) -> Answers:
         """:meth:`start_request` for a message about many tasks (an ack): the answers
         by task id, failed with Unavailable after the request timeout."""
         answers = Answers(asyncio.get_running_loop(), self.request_timeout_s)
@@ -509,17 +511,17 @@ class Stream:
             raise Unavailable("no answer from the server in time") from None
 
     async def commit(
-        self, msg: pb.WorkerMessage | pb.Completion, task_id: uuid.UUID
+        self, msg: pb.WorkerMessage | Completed, task_id: uuid.UUID
     ) -> pb.TaskResult | None:
         """Send a fenced write, retrying across reconnects; None if it never got through.
 
-        A completion (given as a bare ``Completion``) joins the others finished in the
-        same loop turn in one ``Completions`` message (one write and one Result for
-        many tasks).
+        A completion (a :class:`~scheduler.worker._outbox.Completed`) joins the others
+        finished in the same loop turn in one ``Completions`` message (one write and
+        one Result for many tasks).
         """
         for attempt in range(5):
             try:
-                if isinstance(msg, pb.Completion):
+                if isinstance(msg, Completed):
                     return await self._complete_batched(msg)
                 results = await self.request(msg)
                 return results[0] if results else None
@@ -530,7 +532,7 @@ class Stream:
         _log.warning("task %s: could not commit its outcome; its lease will expire", task_id)
         return None
 
-    async def _complete_batched(self, completion: pb.Completion) -> pb.TaskResult | None:
+    async def _complete_batched(self, completion: Completed) -> pb.TaskResult | None:
         if not self.connected.is_set():
             try:
                 async with asyncio.timeout(self.request_timeout_s):
@@ -540,7 +542,7 @@ class Stream:
         if self._completion_batch is None:
             loop = asyncio.get_running_loop()
             batch = Answers(loop, self.request_timeout_s)
-            self._completion_batch = (pb.WorkerMessage(completions=pb.Completions()), batch)
+            self._completion_batch = ([], batch)
             # Nagle's rule: with no Completions awaiting its Result the batch goes at
             # the end of this loop turn; with one, it waits for that Result (at most
             # COMPLETION_LINGER_S), gathering what finishes meanwhile into one message.
@@ -548,9 +550,9 @@ class Stream:
                 self._linger = loop.call_later(COMPLETION_LINGER_S, self._flush_completions)
             else:
                 loop.call_soon(self._flush_completions)
-        msg, batch = self._completion_batch
-        msg.completions.items.append(completion)  # built into the message that is sent
-        return await batch.wait(completion.task.task_id)
+        items, batch = self._completion_batch
+        items.append(completion.item)
+        return await batch.wait(completion.task_id)
 
     def _flush_completions(self) -> None:
         if self._completion_batch is None:
@@ -558,9 +560,9 @@ class Stream:
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
-        msg, batch = self._completion_batch
+        items, batch = self._completion_batch
         self._completion_batch = None
-        request = self.start_request(msg)
+        request = self.start_request(outbox.completions(items))
         self._completions_in_flight += 1
         request.add_done_callback(self._completions_answered)
         batch.follow(request)

@@ -9,20 +9,27 @@ import uuid
 from collections.abc import Callable
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.worker._outbox import Completed, Encoded
 from scheduler.worker._stream import Answers
 
 Answer = Callable[[pb.WorkerMessage], list[pb.TaskResult]]
 
 
-def all_ok(msg: pb.WorkerMessage) -> list[pb.TaskResult]:
+def read(msg: pb.WorkerMessage | Encoded) -> pb.WorkerMessage:
+    """A message the runner wrote as bytes (``_outbox``), read back."""
+    return msg.message() if isinstance(msg, Encoded) else msg
+
+
+def all_ok(msg: pb.WorkerMessage | Encoded) -> list[pb.TaskResult]:
     """Every task the message names is accepted."""
+    msg = read(msg)
     kind = msg.WhichOneof("kind")
     body = getattr(msg, str(kind))
     refs = list(body.tasks) if hasattr(body, "tasks") else [body.task]
     return [pb.TaskResult(task_id=r.task_id, ok=True) for r in refs]
 
 
-def all_stale(msg: pb.WorkerMessage) -> list[pb.TaskResult]:
+def all_stale(msg: pb.WorkerMessage | Encoded) -> list[pb.TaskResult]:
     """Every task the message names has moved on to another attempt."""
     return [pb.TaskResult(task_id=r.task_id, ok=False, reason="stale") for r in all_ok(msg)]
 
@@ -36,14 +43,17 @@ class FakeStream:
         self.closing = asyncio.Event()
         self.sent: list[pb.WorkerMessage] = []
         self.requested: list[pb.WorkerMessage] = []
+        """Requests and batches, read back when written as bytes."""
         self.committed: list[pb.WorkerMessage | pb.Completion] = []
+        """Fenced writes, a completion read back from its bytes."""
         self.finished = False
         self.commit_seen = asyncio.Event()
 
     def send(self, msg: pb.WorkerMessage) -> None:
         self.sent.append(msg)
 
-    def start_batch(self, msg: pb.WorkerMessage) -> Answers:
+    def start_batch(self, msg: pb.WorkerMessage | Encoded) -> Answers:
+        msg = read(msg)
         self.requested.append(msg)
         answers = Answers(asyncio.get_running_loop(), self.request_timeout_s)
         request: asyncio.Future[list[pb.TaskResult]] = asyncio.get_running_loop().create_future()
@@ -58,12 +68,15 @@ class FakeStream:
         return self.answer(msg)
 
     async def commit(
-        self, msg: pb.WorkerMessage | pb.Completion, task_id: uuid.UUID
+        self, msg: pb.WorkerMessage | Completed, task_id: uuid.UUID
     ) -> pb.TaskResult | None:
+        if isinstance(msg, Completed):
+            completion = msg.message()
+            self.committed.append(completion)
+            self.commit_seen.set()
+            return self.answer(pb.WorkerMessage(completion=completion))[0]
         self.committed.append(msg)
         self.commit_seen.set()
-        if isinstance(msg, pb.Completion):
-            return self.answer(pb.WorkerMessage(completion=msg))[0]
         return self.answer(msg)[0]
 
     def finish(self) -> None:

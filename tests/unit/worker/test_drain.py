@@ -58,7 +58,8 @@ def _hold(slots: Slots, token: int, checkpoint: dict[str, int] | None) -> Held:
         loop=asyncio.get_running_loop(),
         checkpointer=_no_checkpoints,
     )
-    held = Held(ref=pb.TaskRef(task_id=str(task_id), fencing_token=token), ctx=ctx, acked=True)
+    ref = pb.TaskRef(task_id=str(task_id), fencing_token=token)
+    held = Held(ref=ref, ctx=ctx, ref_bytes=ref.SerializeToString(), acked=True)
     slots.held[task_id] = held
     return held
 

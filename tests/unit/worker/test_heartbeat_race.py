@@ -18,6 +18,7 @@ import pytest
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.worker import TaskContext
+from scheduler.worker._outbox import Completed
 from tests.unit.worker.fakes import FakeStream, all_ok
 from tests.unit.worker.test_runner import _assignment, _runner
 
@@ -47,10 +48,11 @@ class InFlightStream(FakeStream):
         return self.answer(msg)
 
     async def commit(
-        self, msg: pb.WorkerMessage | pb.Completion, task_id: uuid.UUID
+        self, written: pb.WorkerMessage | Completed, task_id: uuid.UUID
     ) -> pb.TaskResult | None:
+        assert isinstance(written, Completed)
+        msg = written.message()
         self.committed.append(msg)
-        assert isinstance(msg, pb.Completion)
         self.done.add(msg.task.task_id)
         self.completion_applied.set()
         await self.answer_completion.wait()

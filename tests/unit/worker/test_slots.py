@@ -41,7 +41,8 @@ def _held(task_id: uuid.UUID, token: int = 1, checkpoint: dict[str, int] | None 
         loop=asyncio.get_running_loop(),
         checkpointer=_no_checkpoints,
     )
-    return Held(ref=pb.TaskRef(task_id=str(task_id), fencing_token=token), ctx=ctx)
+    ref = pb.TaskRef(task_id=str(task_id), fencing_token=token)
+    return Held(ref=ref, ctx=ctx, ref_bytes=ref.SerializeToString())
 
 
 async def _no_checkpoints(ctx: TaskContext, data: dict[str, int]) -> None:

@@ -14,6 +14,7 @@ from scheduler._errors import Unavailable
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client._channel import _OPTIONS
 from scheduler.worker import ReconnectConfig
+from scheduler.worker._outbox import Completed, serialize
 from scheduler.worker._stream import COMPLETION_LINGER_S, Answers, Backoff, Conn, Stream
 
 
@@ -170,19 +171,21 @@ async def test_a_broken_stream_fails_every_waiter_of_the_batch() -> None:
             await w
 
 
-def _completion(task_id: str) -> pb.Completion:
-    return pb.Completion(task=pb.TaskRef(task_id=task_id, fencing_token=1))
+def _completion(task_id: str) -> Completed:
+    ref = pb.TaskRef(task_id=task_id, fencing_token=1)
+    return Completed(task_id, ref.SerializeToString(), b"")
 
 
 async def _sent(conn: Conn) -> list[pb.WorkerMessage]:
-    """What the stream queued for its writer so far (after the loop turns it takes)."""
+    """What the stream queued for its writer so far (after the loop turns it takes),
+    as the server reads it."""
     for _ in range(3):
         await asyncio.sleep(0)
     out = []
     while not conn.queue.empty():
         msg = conn.queue.get_nowait()
         assert msg is not None
-        out.append(msg)
+        out.append(pb.WorkerMessage.FromString(serialize(msg)))
     return out
 
 
