@@ -58,8 +58,11 @@ def _check(data: bytes) -> list[Any] | None:
         return None
     want = _general(data)
     assert isinstance(want, list), want
-    assert read == want
+    # The ref's bytes are kept as they came (the general path writes them anew): the
+    # same TaskRef, byte for byte when the push was written canonically.
+    assert [p[:14] for p in read] == [p[:14] for p in want]
     for got, general in zip(read, want, strict=True):
+        assert pb.TaskRef.FromString(got[14]) == got[12] == pb.TaskRef.FromString(general[14])
         assert [type(v) for v in got] == [type(v) for v in general]
         assert got[12].SerializeToString() == general[12].SerializeToString()  # the ref
     return read
@@ -120,6 +123,17 @@ def test_other_messages_and_unusual_pushes_take_the_general_path() -> None:
                 a.ClearField("scheduled_at")
             msg = pb.ServerMessage(assignments=pb.Assignments(tasks=[a]))
         assert read_pushed(msg.SerializeToString()) is None, name
+
+
+def test_a_ref_keeps_its_bytes_as_they_came() -> None:
+    """A Timestamp written with an explicit zero field (valid, not canonical): the ref
+    written back holds the same bytes, and reads as the same TaskRef."""
+    task_id = str(uuid.uuid4()).encode()
+    a = b"\x0a\x24" + task_id + b"\x42\x02\x08\x00"  # task_id; scheduled_at{seconds: 0}
+    push = b"\x12" + bytes([len(a) + 2]) + b"\x0a" + bytes([len(a)]) + a
+    read = _check(push)
+    assert read is not None
+    assert read[0][14] == b"\x0a\x24" + task_id + b"\x1a\x02\x08\x00"
 
 
 def test_bytes_that_are_no_server_message_break_the_stream() -> None:
