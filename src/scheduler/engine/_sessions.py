@@ -353,21 +353,37 @@ class WorkerSession:
         token and status guard still decides, and a refusal then is counted and
         recorded like any other. Any other ack (a task adopted after a reconnect, an
         unexpected token) is answered once written, as before."""
+        if self.ack_at_once(writes):
+            return [Outcome.OK] * len(writes)
         self._revive()
         if not self._early_acks:
             return await self._ack_now(writes)
         held = self._held
         early = [w for w in writes if (h := held.get(w.key.id)) is not None and h[1] == w.token]
-        if len(early) < len(writes):
-            if early:
-                known = {w.key.id for w in early}
-                rest = [w for w in writes if w.key.id not in known]
-                self._ack_later(early)
-                by_id = dict(zip((w.key.id for w in rest), await self._ack_now(rest), strict=True))
-                return [by_id.get(w.key.id, Outcome.OK) for w in writes]
-            return await self._ack_now(writes)
-        self._ack_later(early)
-        return [Outcome.OK] * len(writes)
+        if early:
+            known = {w.key.id for w in early}
+            rest = [w for w in writes if w.key.id not in known]
+            self._ack_later(early)
+            by_id = dict(zip((w.key.id for w in rest), await self._ack_now(rest), strict=True))
+            return [by_id.get(w.key.id, Outcome.OK) for w in writes]
+        return await self._ack_now(writes)
+
+    def ack_at_once(self, writes: Sequence[FencedWrite]) -> bool:
+        """Acknowledge ``writes`` from memory if every one names a task this session
+        was given, under the token it was given (what :meth:`ack` answers OK at once):
+        queue them for the next ack write and return True. Otherwise change nothing
+        and return False (the caller takes :meth:`ack`). Synchronous, so the stream's
+        reader answers such an ack the moment it arrives."""
+        if not self._early_acks or not writes:
+            return False
+        held = self._held
+        for w in writes:
+            h = held.get(w.key.id)
+            if h is None or h[1] != w.token:
+                return False
+        self._revive()
+        self._ack_later(list(writes))
+        return True
 
     async def _ack_now(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         out = await self._fenced(writes, self._completer.ack, "ack")

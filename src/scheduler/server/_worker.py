@@ -16,10 +16,12 @@ configured an SDK ``TracerProvider``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import itertools
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import grpc
@@ -44,6 +46,7 @@ from scheduler.logs import task_extra, trace_id_of
 from scheduler.server import _convert as conv
 from scheduler.server._auth import Gatekeeper, tenant_of
 from scheduler.server._config import ServerConfig
+from scheduler.server._outbound import Outbound, Pushes
 from scheduler.server._status import abort, status_of, unary
 from scheduler.server._stream_wire import (
     WorkerMessage,
@@ -320,6 +323,63 @@ async def handle_messages(session: WorkerSession, msgs: Sequence[WorkerMessage])
     return replies
 
 
+class Inbox(asyncio.Queue[WorkerMessage | None]):
+    """A stream's messages waiting to be applied (``asyncio.Queue``), and the group of
+    them being applied now: what an ack answered out of its turn must not overtake."""
+
+    def _init(self, maxsize: int) -> None:  # asyncio.Queue's storage hook
+        self._queue: collections.deque[WorkerMessage | None] = collections.deque()
+        self.applying: list[WorkerMessage] = []
+        """The messages :func:`apply_inbox` is applying now (taken from the queue)."""
+
+    def waiting(self) -> Iterable[WorkerMessage | None]:
+        """The messages received and not yet applied, in order."""
+        return itertools.chain(self.applying, self._queue)
+
+
+def _ack_at_once(session: WorkerSession, inbox: Inbox, msg: Writes) -> bool:
+    """Answer an ack the moment it is read, ahead of the writes waiting before it, when
+    the session would answer it from memory (every task held under the token given,
+    ``WorkerSession.ack_at_once``) and nothing waiting names any of its tasks: then
+    its turn changes no outcome, and the handlers waiting for it do not wait for the
+    commit of the completions ahead of it. True if answered; else it takes its turn."""
+    ids = {w.key.id for w in msg.items}
+    if len(ids) != len(msg.items):
+        return False  # the same task twice: refused in its turn
+    for waiting in inbox.waiting():
+        if waiting is None:
+            continue
+        if type(waiting) is not Writes:
+            return False  # a message read by the generated class: not looked into
+        for item in waiting.items:
+            if item.key.id in ids:
+                return False
+    return session.ack_at_once(msg.items)
+
+
+async def receive(
+    requests: AsyncIterator[WorkerMessage],
+    inbox: Inbox,
+    session: WorkerSession,
+    reply: Callable[[Reply], None],
+) -> None:
+    """Read a stream's messages into ``inbox`` (then a None), answering an ack that can
+    go out of its turn at once (:func:`_ack_at_once`)."""
+    seen = session.seen
+    try:
+        async for msg in requests:
+            seen()
+            if type(msg) is Writes and msg.kind == "ack" and _ack_at_once(session, inbox, msg):
+                if msg.request_id:
+                    reply(encode_result(msg.request_id, msg.ids, [Outcome.OK] * len(msg.ids)))
+                continue
+            await inbox.put(msg)
+    except Exception:
+        await inbox.put(None)  # the handler loop ends, then sees this error
+        raise
+    await inbox.put(None)
+
+
 async def apply_inbox(
     session: WorkerSession,
     inbox: asyncio.Queue[WorkerMessage | None],
@@ -358,7 +418,13 @@ async def apply_inbox(
             answer = await handle_message(session, nxt)
             if answer is not None:
                 reply(answer)
-        for answer in await handle_messages(session, group):
+        applying = inbox.applying if isinstance(inbox, Inbox) else []
+        applying[:] = group
+        try:
+            answers = await handle_messages(session, group)
+        finally:
+            applying.clear()
+        for answer in answers:
             reply(answer)
 
 
@@ -517,7 +583,7 @@ class WorkerService(pbg.WorkerServiceServicer):
                     backlog=session.wants_backlog and self._engine.config.backlog_interval_s > 0,
                 )
             )
-            out: asyncio.Queue[_Out] = asyncio.Queue()
+            out: Outbound[_Out] = Outbound()
             name = f"tickwheel-session-{session.session_id}"
             pump = asyncio.create_task(self._pump(session, out, json_bytes), name=f"{name}-pump")
             reader = asyncio.create_task(self._read(requests, session, out), name=f"{name}-read")
@@ -525,6 +591,11 @@ class WorkerService(pbg.WorkerServiceServicer):
             try:
                 while True:
                     item = await out.get()
+                    if type(item) is Pushes:
+                        # Every push that waited behind the last write, as one message.
+                        batch = AssignmentBatch(tuple(item))
+                        yield event_to_proto(batch, session.worker_id, json_bytes=json_bytes)
+                        continue
                     if isinstance(item, _End):
                         error = item.error
                         break
@@ -563,16 +634,17 @@ class WorkerService(pbg.WorkerServiceServicer):
         except Exception as exc:  # mapped through the one table
             await abort(context, exc)
 
-    async def _watch_key(self, context: Context, out: asyncio.Queue[_Out]) -> None:
+    async def _watch_key(self, context: Context, out: Outbound[_Out]) -> None:
         # A revoked or expired key ends the stream within stream_key_recheck_s.
         out.put_nowait(_End(await self._gate.lapsed(context)))
 
-    async def _pump(
-        self, session: WorkerSession, out: asyncio.Queue[_Out], json_bytes: bool
-    ) -> None:
+    async def _pump(self, session: WorkerSession, out: Outbound[_Out], json_bytes: bool) -> None:
         try:
             async for event in session.events():
-                out.put_nowait(event_to_proto(event, session.worker_id, json_bytes=json_bytes))
+                if type(event) is AssignmentBatch:
+                    out.push(event.assignments)  # encoded when its turn to be written comes
+                else:
+                    out.put(event_to_proto(event, session.worker_id, json_bytes=json_bytes))
         except Exception as exc:  # handed to the stream handler
             out.put_nowait(_End(exc))
             return
@@ -583,15 +655,15 @@ class WorkerService(pbg.WorkerServiceServicer):
         self,
         requests: AsyncIterator[WorkerMessage],
         session: WorkerSession,
-        out: asyncio.Queue[_Out],
+        out: Outbound[_Out],
     ) -> None:
-        inbox: asyncio.Queue[WorkerMessage | None] = asyncio.Queue(maxsize=MAX_COALESCE * 4)
+        inbox = Inbox(maxsize=MAX_COALESCE * 4)
         receiver = asyncio.create_task(
-            self._receive(requests, inbox, session.seen),
+            receive(requests, inbox, session, out.put),
             name=f"tickwheel-session-{session.session_id}-recv",
         )
         try:
-            await apply_inbox(session, inbox, out.put_nowait)
+            await apply_inbox(session, inbox, out.put)
             await receiver  # it has ended; re-raise its receive error, if any
         except Exception as exc:  # handed to the stream handler
             out.put_nowait(_End(exc))
@@ -604,21 +676,6 @@ class WorkerService(pbg.WorkerServiceServicer):
             elif not receiver.cancelled():
                 receiver.exception()  # retrieved: the stream already failed or ended
         out.put_nowait(_End())
-
-    async def _receive(
-        self,
-        requests: AsyncIterator[WorkerMessage],
-        inbox: asyncio.Queue[WorkerMessage | None],
-        seen: Callable[[], None],
-    ) -> None:
-        try:
-            async for msg in requests:
-                seen()
-                await inbox.put(msg)
-        except Exception:
-            await inbox.put(None)  # the handler loop ends, then sees this error
-            raise
-        await inbox.put(None)
 
     @unary
     async def CompleteTask(
