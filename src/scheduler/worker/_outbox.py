@@ -37,15 +37,21 @@ def _field(tag: bytes, data: bytes) -> bytes:
 @final
 class Encoded:
     """A ``WorkerMessage`` of one kind written as bytes; ``request_id`` is set by the
-    stream before it is sent, and written first."""
+    stream before it is sent, and written first. Its items (each a repeated field's
+    tag, length and bytes) are joined when it is serialised, so more may join it
+    until then (:meth:`extend`: the stream merges acks waiting to be written)."""
 
-    __slots__ = ("_body", "_kind", "_tag", "request_id")
+    __slots__ = ("_items", "_kind", "_tag", "request_id")
 
-    def __init__(self, kind: str, tag: bytes, body: bytes) -> None:
+    def __init__(self, kind: str, tag: bytes, items: list[bytes]) -> None:
         self._kind = kind
         self._tag = tag
-        self._body = body
+        self._items = items
         self.request_id = 0
+
+    def extend(self, items: Iterable[bytes]) -> None:
+        """Add items (written as :func:`ack` writes them) after those it holds."""
+        self._items.extend(items)
 
     def WhichOneof(self, name: str) -> str:  # as the generated class
         """The message's kind (``kind`` is its only oneof)."""
@@ -55,7 +61,7 @@ class Encoded:
     def SerializeToString(self) -> bytes:  # as the generated class
         """The message's bytes."""
         head = b"\x08" + varint(self.request_id) if self.request_id else b""
-        return head + _field(self._tag, self._body)
+        return head + _field(self._tag, b"".join(self._items))
 
     def message(self) -> pb.WorkerMessage:
         """The message read back through the generated class (tests, fakes)."""
@@ -81,13 +87,19 @@ class Completed:
 
 def ack(refs: Iterable[bytes]) -> Encoded:
     """``WorkerMessage{ack: Ack{tasks}}`` of serialised ``TaskRef``s."""
-    return Encoded("ack", _ACK, b"".join(_field(_ITEM, r) for r in refs))
+    return Encoded("ack", _ACK, ack_items(refs))
+
+
+def ack_items(refs: Iterable[bytes]) -> list[bytes]:
+    """The ``Ack.tasks`` items of serialised ``TaskRef``s (what :meth:`Encoded.extend`
+    takes for an ack)."""
+    return [_field(_ITEM, r) for r in refs]
 
 
 def completions(items: Iterable[bytes]) -> Encoded:
     """``WorkerMessage{completions: Completions{items}}`` of serialised
     ``Completion``s."""
-    return Encoded("completions", _COMPLETIONS, b"".join(_field(_ITEM, i) for i in items))
+    return Encoded("completions", _COMPLETIONS, [_field(_ITEM, i) for i in items])
 
 
 def serialize(message: pb.WorkerMessage | Encoded) -> bytes:

@@ -41,7 +41,6 @@ from scheduler._kafka_wire import trace_headers
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as conv
 from scheduler.logs import bind_fields, task_extra
-from scheduler.worker import _outbox as outbox
 from scheduler.worker._context import (
     CANCELLED,
     DRAIN,
@@ -398,7 +397,7 @@ class HandlerRunner:
             return None
         ack: Answers | None = None
         if not self._start_on_delivery:
-            ack = self._stream.start_batch(outbox.ack([h.ref_bytes for h in fresh]))
+            ack = self._stream.ack([h.ref_bytes for h in fresh])
         # Whether an SDK records spans: asked once a batch (it reads the environment).
         traced = not tracing_off(self._tracer_provider)
         create_task = asyncio.create_task

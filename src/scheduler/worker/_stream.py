@@ -228,6 +228,8 @@ class Stream:
         """Set when the worker stops: no more reconnects; commits stop retrying."""
         self._ids = itertools.count(1)
         self._completion_batch: tuple[list[bytes], Answers] | None = None
+        self._ack_waiting: tuple[Conn, Encoded, Answers] | None = None
+        """The ack in the current stream's queue not yet taken by its writer."""
         self._completions_in_flight = 0
         self._linger: asyncio.TimerHandle | None = None
 
@@ -446,6 +448,9 @@ class Stream:
     async def _write_loop(self, call: Any, conn: Conn) -> None:
         while True:
             msg = await conn.queue.get()
+            waiting = self._ack_waiting
+            if waiting is not None and waiting[1] is msg:
+                self._ack_waiting = None  # written now: the next ack is a new message
             try:
                 if msg is None:
                     await asyncio.wait_for(call.done_writing(), self.request_timeout_s)
@@ -489,6 +494,21 @@ class Stream:
         conn.pending[msg.request_id] = fut
         conn.queue.put_nowait(msg)
         return fut
+
+    def ack(self, refs: list[bytes]) -> Answers:
+        """Acknowledge the tasks of ``refs`` (their ``TaskRef``s' bytes): their answers
+        by task id. While an ack waits in the queue unwritten (the writer is busy with
+        the message before it), new refs join it: one message and one Result for every
+        push that arrived meanwhile, instead of one each."""
+        conn = self._conn
+        waiting = self._ack_waiting
+        if waiting is not None and waiting[0] is conn and not waiting[2].done:
+            waiting[1].extend(outbox.ack_items(refs))
+            return waiting[2]
+        msg = outbox.ack(refs)
+        answers = self.start_batch(msg)
+        self._ack_waiting = (conn, msg, answers) if conn is not None else None
+        return answers
 
     def start_batch(self, msg: pb.WorkerMessage | Encoded) -> Answers:
         """:meth:`start_request` for a message about many tasks (an ack): the answers

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.worker import _outbox as outbox
 from scheduler.worker._outbox import Completed, Encoded
 from scheduler.worker._stream import Answers
 
@@ -51,6 +52,9 @@ class FakeStream:
 
     def send(self, msg: pb.WorkerMessage) -> None:
         self.sent.append(msg)
+
+    def ack(self, refs: list[bytes]) -> Answers:
+        return self.start_batch(outbox.ack(refs))
 
     def start_batch(self, msg: pb.WorkerMessage | Encoded) -> Answers:
         msg = read(msg)

@@ -219,3 +219,64 @@ async def test_completions_wait_for_the_one_in_flight_and_share_a_message() -> N
     )
     conn.pending.pop(m3.request_id).set_result([pb.TaskResult(task_id="d", ok=True)])
     assert all(r.ok for r in await asyncio.gather(*later, last))  # type: ignore[union-attr]
+
+
+class _SlowCall:
+    """A stream call whose writes wait for ``gate``; records each message written."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.written: list[pb.WorkerMessage] = []
+
+    async def write(self, msg: object) -> None:
+        self.written.append(pb.WorkerMessage.FromString(serialize(msg)))  # type: ignore[arg-type]
+        await self.gate.wait()
+
+
+def _ref_bytes(task_id: str) -> bytes:
+    return pb.TaskRef(task_id=task_id, fencing_token=1).SerializeToString()
+
+
+async def test_acks_waiting_behind_a_write_share_one_message_and_one_result() -> None:
+    """Pushes that arrive while the writer is busy are acked together: the ack still
+    waiting in the queue takes the new tasks; one written is not added to."""
+    stream = _stream()
+    conn = Conn()
+    stream._conn = conn
+    call = _SlowCall()
+    writer = asyncio.create_task(stream._write_loop(call, conn))
+    first = stream.ack([_ref_bytes("a")])
+    await asyncio.sleep(0)  # the writer takes it and waits in its write
+    second = stream.ack([_ref_bytes("b")])
+    third = stream.ack([_ref_bytes("c"), _ref_bytes("d")])
+    assert third is second
+    assert second is not first
+    waiters = {t: (first if t == "a" else second).wait(t) for t in "abcd"}
+    call.gate.set()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert [[r.task_id for r in m.ack.tasks] for m in call.written] == [["a"], ["b", "c", "d"]]
+    m1, m2 = call.written
+    conn.pending.pop(m1.request_id).set_result([pb.TaskResult(task_id="a", ok=True)])
+    conn.pending.pop(m2.request_id).set_result(
+        [pb.TaskResult(task_id=t, ok=t != "c") for t in "bcd"]
+    )
+    answers = {t: await w for t, w in waiters.items()}
+    assert {t: a.ok for t, a in answers.items() if a is not None} == {
+        "a": True,
+        "b": True,
+        "c": False,
+        "d": True,
+    }
+    # Written already: the next ack is a message of its own.
+    assert stream.ack([_ref_bytes("e")]) is not second
+    writer.cancel()
+
+
+async def test_an_ack_never_joins_one_queued_on_a_broken_stream() -> None:
+    stream = _stream()
+    old = Conn()
+    stream._conn = old
+    first = stream.ack([_ref_bytes("a")])
+    stream._conn = Conn()  # the stream broke and another was welcomed
+    assert stream.ack([_ref_bytes("b")]) is not first
