@@ -7,7 +7,7 @@ path. The values made from the bytes (ids, times, text, trace contexts) are read
 ``_pbread.pyx``'s functions declared at the end, which answer None (or False) for
 anything the general path must judge."""
 
-from libc.stdint cimport uint64_t
+from libc.stdint cimport int64_t, uint64_t
 
 
 cdef struct Reader:
@@ -103,5 +103,7 @@ cdef inline bint _uuid_parts(const unsigned char* p, uint64_t* hi, uint64_t* lo)
 
 cdef object read_uuid(const unsigned char* p)
 cdef object read_time(Reader* r, Py_ssize_t stop, bint bounded)
+cdef object utc_at(int64_t seconds, int micros)
+cdef bint utc_parts(object dt, int64_t* seconds, int* micros) except -1
 cdef object read_text(Reader* r, Py_ssize_t n)
 cdef object read_trace(Reader* r, Py_ssize_t stop)

@@ -6,18 +6,25 @@ server's ``_stream_c`` and ``_submit_c``, the client's ``_tasks_c`` and the work
 ``_pushed_c``). Each answers None (``read_trace``: False) for what it does not take,
 and the caller leaves the message to the general path."""
 
+from cpython.datetime cimport (
+    datetime_new,
+    import_datetime,
+    datetime_year, datetime_month, datetime_day, datetime_hour, datetime_minute,
+    datetime_second, datetime_microsecond, datetime_tzinfo,
+)
 from cpython.object cimport PyObject_GenericSetAttr
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint64_t
 
+import datetime as _datetime
 import uuid
 
-from scheduler._wellknown import _utc_at
 from scheduler.limits import MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS
 
 cdef object _UUID = uuid.UUID
 cdef object _UNKNOWN = uuid.SafeUUID.unknown
-cdef object _utc = _utc_at
+cdef object _UTC = _datetime.timezone.utc
+import_datetime()
 cdef int64_t _MIN_S = MIN_TIMESTAMP_SECONDS
 cdef int64_t _MAX_S = MAX_TIMESTAMP_SECONDS
 cdef str _S_INT = "int"
@@ -65,10 +72,70 @@ cdef object read_time(Reader* r, Py_ssize_t stop, bint bounded):
         return None
     if bounded and not (_MIN_S <= seconds < _MAX_S):
         return None
-    try:
-        return _utc(seconds, nanos // 1000)
-    except (OverflowError, ValueError):  # outside years 1-9999
+    return utc_at(seconds, <int>(nanos // 1000))
+
+
+# Days between 0000-03-01 and 1970-01-01 in the proleptic Gregorian calendar, and the
+# Unix seconds of 0001-01-01 and of 10000-01-01: a datetime's range.
+cdef int64_t _EPOCH_DAYS = 719468
+cdef int64_t _FIRST_S = -62135596800
+cdef int64_t _END_S = 253402300800
+
+
+cdef object utc_at(int64_t seconds, int micros):
+    """The aware UTC datetime ``seconds`` (Unix) and ``micros`` after the epoch, as
+    ``scheduler._wellknown._utc_at`` makes it; None outside years 1-9999. (The
+    civil date from a day count: H. Hinnant's ``civil_from_days``; every quotient
+    below is of non-negative numbers, so C's division is the floor.)"""
+    cdef int64_t days, z, era, doe, yoe, doy, mp, y, sod
+    cdef int m, d
+    if not (_FIRST_S <= seconds < _END_S):
         return None
+    days = seconds // 86400  # C division (setup.py: cdivision): toward zero
+    sod = seconds - days * 86400
+    if sod < 0:
+        sod += 86400
+        days -= 1
+    z = days + _EPOCH_DAYS
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    y = yoe + era * 400
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = <int>(doy - (153 * mp + 2) // 5 + 1)
+    m = <int>(mp + 3 if mp < 10 else mp - 9)
+    if m <= 2:
+        y += 1
+    return datetime_new(
+        <int>y, m, d, <int>(sod // 3600), <int>(sod // 60 % 60), <int>(sod % 60), micros, _UTC
+    )
+
+
+cdef bint utc_parts(object dt, int64_t* seconds, int* micros) except -1:
+    """Unix seconds and microseconds of ``dt`` if it is a datetime in UTC (its tzinfo
+    ``timezone.utc``, as the store's and the readers' are); False for anything else
+    (the caller takes the general path)."""
+    cdef int64_t y, m, era, yoe, doy, doe, days
+    if type(dt) is not _datetime.datetime or datetime_tzinfo(dt) is not _UTC:
+        return False
+    y = datetime_year(dt)
+    m = datetime_month(dt)
+    if m <= 2:
+        y -= 1
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m - 3 if m > 2 else m + 9) + 2) // 5 + datetime_day(dt) - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    days = era * 146097 + doe - _EPOCH_DAYS
+    seconds[0] = (
+        days * 86400
+        + datetime_hour(dt) * 3600
+        + datetime_minute(dt) * 60
+        + datetime_second(dt)
+    )
+    micros[0] = datetime_microsecond(dt)
+    return True
 
 
 cdef object read_text(Reader* r, Py_ssize_t n):

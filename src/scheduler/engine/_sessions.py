@@ -76,6 +76,11 @@ _LEASED = frozenset({TaskState.DISPATCHED, TaskState.RUNNING})
 
 log = logging.getLogger("tickwheel.engine")
 
+PUSH_HOLD_S = 0.02
+"""Longest a due task waits behind a push the worker has not answered yet (Nagle's
+rule in :meth:`WorkerSession.deliver`): a backstop, since a worker answers every push
+it reads, with an ack or a release."""
+
 
 class WorkerSession:
     """One worker stream's view of the engine.
@@ -123,6 +128,11 @@ class WorkerSession:
         """Held tasks the worker acknowledged (or, starting on delivery, was pushed)."""
         self._queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
         self._early_acks = registry.config.ack_linger_ms > 0
+        self._awaiting_answer = False
+        """A push to this ack-first worker awaits its ack (see :meth:`deliver`)."""
+        self._held_back: list[Assignment] = []
+        """Assignments come due meanwhile, for the next push."""
+        self._hold_timer: asyncio.TimerHandle | None = None
         self._unwritten: set[uuid.UUID] = set()
         """Adopted DISPATCHED tasks (see :meth:`_own`) whose completion carries the ack."""
         """Acks of held tasks are answered before their write (see :meth:`ack`)."""
@@ -148,6 +158,8 @@ class WorkerSession:
     def _push(self, event: SessionEvent) -> None:
         if self.closed:
             return
+        if self._held_back and type(event) is not AssignmentBatch:
+            self._push_held_back()  # a cancel notice follows the push of its task
         if self.outlet is None:
             self._queue.put_nowait(event)
         elif isinstance(event, AssignmentBatch):
@@ -212,10 +224,42 @@ class WorkerSession:
         )
 
     def deliver(self, batch: tuple[Assignment, ...]) -> None:
-        """Push assignments whose due tick has come."""
-        self._push(AssignmentBatch(batch))
+        """Push assignments whose due tick has come.
+
+        To an ack-first worker, Nagle's rule: while a push awaits the worker's answer
+        (its ack, or a release of what it cannot run), what comes due joins the next
+        push, sent when that answer comes (or after :data:`PUSH_HOLD_S` at most). A
+        worker that answers faster than tasks come due gets each task at once; one that
+        falls behind gets fewer, bigger pushes, so the messages per task (a push, an
+        ack, a Result each) fall as the load rises instead of swamping both ends."""
         if self.start_on_delivery:
+            self._push(AssignmentBatch(batch))
             self._acked.update(a.key.id for a in batch)
+            return
+        if self._awaiting_answer:
+            self._held_back.extend(batch)
+            if self._hold_timer is None:
+                loop = asyncio.get_running_loop()
+                self._hold_timer = loop.call_later(PUSH_HOLD_S, self._push_held_back)
+            return
+        self._awaiting_answer = self.outlet is None
+        self._push(AssignmentBatch(batch))
+
+    def _push_held_back(self) -> None:
+        """Push what was held back (the awaited answer came, or the hold ran out)."""
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
+        batch, self._held_back = self._held_back, []
+        self._awaiting_answer = bool(batch)
+        if batch:
+            self._push(AssignmentBatch(tuple(batch)))
+
+    def _answered(self) -> None:
+        """The worker answered a push (an ack or a release): push what waits."""
+        self._awaiting_answer = False
+        if self._held_back:
+            self._push_held_back()
 
     def report_backlog(self, waiting: int, at: float) -> None:
         """Tell the worker how much work waits here for it (advisory)."""
@@ -355,6 +399,7 @@ class WorkerSession:
         unexpected token) is answered once written, as before."""
         if self.ack_at_once(writes):
             return [Outcome.OK] * len(writes)
+        self._answered()
         self._revive()
         if not self._early_acks:
             return await self._ack_now(writes)
@@ -383,6 +428,7 @@ class WorkerSession:
                 return False
         self._revive()
         self._ack_later(list(writes))
+        self._answered()
         return True
 
     async def _ack_now(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
@@ -487,6 +533,7 @@ class WorkerSession:
 
     async def release(self, items: Sequence[Release]) -> list[Outcome]:
         """Give tasks back without using an attempt (fenced)."""
+        self._answered()
         by_id = {r.key.id: r for r in items}
 
         async def run(mine: list[FencedWrite]) -> list[Outcome]:
@@ -520,6 +567,10 @@ class WorkerSession:
         if self.closed:
             return
         self.closed = True
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
+        self._held_back.clear()  # held, never pushed: given back below with the unacked
         self._registry.closed(self)
         self._queue.put_nowait(None)
         unacked = [v for k, v in self._held.items() if k not in self._acked]

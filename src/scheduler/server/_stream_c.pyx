@@ -28,7 +28,7 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
-from scheduler._pbread cimport Reader, _length, _varint, read_time, read_uuid
+from scheduler._pbread cimport Reader, _length, _varint, read_time, read_uuid, utc_parts
 
 import dataclasses
 
@@ -306,11 +306,41 @@ cdef int _put_uuid(Out* o, unsigned char tag, object u) except -1:
 
 cdef int _put_timestamp(Out* o, unsigned char tag, object dt) except -1:
     """``tag`` and the Timestamp of ``dt`` (``scheduler.wire.timestamp_bytes``, length
-    first; ValueError for a time before the epoch)."""
-    cdef bytes data = _timestamp(dt)
+    first; ValueError for a time before the epoch). A UTC datetime at or after the
+    epoch is written here; anything else by ``timestamp_bytes``."""
+    cdef int64_t seconds
+    cdef int micros
+    cdef uint64_t nanos
+    cdef Py_ssize_t n
+    cdef bytes data
+    if utc_parts(dt, &seconds, &micros) and seconds >= 0:
+        nanos = <uint64_t>micros * 1000
+        n = 0
+        if seconds:
+            n += 1 + _varint_len(<uint64_t>seconds)
+        if nanos:
+            n += 1 + _varint_len(nanos)
+        _put_varint(o, tag)
+        _put_varint(o, <uint64_t>n)
+        if seconds:
+            _put_varint(o, 0x08)
+            _put_varint(o, <uint64_t>seconds)
+        if nanos:
+            _put_varint(o, 0x10)
+            _put_varint(o, nanos)
+        return 0
+    data = _timestamp(dt)
     _put_varint(o, tag)
     _put_bytes(o, <char*>data, len(data))
     return 0
+
+
+cdef inline Py_ssize_t _varint_len(uint64_t v) noexcept:
+    cdef Py_ssize_t n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
 
 
 cdef int _put_assignment(Out* body, object a) except -1:

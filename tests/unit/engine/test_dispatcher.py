@@ -174,6 +174,7 @@ class Rig:
         tenant: uuid.UUID = TENANT,
         shared: bool = False,
         pools: frozenset[Pool] = frozenset(Pool),
+        start_on_delivery: bool = False,
     ) -> WorkerSession:
         hello = WorkerHello(
             worker_id=f"w-{uuid.uuid4().hex[:6]}",
@@ -181,6 +182,7 @@ class Rig:
             task_types=frozenset({"t"}),
             pools=pools,
             slots=slots,
+            start_on_delivery=start_on_delivery,
         )
         return self.sessions.open(hello, shared=shared)
 
@@ -235,7 +237,9 @@ async def test_ready_tasks_are_matched_to_sessions_with_credit_in_one_commit() -
 
 async def test_assignments_are_held_in_delivery_until_their_due_tick() -> None:
     rig = Rig()
-    s = rig.session(2)
+    # Starting on delivery: each push goes as it comes due (an ack-first session holds
+    # one back while the push before it awaits its ack: test_sessions.py).
+    s = rig.session(2, start_on_delivery=True)
     soon, later = task(at_ms=0), task(at_ms=40)
     rig.ready.extend([soon, later])
     assert await rig.dispatcher.match_and_commit() == 2

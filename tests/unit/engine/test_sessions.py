@@ -294,6 +294,89 @@ async def test_assigned_tasks_come_out_of_next_event_when_delivered(world: World
     assert world.published == []
 
 
+def _events(s: WorkerSession) -> list[Any]:
+    """The session's events waiting now (pushes as their tasks)."""
+    out: list[Any] = []
+    while not s._queue.empty():
+        event = s._queue.get_nowait()
+        out.append(event.assignments if isinstance(event, AssignmentBatch) else event)
+    return out
+
+
+async def test_what_comes_due_behind_an_unanswered_push_waits_for_its_answer(
+    early: World,
+) -> None:
+    """Nagle's rule for an ack-first worker: one push awaits its answer at a time;
+    what comes due meanwhile is pushed together the moment the ack comes."""
+    s = early.open(slots=5)
+    a, b, c = assignment(), assignment(), assignment()
+    for x in (a, b, c):
+        s.assigned(x)
+    s.deliver((a,))
+    s.deliver((b,))
+    s.deliver((c,))
+    assert _events(s) == [(a,)]
+    assert s.ack_at_once([write(a)])  # the stream's reader answers it as it comes
+    assert _events(s) == [(b, c)]
+    assert await s.ack([write(b), write(c)]) == [Outcome.OK, Outcome.OK]
+    d = assignment()
+    s.assigned(d)
+    s.deliver((d,))  # nothing awaits an answer: pushed at once
+    assert _events(s) == [(d,)]
+
+
+async def test_a_release_answers_a_push_too(early: World) -> None:
+    """A worker that cannot run what it was pushed gives it back instead of acking."""
+    s = early.open(slots=2)
+    a, b = assignment(), assignment()
+    s.assigned(a)
+    s.assigned(b)
+    s.deliver((a,))
+    s.deliver((b,))
+    assert _events(s) == [(a,)]
+    await s.release([Release(key=a.key, token=a.fencing_token)])
+    assert _events(s) == [(b,)]
+
+
+async def test_a_held_back_push_goes_after_the_hold_at_most(
+    early: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("scheduler.engine._sessions.PUSH_HOLD_S", 0.01)
+    s = early.open(slots=2)
+    a, b = assignment(), assignment()
+    s.assigned(a)
+    s.assigned(b)
+    s.deliver((a,))
+    s.deliver((b,))
+    assert _events(s) == [(a,)]
+    await asyncio.sleep(0.05)  # no answer came
+    assert _events(s) == [(b,)]
+
+
+async def test_a_cancel_notice_never_overtakes_the_push_of_its_task(early: World) -> None:
+    s = early.open(slots=2)
+    a, b = assignment(), assignment()
+    s.assigned(a)
+    s.assigned(b)
+    s.deliver((a,))
+    s.deliver((b,))
+    s.notify_cancel(b.key, b.fencing_token)
+    assert _events(s) == [(a,), (b,), CancelNotice(key=b.key, token=b.fencing_token)]
+
+
+async def test_a_held_back_task_goes_back_on_close_as_unacked(early: World) -> None:
+    s = early.open(slots=2)
+    a, b = assignment(), assignment()
+    s.assigned(a)
+    s.assigned(b)
+    s.deliver((a,))
+    s.deliver((b,))
+    await s.close()
+    assert early.completer.released_unacked == [
+        [(a.key, a.fencing_token), (b.key, b.fencing_token)]
+    ]
+
+
 async def test_start_on_delivery_counts_pushed_tasks_as_acked(world: World) -> None:
     eager = world.open("e", start_on_delivery=True)
     plain = world.open("p")

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import uuid
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from unittest import mock
 
@@ -384,6 +384,12 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 instants = st.one_of(
     st.integers(-(10**6), 10**15).map(lambda us: EPOCH + timedelta(microseconds=us)),
     st.sampled_from([EPOCH, NOW, datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)]),
+    # The whole range, and an offset other than UTC (written by the general path).
+    st.datetimes(
+        min_value=datetime(1, 1, 2),
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30))]),
+    ),
 )
 json_objects = st.one_of(
     st.just(RawJSON("{}")),

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from google.protobuf import timestamp_pb2
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import _wheel
@@ -257,3 +257,47 @@ def test_reader_agrees_with_the_general_path(data: bytes, tail: bytes, cut: int)
 @given(st.binary(max_size=400))
 def test_reader_on_random_bytes(data: bytes) -> None:
     _check(data)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(-62_135_596_800, 253_402_300_799), st.integers(0, 999_999_999))
+@example(-62_135_596_800, 0)  # 0001-01-01T00:00:00
+@example(253_402_300_799, 999_999_999)  # 9999-12-31T23:59:59.999999999
+@example(-1, 0)  # the second before the epoch
+@example(951_782_400, 0)  # 2000-02-29
+@example(-2_203_891_200, 0)  # 1900-03-01 (1900 is not a leap year)
+@example(4_107_542_400, 1)  # 2100-03-01
+def test_times_over_the_whole_range_are_read_as_the_general_path(seconds: int, nanos: int) -> None:
+    """The reader makes a datetime from a Timestamp itself (no cache of instants): at
+    every second of years 1-9999 it is the one the general path makes."""
+    when = timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos)
+    task = pb.Assignment(
+        task_id=str(uuid.uuid4()),
+        tenant_id=str(uuid.uuid4()),
+        type="t",
+        fencing_token=1,
+        attempt=1,
+        scheduled_at=when,
+        due_at=when,
+        lease_expires_at=when,
+        payload_json=b"{}",
+    )
+    data = pb.ServerMessage(assignments=pb.Assignments(tasks=[task])).SerializeToString()
+    read = _check(data)
+    assert read is not None
+    (p,) = read
+    assert p[12].scheduled_at == when
+
+
+@pytest.mark.parametrize("seconds", [-62_135_596_801, 253_402_300_800])
+def test_a_time_outside_years_1_to_9999_is_left_to_the_general_path(seconds: int) -> None:
+    task = pb.Assignment(
+        task_id=str(uuid.uuid4()),
+        tenant_id=str(uuid.uuid4()),
+        type="t",
+        due_at=timestamp_pb2.Timestamp(seconds=seconds),
+        payload_json=b"{}",
+    )
+    data = pb.ServerMessage(assignments=pb.Assignments(tasks=[task])).SerializeToString()
+    assert read_pushed(data) is None
+    assert _general(data) is OverflowError
