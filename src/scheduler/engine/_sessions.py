@@ -81,6 +81,11 @@ PUSH_HOLD_S = 0.02
 rule in :meth:`WorkerSession.deliver`): a backstop, since a worker answers every push
 it reads, with an ack or a release."""
 
+PUSH_HOLD_MAX = 250
+"""Tasks held back that make a push of their own at once: in a burst the pushes keep
+flowing, as big as a dispatch round (``EngineConfig.dispatch_batch``'s default), so the
+worker starts on one while the next is on its way."""
+
 
 class WorkerSession:
     """One worker stream's view of the engine.
@@ -228,7 +233,8 @@ class WorkerSession:
 
         To an ack-first worker, Nagle's rule: while a push awaits the worker's answer
         (its ack, or a release of what it cannot run), what comes due joins the next
-        push, sent when that answer comes (or after :data:`PUSH_HOLD_S` at most). A
+        push, sent when that answer comes (or after :data:`PUSH_HOLD_S` at most, or
+        once :data:`PUSH_HOLD_MAX` tasks wait). A
         worker that answers faster than tasks come due gets each task at once; one that
         falls behind gets fewer, bigger pushes, so the messages per task (a push, an
         ack, a Result each) fall as the load rises instead of swamping both ends."""
@@ -238,6 +244,9 @@ class WorkerSession:
             return
         if self._awaiting_answer:
             self._held_back.extend(batch)
+            if len(self._held_back) >= PUSH_HOLD_MAX:
+                self._push_held_back()  # a burst: keep the pushes flowing, each a full one
+                return
             if self._hold_timer is None:
                 loop = asyncio.get_running_loop()
                 self._hold_timer = loop.call_later(PUSH_HOLD_S, self._push_held_back)

@@ -353,6 +353,23 @@ async def test_a_held_back_push_goes_after_the_hold_at_most(
     assert _events(s) == [(b,)]
 
 
+async def test_a_burst_held_back_goes_in_full_pushes_without_waiting(
+    early: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("scheduler.engine._sessions.PUSH_HOLD_MAX", 3)
+    s = early.open(slots=10)
+    tasks = [assignment() for _ in range(8)]
+    for x in tasks:
+        s.assigned(x)
+    for x in tasks:
+        s.deliver((x,))
+    # The first goes; every three held back make a full push at once; the eighth waits
+    # for an answer.
+    assert _events(s) == [tuple(tasks[:1]), tuple(tasks[1:4]), tuple(tasks[4:7])]
+    assert s.ack_at_once([write(tasks[0])])
+    assert _events(s) == [(tasks[7],)]
+
+
 async def test_a_cancel_notice_never_overtakes_the_push_of_its_task(early: World) -> None:
     s = early.open(slots=2)
     a, b = assignment(), assignment()
