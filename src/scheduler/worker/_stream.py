@@ -133,9 +133,10 @@ class Answers:
         self._loop = loop
         self._waiters: list[tuple[str, asyncio.Future[pb.TaskResult | None]]] = []
         self._outcome: dict[str, pb.TaskResult] | BaseException | None = None
-        self._timer = loop.call_later(
-            timeout_s, self._settle, Unavailable("no answer from the server in time")
-        )
+        self._timer = loop.call_later(timeout_s, self._expire)
+
+    def _expire(self) -> None:
+        self._settle(Unavailable("no answer from the server in time"))
 
     @property
     def done(self) -> bool:
