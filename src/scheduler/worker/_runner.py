@@ -156,7 +156,7 @@ class HandlerRunner:
         credit = self._slots.credit
         if credit is not None:
             return 0 if self._drain.stopping else credit.hello()
-        return 0 if self._kafka_mode else self._slots.hello()
+        return 0 if self._kafka_mode else self._slots.free()
 
     def on_welcome(self, announced: int) -> None:
         """A stream is up: say we drain, or top the credit up; keep held leases alive."""
@@ -168,7 +168,7 @@ class HandlerRunner:
         elif credit is not None:
             credit.welcome(announced, reports=self._stream.server_backlog)
         elif not self._kafka_mode:
-            extra = self._slots.welcomed(announced)
+            extra = self._slots.free() - announced
             if extra > 0:
                 self._stream.send(pb.WorkerMessage(credit=pb.Credit(slots=extra)))
         # Tasks still held from a previous stream: keep their leases alive now.

@@ -3,9 +3,8 @@
 Owns :class:`Held` (one row per task held: its fenced ref, its context, whether it
 was acked or released, its handler task and span) and :class:`Slots` (the table, the
 slot count, and the credit owed back to the server). A slot is taken when an
-assignment is held and given back when its handler task ends; credit is given back
-once the server may hold credit for half the slots or fewer, all that is owed in one
-``Credit`` message. In Kafka mode a freed slot wakes the
+assignment is held and given back when its handler task ends; credit given back in
+one loop turn rides in one ``Credit`` message. In Kafka mode a freed slot wakes the
 consumer instead (it fetches as many records as there are free slots).
 
 May call: the ``send`` and ``stopping`` callables it is given (the stream's send, the
@@ -113,30 +112,13 @@ class Slots:
         elif not self._stopping():
             self.give_back(1)
 
-    def hello(self) -> int:
-        """The free slots a new stream's ``Hello`` announces: all of them, so none is
-        owed to the server any more."""
-        self._credit_due = 0
-        return self.free()
-
-    def welcomed(self, announced: int) -> int:
-        """Slots freed since the ``Hello`` announced ``announced``: the credit the new
-        stream is owed now (nothing else is owed)."""
-        self._credit_due = 0
-        return self.free() - announced
-
     def give_back(self, slots: int) -> None:
-        """Return slots to the server (Kafka mode: wake the consumer, which fetches
-        again). As HTTP/2 updates its flow-control window: while the server still
-        holds credit for more than half the slots, what is freed waits and rides with
-        later slots (one ``Credit`` message for many tasks, not one per loop turn);
-        once it may hold less, all that is owed goes at the end of the loop turn."""
+        """Return slots to the server; all returned in one loop turn ride in one message
+        (Kafka mode: wake the consumer, which fetches again)."""
         if self._wakeup is not None:
             self._wakeup.set()
             return
         self._credit_due += slots
-        if self.free() - self._credit_due > self.capacity // 2:
-            return  # the server's credit: the free slots not yet given back
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)

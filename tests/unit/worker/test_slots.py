@@ -58,45 +58,14 @@ async def test_free_slots_count_the_held_tasks() -> None:
     assert slots.free() == 0  # never negative
 
 
-async def test_credit_waits_while_the_server_holds_credit_for_over_half_the_slots() -> None:
-    """As HTTP/2's window update: slots freed while the server may still push to more
-    than half of them ride together, in one message at the end of the loop turn in
-    which the server's credit may fall to half."""
+async def test_credit_given_back_in_one_loop_turn_rides_in_one_message() -> None:
     sent = _Sent()
     slots = Slots(10, send=sent, stopping=lambda: False)
     for _ in range(3):
         slots.give_back(1)
-    for _ in range(3):
-        await asyncio.sleep(0)
-    assert sent.messages == []  # the server holds credit for the 7 others
-    slots.give_back(1)
-    slots.give_back(1)
     assert sent.messages == []  # not yet: at the end of the turn
     await asyncio.wait_for(sent.arrived.wait(), 1.0)
-    assert sent.messages == [pb.WorkerMessage(credit=pb.Credit(slots=5))]
-
-
-async def test_a_busy_worker_gives_each_freed_slot_back_in_its_loop_turn() -> None:
-    sent = _Sent()
-    slots = Slots(10, send=sent, stopping=lambda: False)
-    held = [uuid.uuid4() for _ in range(9)]
-    for task_id in held:
-        slots.held[task_id] = _held(task_id)
-    slots.drop(slots.held[held[0]])  # 2 free, the server may hold credit for 1
-    await asyncio.wait_for(sent.arrived.wait(), 1.0)
-    assert sent.messages == [pb.WorkerMessage(credit=pb.Credit(slots=1))]
-
-
-async def test_a_new_stream_owes_nothing_its_hello_announced() -> None:
-    sent = _Sent()
-    slots = Slots(10, send=sent, stopping=lambda: False)
-    slots.give_back(2)  # owed on the stream that broke
-    assert slots.hello() == 10  # the new stream's Hello announces every free slot
-    slots.give_back(3)
-    for _ in range(3):
-        await asyncio.sleep(0)
-    assert sent.messages == []  # 3 owed, not 5: the server holds credit for 7
-    assert slots.welcomed(8) == 2
+    assert sent.messages == [pb.WorkerMessage(credit=pb.Credit(slots=3))]
 
 
 async def test_a_dropped_task_gives_its_slot_back_unless_draining() -> None:
