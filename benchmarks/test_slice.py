@@ -10,10 +10,12 @@
   only ever pushed on the stream), so the per-task unary baseline is the fenced write
   that does exist as a unary RPC: completion. Dispatch and ack are identical in both.
 - ``lateness``: 1,000,000 PRELOADED timers (due in 10-55 min) sit in the wheel while a
-  steady stream due 1 s after submission runs at 1k/s, 5k/s and then 10k/s for 10 s each;
-  lateness = time the worker process received the assignment - due time (and the
-  engine's own delivery lateness). Engine and gRPC server run in this process, the
-  worker in its own.
+  steady stream due 1 s after submission runs at 1k/s, 5k/s and then 10k/s for 10 s each,
+  each task due ``1 / rate`` s after the one before (``TW_BENCH_LATENESS_DUE=bursts``:
+  a submit call's tasks all due at one instant, as before 2026-12-05); lateness = time
+  the worker process received the assignment - due time, and when its handler started
+  (and the engine's own delivery lateness). Engine and gRPC server run in this process,
+  the worker in its own; the CPU a task of each is reported.
 - ``metrics``: the lifecycle with ``/metrics`` on (scraped every second) and off.
 
 Every figure goes into ``benchmark.extra_info`` and into the table printed at the end of
@@ -565,6 +567,10 @@ RATES = tuple(
     int(r) for r in os.environ.get("TW_BENCH_LATENESS_RATES", "1000,5000,10000").split(",")
 )
 """The steady rates (fires/s) of the lateness benchmark, 10 s each."""
+BURSTS = os.environ.get("TW_BENCH_LATENESS_DUE", "spread") == "bursts"
+"""``TW_BENCH_LATENESS_DUE=bursts``: every task of one submit call is due at the same
+instant (the pattern before 2026-12-05: bursts of one call's tasks, 27-50 a second at
+5k/s), instead of each task ``1 / rate`` s after the one before."""
 
 
 async def _seed_outstanding(dsn: str, tenant_id: uuid.UUID, n: int) -> None:
@@ -598,26 +604,32 @@ async def _seed_outstanding(dsn: str, tenant_id: uuid.UUID, n: int) -> None:
 async def _steady_stream(
     engine: Engine, tenant_id: uuid.UUID, rate: int, seconds: float
 ) -> tuple[int, float]:
-    """Submit ``rate`` tasks/s for ``seconds``, each due 1 s after its submission, in
-    calls of at most 1,000. Returns (tasks sent, slowest submit call in ms)."""
+    """Submit ``rate`` tasks/s for ``seconds`` in calls of at most 1,000: task ``j`` is
+    due ``1 + j / rate`` s after the phase began (1 s after its turn to be sent), so
+    the fires are ``1 / rate`` s apart, not in bursts of one call's tasks. Returns
+    (tasks sent, slowest submit call in ms)."""
     phase = f"{rate}"
     loop = asyncio.get_running_loop()
     started = loop.time()
+    first_due = datetime.now(UTC) + timedelta(seconds=1)
     sent = 0
     slowest = 0.0
     total = int(rate * seconds)
     while sent < total:
         k = min(1000, min(total, int((loop.time() - started) * rate) + 1) - sent)
         if k > 0:
-            at = datetime.now(UTC) + timedelta(seconds=1)
+            burst = datetime.now(UTC) + timedelta(seconds=1) if BURSTS else None
             t0 = loop.time()
             await engine.submit(
                 tenant_id,
                 [
                     SubmitSpec(
-                        type="late", payload={"phase": phase}, scheduled_at=at, strict_timing=True
+                        type="late",
+                        payload={"phase": phase},
+                        scheduled_at=burst or first_due + timedelta(seconds=j / rate),
+                        strict_timing=True,
                     )
-                    for _ in range(k)
+                    for j in range(sent, sent + k)
                 ],
             )
             slowest = max(slowest, (loop.time() - t0) * 1000.0)
@@ -774,8 +786,9 @@ def test_dispatch_lateness_with_1m_outstanding_timers(
             in_proc: dict[str, list[float]] = {}
             session: WorkerSession | None = None
             reader: asyncio.Task[None] | None = None
+            worker: psutil.Process | None = None
             if consumer == "worker_process":
-                await asyncio.to_thread(
+                proc = await asyncio.to_thread(
                     group.worker,
                     f"127.0.0.1:{port}",
                     secret,
@@ -784,6 +797,7 @@ def test_dispatch_lateness_with_1m_outstanding_timers(
                     slots=20_000,
                     env={"TW_RECORD_FILE": str(records)},
                 )
+                worker = psutil.Process(proc.pid)
             else:
                 session = await engine.open_session(
                     WorkerHello(
@@ -802,6 +816,7 @@ def test_dispatch_lateness_with_1m_outstanding_timers(
                 engine.stats.lateness_ms.clear()
                 gc_pauses.reset()
                 cpu0 = sum(psutil.Process().cpu_times()[:2])
+                wcpu0 = sum(worker.cpu_times()[:2]) if worker is not None else 0.0
                 sent, slowest = await _steady_stream(engine, tenant.id, rate, seconds)
                 started: list[float] = []
                 if consumer == "worker_process":
@@ -814,6 +829,9 @@ def test_dispatch_lateness_with_1m_outstanding_timers(
                 # per task: the engine's, and in process the consumer's too.
                 cpu = sum(psutil.Process().cpu_times()[:2]) - cpu0
                 out[f"{tag}_process_us_per_task"] = cpu / max(1, sent) * 1e6
+                if worker is not None:
+                    wcpu = sum(worker.cpu_times()[:2]) - wcpu0
+                    out[f"{tag}_worker_us_per_task"] = wcpu / max(1, sent) * 1e6
                 out[f"{tag}_sent"] = sent
                 out[f"{tag}_slowest_submit_ms"] = slowest
                 out[f"{tag}_received"] = len(late)
