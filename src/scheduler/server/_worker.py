@@ -591,7 +591,7 @@ class WorkerService(pbg.WorkerServiceServicer):
             try:
                 while True:
                     item = await out.get()
-                    if type(item) is Pushes:
+                    if isinstance(item, Pushes):
                         # Every push that waited behind the last write, as one message.
                         batch = AssignmentBatch(tuple(item))
                         yield event_to_proto(batch, session.worker_id, json_bytes=json_bytes)
