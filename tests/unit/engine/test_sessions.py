@@ -303,6 +303,17 @@ def _events(s: WorkerSession) -> list[Any]:
     return out
 
 
+def _second_held_back(world: World) -> tuple[WorkerSession, Assignment, Assignment]:
+    """An ack-first session pushed ``a``; ``b`` came due while ``a`` awaits its ack."""
+    s = world.open(slots=2)
+    a, b = assignment(), assignment()
+    s.assigned(a)
+    s.assigned(b)
+    s.deliver((a,))
+    s.deliver((b,))
+    return s, a, b
+
+
 async def test_what_comes_due_behind_an_unanswered_push_waits_for_its_answer(
     early: World,
 ) -> None:
@@ -327,12 +338,7 @@ async def test_what_comes_due_behind_an_unanswered_push_waits_for_its_answer(
 
 async def test_a_release_answers_a_push_too(early: World) -> None:
     """A worker that cannot run what it was pushed gives it back instead of acking."""
-    s = early.open(slots=2)
-    a, b = assignment(), assignment()
-    s.assigned(a)
-    s.assigned(b)
-    s.deliver((a,))
-    s.deliver((b,))
+    s, a, b = _second_held_back(early)
     assert _events(s) == [(a,)]
     await s.release([Release(key=a.key, token=a.fencing_token)])
     assert _events(s) == [(b,)]
@@ -342,12 +348,7 @@ async def test_a_held_back_push_goes_after_the_hold_at_most(
     early: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("scheduler.engine._sessions.PUSH_HOLD_S", 0.01)
-    s = early.open(slots=2)
-    a, b = assignment(), assignment()
-    s.assigned(a)
-    s.assigned(b)
-    s.deliver((a,))
-    s.deliver((b,))
+    s, a, b = _second_held_back(early)
     assert _events(s) == [(a,)]
     await asyncio.sleep(0.05)  # no answer came
     assert _events(s) == [(b,)]
@@ -371,23 +372,13 @@ async def test_a_burst_held_back_goes_in_full_pushes_without_waiting(
 
 
 async def test_a_cancel_notice_never_overtakes_the_push_of_its_task(early: World) -> None:
-    s = early.open(slots=2)
-    a, b = assignment(), assignment()
-    s.assigned(a)
-    s.assigned(b)
-    s.deliver((a,))
-    s.deliver((b,))
+    s, a, b = _second_held_back(early)
     s.notify_cancel(b.key, b.fencing_token)
     assert _events(s) == [(a,), (b,), CancelNotice(key=b.key, token=b.fencing_token)]
 
 
 async def test_a_held_back_task_goes_back_on_close_as_unacked(early: World) -> None:
-    s = early.open(slots=2)
-    a, b = assignment(), assignment()
-    s.assigned(a)
-    s.assigned(b)
-    s.deliver((a,))
-    s.deliver((b,))
+    s, a, b = _second_held_back(early)
     await s.close()
     assert early.completer.released_unacked == [
         [(a.key, a.fencing_token), (b.key, b.fencing_token)]

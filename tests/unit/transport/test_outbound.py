@@ -4,35 +4,14 @@ message, in order, and nothing else merges or moves (``scheduler.server._outboun
 from __future__ import annotations
 
 import asyncio
-import uuid
-from datetime import UTC, datetime
 
 from scheduler.server._outbound import MAX_MERGED, Outbound, Pushes
-from scheduler.types import Assignment, Pool, TaskKey
-
-NOW = datetime(2030, 1, 1, tzinfo=UTC)
+from scheduler.types import Assignment
+from tests.unit.transport.records import assignment
 
 
 def _assignments(n: int) -> list[Assignment]:
-    return [
-        Assignment(
-            key=TaskKey(uuid.uuid4(), NOW),
-            tenant_id=uuid.uuid4(),
-            type="t",
-            payload={},
-            fencing_token=1,
-            attempt=1,
-            max_retries=0,
-            due_at=NOW,
-            lease_expires_at=NOW,
-            checkpoint=None,
-            trace_context=None,
-            pool=Pool.STANDARD,
-            worker_id="w",
-            timeout_s=0.0,
-        )
-        for _ in range(n)
-    ]
+    return [assignment() for _ in range(n)]
 
 
 async def _drain(out: Outbound[str]) -> list[str | Pushes]:
