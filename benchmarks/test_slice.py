@@ -15,7 +15,10 @@
   a submit call's tasks all due at one instant, as before 2026-12-05); lateness = time
   the worker process received the assignment - due time, and when its handler started
   (and the engine's own delivery lateness). Engine and gRPC server run in this process,
-  the worker in its own; the CPU a task of each is reported.
+  the worker in its own; the CPU a task of each is reported. The tasks are submitted
+  by ``engine.submit`` in this process (``TW_BENCH_LATENESS_CLIENT=process``: by a
+  client process over gRPC, ``steady_client.py``). ``in_process``: the engine alone,
+  its tasks consumed in this process too.
 - ``metrics``: the lifecycle with ``/metrics`` on (scraped every second) and off.
 
 Every figure goes into ``benchmark.extra_info`` and into the table printed at the end of
@@ -34,6 +37,7 @@ import gc
 import json
 import os
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
@@ -567,6 +571,11 @@ RATES = tuple(
     int(r) for r in os.environ.get("TW_BENCH_LATENESS_RATES", "1000,5000,10000").split(",")
 )
 """The steady rates (fires/s) of the lateness benchmark, 10 s each."""
+CLIENT_PROCESS = os.environ.get("TW_BENCH_LATENESS_CLIENT", "") == "process"
+"""``TW_BENCH_LATENESS_CLIENT=process``: the worker-process benchmark's tasks are
+submitted by a client process over gRPC (``steady_client.py``), not by
+``engine.submit`` in this process (on 2 cores that third process costs more than it
+frees: docs/benchmarks.md, "Steady fires")."""
 BURSTS = os.environ.get("TW_BENCH_LATENESS_DUE", "spread") == "bursts"
 """``TW_BENCH_LATENESS_DUE=bursts``: every task of one submit call is due at the same
 instant (the pattern before 2026-12-05: bursts of one call's tasks, 27-50 a second at
@@ -637,6 +646,29 @@ async def _steady_stream(
         if k < 1000:
             await asyncio.sleep(0.01)
     return sent, slowest
+
+
+async def _client_stream(
+    target: str, secret: str, rate: int, seconds: float
+) -> tuple[int, float, float]:
+    """:func:`_steady_stream` from a client process of its own, over gRPC
+    (``steady_client.py``), as clients submit to ``tickwheel serve``. Returns (tasks
+    sent, slowest submit call in ms, the client's CPU seconds)."""
+    args = ["--target", target, "--key", secret, "--rate", str(rate)]
+    args += ["--seconds", str(seconds), "--phase", str(rate)]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(Path(__file__).with_name("steady_client.py")),
+        *args,
+        *(["--bursts"] if BURSTS else []),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"steady_client.py failed ({proc.returncode}): {err.decode()[-2000:]}")
+    done = json.loads(out.decode().strip().splitlines()[-1])
+    return int(done["sent"]), float(done["slowest_submit_ms"]), float(done["cpu_s"])
 
 
 async def _in_process_records(
@@ -817,8 +849,14 @@ def test_dispatch_lateness_with_1m_outstanding_timers(
                 gc_pauses.reset()
                 cpu0 = sum(psutil.Process().cpu_times()[:2])
                 wcpu0 = sum(worker.cpu_times()[:2]) if worker is not None else 0.0
-                sent, slowest = await _steady_stream(engine, tenant.id, rate, seconds)
                 started: list[float] = []
+                client_cpu = 0.0
+                if consumer == "worker_process" and CLIENT_PROCESS:
+                    sent, slowest, client_cpu = await _client_stream(
+                        f"127.0.0.1:{port}", secret, rate, seconds
+                    )
+                else:
+                    sent, slowest = await _steady_stream(engine, tenant.id, rate, seconds)
                 if consumer == "worker_process":
                     late, started = await _lateness_records(tail, str(rate), sent, timeout_s=120)
                 else:
@@ -832,6 +870,8 @@ def test_dispatch_lateness_with_1m_outstanding_timers(
                 if worker is not None:
                     wcpu = sum(worker.cpu_times()[:2]) - wcpu0
                     out[f"{tag}_worker_us_per_task"] = wcpu / max(1, sent) * 1e6
+                if client_cpu:
+                    out[f"{tag}_client_us_per_task"] = client_cpu / max(1, sent) * 1e6
                 out[f"{tag}_sent"] = sent
                 out[f"{tag}_slowest_submit_ms"] = slowest
                 out[f"{tag}_received"] = len(late)
