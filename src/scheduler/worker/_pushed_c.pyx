@@ -212,8 +212,7 @@ def decode_pushed(bytes data):
     worker's ``Pushed`` tuple (``scheduler.worker._pushed``: ``(task_id, type,
     attempt, max_retries, payload, fencing_token, checkpoint, trace_context,
     scheduled_at, due_at, timeout_s, tenant_id, ref, dispatch_trace, ref_bytes)``);
-    None for any
-    other message, or one the general decoder must read."""
+    None for any other message, or one the general decoder must read."""
     cdef Reader r
     cdef uint64_t tag
     cdef Py_ssize_t n, body = -1, body_stop = -1, stop
