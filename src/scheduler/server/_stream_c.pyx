@@ -28,7 +28,7 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
-from scheduler._pbread cimport Reader, _length, _varint, read_time, read_uuid, utc_parts
+from scheduler._pbread cimport Reader, _length, _once, _varint, read_time, read_uuid, utc_parts
 
 import dataclasses
 
@@ -72,23 +72,21 @@ cdef object _ref(Reader* r, Py_ssize_t stop, list ids):
     cdef Py_ssize_t n
     cdef const unsigned char* id_at = NULL
     cdef int64_t token = 0
-    cdef bint has_id = False, has_token = False
+    cdef unsigned int seen = 0  # a bit per field number read (``_once``)
     cdef object when = None
     while r.pos < stop:
-        tag = _varint(r)
-        if r.bad:
+        tag = _once(r, &seen, 3)  # 0: malformed, unknown or repeated
+        if tag == 0:
             return None
-        if tag == 0x0A and not has_id:  # 1: task_id, string
+        if tag == 0x0A:  # 1: task_id, string
             n = _length(r)
             if n != 36 or r.pos + n > stop:
                 return None
             id_at = r.buf + r.pos
             r.pos += n
-            has_id = True
-        elif tag == 0x10 and not has_token:  # 2: fencing_token, int64
+        elif tag == 0x10:  # 2: fencing_token, int64
             token = <int64_t>_varint(r)
-            has_token = True
-        elif tag == 0x1A and when is None:  # 3: scheduled_at, Timestamp
+        elif tag == 0x1A:  # 3: scheduled_at, Timestamp
             n = _length(r)
             if n < 0 or r.pos + n > stop:
                 return None
@@ -99,7 +97,7 @@ cdef object _ref(Reader* r, Py_ssize_t stop, list ids):
             return None
         if r.bad:
             return None
-    if r.pos != stop or not has_id or when is None or token <= 0:
+    if r.pos != stop or id_at == NULL or when is None or token <= 0:
         return None
     u = read_uuid(id_at)
     if u is None:

@@ -23,7 +23,7 @@ from libc.math cimport isfinite
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
-from scheduler._pbread cimport Reader, _length, _varint, read_text, read_time
+from scheduler._pbread cimport Reader, _length, _once, _varint, read_text, read_time
 
 import dataclasses
 
@@ -93,9 +93,7 @@ cdef object _spec(
     cdef Py_ssize_t type_n = 0
     cdef double timeout = 0.0
     cdef uint64_t retries = 0
-    cdef bint has_type = False, has_at = False, has_key = False, has_pool = False
-    cdef bint has_strict = False, has_jitter = False, has_retries = False
-    cdef bint has_no_retries = False, has_timeout = False, has_payload = False
+    cdef unsigned int seen = 0  # a bit per field number read (``_once``)
     cdef bint strict = False, no_retries = False
     cdef object scheduled_at = None
     cdef object key = None
@@ -103,10 +101,10 @@ cdef object _spec(
     cdef object jitter = None
     cdef object payload_data = None
     while r.pos < stop:
-        tag = _varint(r)
-        if r.bad:
+        tag = _once(r, &seen, 13)  # 0: malformed, unknown or repeated
+        if tag == 0:
             return None
-        if tag == 0x0A and not has_type:  # 1: type, string
+        if tag == 0x0A:  # 1: type, string
             n = _length(r)
             if n <= 0 or n > _MAX_TYPE or r.pos + n > stop:
                 return None
@@ -116,16 +114,14 @@ cdef object _spec(
                 if not (0x21 <= type_at[i] <= 0x7E):  # printable ASCII, no space
                     return None
             r.pos += n
-            has_type = True
-        elif tag == 0x1A and not has_at:  # 3: scheduled_at, Timestamp
+        elif tag == 0x1A:  # 3: scheduled_at, Timestamp
             n = _length(r)
             if n < 0 or r.pos + n > stop:
                 return None
             scheduled_at = read_time(r, r.pos + n, True)
             if scheduled_at is None:
                 return None
-            has_at = True
-        elif tag == 0x22 and not has_key:  # 4: idempotency_key, string
+        elif tag == 0x22:  # 4: idempotency_key, string
             n = _length(r)
             if n < 0 or r.pos + n > stop or n > 4 * _MAX_KEY:
                 return None
@@ -133,22 +129,19 @@ cdef object _spec(
                 key = read_text(r, n)
                 if key is None or len(key) > _MAX_KEY:
                     return None
-            has_key = True
-        elif tag == 0x28 and not has_pool:  # 5: pool, enum
+        elif tag == 0x28:  # 5: pool, enum
             v = _varint(r)
             if r.bad or v > 0xFF:
                 return None
             pool = _POOLS.get(<int>v)
             if pool is None:
                 return None
-            has_pool = True
-        elif tag == 0x30 and not has_strict:  # 6: strict_timing, bool
+        elif tag == 0x30:  # 6: strict_timing, bool
             v = _varint(r)
             if r.bad or v > 1:
                 return None
             strict = v == 1
-            has_strict = True
-        elif tag == 0x38 and not has_jitter:  # 7: jitter_mode, enum
+        elif tag == 0x38:  # 7: jitter_mode, enum
             v = _varint(r)
             if r.bad or v > 0xFF:
                 return None
@@ -156,37 +149,32 @@ cdef object _spec(
                 jitter = _JITTERS.get(<int>v)
                 if jitter is None:
                     return None
-            has_jitter = True
-        elif tag == 0x40 and not has_retries:  # 8: max_retries, uint32
+        elif tag == 0x40:  # 8: max_retries, uint32
             retries = _varint(r)
             if r.bad or retries > _MAX_RETRIES:
                 return None
-            has_retries = True
-        elif tag == 0x48 and not has_no_retries:  # 9: no_retries, bool
+        elif tag == 0x48:  # 9: no_retries, bool
             v = _varint(r)
             if r.bad or v > 1:
                 return None
             no_retries = v == 1
-            has_no_retries = True
-        elif tag == 0x51 and not has_timeout:  # 10: timeout_s, double (fixed64)
+        elif tag == 0x51:  # 10: timeout_s, double (fixed64)
             if r.pos + 8 > stop:
                 return None
             memcpy(&timeout, r.buf + r.pos, 8)  # little-endian, as the wire is
             r.pos += 8
             if not isfinite(timeout) or not (0.0 <= timeout <= _MAX_TIMEOUT):
                 return None
-            has_timeout = True
-        elif tag == 0x6A and not has_payload:  # 13: payload_json, bytes
+        elif tag == 0x6A:  # 13: payload_json, bytes
             n = _length(r)
             if n < 0 or r.pos + n > stop or n > limit:
                 return None
             if n:
                 payload_data = (<char*>(r.buf + r.pos))[:n]
             r.pos += n
-            has_payload = True
         else:  # a Struct payload, a trace context, a retry policy, anything else
             return None
-    if r.pos != stop or not has_type:
+    if r.pos != stop or not (seen & (1u << 1)):  # no type
         return None
     if no_retries:
         if retries:
