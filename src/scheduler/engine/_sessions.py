@@ -133,14 +133,14 @@ class WorkerSession:
         """Held tasks the worker acknowledged (or, starting on delivery, was pushed)."""
         self._queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
         self._early_acks = registry.config.ack_linger_ms > 0
+        """Acks of held tasks are answered before their write (see :meth:`ack`)."""
         self._awaiting_answer = False
-        """A push to this ack-first worker awaits its ack (see :meth:`deliver`)."""
+        """A push to this ack-first worker awaits its answer (see :meth:`deliver`)."""
         self._held_back: list[Assignment] = []
         """Assignments come due meanwhile, for the next push."""
         self._hold_timer: asyncio.TimerHandle | None = None
         self._unwritten: set[uuid.UUID] = set()
         """Adopted DISPATCHED tasks (see :meth:`_own`) whose completion carries the ack."""
-        """Acks of held tasks are answered before their write (see :meth:`ack`)."""
 
     # -- what the transport reads -------------------------------------------------
     async def events(self) -> AsyncIterator[SessionEvent]:
@@ -234,10 +234,10 @@ class WorkerSession:
         To an ack-first worker, Nagle's rule: while a push awaits the worker's answer
         (its ack, or a release of what it cannot run), what comes due joins the next
         push, sent when that answer comes (or after :data:`PUSH_HOLD_S` at most, or
-        once :data:`PUSH_HOLD_MAX` tasks wait). A
-        worker that answers faster than tasks come due gets each task at once; one that
-        falls behind gets fewer, bigger pushes, so the messages per task (a push, an
-        ack, a Result each) fall as the load rises instead of swamping both ends."""
+        once :data:`PUSH_HOLD_MAX` tasks wait). A worker that answers faster than tasks
+        come due gets each task at once; one that falls behind gets fewer, bigger
+        pushes, so the messages per task (a push, an ack, a Result each) fall as the
+        load rises instead of swamping both ends."""
         if self.start_on_delivery:
             self._push(AssignmentBatch(batch))
             self._acked.update(a.key.id for a in batch)
