@@ -324,17 +324,32 @@ async def handle_messages(session: WorkerSession, msgs: Sequence[WorkerMessage])
 
 
 class Inbox(asyncio.Queue[WorkerMessage | None]):
-    """A stream's messages waiting to be applied (``asyncio.Queue``), and the group of
-    them being applied now: what an ack answered out of its turn must not overtake."""
+    """A stream's messages waiting to be applied (``asyncio.Queue``), and those taken
+    out of it and not applied yet (the group :func:`apply_inbox` gathers and applies,
+    and the one message it read ahead): what an ack answered out of its turn must not
+    overtake."""
 
-    def _init(self, maxsize: int) -> None:  # asyncio.Queue's storage hook
+    def _init(self, maxsize: int) -> None:  # asyncio.Queue's storage hooks
         self._queue: collections.deque[WorkerMessage | None] = collections.deque()
-        self.applying: list[WorkerMessage] = []
-        """The messages :func:`apply_inbox` is applying now (taken from the queue)."""
+        self.taken: list[WorkerMessage | None] = []
+        """Taken out by ``get`` and not yet applied, oldest first."""
+
+    def _get(self) -> WorkerMessage | None:
+        item = self._queue.popleft()
+        self.taken.append(item)
+        return item
+
+    def settle(self, carried: int) -> None:
+        """The messages taken are applied, but the last ``carried`` (read ahead)."""
+        del self.taken[: len(self.taken) - carried]
 
     def waiting(self) -> Iterable[WorkerMessage | None]:
         """The messages received and not yet applied, in order."""
-        return itertools.chain(self.applying, self._queue)
+        return itertools.chain(self.taken, self._queue)
+
+
+_NAMES_NO_TASK = frozenset({"credit", "drain"})
+"""Kinds of worker message that name no task: an ack may overtake them."""
 
 
 def _ack_at_once(session: WorkerSession, inbox: Inbox, msg: Writes) -> bool:
@@ -350,6 +365,8 @@ def _ack_at_once(session: WorkerSession, inbox: Inbox, msg: Writes) -> bool:
         if waiting is None:
             continue
         if type(waiting) is not Writes:
+            if waiting.WhichOneof("kind") in _NAMES_NO_TASK:
+                continue
             return False  # a message read by the generated class: not looked into
         for item in waiting.items:
             if item.key.id in ids:
@@ -418,14 +435,10 @@ async def apply_inbox(
             answer = await handle_message(session, nxt)
             if answer is not None:
                 reply(answer)
-        applying = inbox.applying if isinstance(inbox, Inbox) else []
-        applying[:] = group
-        try:
-            answers = await handle_messages(session, group)
-        finally:
-            applying.clear()
-        for answer in answers:
+        for answer in await handle_messages(session, group):
             reply(answer)
+        if isinstance(inbox, Inbox):
+            inbox.settle(len(carry))
 
 
 async def _apply_run(

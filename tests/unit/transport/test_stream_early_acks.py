@@ -13,7 +13,7 @@ from typing import Any
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as cconv
 from scheduler.server._stream_wire import WorkerMessage, Writes
-from scheduler.server._worker import Inbox, apply_inbox, receive
+from scheduler.server._worker import Inbox, _ack_at_once, apply_inbox, receive
 from scheduler.types import Completion, FencedWrite, Outcome, TaskKey
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
@@ -49,6 +49,13 @@ class SlowSession:
         self.calls.append(("fail", [f.key.id for f in items]))
         return [Outcome.OK] * len(items)
 
+    async def heartbeat(self, items: Sequence[FencedWrite]) -> list[Outcome]:
+        self.calls.append(("heartbeat", [w.key.id for w in items]))
+        return [Outcome.OK] * len(items)
+
+    def grant(self, slots: int) -> None:
+        self.calls.append(("grant", []))
+
 
 def _key() -> TaskKey:
     return TaskKey(uuid.uuid4(), NOW)
@@ -57,6 +64,11 @@ def _key() -> TaskKey:
 def _ack(request_id: int, *keys: TaskKey) -> Writes:
     items = [FencedWrite(key=k, token=1) for k in keys]
     return Writes(request_id, "ack", items, [str(k.id).encode() for k in keys])
+
+
+def _heartbeat(request_id: int, *keys: TaskKey) -> Writes:
+    items = [FencedWrite(key=k, token=1) for k in keys]
+    return Writes(request_id, "heartbeat", items, [str(k.id).encode() for k in keys])
 
 
 def _completions(request_id: int, *keys: TaskKey) -> Writes:
@@ -167,3 +179,37 @@ async def test_an_ack_naming_a_task_twice_takes_its_turn_and_is_refused() -> Non
     await task
     assert session.calls == []  # refused before the engine: INVALID_ARGUMENT in its Result
     assert answered == [7]
+
+
+async def test_a_credit_waiting_does_not_keep_an_ack_in_its_turn() -> None:
+    """A worker sends a credit after each Result: it names no task, so an ack behind
+    it still goes at once."""
+    session = SlowSession()
+    a, b = _key(), _key()
+    credit = pb.WorkerMessage(credit=pb.Credit(slots=1))
+    answered, read, task = await _stream(session, [_completions(1, a), credit, _ack(3, b)])
+    await _settle(read)
+    assert answered == [3]
+    session.commit.set()
+    await task
+    assert answered == [3, 1]
+
+
+async def test_an_ack_never_overtakes_the_message_read_ahead_of_a_group() -> None:
+    """``apply_inbox`` reads one message past the group it applies (another kind): that
+    message is still waiting, and an ack naming its task takes its turn."""
+    session = SlowSession()
+    a, b = _key(), _key()
+    inbox = Inbox(maxsize=100)
+    inbox.put_nowait(_completions(1, a))
+    inbox.put_nowait(_heartbeat(2, b))  # read ahead: not a completion
+    applier = asyncio.create_task(apply_inbox(session, inbox, lambda _r: None))  # type: ignore[arg-type]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert inbox.empty()  # both taken out; the completion's commit is under way
+    assert not _ack_at_once(session, inbox, _ack(3, b))  # type: ignore[arg-type]
+    assert _ack_at_once(session, inbox, _ack(4, _key()))  # type: ignore[arg-type]
+    session.commit.set()
+    inbox.put_nowait(None)
+    await applier
+    assert [kind for kind, _ in session.calls] == ["complete", "ack_at_once", "heartbeat"]
