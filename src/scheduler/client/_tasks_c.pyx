@@ -30,11 +30,11 @@ from scheduler._pbread cimport (
     read_time,
     read_trace,
     read_uuid,
+    utc_at,
 )
 
 import dataclasses
 
-from scheduler._wellknown import _utc_at
 from scheduler.client._types import Task
 from scheduler.jsonbytes import loads as _json_loads
 from scheduler.types import Pool
@@ -53,7 +53,6 @@ if tuple(f.name for f in dataclasses.fields(Task)) != _FIELDS:
     raise ImportError("Task's fields changed: update scheduler.client._tasks_c")
 
 cdef object _Task = Task
-cdef object _utc = _utc_at
 cdef object _loads = _json_loads
 cdef object _STANDARD = Pool.STANDARD
 cdef dict _POOLS = dict(POOL_FROM_PROTO)
@@ -226,7 +225,7 @@ cdef object _task(Reader* r, Py_ssize_t stop, bint created, _Seen seen):
         type_text = _EMPTY_TEXT
     epoch = None
     if scheduled_at is None or due_at is None or created_at is None or updated_at is None:
-        epoch = _utc(0, 0)
+        epoch = utc_at(0, 0)
     t = _Task.__new__(_Task)
     names = _NAMES
     PyObject_GenericSetAttr(t, names[0], task_id)

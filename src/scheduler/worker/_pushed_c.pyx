@@ -28,14 +28,12 @@ from scheduler._pbread cimport (
     read_time,
     read_trace,
     read_uuid,
+    utc_at,
 )
 
-
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler._wellknown import _utc_at
 from scheduler.jsonbytes import loads as _json_loads
 
-cdef object _utc = _utc_at
 cdef object _loads = _json_loads
 cdef object _ref_of = pb.TaskRef.FromString
 cdef str _EMPTY_TEXT = ""
@@ -169,7 +167,7 @@ cdef object _assignment(Reader* r, Py_ssize_t stop, _Seen seen):
     if type_text is None:
         type_text = _EMPTY_TEXT
     if due_at is None:
-        due_at = _utc(0, 0)
+        due_at = utc_at(0, 0)
     task_id = read_uuid(id_at)
     if task_id is None:
         return None
