@@ -56,10 +56,6 @@ class Outbound(Generic[T]):
         self._items.append(item)
         self._ready.set()
 
-    def put_nowait(self, item: T) -> None:
-        """:meth:`put` (as ``asyncio.Queue``'s, for callers that take either)."""
-        self.put(item)
-
     def push(self, assignments: Sequence[Assignment]) -> None:
         """Queue ``assignments`` for the worker, joining the push that waits last in the
         queue if nothing was queued after it and it has room."""

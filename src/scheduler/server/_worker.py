@@ -649,7 +649,7 @@ class WorkerService(pbg.WorkerServiceServicer):
 
     async def _watch_key(self, context: Context, out: Outbound[_Out]) -> None:
         # A revoked or expired key ends the stream within stream_key_recheck_s.
-        out.put_nowait(_End(await self._gate.lapsed(context)))
+        out.put(_End(await self._gate.lapsed(context)))
 
     async def _pump(self, session: WorkerSession, out: Outbound[_Out], json_bytes: bool) -> None:
         try:
@@ -659,10 +659,10 @@ class WorkerService(pbg.WorkerServiceServicer):
                 else:
                     out.put(event_to_proto(event, session.worker_id, json_bytes=json_bytes))
         except Exception as exc:  # handed to the stream handler
-            out.put_nowait(_End(exc))
+            out.put(_End(exc))
             return
         # The engine ended the stream (its tenant is moving): the worker reconnects.
-        out.put_nowait(_End(session.ended))
+        out.put(_End(session.ended))
 
     async def _read(
         self,
@@ -679,7 +679,7 @@ class WorkerService(pbg.WorkerServiceServicer):
             await apply_inbox(session, inbox, out.put)
             await receiver  # it has ended; re-raise its receive error, if any
         except Exception as exc:  # handed to the stream handler
-            out.put_nowait(_End(exc))
+            out.put(_End(exc))
             return
         finally:
             if not receiver.done():
@@ -688,7 +688,7 @@ class WorkerService(pbg.WorkerServiceServicer):
                     await receiver
             elif not receiver.cancelled():
                 receiver.exception()  # retrieved: the stream already failed or ended
-        out.put_nowait(_End())
+        out.put(_End())
 
     @unary
     async def CompleteTask(

@@ -38,7 +38,7 @@ async def test_what_comes_between_two_pushes_keeps_them_apart() -> None:
     out.push(first)
     out.put("cancel")
     out.push(second)
-    out.put_nowait("result")
+    out.put("result")
     assert await _drain(out) == [first, "cancel", second, "result"]
 
 
