@@ -50,7 +50,7 @@ class Encoded:
         self.request_id = 0
 
     def extend(self, items: Iterable[bytes]) -> None:
-        """Add items (written as :func:`ack` writes them) after those it holds."""
+        """Add items (written by :func:`items`) after those it holds."""
         self._items.extend(items)
 
     def WhichOneof(self, name: str) -> str:  # as the generated class
@@ -87,19 +87,20 @@ class Completed:
 
 def ack(refs: Iterable[bytes]) -> Encoded:
     """``WorkerMessage{ack: Ack{tasks}}`` of serialised ``TaskRef``s."""
-    return Encoded("ack", _ACK, ack_items(refs))
+    return Encoded("ack", _ACK, items(refs))
 
 
-def ack_items(refs: Iterable[bytes]) -> list[bytes]:
-    """The ``Ack.tasks`` items of serialised ``TaskRef``s (what :meth:`Encoded.extend`
-    takes for an ack)."""
-    return [_field(_ITEM, r) for r in refs]
-
-
-def completions(items: Iterable[bytes]) -> Encoded:
+def completions(completed: Iterable[bytes]) -> Encoded:
     """``WorkerMessage{completions: Completions{items}}`` of serialised
     ``Completion``s."""
-    return Encoded("completions", _COMPLETIONS, [_field(_ITEM, i) for i in items])
+    return Encoded("completions", _COMPLETIONS, items(completed))
+
+
+def items(parts: Iterable[bytes]) -> list[bytes]:
+    """Serialised messages as the items of a repeated field 1 (``Ack.tasks``,
+    ``Completions.items``): what :class:`Encoded` holds and :meth:`Encoded.extend`
+    takes."""
+    return [_field(_ITEM, p) for p in parts]
 
 
 def serialize(message: pb.WorkerMessage | Encoded) -> bytes:

@@ -504,7 +504,7 @@ class Stream:
         conn = self._conn
         waiting = self._ack_waiting
         if waiting is not None and waiting[0] is conn and not waiting[2].done:
-            waiting[1].extend(outbox.ack_items(refs))
+            waiting[1].extend(outbox.items(refs))
             return waiting[2]
         msg = outbox.ack(refs)
         answers = self.start_batch(msg)
