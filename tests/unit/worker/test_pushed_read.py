@@ -259,6 +259,18 @@ def test_reader_on_random_bytes(data: bytes) -> None:
     _check(data)
 
 
+def _one_push(**fields: Any) -> bytes:
+    """A push of one assignment with ``fields`` (new ids, type ``t``, an empty payload)."""
+    task = pb.Assignment(
+        task_id=str(uuid.uuid4()),
+        tenant_id=str(uuid.uuid4()),
+        type="t",
+        payload_json=b"{}",
+        **fields,
+    )
+    return pb.ServerMessage(assignments=pb.Assignments(tasks=[task])).SerializeToString()
+
+
 @settings(max_examples=500, deadline=None)
 @given(st.integers(-62_135_596_800, 253_402_300_799), st.integers(0, 999_999_999))
 @example(-62_135_596_800, 0)  # 0001-01-01T00:00:00
@@ -271,18 +283,9 @@ def test_times_over_the_whole_range_are_read_as_the_general_path(seconds: int, n
     """The reader makes a datetime from a Timestamp itself (no cache of instants): at
     every second of years 1-9999 it is the one the general path makes."""
     when = timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos)
-    task = pb.Assignment(
-        task_id=str(uuid.uuid4()),
-        tenant_id=str(uuid.uuid4()),
-        type="t",
-        fencing_token=1,
-        attempt=1,
-        scheduled_at=when,
-        due_at=when,
-        lease_expires_at=when,
-        payload_json=b"{}",
+    data = _one_push(
+        fencing_token=1, attempt=1, scheduled_at=when, due_at=when, lease_expires_at=when
     )
-    data = pb.ServerMessage(assignments=pb.Assignments(tasks=[task])).SerializeToString()
     read = _check(data)
     assert read is not None
     (p,) = read
@@ -291,13 +294,6 @@ def test_times_over_the_whole_range_are_read_as_the_general_path(seconds: int, n
 
 @pytest.mark.parametrize("seconds", [-62_135_596_801, 253_402_300_800])
 def test_a_time_outside_years_1_to_9999_is_left_to_the_general_path(seconds: int) -> None:
-    task = pb.Assignment(
-        task_id=str(uuid.uuid4()),
-        tenant_id=str(uuid.uuid4()),
-        type="t",
-        due_at=timestamp_pb2.Timestamp(seconds=seconds),
-        payload_json=b"{}",
-    )
-    data = pb.ServerMessage(assignments=pb.Assignments(tasks=[task])).SerializeToString()
+    data = _one_push(due_at=timestamp_pb2.Timestamp(seconds=seconds))
     assert read_pushed(data) is None
     assert _general(data) is OverflowError
