@@ -40,7 +40,7 @@ from scheduler._errors import StaleFencingToken, TickwheelError
 from scheduler._kafka_wire import trace_headers
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as conv
-from scheduler.logs import bind_fields, task_extra
+from scheduler.logs import bind_fields, task_extra, unbind
 from scheduler.worker._context import (
     CANCELLED,
     DRAIN,
@@ -424,8 +424,11 @@ class HandlerRunner:
     async def _run(self, held: Held, ack: Answers | None, traced: bool) -> None:
         ctx = held.ctx
         # Every line of this attempt (the handler's own included: a sync handler's
-        # thread runs in a copy of this context) carries the task's fields.
-        bind_fields(held)
+        # thread runs in a copy of this context) carries the task's fields. They are
+        # unbound at the end: the asyncio task's context holds them, and ``held`` holds
+        # the asyncio task, a cycle only the collector would free (its passes over
+        # thousands of ended attempts paused the worker for 17-27 ms).
+        fields = bind_fields(held)
         try:
             if ack is not None and not await self._acked(held, ack):
                 return
@@ -439,6 +442,7 @@ class HandlerRunner:
             ):
                 await self._attempt(held, span)
         finally:
+            unbind(fields)
             self._slots.drop(held)
 
     async def _acked(self, held: Held, ack: Answers) -> bool:
