@@ -54,6 +54,7 @@ from tests.support.servers import PostgresServer
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
+from scheduler.cli._runner import tune_gc
 from scheduler.client import AdminClient, Client, TaskSpec
 from scheduler.engine import (
     AssignmentBatch,
@@ -812,9 +813,8 @@ def test_dispatch_lateness_with_1m_outstanding_timers(
             out["recover_s"] = time.perf_counter() - t0
             # As `tickwheel serve` does after start: the recovered wheel entries live as
             # long as the process, so keep them out of full GC passes; and as it does
-            # before (`cli._runner.tune_gc`), young collections every 50,000 containers.
-            gc.freeze()
-            gc.set_threshold(50_000, 20, 20)
+            # before, its young-generation threshold (`tune_gc`, which freezes too).
+            tune_gc()
             out["rss_mb"] = psutil.Process().memory_info().rss / 2**20
             port = await server.start()
             _key, secret = await engine.create_api_key(tenant.id, "bench")
