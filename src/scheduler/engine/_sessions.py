@@ -412,8 +412,7 @@ class WorkerSession:
         self._revive()
         if not self._early_acks:
             return await self._ack_now(writes)
-        held = self._held
-        early = [w for w in writes if (h := held.get(w.key.id)) is not None and h[1] == w.token]
+        early = [w for w in writes if self._given(w)]
         if early:
             known = {w.key.id for w in early}
             rest = [w for w in writes if w.key.id not in known]
@@ -428,17 +427,17 @@ class WorkerSession:
         queue them for the next ack write and return True. Otherwise change nothing
         and return False (the caller takes :meth:`ack`). Synchronous, so the stream's
         reader answers such an ack the moment it arrives."""
-        if not self._early_acks or not writes:
+        if not self._early_acks or not writes or not all(map(self._given, writes)):
             return False
-        held = self._held
-        for w in writes:
-            h = held.get(w.key.id)
-            if h is None or h[1] != w.token:
-                return False
         self._revive()
         self._ack_later(list(writes))
         self._answered()
         return True
+
+    def _given(self, w: FencedWrite) -> bool:
+        """Whether ``w`` names a task this session was given, under the token given."""
+        h = self._held.get(w.key.id)
+        return h is not None and h[1] == w.token
 
     async def _ack_now(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         out = await self._fenced(writes, self._completer.ack, "ack")
