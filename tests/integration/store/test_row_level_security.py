@@ -147,6 +147,41 @@ async def test_a_query_without_a_tenant_setting_sees_no_rows(pg: PostgresStore) 
         assert all(n >= 2 for n in (await _counts(conn)).values()), await _counts(conn)
 
 
+@pytest.mark.parametrize("form", ["upper", "braces", "garbage", "spaces"])
+async def test_a_scope_not_written_as_the_store_writes_it_sees_no_rows(
+    pg: PostgresStore, form: str
+) -> None:
+    """Only '*' and a tenant's id in lowercase canonical form select rows (migration
+    0013 keeps 0007's rule): any other text fails closed, it never widens the scope."""
+    a, _b, _made = await _two_tenants(pg)
+    text = {
+        "upper": str(a.id).upper(),
+        "braces": "{" + str(a.id) + "}",
+        "garbage": "not-a-tenant",
+        "spaces": f" {a.id}",
+    }[form]
+    async with pg._pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT set_config('tickwheel.tenant', $1, true)", text)
+        assert await _counts(conn) == dict.fromkeys(TENANT_TABLES, 0)
+        assert await conn.execute("UPDATE tasks SET last_error = 'x'") == "UPDATE 0"
+
+
+async def test_the_policies_read_the_scope_once_per_statement(pg: PostgresStore) -> None:
+    """The scope is an InitPlan, not a call per row (migration 0013): a plan's per-row
+    filter names no current_setting."""
+    a, _b, _made = await _two_tenants(pg)
+    async with pg._pool.acquire() as conn, conn.transaction():
+        await conn.execute(f"SET LOCAL tickwheel.tenant = '{a.id}'")
+        for table in TENANT_TABLES:
+            plan = "\n".join(
+                r[0] for r in await conn.fetch(f"EXPLAIN (VERBOSE) SELECT * FROM {table}")
+            )
+            assert "InitPlan" in plan, plan
+            filters = [line for line in plan.splitlines() if "Filter:" in line]
+            assert filters, plan
+            assert not any("current_setting" in f for f in filters), plan
+
+
 async def test_a_tenant_scope_cannot_read_or_change_another_tenants_rows(
     pg: PostgresStore,
 ) -> None:
