@@ -102,6 +102,7 @@ cdef inline bint _uuid_parts(const unsigned char* p, uint64_t* hi, uint64_t* lo)
 # -- values (_pbread.pyx) -------------------------------------------------------------
 
 cdef object read_uuid(const unsigned char* p)
+cdef object read_uuid_bytes(const unsigned char* p)
 cdef object read_time(Reader* r, Py_ssize_t stop, bint bounded)
 cdef object utc_at(int64_t seconds, int micros)
 cdef bint utc_parts(object dt, int64_t* seconds, int* micros) except -1

@@ -12,6 +12,7 @@ from cpython.datetime cimport (
     datetime_year, datetime_month, datetime_day, datetime_hour, datetime_minute,
     datetime_second, datetime_microsecond, datetime_tzinfo,
 )
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.object cimport PyObject_GenericSetAttr
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint64_t
@@ -44,6 +45,21 @@ cdef object read_uuid(const unsigned char* p):
     PyObject_GenericSetAttr(u, _S_INT, ((<object>hi) << 64) | (<object>lo))
     PyObject_GenericSetAttr(u, _S_IS_SAFE, _UNKNOWN)
     return u
+
+
+cdef object read_uuid_bytes(const unsigned char* p):
+    """The 16 bytes of a UUID written as 36 bytes of lowercase 8-4-4-4-12 hex, or None
+    (for a reader that builds its own UUID type from them)."""
+    cdef uint64_t hi = 0
+    cdef uint64_t lo = 0
+    cdef unsigned char out[16]
+    cdef int i
+    if not _uuid_parts(p, &hi, &lo):
+        return None
+    for i in range(8):
+        out[i] = <unsigned char>((hi >> (56 - 8 * i)) & 0xFF)
+        out[8 + i] = <unsigned char>((lo >> (56 - 8 * i)) & 0xFF)
+    return PyBytes_FromStringAndSize(<char*>out, 16)
 
 
 cdef object read_time(Reader* r, Py_ssize_t stop, bint bounded):

@@ -23,6 +23,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._stats import EngineStats
+from scheduler.ids import uuid_of_int
 from scheduler.states import TaskState
 from scheduler.types import InsertResult, Pool, Preloaded, PreloadedPage, TaskKey, TaskRecord
 from scheduler.wheel import TaskTable, TimingWheel
@@ -46,21 +47,6 @@ def to_us(ts: datetime) -> int:
     12:00:00.000400 is never pushed at 12:00:00.000100 (both truncated to the
     millisecond, it was: 0.3 ms early)."""
     return (ts - _EPOCH) // _US
-
-
-_new = object.__new__
-_set = object.__setattr__
-_UNKNOWN = uuid.SafeUUID.unknown
-
-
-def _uuid_of(value: int) -> uuid.UUID:
-    """``uuid.UUID(int=value)`` for a value known to be a 128-bit int (a task id read
-    back from the task table), without the constructor's argument checks: the dispatch
-    path rebuilds one per task it fires."""
-    u: uuid.UUID = _new(uuid.UUID)
-    _set(u, "int", value)
-    _set(u, "is_safe", _UNKNOWN)
-    return u
 
 
 def preloaded(task: TaskRecord, due_at: datetime | None = None) -> Preloaded:
@@ -128,7 +114,7 @@ class Timeline:
         task_id, scheduled_us, due_us, group, shard = row
         tenant_id, type_, pool = self._groups[group]
         return Preloaded(
-            TaskKey(_uuid_of(task_id), _EPOCH + timedelta(0, 0, scheduled_us)),
+            TaskKey(uuid_of_int(task_id), _EPOCH + timedelta(0, 0, scheduled_us)),
             _EPOCH + timedelta(0, 0, due_us),
             tenant_id,
             shard,

@@ -30,6 +30,7 @@ from scheduler._wellknown import (
     utc_datetime,
 )
 from scheduler.engine import FailureReport, SubmitSpec
+from scheduler.ids import uuid_of_bytes
 from scheduler.jitter import JitterMode
 from scheduler.limits import (
     DEFAULT_MAX_RETRIES,
@@ -94,7 +95,7 @@ def parse_uuid(value: str, field: str) -> uuid.UUID:
         raise InvalidArgument(field, "required")
     if not _UUID.match(value):
         raise InvalidArgument(field, f"not a UUID in its 8-4-4-4-12 hex form: {value[:64]!r}")
-    return uuid.UUID(value)
+    return uuid_of_bytes(bytes.fromhex(value.replace("-", "")))
 
 
 def to_datetime(ts: timestamp_pb2.Timestamp, field: str) -> datetime:

@@ -28,10 +28,11 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
-from scheduler._pbread cimport Reader, _length, _once, _varint, read_time, read_uuid, utc_parts
+from scheduler._pbread cimport Reader, _length, _once, _varint, read_time, read_uuid_bytes, utc_parts
 
 import dataclasses
 
+from scheduler.ids import uuid_of_bytes as _uuid_of_bytes
 from scheduler.jsonbytes import raw as _raw_json
 from scheduler.jsonbytes import to_bytes as _json_bytes
 from scheduler.limits import MAX_RESULT_BYTES
@@ -99,9 +100,10 @@ cdef object _ref(Reader* r, Py_ssize_t stop, list ids):
             return None
     if r.pos != stop or id_at == NULL or when is None or token <= 0:
         return None
-    u = read_uuid(id_at)
-    if u is None:
+    b = read_uuid_bytes(id_at)
+    if b is None:
         return None
+    u = _uuid_of_bytes(b)
     ids.append((<char*>id_at)[:36])
     key = _tuple_new(_TaskKey, (u, when))
     return (key, token)

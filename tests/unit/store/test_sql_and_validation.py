@@ -155,3 +155,17 @@ def test_batch_validation_fast_path_reports_the_failing_item() -> None:
     with pytest.raises(InvalidArgument) as err:
         v.failures([Failure(key=k, token=1, error="ok"), Failure(key=k, token=1, error="a\x00")])
     assert err.value.field == "items[1].error"
+
+
+def test_a_column_of_nulls_goes_to_unnest_as_one_null() -> None:
+    """``unnest`` pads a NULL array with NULLs, so a column that is all NULL is sent as
+    one NULL (asyncpg encodes no element); any other column goes as it is."""
+    from scheduler.store.postgres._db import column
+
+    assert column([None, None, None]) is None
+    some = [None, "x", None]
+    assert column(some) is some
+    first = ["x", None]
+    assert column(first) is first
+    empty: list[str] = []
+    assert column(empty) is empty

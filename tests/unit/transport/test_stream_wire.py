@@ -90,7 +90,8 @@ def _check(data: bytes) -> Writes | None:
     for item, general_item in zip(read.items, general[2], strict=True):
         assert type(item) is type(general_item)
         assert type(item.key) is TaskKey
-        assert type(item.key.id) is uuid.UUID
+        assert isinstance(item.key.id, uuid.UUID)
+        assert type(item.key.id) is type(general_item.key.id)
         assert item.key.id.is_safe == general_item.key.id.is_safe
         if isinstance(item, Completion):
             assert type(item.result) is type(general_item.result)

@@ -2,7 +2,8 @@
 
 Owns :class:`Db` (a connection from the pool per call, driver errors turned into
 :class:`StoreError`, each call's tenant scope for row-level security), :data:`SYSTEM`,
-:func:`scope_of`, :func:`driver_errors`, the pool's no-op reset hook and :data:`SQL`,
+:func:`scope_of`, :func:`driver_errors`, :func:`column`, the pool's no-op reset hook and
+:data:`SQL`,
 every named section of ``sql/postgres/{queries,orchestration}.sql`` with its
 state-machine guards expanded. Calls asyncpg and :mod:`scheduler.store._sql`; the facade
 (:class:`~scheduler.store.postgres.PostgresStore`) builds it and hands it to every part,
@@ -15,7 +16,7 @@ import contextlib
 import inspect
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import asyncpg
 
@@ -55,6 +56,19 @@ def _scope_text(scope: Scope) -> str:
     if not isinstance(scope, uuid.UUID):
         raise TypeError(f"scope must be a tenant UUID or SYSTEM, got {scope!r}")
     return str(scope)  # hex digits and dashes only: safe to quote into SQL text
+
+
+def column(values: list[Any]) -> list[Any] | None:
+    """An array argument for ``unnest``: None for a column of NULLs only.
+
+    ``unnest`` of several arrays pads a shorter one with NULLs, a NULL array included,
+    so the rows are the same; asyncpg then encodes no element (each costs it an
+    ``isinstance`` check against three ABCs, a Python-level call, and its encoding).
+    The columns most batches leave empty (a trace context, a workflow, a schedule, a
+    retry policy, a shard epoch, a folded ack) cost nothing a task."""
+    if not values or values[0] is not None:
+        return values
+    return None if values.count(None) == len(values) else values
 
 
 @contextlib.asynccontextmanager

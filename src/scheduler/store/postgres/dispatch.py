@@ -24,7 +24,7 @@ from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._records import FAILED
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import SYSTEM, Db
+from scheduler.store.postgres._db import SYSTEM, Db, column
 from scheduler.types import (
     Assignment,
     DispatchRequest,
@@ -174,7 +174,7 @@ class Dispatch:
                 lo,
                 hi,
                 self._config.actor,
-                [r.epoch for r in todo],
+                column([r.epoch for r in todo]),
                 [r.running for r in todo],
             )
         # The key, worker and lease are the request's (written as given); the rest is

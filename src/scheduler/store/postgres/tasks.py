@@ -26,7 +26,7 @@ from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._records import record_from_new, unresolved
 from scheduler.store.postgres import rows
-from scheduler.store.postgres._db import SYSTEM, Db, scope_of, scope_of_all
+from scheduler.store.postgres._db import SYSTEM, Db, column, scope_of, scope_of_all
 from scheduler.store.postgres.notices import notify_work
 from scheduler.store.postgres.partitions import Partitions, utc_day
 from scheduler.store.postgres.tenants import Tenants
@@ -66,11 +66,11 @@ def insert_args(
         [t.strict_timing for t in tasks],
         [t.jitter_mode.value for t in tasks],
         [float(t.timeout_s) for t in tasks],
-        [tr for _, tr in encoded],
-        [t.workflow_id for t in tasks],
-        [t.schedule_id for t in tasks],
+        column([tr for _, tr in encoded]),
+        column([t.workflow_id for t in tasks]),
+        column([t.schedule_id for t in tasks]),
         now,
-        [_common.retry_policy_json(t.retry_policy) for t in tasks],
+        column([_common.retry_policy_json(t.retry_policy) for t in tasks]),
     )
 
 

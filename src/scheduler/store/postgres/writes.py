@@ -21,7 +21,7 @@ from scheduler.states import TaskState
 from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import SYSTEM, Db
+from scheduler.store.postgres._db import SYSTEM, Db, column
 from scheduler.store.postgres.notices import notify_work
 from scheduler.types import (
     CompleteResult,
@@ -159,11 +159,11 @@ class WorkerWrites:
                 [k.id for k in keys],
                 [k.scheduled_at for k in keys],
                 [c.token for c in items],
-                results,
+                column(results),
                 now,
                 lo,
                 hi,
-                acked,
+                column(acked),
             )
             ok = {(r[0], r[1]) for r in found}
             if len(found) < len(items) and any(a is not None for a in acked):
