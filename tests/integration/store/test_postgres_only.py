@@ -14,7 +14,7 @@ import pytest
 
 from scheduler.store import StoreConfig, _sql
 from scheduler.store.postgres import PostgresStore, Q, migrate
-from scheduler.types import Completion, DispatchRequest, FencedWrite, Tenant
+from scheduler.types import Completion, DispatchRequest, FencedWrite, TaskKey, Tenant
 from tests.integration.store.conftest import NOW, force_status, new_task, system_conn
 from tests.support.servers import PostgresServer
 
@@ -256,3 +256,75 @@ async def test_warm_up_opens_the_whole_pool_with_the_hot_statements_prepared(
     finally:
         await cold.close()
         await warm.close()
+
+
+_WRITTEN = (
+    "tenant_id",
+    "type",
+    "scheduled_at",
+    "due_at",
+    "idempotency_key",
+    "shard_id",
+    "pool",
+    "strict_timing",
+    "jitter_mode",
+    "max_retries",
+    "timeout_s",
+    "payload",
+    "status",
+)
+
+
+async def test_uniform_and_mixed_batches_write_the_same_rows(pg: PostgresStore) -> None:
+    """A column whose values are all equal travels as one value and tickwheel_fill
+    spreads it (migration 0014): a uniform batch and a batch where every such column
+    differs write each task's own values, and so do their dispatch and completion."""
+    from scheduler.jitter import JitterMode
+    from scheduler.states import TaskState
+    from scheduler.types import Pool
+
+    a = await pg.create_tenant(Tenant(id=uuid.uuid4(), name="fill-a"))
+    b = await pg.create_tenant(Tenant(id=uuid.uuid4(), name="fill-b"))
+    uniform = [new_task(a, initial_state=TaskState.PRELOADED) for _ in range(3)]
+    mixed = [
+        new_task(a, initial_state=TaskState.PRELOADED),
+        new_task(
+            b,
+            NOW + timedelta(seconds=1),
+            type="report",
+            due_at=NOW + timedelta(seconds=3),
+            pool=Pool.CRITICAL,
+            strict_timing=True,
+            jitter_mode=JitterMode.NONE,
+            max_retries=7,
+            timeout_s=2.5,
+            unresolved_dependencies=0,
+            initial_state=TaskState.SCHEDULED,
+        ),
+        new_task(b, NOW + timedelta(seconds=2), type="x", pool=Pool.BULK, max_retries=0),
+    ]
+    for batch in (uniform, mixed):
+        made = await pg.insert_tasks(batch, NOW)
+        assert [r.created for r in made] == [True] * len(batch)
+        for t in batch:
+            row = await pg.get_task(None, t.id)
+            want = {**{k: getattr(t, k) for k in _WRITTEN[:-1]}, "status": t.initial_state}
+            assert {k: getattr(row, k) for k in _WRITTEN} == want, t.id
+    lease = NOW + timedelta(seconds=30)
+    requests = [
+        DispatchRequest(key=TaskKey(t.id, t.scheduled_at), worker_id="w1", lease_expires_at=lease)
+        for t in uniform
+    ] + [
+        DispatchRequest(
+            key=TaskKey(mixed[0].id, mixed[0].scheduled_at),
+            worker_id="w2",
+            lease_expires_at=lease,
+            running=True,
+        )
+    ]
+    out = await pg.mark_dispatched(requests, NOW)
+    assert all(x is not None for x in out)
+    for r in requests:
+        row = await pg.get_task(None, r.key.id)
+        assert (row.worker_id, row.lease_expires_at) == (r.worker_id, lease)
+        assert row.status is (TaskState.RUNNING if r.running else TaskState.DISPATCHED)

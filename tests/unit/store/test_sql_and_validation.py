@@ -169,3 +169,18 @@ def test_a_column_of_nulls_goes_to_unnest_as_one_null() -> None:
     assert column(first) is first
     empty: list[str] = []
     assert column(empty) is empty
+
+
+def test_a_uniform_column_goes_as_its_one_value() -> None:
+    """A column whose values are all equal goes as a one-element array, which the
+    statement spreads back with ``tickwheel_fill`` (migration 0014); any other as it is."""
+    from scheduler.store.postgres._db import uniform
+
+    assert uniform(["bench"] * 5) == ["bench"]
+    mixed = ["bench", "bench", "other"]
+    assert uniform(mixed) is mixed
+    one = ["bench"]
+    assert uniform(one) is one
+    empty: list[str] = []
+    assert uniform(empty) is empty
+    assert uniform([None, None]) == [None]

@@ -24,7 +24,7 @@ from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._records import FAILED
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import SYSTEM, Db, column
+from scheduler.store.postgres._db import SYSTEM, Db, column, uniform
 from scheduler.types import (
     Assignment,
     DispatchRequest,
@@ -167,15 +167,15 @@ class Dispatch:
             found = await conn.fetch(
                 self._q["mark_dispatched"],
                 [r.key.id for r in todo],
-                [r.key.scheduled_at for r in todo],
-                [r.worker_id for r in todo],
-                [r.lease_expires_at for r in todo],
+                uniform([r.key.scheduled_at for r in todo]),
+                uniform([r.worker_id for r in todo]),
+                uniform([r.lease_expires_at for r in todo]),
                 now,
                 lo,
                 hi,
                 self._config.actor,
                 column([r.epoch for r in todo]),
-                [r.running for r in todo],
+                uniform([r.running for r in todo]),
             )
         # The key, worker and lease are the request's (written as given); the rest is
         # the row's. Payload and checkpoint stay the JSONB's text (RawJSON): a worker

@@ -26,7 +26,7 @@ from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._records import record_from_new, unresolved
 from scheduler.store.postgres import rows
-from scheduler.store.postgres._db import SYSTEM, Db, column, scope_of, scope_of_all
+from scheduler.store.postgres._db import SYSTEM, Db, column, scope_of, scope_of_all, uniform
 from scheduler.store.postgres.notices import notify_work
 from scheduler.store.postgres.partitions import Partitions, utc_day
 from scheduler.store.postgres.tenants import Tenants
@@ -52,20 +52,20 @@ def insert_args(
     (``benchmarks/test_store.py``)."""
     return (
         [t.id for t in tasks],
-        [t.tenant_id for t in tasks],
-        [t.type for t in tasks],
-        [t.scheduled_at for t in tasks],
-        [t.due_at for t in tasks],
-        [t.initial_state.value for t in tasks],
+        uniform([t.tenant_id for t in tasks]),
+        uniform([t.type for t in tasks]),
+        uniform([t.scheduled_at for t in tasks]),
+        uniform([t.due_at for t in tasks]),
+        uniform([t.initial_state.value for t in tasks]),
         [t.idempotency_key for t in tasks],
-        [t.max_retries for t in tasks],
+        uniform([t.max_retries for t in tasks]),
         [p for p, _ in encoded],
-        [unresolved(t) for t in tasks],
+        uniform([unresolved(t) for t in tasks]),
         [t.shard_id for t in tasks],
-        [t.pool.value for t in tasks],
-        [t.strict_timing for t in tasks],
-        [t.jitter_mode.value for t in tasks],
-        [float(t.timeout_s) for t in tasks],
+        uniform([t.pool.value for t in tasks]),
+        uniform([t.strict_timing for t in tasks]),
+        uniform([t.jitter_mode.value for t in tasks]),
+        uniform([float(t.timeout_s) for t in tasks]),
         column([tr for _, tr in encoded]),
         column([t.workflow_id for t in tasks]),
         column([t.schedule_id for t in tasks]),

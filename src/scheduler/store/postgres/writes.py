@@ -21,7 +21,7 @@ from scheduler.states import TaskState
 from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import SYSTEM, Db, column
+from scheduler.store.postgres._db import SYSTEM, Db, column, uniform
 from scheduler.store.postgres.notices import notify_work
 from scheduler.types import (
     CompleteResult,
@@ -157,7 +157,7 @@ class WorkerWrites:
             found = await conn.fetch(
                 self._q["complete"],
                 [k.id for k in keys],
-                [k.scheduled_at for k in keys],
+                uniform([k.scheduled_at for k in keys]),
                 [c.token for c in items],
                 column(results),
                 now,

@@ -44,10 +44,12 @@ WHERE i.inhparent = 'tasks'::regclass
 -- home is moving away from here or has moved (migration 0012): checked in the writing
 -- statement, so a call that passed the node's check before the move reached it cannot
 -- add a row behind the move's flip (the flip locks `tasks`; this statement's snapshot
--- is taken after its lock, so it sees the flip).
+-- is taken after its lock, so it sees the flip). A column the store found uniform comes
+-- as one value and tickwheel_fill spreads it to the batch (migration 0014).
 WITH new_keys AS (
     INSERT INTO task_keys (tenant_id, idempotency_key, task_id, scheduled_at)
-    SELECT * FROM unnest($2::uuid[], $7::text[], $1::uuid[], $4::timestamptz[])
+    SELECT * FROM unnest(tickwheel_fill($2::uuid[], cardinality($1::uuid[])), $7::text[],
+                         $1::uuid[], tickwheel_fill($4::timestamptz[], cardinality($1::uuid[])))
         AS n(tenant_id, idem, task_id, scheduled_at)
     WHERE NOT EXISTS (
         SELECT 1 FROM tenant_moves m WHERE m.tenant_id = n.tenant_id AND m.role = 'source')
@@ -61,10 +63,22 @@ INSERT INTO tasks (
 SELECT u.id, u.tenant_id, u.type, u.scheduled_at, u.due_at, u.status, u.idem, u.max_retries,
     u.payload::jsonb, u.deps, u.shard, u.pool, u.strict, u.jitter,
     u.timeout, u.trace::jsonb, u.wf, u.sched, $19, $19, u.retry::jsonb
-FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[],
-            $6::text[], $7::text[], $8::int[], $9::text[], $10::int[], $11::int[],
-            $12::text[], $13::bool[], $14::text[], $15::float8[], $16::text[],
-            $17::uuid[], $18::uuid[], $20::text[])
+FROM unnest($1::uuid[],
+            tickwheel_fill($2::uuid[], cardinality($1::uuid[])),
+            tickwheel_fill($3::text[], cardinality($1::uuid[])),
+            tickwheel_fill($4::timestamptz[], cardinality($1::uuid[])),
+            tickwheel_fill($5::timestamptz[], cardinality($1::uuid[])),
+            tickwheel_fill($6::text[], cardinality($1::uuid[])),
+            $7::text[],
+            tickwheel_fill($8::int[], cardinality($1::uuid[])),
+            $9::text[],
+            tickwheel_fill($10::int[], cardinality($1::uuid[])),
+            $11::int[],
+            tickwheel_fill($12::text[], cardinality($1::uuid[])),
+            tickwheel_fill($13::bool[], cardinality($1::uuid[])),
+            tickwheel_fill($14::text[], cardinality($1::uuid[])),
+            tickwheel_fill($15::float8[], cardinality($1::uuid[])),
+            $16::text[], $17::uuid[], $18::uuid[], $20::text[])
     AS u(id, tenant_id, type, scheduled_at, due_at, status, idem, max_retries, payload,
          deps, shard, pool, strict, jitter, timeout, trace, wf, sched, retry)
 JOIN new_keys k ON k.task_id = u.id
@@ -260,8 +274,12 @@ WITH d AS (
         fencing_token = GREATEST(t.fencing_token,
             (SELECT g.generation << 40 FROM fencing_generation g)) + 1,
         worker_id = u.worker_id, lease_expires_at = u.lease, updated_at = $5
-    FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $9::bigint[],
-                $10::bool[])
+    FROM unnest($1::uuid[],
+                tickwheel_fill($2::timestamptz[], cardinality($1::uuid[])),
+                tickwheel_fill($3::text[], cardinality($1::uuid[])),
+                tickwheel_fill($4::timestamptz[], cardinality($1::uuid[])),
+                $9::bigint[],
+                tickwheel_fill($10::bool[], cardinality($1::uuid[])))
         AS u(id, scheduled_at, worker_id, lease, epoch, running)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
       AND t.status IN ({{from:PRELOADED|to:DISPATCHED,RUNNING}})
@@ -333,7 +351,8 @@ RETURNING id
 WITH done AS (
     UPDATE tasks t SET status = 'COMPLETED', result_payload = u.result::jsonb,
         lease_expires_at = NULL, updated_at = $5
-    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $8::timestamptz[])
+    FROM unnest($1::uuid[], tickwheel_fill($2::timestamptz[], cardinality($1::uuid[])),
+                 $3::bigint[], $4::text[], $8::timestamptz[])
         AS u(id, scheduled_at, token, result, acked_at)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
       -- The IN list lets the planner use the partial lease index (leased tasks only);
