@@ -35,6 +35,9 @@ from typing import Any
 _PGPROTO = "asyncpg.pgproto.pgproto"
 _fast: Any = None
 """asyncpg's UUID class once asyncpg is loaded (None before)."""
+_new = object.__new__
+_set = object.__setattr__
+_UNKNOWN = uuid.SafeUUID.unknown
 
 
 def uuid_of_bytes(raw: bytes) -> uuid.UUID:
@@ -57,11 +60,6 @@ def uuid_of_int(value: int) -> uuid.UUID:
     _set(u, "int", value)
     _set(u, "is_safe", _UNKNOWN)
     return u
-
-
-_new = object.__new__
-_set = object.__setattr__
-_UNKNOWN = uuid.SafeUUID.unknown
 
 
 _lock = threading.Lock()

@@ -40,3 +40,25 @@ def test_a_forked_child_does_not_reuse_the_parents_random_bits() -> None:
     assert len(child) == 16
     assert child[:8] == mine.bytes[:8]  # same millisecond, same counter
     assert child != mine.bytes  # but not the same random bits
+
+
+def test_ids_are_asyncpgs_uuid_once_asyncpg_is_loaded() -> None:
+    """Before asyncpg is loaded the ids are plain ``uuid.UUID``s (the engine loads no
+    database client); once it is, they are its C UUID type, which equals, hashes and
+    orders as the plain UUID of the same value (scheduler/ids.py)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import uuid, scheduler.ids as ids\n"
+        "a, wheel_a = ids.uuid7(), ids.uuid_of_int(12345)\n"
+        "import asyncpg\n"
+        "b, wheel_b = ids.uuid7(), ids.uuid_of_int(12345)\n"
+        "plain = uuid.UUID(str(b))\n"
+        "print(type(a) is uuid.UUID, type(wheel_a) is uuid.UUID,\n"
+        "      type(b) is not uuid.UUID, isinstance(b, uuid.UUID), type(wheel_b) is type(b),\n"
+        "      plain == b, b == plain, hash(plain) == hash(b), {plain: 1}.get(b) == 1,\n"
+        "      a < b, str(b) == str(plain), wheel_b == wheel_a, wheel_a.int == 12345)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True"] * 13, out.stdout
