@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.store._config import StoreConfig
+from scheduler.store._errors import StoreUnavailable
 from scheduler.store.protocol import (
     HORIZONS,
     DepthRow,
@@ -85,6 +86,7 @@ __all__ = [
     "ShardClaim",
     "Store",
     "StoreConfig",
+    "StoreUnavailable",
     "TaskFilter",
     "TaskKey",
     "TaskRecord",

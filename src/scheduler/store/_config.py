@@ -32,6 +32,13 @@ class StoreConfig:
     started ran 100-130 ms late). ``serve`` and ``dev`` turn it on."""
     command_timeout_s: float = 30.0
     """PostgreSQL per-statement timeout."""
+    call_timeout_s: float = 60.0
+    """PostgreSQL: the deadline of one whole store call (waiting for a pooled
+    connection, connecting, every statement, the commit); past it the call fails with
+    ``StoreUnavailable``. No call waits for ever on a server that accepts connections
+    and never answers."""
+    connect_timeout_s: float = 5.0
+    """PostgreSQL: how long opening one connection may take (asyncpg's default is 60 s)."""
     actor: str = "scheduler"
     """Written as ``actor`` on audit rows for moves the scheduler makes (worker writes
     record the worker id)."""
@@ -55,3 +62,5 @@ class StoreConfig:
             raise ValueError("need 1 <= pool_min_size <= pool_max_size")
         if self.command_timeout_s <= 0:
             raise ValueError("command_timeout_s must be positive")
+        if self.call_timeout_s <= 0 or self.connect_timeout_s <= 0:
+            raise ValueError("call_timeout_s and connect_timeout_s must be positive")

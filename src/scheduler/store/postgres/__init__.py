@@ -121,7 +121,8 @@ class PostgresStore:
         self._dsn = dsn  # for the work-notice listener's own connection
         self.config = config
         self._closed = False
-        db, q = Db(pool, row_level_security=config.row_level_security), SQL
+        rls, timeout = config.row_level_security, config.call_timeout_s
+        db, q = Db(pool, row_level_security=rls, call_timeout_s=timeout), SQL
         self._partitions = Partitions(db, q, config)
         self._tenants = Tenants(db, q)
         self._tasks = Tasks(db, q, config, self._partitions, self._tenants)
@@ -147,6 +148,7 @@ class PostgresStore:
                 min_size=config.pool_min_size,
                 max_size=config.pool_max_size,
                 command_timeout=config.command_timeout_s,
+                timeout=config.connect_timeout_s,
                 # Row-level security on: no row outside a scoped transaction, whatever
                 # the role's default; off: every row (docs/security.md).
                 server_settings={
@@ -207,7 +209,8 @@ class PostgresStore:
         if self._dsn is None:
             return None
         async with driver_errors():
-            conn = await asyncpg.connect(self._dsn, server_settings={"timezone": "UTC"})
+            settings, timeout = {"timezone": "UTC"}, self.config.connect_timeout_s
+            conn = await asyncpg.connect(self._dsn, server_settings=settings, timeout=timeout)
         notices = PgWorkNotices(conn, on_notice)
         try:
             async with driver_errors():

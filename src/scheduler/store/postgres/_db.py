@@ -12,6 +12,7 @@ and ``migrate`` uses :func:`driver_errors`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import uuid
@@ -22,6 +23,7 @@ import asyncpg
 
 from scheduler._errors import StoreError, TickwheelError
 from scheduler.store import _sql
+from scheduler.store._errors import StoreUnavailable
 
 if TYPE_CHECKING:
     Conn: TypeAlias = asyncpg.pool.PoolConnectionProxy[asyncpg.Record]
@@ -81,14 +83,30 @@ def uniform(values: list[Any]) -> list[Any]:
     return values
 
 
+UNREACHABLE: Final = (
+    OSError,  # refused, reset, no route
+    TimeoutError,  # a call past its deadline, a connect that never answered
+    asyncpg.InterfaceError,  # the connection was closed or lost under the call
+    asyncpg.InternalClientError,  # a connection left mid-protocol by a lost server
+    asyncpg.PostgresConnectionError,  # class 08
+    asyncpg.OperatorInterventionError,  # class 57: shutting down, recovering, cancelled
+    asyncpg.ReadOnlySQLTransactionError,  # a primary demoted under us (a failover)
+)
+"""Driver errors that say the store is not there (or not writable) right now, rather
+than that the call was wrong: they become :class:`StoreUnavailable`."""
+
+
 @contextlib.asynccontextmanager
 async def driver_errors() -> AsyncIterator[None]:
-    """Turn driver and network errors into StoreError (ours pass through)."""
+    """Turn driver and network errors into StoreError (ours pass through): those of an
+    unreachable store (:data:`UNREACHABLE`) into StoreUnavailable."""
     try:
         yield
     except TickwheelError:
         raise
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+    except UNREACHABLE as exc:
+        raise StoreUnavailable(f"PostgreSQL: {type(exc).__name__}: {exc}") from exc
+    except asyncpg.PostgresError as exc:
         raise StoreError(f"PostgreSQL: {type(exc).__name__}: {exc}") from exc
 
 
@@ -110,9 +128,14 @@ POOL_TAKES_RESET = "reset" in inspect.signature(asyncpg.create_pool).parameters
 class Db:
     """The pool, lent one connection at a time, each time for one scope."""
 
-    def __init__(self, pool: asyncpg.Pool, *, row_level_security: bool = True) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, *, row_level_security: bool = True, call_timeout_s: float = 30.0
+    ) -> None:
         self.pool = pool
         self.row_level_security = row_level_security
+        self.call_timeout_s = call_timeout_s
+        """The deadline of one whole call: waiting for a connection, every statement
+        and the commit. Past it the call ends with StoreUnavailable, whatever hung."""
 
     @contextlib.asynccontextmanager
     async def conn(self, scope: Scope, *, tx: bool = False) -> AsyncIterator[Conn]:
@@ -126,20 +149,62 @@ class Db:
         Without it the connections start with ``'*'`` and ``tx`` alone decides whether
         there is a transaction.
         """
-        async with driver_errors(), self.pool.acquire() as conn:
-            if not self.row_level_security:
-                if tx:
-                    async with conn.transaction():
-                        yield conn
-                else:
-                    yield conn
-                return
-            await conn.execute(f"BEGIN; SET LOCAL {SCOPE_SETTING} = '{_scope_text(scope)}'")
+        # The deadline covers the caller's statements too (they run inside this block):
+        # no store call waits for ever on a server that accepts and never answers, or on
+        # a pool whose connections all went with a restart (issue 42). It closes the
+        # connection rather than cancel the call: asyncpg answers a cancelled query with
+        # a cancel request on a new connection, and its pool waits for that before it
+        # takes the connection back (30 s on a server that never answers).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.call_timeout_s
+        expired = False
+        async with driver_errors(), self.pool.acquire(timeout=self.call_timeout_s) as conn:
+
+            def expire() -> None:
+                nonlocal expired
+                expired = True
+                conn.terminate()
+
+            timer = loop.call_at(deadline, expire)
             try:
-                yield conn
-            except BaseException:
-                if not conn.is_closed():
-                    with contextlib.suppress(Exception):
-                        await conn.execute("ROLLBACK")
+                if not self.row_level_security:
+                    try:
+                        if tx:
+                            async with conn.transaction():
+                                yield conn
+                        else:
+                            yield conn
+                    except BaseException as exc:
+                        _drop_if_lost(conn, exc)
+                        raise
+                    return
+                await conn.execute(f"BEGIN; SET LOCAL {SCOPE_SETTING} = '{_scope_text(scope)}'")
+                try:
+                    yield conn
+                except BaseException as exc:
+                    if not _drop_if_lost(conn, exc):
+                        with contextlib.suppress(Exception):
+                            await conn.execute("ROLLBACK")
+                    raise
+                await conn.execute("COMMIT")
+            except UNREACHABLE as exc:
+                if expired:
+                    raise StoreUnavailable(
+                        f"PostgreSQL: no answer within the call's {self.call_timeout_s:g} s"
+                    ) from exc
                 raise
-            await conn.execute("COMMIT")
+            finally:
+                timer.cancel()
+
+
+def _drop_if_lost(conn: Conn, exc: BaseException) -> bool:
+    """Close ``conn`` at once, without a round trip, when ``exc`` says its server is
+    lost or the call ran past its deadline (the cancellation): a ROLLBACK there, or
+    the pool's reset on release, would wait out the statement timeout on a socket
+    nobody answers. The pool opens a new connection in its place. Whether it closed."""
+    if conn.is_closed():
+        return True
+    if isinstance(exc, (asyncio.CancelledError, *UNREACHABLE)):
+        conn.terminate()
+        return True
+    return False
