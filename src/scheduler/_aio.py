@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Coroutine, Iterable
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any
 
 SLICE = 200
@@ -67,6 +68,48 @@ async def wait_event(event: asyncio.Event, timeout_s: float | None) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+RESTART_S = 0.1
+"""A supervised loop that died starts again after this, doubling per death in a row."""
+RESTART_MAX_S = 5.0
+"""The longest wait before a supervised loop starts again."""
+HEALTHY_RUN_S = 60.0
+"""A loop that ran this long before it died starts again after :data:`RESTART_S`."""
+
+
+async def supervised(
+    name: str,
+    run: Callable[[], Coroutine[Any, Any, None]],
+    log: logging.Logger,
+    on_restart: Callable[[list[str]], object] | None = None,
+) -> None:
+    """Run the loop ``run()`` until it returns; start it again whenever it raises.
+
+    A background loop that dies on an exception nobody expected (a store error in a
+    call outside its own ``try``) must not leave the node up with the loop gone: that
+    was the silent stall of issue 42, a dispatcher dead while the node kept its shards.
+    Each death is logged with its traceback and counted (``on_restart([name])``, a
+    ``Counter.update``); the wait
+    before the next start doubles from :data:`RESTART_S` to :data:`RESTART_MAX_S`
+    while the deaths come quickly. Cancellation ends it.
+    """
+    delay = RESTART_S
+    while True:
+        started = time.monotonic()
+        try:
+            await run()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            if time.monotonic() - started >= HEALTHY_RUN_S:
+                delay = RESTART_S
+            log.exception("engine: the %s loop died; starting it again in %.1f s", name, delay)
+            if on_restart is not None:
+                on_restart([name])
+        await asyncio.sleep(delay)
+        delay = min(RESTART_MAX_S, delay * 2)
 
 
 class Background:

@@ -165,6 +165,8 @@ class Node:
         self._placeholder: NotPromotedServer | None = None
         self._lock = asyncio.Lock()
         self._started = False
+        self._lease_serving = True
+        self._engine_serving = True
 
     # -- what a caller reads once started -----------------------------------------
     @property
@@ -330,6 +332,7 @@ class Node:
             membership=self._membership,
             index=self._index,
         )
+        self._engine.health.on_serving = self._on_engine_health
         self._server = Server(self._engine, server_config)
         port = self._server.bind()
         await self._take_lease(port, db_file)
@@ -375,8 +378,17 @@ class Node:
             await self._lease.acquire()
 
     async def _on_lease_change(self, serving: bool) -> None:
+        self._lease_serving = serving
+        await self._report_serving()
+
+    async def _on_engine_health(self, serving: bool) -> None:
+        self._engine_serving = serving
+        await self._report_serving()
+
+    async def _report_serving(self) -> None:
+        # NOT_SERVING while the lease is lost or a loop of the engine is stalled.
         if self._server is not None:
-            await self._server.set_serving(serving)
+            await self._server.set_serving(self._lease_serving and self._engine_serving)
 
     async def _close(self, grace_s: float | None) -> None:
         steps: list[tuple[str, Any]] = []

@@ -89,6 +89,7 @@ class Membership:
         self._stopping = False
         self._stopped = False
         self._failing = False
+        self._yielding = False  # the engine stalled: no renewal (yield_shards)
         self._closing: set[asyncio.Task[None]] = set()
         self._settled: tuple[int, int, dict[int, int]] | None = None
         self.rounds = 0
@@ -184,6 +185,19 @@ class Membership:
             return (self._members_revision, {self.node_id: self.config.advertise})
         return (self._members_revision, dict(self._addresses))
 
+    def yield_shards(self, on: bool) -> None:
+        """``on``: stop renewing the lease (its keys, and so the shards, go to the other
+        nodes once it lapses, within the TTL); ``off``: renew again, or register anew
+        if it lapsed meanwhile, and take part in the next rebalance."""
+        if on == self._yielding:
+            return
+        self._yielding = on
+        if on:
+            _log.error("cluster: %s stops renewing its lease; others take its shards", self.node_id)
+        else:
+            _log.warning("cluster: %s renews its lease again", self.node_id)
+            self._wake.set()
+
     def trusted_for_s(self) -> float:
         """Seconds left before this node stops trusting its lease (0 when it does not)."""
         if self._stopping or self._lease_id is None:
@@ -216,7 +230,7 @@ class Membership:
         every = self.config.keepalive_every_s
         while True:
             lease = self._lease_id
-            if lease is None:
+            if lease is None or self._yielding:
                 await asyncio.sleep(min(every, self.config.rebalance_interval_s))
                 continue
             client = self._client
@@ -274,6 +288,8 @@ class Membership:
             await self._tell_loss(lost)
 
     async def _round(self, client: Any) -> None:
+        if self._yielding:
+            return  # no registration, no claim: the lease lapses and others take over
         cfg = self.config
         timeout = cfg.etcd_timeout_s
         if self._lease_id is None:

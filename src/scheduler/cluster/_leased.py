@@ -127,6 +127,11 @@ class LeasedMembership:
         the server."""
         return (1, {self._node_id: ""})
 
+    def yield_shards(self, on: bool) -> None:
+        """Nothing to yield to: the database lease lets no second node serve the store
+        while this one runs (a node cut off from the store loses the lease with its
+        connection)."""
+
     async def _gain(self) -> None:
         if self._listener is not None:
             await self._listener.on_gain(dict.fromkeys(self._all, 1))

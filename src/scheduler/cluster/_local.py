@@ -81,3 +81,6 @@ class LocalMembership:
     def members(self) -> tuple[int, Mapping[str, str]]:
         """This node alone, with no address of its own (the server fills in its own)."""
         return (1, {self._node_id: ""})
+
+    def yield_shards(self, on: bool) -> None:
+        """Nothing to yield to: a single node is the only one that serves its store."""

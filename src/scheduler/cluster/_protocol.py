@@ -79,3 +79,9 @@ class ShardMembership(Protocol):
         """(revision, node id -> address workers dial) of the live nodes; an empty
         address means "this server's own listen address" (filled in by the server)."""
         ...
+
+    def yield_shards(self, on: bool) -> None:
+        """``on``: stop renewing this node's claim, so the other nodes take its shards
+        (the engine stalled: docs/cluster.md, "What a stalled node does"); ``off``:
+        renew and claim again. A no-op where no other node could take them."""
+        ...

@@ -25,6 +25,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 
+from scheduler.engine._batcher import OutageRetry
+from scheduler.engine._health import Beat
+from scheduler.store import StoreUnavailable
 from scheduler.types import FencedWrite, Outcome
 
 log = logging.getLogger("tickwheel.engine")
@@ -66,8 +69,11 @@ class AckQueue:
         *,
         max_batch: int,
         linger_s: float,
+        beat: Beat | None = None,
     ) -> None:
         self._flush = flush
+        self.retry = OutageRetry("ack", beat)
+        """Waits between the tries of an ack write that found no store."""
         self._max_batch = max_batch
         self._linger_s = linger_s
         self._cap = max_batch * 20
@@ -96,6 +102,7 @@ class AckQueue:
     async def stop(self) -> None:
         """Write what is queued, then stop; safe twice or before start."""
         self._closed = True
+        self.retry.stop()
         task, self._task = self._task, None
         if task is None:
             return
@@ -237,7 +244,17 @@ class AckQueue:
         for p in batch:
             writing[p.write.key.id] = end
         try:
-            outcomes = await self._flush([p.write for p in batch])
+            # A write that found no store stays in flight (a completion of one of its
+            # tasks waits for it) and is tried again until the store is back.
+            while True:
+                try:
+                    outcomes = await self._flush([p.write for p in batch])
+                except StoreUnavailable as exc:
+                    if await self.retry.failed(exc, len(batch)):
+                        continue
+                    raise
+                self.retry.ok()
+                break
         except asyncio.CancelledError:
             for p in batch:
                 p.group.fut.cancel()

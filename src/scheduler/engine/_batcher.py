@@ -4,20 +4,85 @@ Callers ``await batcher.submit(item)``; a single named flusher task takes everyt
 queued so far (up to ``max_batch``), makes one call to the batch function and hands
 each caller its own result. While a flush is in flight, new items pile up for the
 next one, so the batch size grows with load and a quiet system still answers at once.
+
+A flush that finds no store (:class:`~scheduler._errors.StoreUnavailable`) is not
+answered with the error: its items stay first in line and are flushed again, after
+``RETRY_S`` doubling to ``RETRY_MAX_S``, until the store is back or the batcher stops.
+A worker's completion that reached the node during a store outage is committed when
+the store returns, before the reaper may act on its lease (issue 42: an outage used
+to run finished tasks again). A fenced write is safe to repeat: one whose first try
+did commit (the answer was lost with the connection) is refused as stale, never
+applied twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
+
+from scheduler.engine._health import Beat
+from scheduler.store import StoreUnavailable
+
+RETRY_S = 0.05
+"""The first wait before a flush that found no store is tried again."""
+RETRY_MAX_S = 1.0
+"""The longest wait between two tries of a flush while the store is away."""
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 log = logging.getLogger("tickwheel.engine")
+
+
+class OutageRetry:
+    """The tries of a write that found no store: wait, then the same write again,
+    until it commits or the writer stops (the last try is the one after the stop)."""
+
+    def __init__(self, name: str, beat: Beat | None) -> None:
+        self._name = name
+        self._beat = beat
+        self._wait_s = RETRY_S
+        self._stopped = asyncio.Event()
+        self.held = 0
+        """Items held through the outage right now (0: the last write committed)."""
+
+    def stop(self) -> None:
+        """The next failure is final (the writer is stopping)."""
+        self._stopped.set()
+
+    def ok(self) -> None:
+        """A write committed: the store is back."""
+        if self._beat is not None:
+            self._beat.ok()
+        if self.held:
+            log.warning("store back: %d held %s writes committed", self.held, self._name)
+        self._wait_s = RETRY_S
+        self.held = 0
+
+    async def failed(self, exc: StoreUnavailable, n: int) -> bool:
+        """A write of ``n`` items found no store: whether to try it again (after a
+        wait) rather than fail it."""
+        if self._beat is not None:
+            self._beat.failed(exc)
+        if self._stopped.is_set():
+            return False
+        if self.held == 0:
+            log.warning(
+                "store unavailable (%s): holding %d %s writes, trying again until it is back",
+                exc,
+                n,
+                self._name,
+            )
+        self.held = n
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._wait_s):
+                await self._stopped.wait()
+        self._wait_s = min(RETRY_MAX_S, self._wait_s * 2)
+        return True
 
 
 class Batcher(Generic[T, R]):
@@ -29,10 +94,13 @@ class Batcher(Generic[T, R]):
         flush: Callable[[Sequence[T]], Awaitable[Sequence[R]]],
         *,
         max_batch: int = 1000,
+        beat: Beat | None = None,
     ) -> None:
         self._name = name
         self._flush = flush
         self._max_batch = max_batch
+        self.retry = OutageRetry(name, beat)
+        """Waits between the tries of a flush that found no store."""
         self._pending: collections.deque[tuple[Sequence[T], asyncio.Future[list[R]]]] = (
             collections.deque()
         )
@@ -48,6 +116,7 @@ class Batcher(Generic[T, R]):
     async def stop(self) -> None:
         """Flush what is queued, then stop; safe twice or before start."""
         self._closed = True
+        self.retry.stop()
         task, self._task = self._task, None
         if task is None:
             return
@@ -93,11 +162,20 @@ class Batcher(Generic[T, R]):
                     for _, fut in groups:
                         fut.cancel()
                     raise
+                except StoreUnavailable as exc:
+                    if await self.retry.failed(exc, len(batch)):
+                        self._pending.extendleft(reversed(groups))  # first in line again
+                        continue
+                    for _, fut in groups:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
                 except Exception as exc:
                     for _, fut in groups:
                         if not fut.done():
                             fut.set_exception(exc)
                     continue
+                self.retry.ok()
                 offset = 0
                 for items, fut in groups:
                     n = len(items)

@@ -22,6 +22,7 @@ from scheduler._errors import StoreError
 from scheduler.engine._acks import AckQueue
 from scheduler.engine._batcher import Batcher
 from scheduler.engine._config import EngineConfig
+from scheduler.engine._health import Beat
 from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats
 from scheduler.engine._timeline import Timeline
@@ -66,6 +67,7 @@ class Completer:
         wake_preloader: Callable[[], None],
         reload: Callable[[Sequence[Release]], Awaitable[None]],
         settled: Callable[[Iterable[uuid.UUID]], None] = lambda ids: None,
+        store_beat: Beat | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -78,18 +80,23 @@ class Completer:
         self._settled = settled
         """Tells WaitTask callers about tasks that became COMPLETED/CANCELLED/DEAD_LETTER."""
         mb = config.max_batch
-        self.acks = AckQueue(self._flush_acks, max_batch=mb, linger_s=config.ack_linger_ms / 1000)
+        # Each write kind tells the store's beat whether it found the store
+        # (``_health.py``); one that did not is held and tried again (``_batcher.py``).
+        beat = store_beat
+        self.acks = AckQueue(
+            self._flush_acks, max_batch=mb, linger_s=config.ack_linger_ms / 1000, beat=beat
+        )
         self._heartbeats: Batcher[FencedWrite, Outcome] = Batcher(
-            "heartbeat", self._flush_heartbeats, max_batch=mb
+            "heartbeat", self._flush_heartbeats, max_batch=mb, beat=beat
         )
         self._completions: Batcher[Completion, Outcome] = Batcher(
-            "complete", self._flush_completions, max_batch=mb
+            "complete", self._flush_completions, max_batch=mb, beat=beat
         )
         self._failures: Batcher[FailureReport, Outcome] = Batcher(
-            "fail", self._flush_failures, max_batch=mb
+            "fail", self._flush_failures, max_batch=mb, beat=beat
         )
         self._releases: Batcher[Release, Outcome] = Batcher(
-            "release", self._flush_releases, max_batch=mb
+            "release", self._flush_releases, max_batch=mb, beat=beat
         )
         self._batchers: tuple[Batcher[Any, Any], ...] = (
             self._heartbeats,
@@ -97,6 +104,10 @@ class Completer:
             self._failures,
             self._releases,
         )
+
+    def holding(self) -> bool:
+        """Whether writes that found no store wait to be tried again."""
+        return self.acks.retry.held > 0 or any(b.retry.held > 0 for b in self._batchers)
 
     def start(self) -> None:
         """Start the ack queue and the batchers."""
@@ -199,9 +210,12 @@ class Completer:
             # here holds it any more, so its slot on this node comes back as well.
             for key, _ in held:
                 self._slots.free(key.id)
-        except RuntimeError:
-            # Engine already stopped: their leases lapse and the reaper requeues them.
-            log.warning("could not release %d unacked tasks; leases will expire", len(held))
+        except (RuntimeError, StoreError) as exc:
+            # Engine already stopped, or it stopped while the store was away: their
+            # leases lapse and the reaper requeues them.
+            log.warning(
+                "could not release %d unacked tasks (%s); leases will expire", len(held), exc
+            )
 
     async def record_refused(
         self, writes: Sequence[FencedWrite], outcomes: Sequence[Outcome], actor: str, write: str

@@ -139,6 +139,22 @@ class EngineConfig:
     canary_interval_s: float = 0.0
     """Schedule a canary task this often (0: off; ``tickwheel serve`` turns it on at
     60 s). It runs on a built-in in-process worker of the SYSTEM tenant."""
+    stall_after_s: float = 5.0
+    """A loop that holds the node's promise (the dispatcher, the pre-loader, the store
+    writes) and has made no progress for this long while it had work (one round still
+    running, or every attempt failing) makes the node report NOT_SERVING, with a log
+    line and ``tickwheel_engine_loop_stalled_seconds`` naming the loop
+    (``_health.py``, docs/cluster.md "What a stalled node does")."""
+    stall_yield_s: float = 15.0
+    """A stall this long makes a clustered node stop renewing its etcd lease, so the
+    other nodes take its shards; it renews (and claims again) once the stall is over.
+    0: never (a node that is alone has nobody to hand its shards to)."""
+    outage_grace_s: float | None = None
+    """After a store call failed for want of the store, the reaper takes back no
+    expired lease until the store has answered for this long and every write that
+    waited through the outage is committed: the heartbeats and completions that
+    reached the node meanwhile land first, so an outage reruns nothing (None: one
+    ``lease_ttl_s``, time for every live worker to heartbeat once more)."""
 
     def tier_weight(self, tier: str) -> int:
         """The fair-share weight of ``tier`` (1 for an unknown tier)."""
@@ -201,5 +217,13 @@ class EngineConfig:
             raise ValueError("EngineConfig.index_flush_ms must be >= 0")
         if self.reconcile_skew_s < 0:
             raise ValueError("EngineConfig.reconcile_skew_s must be >= 0")
+        if self.stall_after_s <= 0:
+            raise ValueError("EngineConfig.stall_after_s must be positive")
+        if self.stall_yield_s < 0:
+            raise ValueError("EngineConfig.stall_yield_s must be >= 0")
+        if self.stall_yield_s and self.stall_yield_s < self.stall_after_s:
+            raise ValueError("EngineConfig.stall_yield_s must be 0 or >= stall_after_s")
+        if self.outage_grace_s is not None and self.outage_grace_s < 0:
+            raise ValueError("EngineConfig.outage_grace_s must be >= 0")
         if self.heartbeat_interval_s >= self.lease_ttl_s:
             raise ValueError("EngineConfig.heartbeat_interval_s must be below lease_ttl_s")

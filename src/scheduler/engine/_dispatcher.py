@@ -24,6 +24,7 @@ from scheduler._aio import wait_event
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._fair_share import FairShare
+from scheduler.engine._health import Beat
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._ready import POOL_ORDER, ReadyQueues
 from scheduler.engine._registry import Sessions
@@ -33,7 +34,7 @@ from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats, PoolMetrics
 from scheduler.engine._timeline import Timeline, to_ms
 from scheduler.quota import QuotaGate
-from scheduler.store import Store
+from scheduler.store import Store, StoreUnavailable
 from scheduler.types import Assignment, DispatchRequest, Pool, Preloaded
 
 log = logging.getLogger("tickwheel.engine")
@@ -60,6 +61,7 @@ class Dispatcher:
         stats: EngineStats,
         outlet_pools: frozenset[Pool],
         reload_shard: Callable[[int], None],
+        beat: Beat | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -76,6 +78,9 @@ class Dispatcher:
         self._stats = stats
         self._outlet_pools = outlet_pools
         self._reload_shard = reload_shard
+        self._beat = beat or Beat("dispatcher")
+        self._commit_error: BaseException | None = None
+        """The last round's failed dispatch commit (None: it had none)."""
         self._wake = asyncio.Event()
         self._commit_ms: collections.deque[float] = collections.deque(maxlen=32)
         self._throttled_until = 0.0
@@ -105,24 +110,48 @@ class Dispatcher:
     async def run(self) -> None:
         """The dispatch loop, until cancelled."""
         await self._ready.paused_known.wait()  # which tenants a home move paused
+        beat = self._beat
         while True:
             # Cleared before the work, so a nudge that arrives during it is not lost.
             self._wake.clear()
             lead = self.lead_ms()
-            now_ms = self._now_ms()
-            # A round fires the wheel only once its earliest task is within the lead,
-            # and then takes a window more: wake-ups in between (completions, credit)
-            # must not commit the trickle that just came into range one task at a time.
-            harvest = lead + self._config.dispatch_window_ms
-            nxt = self._timeline.next_due_ms()
-            if nxt is not None and nxt <= now_ms + lead:
-                self._ready.extend(self._timeline.fire(now_ms + harvest))
-            if self._mirror.spilled:
-                await self._pop_spilled(harvest)
-            await self._report_finished()
-            while len(self._ready) and await self.match_and_commit():
-                pass
+            beat.begin()
+            self._commit_error = None
+            try:
+                await self._round(lead)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # A store or quota call outside the commit failed (a tenant's limits,
+                # Redis): the round's tasks are still in the ready queues, nothing was
+                # committed. Before issue 42 this ended the loop for good.
+                if not isinstance(exc, StoreUnavailable):
+                    log.exception("dispatch round failed; trying again")
+                elif not beat.failing:
+                    log.warning("dispatch round failed (%s); trying again", exc)
+                beat.failed(exc)
+                await asyncio.sleep(0.1)
+                continue
+            if self._commit_error is not None:
+                beat.failed(self._commit_error)
+            else:
+                beat.ok()
             await self._sleep_until_next(lead)
+
+    async def _round(self, lead: int) -> None:
+        now_ms = self._now_ms()
+        # A round fires the wheel only once its earliest task is within the lead,
+        # and then takes a window more: wake-ups in between (completions, credit)
+        # must not commit the trickle that just came into range one task at a time.
+        harvest = lead + self._config.dispatch_window_ms
+        nxt = self._timeline.next_due_ms()
+        if nxt is not None and nxt <= now_ms + lead:
+            self._ready.extend(self._timeline.fire(now_ms + harvest))
+        if self._mirror.spilled:
+            await self._pop_spilled(harvest)
+        await self._report_finished()
+        while len(self._ready) and await self.match_and_commit():
+            pass
 
     async def _pop_spilled(self, ahead_ms: int) -> None:
         """Due tasks that wait in the Redis index (the wheel was over its cap)."""
@@ -145,6 +174,10 @@ class Dispatcher:
         throttled = self._throttled_until - time.monotonic()
         if len(self._ready) and throttled > 0:
             timeout = throttled if timeout is None else min(timeout, throttled)
+        if len(self._ready) and self._commit_error is not None:
+            # The commit failed (it waited a moment already): try again now, not at the
+            # next nudge, which may never come if these were the last tasks due.
+            timeout = 0.0
         await wait_event(self._wake, timeout)
 
     async def _report_finished(self) -> None:
@@ -285,8 +318,12 @@ class Dispatcher:
         started = time.monotonic()
         try:
             assignments = await self._store.mark_dispatched(requests, now)
-        except Exception:
-            log.exception("dispatch commit failed; tasks stay PRELOADED and are retried")
+        except Exception as exc:
+            if not isinstance(exc, StoreUnavailable):
+                log.exception("dispatch commit failed; tasks stay PRELOADED and are retried")
+            elif not self._beat.failing:  # once per outage: the health loop says the rest
+                log.warning("dispatch commit failed (%s); tasks stay PRELOADED, retried", exc)
+            self._commit_error = exc
             back: collections.Counter[uuid.UUID] = collections.Counter(unused)
             for s, p in reversed(picks):
                 self._undo(s, p)

@@ -30,10 +30,11 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
-from scheduler._aio import Background, cancel_and_wait, slices, wait_event
+from scheduler._aio import Background, cancel_and_wait, slices, supervised, wait_event
 from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
 from scheduler.cluster import LocalMembership, ShardMembership
 from scheduler.engine._admission import Admission
@@ -44,6 +45,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._dispatcher import Dispatcher
 from scheduler.engine._fair_share import FairShare
+from scheduler.engine._health import Health
 from scheduler.engine._history import History
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._leases import Reaper
@@ -141,9 +143,10 @@ class Engine:
         self._timeline = Timeline(
             cfg, self._shards, self._mirror, self.stats, self._wake_dispatcher, self._now_ms()
         )
-        self._preloader = Preloader(
-            store, cfg, self.now, self._shards, self._timeline, self._mirror, self._background
-        )
+        self.health = Health(cfg, self.membership.yield_shards)
+        """Whether the dispatch, pre-load and store-write loops make progress."""
+        parts = (self._shards, self._timeline, self._mirror, self._background)
+        self._preloader = Preloader(store, cfg, self.now, *parts, self.health.preloader)
         self._slots = Slots(self._slot_freed)
         self._waiters = Waiters()
         self._completer = Completer(
@@ -156,7 +159,9 @@ class Engine:
             self._preloader.wake,
             self._preloader.reload,
             self._waiters.settled,
+            self.health.store,
         )
+        self.health.pending_writes = self._completer.holding
         self._sessions = Sessions(
             store, cfg, self._completer, self._wake_dispatcher, self._outlets.publish
         )
@@ -173,6 +178,7 @@ class Engine:
                 self._timeline,
                 self.stats,
                 self._preloader.wake,
+                self.health.reaping_allowed,
             )
         )
         self._delivery = Delivery(self._now_us, self.stats)
@@ -192,6 +198,7 @@ class Engine:
             stats=self.stats,
             outlet_pools=self._outlets.pools,
             reload_shard=self._preloader.reload_shard,
+            beat=self.health.dispatcher,
         )
         self._shard_handler = ShardHandler(
             store, node_id, self.now, self._shards, self._preloader, self._timeline, self._ready
@@ -242,18 +249,24 @@ class Engine:
         await self.membership.start()
         for outlet in self._outlets.outlets:
             self._sessions.open_outlet(outlet)
-        self._tasks = [
-            asyncio.create_task(self._dispatcher.run(), name="tickwheel-dispatcher"),
-            asyncio.create_task(self._delivery.run(), name="tickwheel-deliverer"),
-            asyncio.create_task(self._preloader.run(), name="tickwheel-preloader"),
-            asyncio.create_task(self.schedules.run(), name="tickwheel-schedules"),
-            asyncio.create_task(self._moves.run(), name="tickwheel-moves"),
-            asyncio.create_task(self.backlog.run(), name="tickwheel-backlog"),
-        ]
+        # Every loop is supervised: one that dies is logged and started again, never
+        # left dead while the node keeps its shards (issue 42).
+        loops: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
+            "dispatcher": self._dispatcher.run,
+            "deliverer": self._delivery.run,
+            "preloader": self._preloader.run,
+            "schedules": self.schedules.run,
+            "moves": self._moves.run,
+            "backlog": self.backlog.run,
+            "health": self.health.run,
+        }
         if self._shards.shared:
-            self._tasks.append(
-                asyncio.create_task(self._preloader.hear_notices(), name="tickwheel-notices")
-            )
+            loops["notices"] = self._preloader.hear_notices
+        restarts = self.stats.loop_restarts
+        self._tasks = [
+            asyncio.create_task(supervised(n, run, log, restarts.update), name=f"tickwheel-{n}")
+            for n, run in loops.items()
+        ]
         if self.config.canary_interval_s > 0:
             await self.canary.start()
 

@@ -35,6 +35,7 @@ class Reaper:
         timeline: Timeline,
         stats: EngineStats,
         wake_preloader: Callable[[], None],
+        may_reap: Callable[[], bool] = lambda: True,
     ) -> None:
         self._store = store
         self._config = config
@@ -45,6 +46,10 @@ class Reaper:
         self._timeline = timeline
         self._stats = stats
         self._wake_preloader = wake_preloader
+        self._may_reap = may_reap
+        """False during and just after a store outage (``Health.reaping_allowed``)."""
+        self.held_back = 0
+        """Passes that reaped nothing because a store outage was too recent."""
 
     def _count(self, result: ReclaimResult) -> None:
         """Lease expiries by outcome, and the lifecycle counters they move (labels from
@@ -67,9 +72,17 @@ class Reaper:
             stats.tasks["failed"][labels(key.id)] += 1
 
     async def reclaim_once(self) -> None:
-        """Take back every expired lease of this node's shards (in batches)."""
+        """Take back every expired lease of this node's shards (in batches).
+
+        Not during or just after a store outage: a lease that lapsed only because its
+        worker's heartbeats and completion could not be written is not the worker's
+        silence. The writes held through the outage commit first, and every live
+        worker gets a grace period to heartbeat again (``Health.reaping_allowed``)."""
         scope = self._shards.scope()
         if scope == []:
+            return
+        if not self._may_reap():
+            self.held_back += 1
             return
         batch = self._config.preload_batch
         while True:

@@ -22,13 +22,14 @@ from datetime import datetime, timedelta
 from scheduler._aio import Background, wait_event
 from scheduler._errors import NotFound
 from scheduler.engine._config import EngineConfig
+from scheduler.engine._health import Beat
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._leases import Reaper
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._timeline import Timeline, preloaded
 from scheduler.index import IndexUnavailable
 from scheduler.states import TaskState
-from scheduler.store import Store
+from scheduler.store import Store, StoreUnavailable
 from scheduler.types import Preloaded, Release, TaskKey
 
 log = logging.getLogger("tickwheel.engine")
@@ -52,6 +53,7 @@ class Preloader:
         timeline: Timeline,
         mirror: IndexMirror,
         background: Background,
+        beat: Beat | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -60,6 +62,7 @@ class Preloader:
         self._timeline = timeline
         self._mirror = mirror
         self._background = background
+        self._beat = beat or Beat("preloader")
         self._reaper: Reaper | None = None
         self._wake = asyncio.Event()
         self._reconcile_at = 0.0
@@ -87,6 +90,7 @@ class Preloader:
             # Cleared before the pass, so a wake-up that arrives during it (a work
             # notice for rows the pass's claim did not see yet) runs another pass.
             self._wake.clear()
+            self._beat.begin()
             try:
                 await self._preload_once()
                 if self._reaper is not None:
@@ -97,8 +101,14 @@ class Preloader:
                     await self.check_index()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("pre-load cycle failed; retrying next interval")
+            except Exception as exc:
+                if not isinstance(exc, StoreUnavailable):
+                    log.exception("pre-load cycle failed; retrying next interval")
+                elif not self._beat.failing:  # once per outage, without the traceback
+                    log.warning("pre-load cycle failed (%s); retrying each interval", exc)
+                self._beat.failed(exc)
+            else:
+                self._beat.ok()
             await wait_event(self._wake, self._config.preload_interval_s)
 
     async def _preload_once(self) -> None:

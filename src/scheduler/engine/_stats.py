@@ -70,6 +70,10 @@ class EngineStats:
     """Shard indexes this node rebuilt from the store: on a gain that found them lost,
     and when its index round found an owned shard's index lost (FLUSHALL, a restart)."""
     reclaimed: int = 0
+    loop_restarts: collections.Counter[str] = dataclasses.field(
+        default_factory=collections.Counter, repr=False
+    )
+    """Background loops started again after they died, by loop name."""
     schedule_fired: int = 0
     """Schedule occurrences turned into tasks."""
     canary_lag_ms: collections.deque[float] = dataclasses.field(

@@ -66,6 +66,10 @@ CATALOG: tuple[Metric, ...] = (
     _m("tickwheel_lease_expiries_total", "counter", "outcome", "node",
        "Tasks whose lease lapsed, by what the reaper did (requeued, retrying, "
        "dead_letter, cancelled)."),
+    _m("tickwheel_engine_loop_stalled_seconds", "gauge", "loop", "node",
+       "Seconds a loop that holds the node's promise (dispatcher, preloader, store "
+       "writes) has had work and made no progress; 0 while it does. Past "
+       "stall_after_s the node reports NOT_SERVING."),
     _m("tickwheel_store_commit_seconds", "histogram", "kind", "node",
        "Latency of the batched store writes by kind (insert, dispatch, ack, heartbeat, "
        "complete, fail, release)."),

@@ -110,6 +110,10 @@ class EngineCollector(Collector):
         for outcome in ("requeued", "retrying", "dead_letter", "cancelled"):
             expiries.add_metric([outcome], stats.lease_expiries[outcome])
         yield expiries
+        stalled = _gauge("tickwheel_engine_loop_stalled_seconds", ("loop",))
+        for loop, seconds in engine.health.stalled().items():
+            stalled.add_metric([loop], seconds)
+        yield stalled
         commit = _histogram("tickwheel_store_commit_seconds", ("kind",))
         for kind, buckets in stats.commit_s.items():
             _add(commit, [kind], buckets)

@@ -566,11 +566,13 @@ class WorkerService(pbg.WorkerServiceServicer):
         self, request_iterator: AsyncIterator[WorkerMessage], context: Context
     ) -> AsyncIterator[Reply]:
         """One worker's stream: hello first, then credit-based pushes and fenced writes."""
-        # The request generator is made only after auth, and always closed explicitly:
+        # The request generator is always closed explicitly (a refused key included):
         # gRPC's receiver must not be finalised by the garbage collector.
-        tenant_id = await self._authenticate(context)
         requests = aiter(request_iterator)
         try:
+            # Inside the mapped block: a key checked against a store that is away is
+            # UNAVAILABLE, as on every unary call (it reached grpc as UNKNOWN).
+            tenant_id = await self._authenticate(context)
             try:
                 first = await asyncio.wait_for(anext(requests), self._config.hello_timeout_s)
             except StopAsyncIteration:

@@ -73,6 +73,8 @@ class FixedShards:
     def owns(self, shard: int) -> bool:
         return shard in self._owned
 
+    def yield_shards(self, on: bool) -> None: ...
+
 
 EVEN = frozenset(range(0, SHARDS, 2))
 ODD = frozenset(range(1, SHARDS, 2))

@@ -25,6 +25,7 @@ from scheduler.engine import EngineConfig, WorkerHello
 from scheduler.metrics import MetricsConfig, MetricsEndpoint, watchdog_endpoint, worker_endpoint
 from scheduler.node import Node, NodeConfig
 from scheduler.server import ServerConfig
+from scheduler.store import StoreUnavailable
 from scheduler.watchdog import Watchdog, WatchdogConfig
 from scheduler.worker import ReconnectConfig, TaskContext, Worker
 from tests.support.metrics import documented, scrape, total
@@ -209,6 +210,15 @@ async def test_every_documented_metric_is_exported_and_moves(pg_dsn: str) -> Non
                 ),
                 what="the canary, the depth poll and the throttle",
             )
+            # A stalled loop's gauge: the stall itself (a store that never answers) is
+            # tests/integration/engine/test_store_hangs.py; here, its export.
+            node.engine.health.preloader.failed(StoreUnavailable("metrics test"))
+            await eventually(
+                lambda: snap("node", node_url),
+                until=lambda s: total(s, "tickwheel_engine_loop_stalled_seconds", "gauge") > 0,
+                what="a stalled loop's gauge",
+            )
+            node.engine.health.preloader.ok()
             dog = Watchdog(WatchdogConfig(database_url=pg_dsn, canary_max_lag_s=1e-6))
             dend: MetricsEndpoint = watchdog_endpoint(dog, MetricsConfig(port=0))
             await dend.start()

@@ -5,18 +5,20 @@ directly (no loop), so every test is one round and what it left behind.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler._aio import Background
+from scheduler._aio import Background, cancel_and_wait
 from scheduler.engine import EngineConfig, _dispatcher
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._dispatcher import Dispatcher
 from scheduler.engine._fair_share import FairShare
+from scheduler.engine._health import Beat
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._ready import ReadyQueues
 from scheduler.engine._registry import Sessions
@@ -27,7 +29,9 @@ from scheduler.engine._stats import EngineStats
 from scheduler.engine._timeline import Timeline, to_ms, to_us
 from scheduler.engine._types import AssignmentBatch, WorkerHello
 from scheduler.quota import LocalQuota
+from scheduler.store import StoreUnavailable
 from scheduler.types import Assignment, DispatchRequest, Pool, Preloaded, TaskKey, Tenant
+from tests.support.waiting import eventually
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TENANT = uuid.UUID(int=7)
@@ -64,10 +68,13 @@ class FakeStore:
         self.calls: list[list[DispatchRequest]] = []
         self.cancelled: set[uuid.UUID] = set()
         self.fail: Exception | None = None
+        self.tenant_fail: Exception | None = None
         self.tick: FakeClock | None = None
         self.commit_ms = 0.0
 
     async def get_tenant(self, tenant_id: uuid.UUID) -> Tenant:
+        if self.tenant_fail is not None:
+            raise self.tenant_fail
         return self.tenants.get(tenant_id, Tenant(id=tenant_id, name="t"))
 
     async def get_task(self, tenant_id: uuid.UUID | None, task_id: uuid.UUID) -> object:
@@ -128,6 +135,7 @@ class Rig:
     def __init__(self, config: EngineConfig | None = None, owned: frozenset[int] | None = None):
         self.config = config or EngineConfig()
         self.store = FakeStore()
+        self.beat = Beat("dispatcher")
         self.stats = EngineStats()
         self.membership = FakeMembership(owned if owned is not None else frozenset(range(256)))
         self.shards = ShardState(self.membership, clustered=owned is not None)  # type: ignore[arg-type]
@@ -165,6 +173,7 @@ class Rig:
             stats=self.stats,
             outlet_pools=frozenset(),
             reload_shard=lambda _s: None,
+            beat=self.beat,
         )
 
     def session(
@@ -429,3 +438,49 @@ async def test_rounds_grow_to_max_batch_only_while_the_dispatcher_is_behind() ->
     while len(rig.ready):
         sizes.append(await rig.dispatcher.match_and_commit())
     assert sizes == [8, 3, 3, 3, 3]
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` (bounded by the test's timeout): the loop runs meanwhile."""
+
+    async def probe() -> bool:
+        return condition()
+
+    await eventually(probe, timeout_s=10)
+
+
+async def test_the_loop_outlives_a_store_that_fails_outside_the_commit() -> None:
+    """Issue 42's silent stall: a tenant's limits read from a store that had gone away
+    raised out of the round and ended the dispatch loop for good, while the node kept
+    its shards. The round fails, the beat says so, and the next round dispatches."""
+    rig = Rig()
+    rig.session(slots=1)
+    rig.store.tenant_fail = StoreUnavailable("PostgreSQL: CannotConnectNowError")
+    rig.ready.push(task())
+    loop = asyncio.create_task(rig.dispatcher.run())
+    try:
+        await until(lambda: rig.beat.failing)
+        assert rig.store.calls == []
+        assert len(rig.ready) == 1
+        rig.store.tenant_fail = None
+        await until(lambda: len(rig.store.calls) == 1 and not rig.beat.failing)
+        assert not loop.done()
+    finally:
+        await cancel_and_wait([loop])
+
+
+async def test_a_failing_commit_marks_the_round_failed_until_one_lands() -> None:
+    rig = Rig()
+    rig.session(slots=1)
+    rig.store.fail = StoreUnavailable("PostgreSQL: ConnectionRefusedError")
+    rig.ready.push(task())
+    loop = asyncio.create_task(rig.dispatcher.run())
+    try:
+        await until(lambda: len(rig.store.calls) >= 2)
+        assert rig.beat.failing
+        assert "ConnectionRefused" in (rig.beat.last_error or "")
+        rig.store.fail = None
+        rig.dispatcher.wake()
+        await until(lambda: not rig.beat.failing and len(rig.ready) == 0)
+    finally:
+        await cancel_and_wait([loop])
