@@ -236,6 +236,13 @@ MIN_ADMIN_TOKEN_CHARS = 16
     help=f"Enables AdminService with this token (at least {MIN_ADMIN_TOKEN_CHARS} characters).",
 )
 @click.option(
+    "--dashboard-secret",
+    envvar="TICKWHEEL_DASHBOARD_SECRET",
+    help="Shared with `tickwheel ui --dashboard-secret` (at least 16 characters): the "
+    "dashboard's calls then name each browser's address, and failed logins are throttled "
+    "per browser instead of locking out every dashboard user.",
+)
+@click.option(
     "--tls-cert", envvar="TICKWHEEL_TLS_CERT", type=click.Path(exists=True, dir_okay=False)
 )
 @click.option("--tls-key", envvar="TICKWHEEL_TLS_KEY", type=click.Path(exists=True, dir_okay=False))
@@ -299,6 +306,7 @@ def serve(
     store: str | None,
     postgres_dsn: str | None,
     admin_token: str | None,
+    dashboard_secret: str | None,
     tls_cert: str | None,
     tls_key: str | None,
     tls_client_ca: str | None,
@@ -378,6 +386,7 @@ def serve(
             listen=listen,
             advertise=advertise or listen,
             admin_token=admin_token,
+            dashboard_secret=dashboard_secret,
             tls_cert_path=tls_cert,
             tls_key_path=tls_key,
             tls_client_ca_path=tls_client_ca,
