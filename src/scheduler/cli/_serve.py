@@ -332,6 +332,7 @@ def serve(
     reuse_port: bool,
     metrics_port: int | None,
     metrics_host: str,
+    metrics_token: str | None,
     metrics_depth_interval_s: float,
     limits: dict[str, Any],
     region: str,
@@ -413,6 +414,7 @@ def serve(
             metrics_config = MetricsConfig(
                 host=metrics_host,
                 port=metrics_port,
+                token=metrics_token,
                 depth_interval_s=metrics_depth_interval_s,
             )
         node_config = NodeConfig(
@@ -522,6 +524,7 @@ def dev(
     count_cache_s: float,
     metrics_port: int,
     metrics_host: str,
+    metrics_token: str | None,
     no_metrics: bool,
     metrics_depth_interval_s: float,
     limits: dict[str, Any],
@@ -573,7 +576,10 @@ def dev(
             metrics=None
             if no_metrics
             else MetricsConfig(
-                host=metrics_host, port=metrics_port, depth_interval_s=metrics_depth_interval_s
+                host=metrics_host,
+                port=metrics_port,
+                token=metrics_token,
+                depth_interval_s=metrics_depth_interval_s,
             ),
             ui_port=None if no_ui else ui_port,
             region=region,
