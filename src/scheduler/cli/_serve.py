@@ -484,7 +484,7 @@ async def _serve(node_config: Any) -> None:
     "as_json",
     is_flag=True,
     help="Print the connect facts (target, api_key, admin_token, tenant_id, database, "
-    "ui_url) as one JSON object on stdout instead of the banner.",
+    "ui_url, ui_login_url) as one JSON object on stdout instead of the banner.",
 )
 @click.option(
     "--credentials-file",
@@ -537,8 +537,8 @@ def dev(
     The tenant "dev", its API key and the admin token are kept in DB.credentials.json
     beside the database (mode 0600) and reused when dev restarts on the same file. The
     SQLite file is locked (DB.lock beside it): a second dev or serve on the same file is
-    refused. The web dashboard listens on 127.0.0.1:--ui-port with the dev API key and
-    admin token as its default credentials (the banner prints its address)."""
+    refused. The web dashboard listens on 127.0.0.1:--ui-port; the banner prints its
+    login link, which logs a browser in with the dev API key and the admin token."""
     from scheduler.cli._dev import run_dev
     from scheduler.metrics import MetricsConfig
     from scheduler.regions import REGION_NAME
