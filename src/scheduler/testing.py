@@ -21,8 +21,9 @@ import contextlib
 import dataclasses
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
+from typing import Any
 
 from scheduler.client import AdminClient, Client
 from scheduler.engine import Engine, EngineConfig
@@ -69,15 +70,24 @@ async def start_local(
     max_concurrent_workers: int = 0,
     admin_token: str | None = None,
     clock: Callable[[], datetime] | None = None,
+    server_options: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[LocalEnvironment]:
-    """Start an embedded node on a free port with one tenant; yield its environment."""
+    """Start an embedded node on a free port with one tenant; yield its environment.
+
+    ``server_options``: further :class:`~scheduler.server.ServerConfig` fields (limits,
+    ``dashboard_secret``)."""
     token = admin_token or secrets.token_urlsafe(24)
     engine = engine or EngineConfig()
     node = Node(
         NodeConfig(
             store_url=store_url,
             engine=engine,
-            server=ServerConfig(listen="127.0.0.1:0", admin_token=token, region=engine.region),
+            server=ServerConfig(
+                listen="127.0.0.1:0",
+                admin_token=token,
+                region=engine.region,
+                **(server_options or {}),
+            ),
         ),
         clock=clock,
     )

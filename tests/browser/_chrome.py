@@ -49,6 +49,9 @@ CHROME_ARGS = (
     "--disable-sync",
     "--disable-dev-shm-usage",
     "--window-size=1280,900",
+    # Names an attacker would point at 127.0.0.1 (DNS rebinding; a cross-site page):
+    # resolved here, never asked of a DNS server.
+    "--host-resolver-rules=MAP rebind.attacker.example 127.0.0.1, MAP evil.example 127.0.0.1",
 )
 
 saved_artifacts: list[Path] = []

@@ -3,7 +3,8 @@ gRPC API the tests compare the dashboard against.
 
 :class:`DevProcess` starts ``tickwheel dev`` as an operator would (its own process
 group, a fresh SQLite file in a temporary directory, free ports) and reads its facts
-line (``target``, ``api_key``, ``admin_token``, ``tenant_id``, ``ui_url``).
+line (``target``, ``api_key``, ``admin_token``, ``tenant_id``, ``ui_url``,
+``ui_login_url``); :func:`open_login_link` logs a browser in as a user clicking it.
 :func:`seed` submits tasks through the public client (:mod:`scheduler.client`) and
 real ``tickwheel worker`` processes so every page has something to show.
 :class:`Api` calls the dashboard's RPCs on a plain synchronous gRPC channel.
@@ -37,6 +38,7 @@ from scheduler.client import (
     TaskSpec,
     TaskState,
 )
+from tests.browser._chrome import Browser
 from tests.support.processes import TICKWHEEL, TickwheelProcess, WorkerProcess
 from tests.support.servers import ServerStartError, free_port, port_open
 
@@ -133,10 +135,29 @@ class DevProcess(TickwheelProcess):
         return str(self.facts["tenant_id"])
 
     @property
+    def login_url(self) -> str:
+        """The dashboard's login link (``…/login#token=…``), new each start."""
+        return str(self.facts["ui_login_url"])
+
+    @property
     def ui_url(self) -> str:
         """The dashboard's base URL, ending in ``/``."""
         url = str(self.facts["ui_url"])
         return url if url.endswith("/") else url + "/"
+
+
+def open_login_link(browser: Browser, dev: DevProcess) -> None:
+    """Open the login link ``dev`` printed, as a user clicking it would, and wait until
+    its script has logged the browser in (the overview, the token gone from the URL)."""
+    browser.get("about:blank")  # from /login itself the link would change the fragment only
+    browser.get(dev.login_url)
+    browser.wait_for(
+        lambda: (
+            browser.driver.current_url.rstrip("/") == dev.ui_url.rstrip("/")
+            and browser.has_testid("logout")
+        ),
+        what="the login link to log the browser in",
+    )
 
 
 # --------------------------------------------------------------------------- the API

@@ -26,7 +26,15 @@ from selenium.webdriver.common.by import By
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import SyncClient, TaskSpec
 from tests.browser._chrome import Browser
-from tests.browser._devserver import STATES, Api, DevProcess, Seeded, pool_name, state_name
+from tests.browser._devserver import (
+    STATES,
+    Api,
+    DevProcess,
+    Seeded,
+    open_login_link,
+    pool_name,
+    state_name,
+)
 
 T = TypeVar("T")
 
@@ -45,6 +53,12 @@ def assert_not_available(browser: Browser) -> None:
     assert "not available" in browser.html.lower(), (
         f"{browser.driver.current_url}: an unimplemented RPC must show 'not available'"
     )
+
+
+@pytest.fixture(autouse=True)
+def _logged_in(browser: Browser, dev: DevProcess) -> None:
+    """Every page test starts as a user who clicked ``dev``'s login link."""
+    open_login_link(browser, dev)
 
 
 def login(browser: Browser, dev: DevProcess, *, api_key: str = "", admin_token: str = "") -> None:

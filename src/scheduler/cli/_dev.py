@@ -66,6 +66,10 @@ class ConnectFacts:
     """Prometheus ``/metrics`` of the dev node ("" when off)."""
     ui_url: str = ""
     """The dashboard's address (empty with ``--no-ui``)."""
+    ui_login_url: str = ""
+    """The dashboard's login link (a new one each start; empty with ``--no-ui``): a
+    browser that opens it is logged in with the dev key and the admin token. Every other
+    browser gets the login page."""
 
 
 def credentials_path(db: Path) -> Path:
@@ -144,6 +148,8 @@ async def run_dev(
     saved_path = credentials_path(path)
     saved = _read_saved(saved_path)
     admin_token = saved.get("admin_token") or secrets.token_urlsafe(24)
+    # The node believes the browser address the dashboard's calls name only with this.
+    dashboard_secret = secrets.token_urlsafe(24)
     extra: dict[str, Any] = dict(timing or {})
     if demo:
         extra["jitter_window_s"] = DEMO_JITTER_WINDOW_S
@@ -154,6 +160,7 @@ async def run_dev(
             server=ServerConfig(
                 listen=listen,
                 admin_token=admin_token,
+                dashboard_secret=dashboard_secret,
                 reuse_port=reuse_port,
                 region=region,
                 regions=regions or RegionDirectory(),
@@ -176,11 +183,20 @@ async def run_dev(
                     admin_token=admin_token,
                     port=ui_port,
                     port_fallback=True,
+                    dashboard_secret=dashboard_secret,
                 )
             )
         ui_url = dashboard.url if dashboard else ""
+        ui_login_url = (dashboard.login_url or "") if dashboard else ""
         facts = ConnectFacts(
-            target, secret, admin_token, str(tenant_id), str(path), node.metrics_url or "", ui_url
+            target,
+            secret,
+            admin_token,
+            str(tenant_id),
+            str(path),
+            node.metrics_url or "",
+            ui_url,
+            ui_login_url,
         )
         write_private(saved_path, facts)
         if credentials_file:
@@ -196,8 +212,9 @@ async def run_dev(
             await run_demo(engine, target, secret, demo_tasks, lead_s=lead_s)
             if dashboard is not None:
                 console.print(
-                    f"demo done; the dashboard stays up at [cyan]{dashboard.url}[/] "
-                    "(Ctrl-C to stop)"
+                    "demo done; the dashboard stays up at "
+                    f"[cyan]{dashboard.login_url or dashboard.url}[/] (Ctrl-C to stop)",
+                    soft_wrap=True,
                 )
                 await wait_for_signal()
         else:
@@ -217,7 +234,7 @@ def _banner(f: ConnectFacts) -> None:
             f"admin token {f.admin_token}\n"
             f"(kept in {credentials_path(Path(f.database))} and reused on restart)\n"
             + (f"metrics     {f.metrics_url}\n" if f.metrics_url else "")
-            + (f"dashboard   [cyan]{f.ui_url}[/]\n" if f.ui_url else "")
+            + (f"dashboard   {f.ui_url} (open the login link below)\n" if f.ui_url else "")
             + "\n"
             f"export TICKWHEEL_TARGET={f.target} TICKWHEEL_API_KEY={f.api_key}\n"
             'tickwheel submit hello --payload \'{"name": "world"}\' --in 5\n'
@@ -226,6 +243,14 @@ def _banner(f: ConnectFacts) -> None:
             title="connect",
         )
     )
+    if f.ui_login_url:
+        # Outside the box and never wrapped: a terminal keeps the link one clickable URL.
+        console.print(
+            f"dashboard   [cyan]{f.ui_login_url}[/]\n"
+            "            (logs your browser in with the key and the admin token above; "
+            "a new link each start)",
+            soft_wrap=True,
+        )
 
 
 async def _prepare_db(path: Path, *, fresh: bool) -> Path:

@@ -116,11 +116,18 @@ def admin_token_option(fn: F) -> F:
 
 
 def metrics_options(*, default_port: int | None) -> Callable[[F], F]:
-    """``--metrics-port`` and ``--metrics-host`` (``TICKWHEEL_METRICS_PORT`` /
-    ``_HOST``): where ``/metrics`` listens. ``default_port`` None: off unless a port is
-    given; 0 picks a free port (printed)."""
+    """``--metrics-port``, ``--metrics-host`` and ``--metrics-token``
+    (``TICKWHEEL_METRICS_PORT`` / ``_HOST`` / ``_TOKEN``): where ``/metrics`` listens and
+    what a scrape must present. ``default_port`` None: off unless a port is given; 0
+    picks a free port (printed)."""
 
     def decorate(fn: F) -> F:
+        fn = click.option(
+            "--metrics-token",
+            envvar="TICKWHEEL_METRICS_TOKEN",
+            help="Require Authorization: Bearer TOKEN on /metrics (at least 16 characters); "
+            "without it /metrics is open to whoever reaches --metrics-host.",
+        )(fn)
         fn = click.option(
             "--metrics-host",
             envvar="TICKWHEEL_METRICS_HOST",

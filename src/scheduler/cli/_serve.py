@@ -236,6 +236,13 @@ MIN_ADMIN_TOKEN_CHARS = 16
     help=f"Enables AdminService with this token (at least {MIN_ADMIN_TOKEN_CHARS} characters).",
 )
 @click.option(
+    "--dashboard-secret",
+    envvar="TICKWHEEL_DASHBOARD_SECRET",
+    help="Shared with `tickwheel ui --dashboard-secret` (at least 16 characters): the "
+    "dashboard's calls then name each browser's address, and failed logins are throttled "
+    "per browser instead of locking out every dashboard user.",
+)
+@click.option(
     "--tls-cert", envvar="TICKWHEEL_TLS_CERT", type=click.Path(exists=True, dir_okay=False)
 )
 @click.option("--tls-key", envvar="TICKWHEEL_TLS_KEY", type=click.Path(exists=True, dir_okay=False))
@@ -299,6 +306,7 @@ def serve(
     store: str | None,
     postgres_dsn: str | None,
     admin_token: str | None,
+    dashboard_secret: str | None,
     tls_cert: str | None,
     tls_key: str | None,
     tls_client_ca: str | None,
@@ -324,6 +332,7 @@ def serve(
     reuse_port: bool,
     metrics_port: int | None,
     metrics_host: str,
+    metrics_token: str | None,
     metrics_depth_interval_s: float,
     limits: dict[str, Any],
     region: str,
@@ -378,6 +387,7 @@ def serve(
             listen=listen,
             advertise=advertise or listen,
             admin_token=admin_token,
+            dashboard_secret=dashboard_secret,
             tls_cert_path=tls_cert,
             tls_key_path=tls_key,
             tls_client_ca_path=tls_client_ca,
@@ -404,6 +414,7 @@ def serve(
             metrics_config = MetricsConfig(
                 host=metrics_host,
                 port=metrics_port,
+                token=metrics_token,
                 depth_interval_s=metrics_depth_interval_s,
             )
         node_config = NodeConfig(
@@ -473,7 +484,7 @@ async def _serve(node_config: Any) -> None:
     "as_json",
     is_flag=True,
     help="Print the connect facts (target, api_key, admin_token, tenant_id, database, "
-    "ui_url) as one JSON object on stdout instead of the banner.",
+    "ui_url, ui_login_url) as one JSON object on stdout instead of the banner.",
 )
 @click.option(
     "--credentials-file",
@@ -513,6 +524,7 @@ def dev(
     count_cache_s: float,
     metrics_port: int,
     metrics_host: str,
+    metrics_token: str | None,
     no_metrics: bool,
     metrics_depth_interval_s: float,
     limits: dict[str, Any],
@@ -525,8 +537,8 @@ def dev(
     The tenant "dev", its API key and the admin token are kept in DB.credentials.json
     beside the database (mode 0600) and reused when dev restarts on the same file. The
     SQLite file is locked (DB.lock beside it): a second dev or serve on the same file is
-    refused. The web dashboard listens on 127.0.0.1:--ui-port with the dev API key and
-    admin token as its default credentials (the banner prints its address)."""
+    refused. The web dashboard listens on 127.0.0.1:--ui-port; the banner prints its
+    login link, which logs a browser in with the dev API key and the admin token."""
     from scheduler.cli._dev import run_dev
     from scheduler.metrics import MetricsConfig
     from scheduler.regions import REGION_NAME
@@ -564,7 +576,10 @@ def dev(
             metrics=None
             if no_metrics
             else MetricsConfig(
-                host=metrics_host, port=metrics_port, depth_interval_s=metrics_depth_interval_s
+                host=metrics_host,
+                port=metrics_port,
+                token=metrics_token,
+                depth_interval_s=metrics_depth_interval_s,
             ),
             ui_port=None if no_ui else ui_port,
             region=region,

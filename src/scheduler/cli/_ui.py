@@ -29,13 +29,28 @@ DEFAULT_UI_PORT = 8090
 @click.option(
     "--api-key",
     envvar="TICKWHEEL_API_KEY",
-    help="Default credentials: a tenant's API key (a browser that has not logged in sees "
-    "that tenant).",
+    help="Credentials of the printed login link: a tenant's API key (that tenant).",
 )
 @click.option(
     "--admin-token",
     envvar="TICKWHEEL_ADMIN_TOKEN",
-    help="Default credentials: the platform admin token (every tenant, with a tenant picker).",
+    help="Credentials of the printed login link: the platform admin token (every tenant, "
+    "with a tenant picker).",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    envvar="TICKWHEEL_UI_ALLOWED_HOSTS",
+    multiple=True,
+    help="A host name browsers use to reach the dashboard besides localhost, 127.0.0.1, "
+    "[::1] and --host (repeat it; the env var takes names separated by spaces). Any other "
+    "Host header is refused (421): DNS rebinding.",
+)
+@click.option(
+    "--dashboard-secret",
+    envvar="TICKWHEEL_DASHBOARD_SECRET",
+    help="The scheduler's --dashboard-secret: its calls then carry each browser's "
+    "address, so the scheduler throttles failed logins per browser, not per dashboard.",
 )
 @click.option(
     "--tls-ca",
@@ -56,18 +71,28 @@ def ui(
     target: str,
     api_key: str | None,
     admin_token: str | None,
+    allowed_hosts: tuple[str, ...],
+    dashboard_secret: str | None,
     tls_ca: str | None,
     host: str,
     port: int,
 ) -> None:
     """Serve the web dashboard (a client of the scheduler's public API).
 
-    Without --api-key or --admin-token every browser logs in first (/login)."""
+    Every browser logs in: with the login link printed at start (given --api-key or
+    --admin-token), or with a key or the admin token on /login."""
     from scheduler.ui import UIConfig
 
     tls = TLSConfig(server_root_ca_cert=Path(tls_ca).read_bytes()) if tls_ca else None
     config = UIConfig(
-        target=target, api_key=api_key, admin_token=admin_token, tls=tls, host=host, port=port
+        target=target,
+        api_key=api_key,
+        admin_token=admin_token,
+        tls=tls,
+        host=host,
+        port=port,
+        allowed_hosts=allowed_hosts,
+        dashboard_secret=dashboard_secret,
     )
     run_coro(_serve(config))
 
@@ -81,6 +106,9 @@ async def _serve(config: object) -> None:
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {config.host}:{config.port}: {exc}") from None
     err_console.print(f"Dashboard: {running.url} (scheduler at {config.target})")
+    if running.login_url:
+        # Printed, never logged: the link logs a browser in with the given credentials.
+        err_console.print(f"Log in (keep this link private): {running.login_url}", soft_wrap=True)
     try:
         await wait_for_signal()
     finally:

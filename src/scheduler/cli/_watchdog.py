@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from scheduler.watchdog import Watchdog
 
 
-async def _run(dog: Watchdog, metrics_host: str, metrics_port: int | None) -> None:
+async def _run(
+    dog: Watchdog, metrics_host: str, metrics_port: int | None, metrics_token: str | None
+) -> None:
     """Check forever, serving ``/metrics`` meanwhile when a port is given."""
     if metrics_port is None:
         await dog.run()
@@ -24,7 +26,9 @@ async def _run(dog: Watchdog, metrics_host: str, metrics_port: int | None) -> No
     from scheduler.cli._output import err_console
     from scheduler.metrics import MetricsConfig, watchdog_endpoint
 
-    endpoint = watchdog_endpoint(dog, MetricsConfig(host=metrics_host, port=metrics_port))
+    endpoint = watchdog_endpoint(
+        dog, MetricsConfig(host=metrics_host, port=metrics_port, token=metrics_token)
+    )
     await endpoint.start()
     err_console.print(f"metrics on {endpoint.url}")
     try:
@@ -68,6 +72,7 @@ def watchdog(
     once: bool,
     metrics_port: int | None,
     metrics_host: str,
+    metrics_token: str | None,
 ) -> None:
     """The dead man's switch: alert when an expected job has gone silent."""
     from scheduler.watchdog import Watchdog, WatchdogConfig
@@ -92,7 +97,7 @@ def watchdog(
         raise click.UsageError(str(exc)) from None
     dog = Watchdog(config)
     if not once:
-        run_coro(_run(dog, metrics_host, metrics_port))
+        run_coro(_run(dog, metrics_host, metrics_port, metrics_token))
         return
 
     async def one() -> int:

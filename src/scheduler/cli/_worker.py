@@ -66,7 +66,11 @@ def _load_handler(spec: str) -> tuple[str, Callable[..., Any]]:
 
 
 async def _run_with_metrics(
-    w: Worker, grace_s: float, metrics_host: str, metrics_port: int | None
+    w: Worker,
+    grace_s: float,
+    metrics_host: str,
+    metrics_port: int | None,
+    metrics_token: str | None = None,
 ) -> DrainReport:
     """Run ``w`` until drained, serving its ``/metrics`` meanwhile when a port is given."""
     from scheduler.cli._drain import run_until_drained
@@ -75,7 +79,9 @@ async def _run_with_metrics(
         return await run_until_drained(w, grace_s)
     from scheduler.metrics import MetricsConfig, worker_endpoint
 
-    endpoint = worker_endpoint(w, MetricsConfig(host=metrics_host, port=metrics_port))
+    endpoint = worker_endpoint(
+        w, MetricsConfig(host=metrics_host, port=metrics_port, token=metrics_token)
+    )
     try:
         await endpoint.start()
     except OSError as exc:
@@ -139,6 +145,7 @@ def worker(
     kafka_group: str,
     metrics_port: int | None,
     metrics_host: str,
+    metrics_token: str | None,
     regions: str | None,
     regions_file: str | None,
     **kw: Any,
@@ -219,7 +226,9 @@ def worker(
     tune_gc()
     # uvloop where installed (TICKWHEEL_EVENT_LOOP): a task's handler task and its
     # callbacks cost the worker up to 4 µs less CPU a task (docs/benchmarks.md).
-    report = run_coro(_run_with_metrics(w, grace_s, metrics_host, metrics_port), loop="uvloop")
+    report = run_coro(
+        _run_with_metrics(w, grace_s, metrics_host, metrics_port, metrics_token), loop="uvloop"
+    )
     note(summary(report))
     code = 0 if report.clean else 1
     if w.busy_handler_threads:

@@ -25,11 +25,17 @@ class MetricsConfig:
     ``other`` (a label value, once given, stays: counters stay monotonic)."""
     type_labels: int = DEFAULT_TYPE_LABELS
     """The same rule for task types."""
+    token: str | None = None
+    """When set, a scrape must send ``Authorization: Bearer <token>`` (401 otherwise):
+    the metrics name every tenant's task types. None: open to whoever reaches ``host``
+    (loopback by default)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError("MetricsConfig.port must be 0..65535")
         if self.depth_interval_s < 0:
             raise ValueError("MetricsConfig.depth_interval_s must be >= 0")
+        if self.token is not None and len(self.token) < 16:
+            raise ValueError("MetricsConfig.token must be at least 16 characters")
         if self.tenant_labels < 0 or self.type_labels < 0:
             raise ValueError("MetricsConfig label limits must be >= 0")

@@ -42,7 +42,9 @@ class MetricsEndpoint:
         self.depth = depth
         """The node's store poller (None for a worker or a watchdog)."""
         self._now = now
-        self.server = MetricsServer(registry, host=config.host, port=config.port)
+        self.server = MetricsServer(
+            registry, host=config.host, port=config.port, token=config.token
+        )
 
     @property
     def port(self) -> int:

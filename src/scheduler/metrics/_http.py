@@ -8,6 +8,7 @@ changes size under it. Owns the aiohttp runner; knows nothing of what it exposes
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from collections.abc import Iterator
 
@@ -33,8 +34,16 @@ class MetricsServer:
 
     ``start``/``stop`` are idempotent; ``stop`` is safe before ``start``."""
 
-    def __init__(self, registry: CollectorRegistry, *, host: str = "127.0.0.1", port: int = 0):
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+    ):
         self.registry = registry
+        self._token = token
         self.host = host
         self._want_port = port
         self.port = 0
@@ -49,7 +58,19 @@ class MetricsServer:
             host = f"[{host}]"
         return f"http://{host}:{self.port}/metrics"
 
-    async def _handle(self, _request: web.Request) -> web.Response:
+    def _authorized(self, request: web.Request) -> bool:
+        if self._token is None:
+            return True
+        given = request.headers.get("Authorization", "")
+        return hmac.compare_digest(given.encode(), f"Bearer {self._token}".encode())
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return web.Response(
+                status=401,
+                text="401: /metrics needs Authorization: Bearer <the metrics token>\n",
+                headers={"WWW-Authenticate": 'Bearer realm="tickwheel-metrics"'},
+            )
         # Collect on the loop (the collectors read live counters), format in a thread:
         # the text of a few thousand series takes tens of ms the loop need not wait for.
         families = _Collected(list(self.registry.collect()))

@@ -36,6 +36,11 @@ API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
 TENANT_ID_HEADER = "x-tenant-id"
 """With the admin token on a SchedulerService call: the tenant it acts for."""
+DASHBOARD_SECRET_HEADER = "x-tickwheel-dashboard"
+"""The dashboard's shared secret (``ServerConfig.dashboard_secret``)."""
+CLIENT_ADDRESS_HEADER = "x-tickwheel-client-address"
+"""With that secret: the address of the browser the dashboard calls for."""
+MAX_CLIENT_ADDRESS_CHARS = 64
 ADMIN_CALLER = uuid.UUID(int=0)
 """The in-flight count of calls made with the platform admin token is kept under this id."""
 ACTS_FOR_TENANT = frozenset({Scope.READ, Scope.SUBMIT})
@@ -104,8 +109,16 @@ def metadata_value(metadata: Iterable[tuple[str, str | bytes]] | None, key: str)
     return None
 
 
-def source_of(context: Context) -> str:
-    """The caller's address without its port (``ipv4:1.2.3.4:5`` -> ``1.2.3.4``)."""
+def source_of(context: Context, dashboard_secret: str | None = None) -> str:
+    """The caller's address without its port (``ipv4:1.2.3.4:5`` -> ``1.2.3.4``); for a
+    call of the dashboard that carries ``dashboard_secret``, the browser's address it
+    names (a caller without the secret cannot choose the address it is throttled as)."""
+    if dashboard_secret:
+        metadata = context.invocation_metadata()
+        given = metadata_value(metadata, DASHBOARD_SECRET_HEADER)
+        client = metadata_value(metadata, CLIENT_ADDRESS_HEADER)
+        if given and client and hmac.compare_digest(given.encode(), dashboard_secret.encode()):
+            return f"{client[:MAX_CLIENT_ADDRESS_CHARS]} (via the dashboard)"
     peer = context.peer() or ""
     kind, _, rest = peer.partition(":")
     if kind == "ipv4":
@@ -197,6 +210,7 @@ class Gatekeeper:
         self._max_inflight = config.max_inflight_calls_per_key
         self._max_streams = config.max_streams_per_tenant
         self._recheck_s = config.stream_key_recheck_s
+        self._dashboard_secret = config.dashboard_secret
         self.throttle = AuthThrottle(
             config.auth_failures_per_source, config.auth_failure_window_s, config.auth_throttle_s
         )
@@ -209,7 +223,7 @@ class Gatekeeper:
         secret = metadata_value(context.invocation_metadata(), API_KEY_HEADER)
         if not secret:
             raise Unauthenticated(f"missing API key ({API_KEY_HEADER} metadata)")
-        source = source_of(context)
+        source = source_of(context, self._dashboard_secret)
         if not self._engine.knows_key(secret):
             self.throttle.check(source)
         try:
@@ -330,7 +344,7 @@ class Gatekeeper:
         given = metadata_value(context.invocation_metadata(), ADMIN_TOKEN_HEADER)
         if not given:
             raise Unauthenticated(f"missing admin token ({ADMIN_TOKEN_HEADER} metadata)")
-        source = source_of(context)
+        source = source_of(context, self._dashboard_secret)
         self.throttle.check(source)
         if not hmac.compare_digest(given.encode(), self._admin_token.encode()):
             self.throttle.failed(source)

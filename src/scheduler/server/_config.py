@@ -65,6 +65,13 @@ class ServerConfig:
     """The window the failures are counted over."""
     auth_throttle_s: float = AUTH_THROTTLE_S
     """How long a throttled source is refused without a store look-up."""
+    dashboard_secret: str | None = None
+    """Shared with the web dashboard (``tickwheel ui --dashboard-secret``; ``dev`` makes
+    one): a call that carries it in ``x-tickwheel-dashboard`` is throttled per the
+    browser address it names in ``x-tickwheel-client-address``, not per the dashboard's
+    own address, so one browser's failed logins do not lock out every dashboard user.
+    Without it (or with a wrong one) those headers are ignored: no other caller can
+    choose the address it is throttled as. At least 16 characters."""
     stream_key_recheck_s: float = STREAM_KEY_RECHECK_S
     """How often an open worker stream re-checks its key (a revoked or expired key ends
     it within this, plus the auth cache for a revocation on another node)."""
@@ -78,6 +85,8 @@ class ServerConfig:
             raise ValueError("ServerConfig.tls_client_ca_path needs tls_cert_path/tls_key_path")
         if self.admin_token is not None and len(self.admin_token) < 16:
             raise ValueError("ServerConfig.admin_token must be at least 16 characters")
+        if self.dashboard_secret is not None and len(self.dashboard_secret) < 16:
+            raise ValueError("ServerConfig.dashboard_secret must be at least 16 characters")
         for name in (
             "max_streams_per_tenant",
             "max_inflight_calls_per_key",

@@ -26,6 +26,10 @@ T = TypeVar("T")
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
 TENANT_HEADER = "x-tenant-id"
+DASHBOARD_SECRET_HEADER = "x-tickwheel-dashboard"
+CLIENT_ADDRESS_HEADER = "x-tickwheel-client-address"
+"""With the dashboard secret, the browser's address: the server throttles failed
+authentications per browser, not per dashboard (``ServerConfig.dashboard_secret``)."""
 RPC_TIMEOUT_S = 10.0
 ALL_TENANTS = "all"
 """The tenant picker's value for "every tenant" (admin token without ``x-tenant-id``)."""
@@ -109,14 +113,37 @@ class Section:
         return self.error is None and not self.unavailable
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class LoginRefusal:
+    """Why a login did not succeed, and the HTTP status that says so."""
+
+    status: int
+    message: str
+
+    @property
+    def wrong_credentials(self) -> bool:
+        """The scheduler refused the credentials (counts against the login throttle)."""
+        return self.status == 401
+
+
 class Api:
     """The stubs on one channel; each call takes the caller's metadata."""
 
-    def __init__(self, target: str, tls: TLSConfig | None = None) -> None:
+    def __init__(
+        self, target: str, tls: TLSConfig | None = None, *, dashboard_secret: str | None = None
+    ) -> None:
         self.target = target
+        self._dashboard_secret = dashboard_secret
         self._channel = open_channel(target, tls)
         self.scheduler = pbg.SchedulerServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self.admin = pbg.AdminServiceStub(self._channel)  # type: ignore[no-untyped-call]
+
+    def on_behalf_of(self, client: str) -> tuple[tuple[str, str], ...]:
+        """The metadata naming the browser a call is made for (nothing without the
+        dashboard secret: the server would not believe it)."""
+        if not self._dashboard_secret:
+            return ()
+        return ((DASHBOARD_SECRET_HEADER, self._dashboard_secret), (CLIENT_ADDRESS_HEADER, client))
 
     async def close(self) -> None:
         await self._channel.close(None)
@@ -147,24 +174,31 @@ class Api:
                 return Section(unavailable=True)
             return Section(error=str(exc))
 
-    async def check_credentials(self, creds: Credentials) -> str | None:
-        """None when ``creds`` authenticate, else the server's reason."""
+    async def check_credentials(self, creds: Credentials, client: str) -> LoginRefusal | None:
+        """None when ``creds`` authenticate, else why not: wrong credentials (401), the
+        scheduler throttling this browser (429), or the scheduler out of reach or
+        answering another error (503, 502). Only an answer that authenticated is a
+        success."""
+        behalf = self.on_behalf_of(client)
         try:
             if creds.admin_token:
                 await self.call(
                     self.admin.ListTenants,
                     pb.ListTenantsRequest(page_size=1),
-                    ((ADMIN_TOKEN_HEADER, creds.admin_token),),
+                    ((ADMIN_TOKEN_HEADER, creds.admin_token), *behalf),
                 )
             if creds.api_key:
                 await self.call(
                     self.scheduler.ListTasks,
                     pb.ListTasksRequest(page_size=1),
-                    ((API_KEY_HEADER, creds.api_key),),
+                    ((API_KEY_HEADER, creds.api_key), *behalf),
                 )
         except ApiError as exc:
             if exc.code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
-                return exc.details
+                return LoginRefusal(401, exc.details)
+            if exc.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                return LoginRefusal(429, f"the scheduler refuses logins for now: {exc.details}")
             if exc.code is grpc.StatusCode.UNAVAILABLE:
-                return f"cannot reach Tickwheel at {self.target}: {exc.details}"
+                return LoginRefusal(503, f"cannot reach Tickwheel at {self.target}: {exc.details}")
+            return LoginRefusal(502, f"the scheduler answered an error: {exc}")
         return None

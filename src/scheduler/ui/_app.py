@@ -10,26 +10,47 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import hmac
 import logging
+import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage
 
 from scheduler.client import TLSConfig
 from scheduler.ui import _format as fmt
 from scheduler.ui import _orchestration, _overview, _tasks
 from scheduler.ui._api import Api, ApiError, Credentials, parse_tenant
-from scheduler.ui._sessions import COOKIE, Sessions
-from scheduler.ui._web import API_KEY, CTX_KEY, Ctx, ctx_of, error_page, render
+from scheduler.ui._boundary import (
+    LoginThrottle,
+    allowed_hosts,
+    client_address,
+    host_refusal,
+    origin_refusal,
+)
+from scheduler.ui._sessions import COOKIE, PRE_LOGIN_COOKIE, Sessions, SessionsFull
+from scheduler.ui._web import (
+    API_KEY,
+    CTX_KEY,
+    Ctx,
+    ctx_of,
+    error_page,
+    render,
+    tenant_problem,
+)
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 HERE = Path(__file__).parent
 SESSIONS_KEY: web.AppKey[Sessions] = web.AppKey("tickwheel_sessions", Sessions)
+HOSTS_KEY: web.AppKey[frozenset[str]] = web.AppKey("tickwheel_hosts", frozenset)
+THROTTLE_KEY: web.AppKey[LoginThrottle] = web.AppKey("tickwheel_login_throttle", LoginThrottle)
+LINK_KEY: web.AppKey[tuple[str, Credentials] | None] = web.AppKey("tickwheel_login_link")
 OPEN_PATHS = ("/login", "/static/")
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -37,24 +58,58 @@ CSP = (
 )
 
 
+class _MalformedRequestsInOneLine(logging.Filter):
+    """aiohttp logs a request it cannot parse (an over-long URL, a bad header) as an
+    error with a traceback; it is the client's mistake, answered 400: one info line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, BadHttpMessage):
+            record.msg, record.args = "refused a malformed request: %s", (exc.message[:200],)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+_MALFORMED = _MalformedRequestsInOneLine()
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class UIConfig:
-    """Where the scheduler is, what a browser acts with by default, where to listen."""
+    """Where the scheduler is, what the login link logs in with, where to listen and
+    which host names to answer."""
 
     target: str
     api_key: str | None = None
+    """With ``admin_token``: the credentials of the login link. A browser that has not
+    logged in (with the link or the form) acts with nothing."""
     admin_token: str | None = None
     tls: TLSConfig | None = None
     host: str = "127.0.0.1"
     port: int = 8090
     port_fallback: bool = False
     """Take a free port when ``port`` is in use (``tickwheel dev``); else an error."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names answered besides localhost, 127.0.0.1, [::1] and ``host`` (the name a
+    reverse proxy or a remote browser uses); any other ``Host`` gets a 421."""
+    dashboard_secret: str | None = None
+    """The scheduler's ``ServerConfig.dashboard_secret``: with it, calls carry the
+    browser's address and the scheduler throttles failed logins per browser."""
+    login_token: str | None = None
+    """The secret of the login link (``/login#token=…``); None: a random one per start
+    when credentials are given, no link without them."""
+
+    def __post_init__(self) -> None:
+        if self.login_token is not None and len(self.login_token) < 16:
+            raise ValueError("UIConfig.login_token must be at least 16 characters")
 
 
-def _set_cookie(response: web.StreamResponse, request: web.Request, session_id: str) -> None:
+def _set_cookie(
+    response: web.StreamResponse, request: web.Request, value: str, name: str = COOKIE
+) -> None:
     response.set_cookie(
-        COOKIE,
-        session_id,
+        name,
+        value,
         httponly=True,
         samesite="Strict",
         secure=request.secure,
@@ -88,16 +143,40 @@ def see_other(location: str) -> web.Response:
 
 
 @web.middleware
+async def boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer only the allowed host names (a DNS-rebinding page sends its own) and only
+    state-changing requests of the dashboard's own pages (CSRF, login CSRF)."""
+    refusal = host_refusal(request, request.app[HOSTS_KEY])
+    if refusal is not None:
+        return web.Response(status=421, text=f"421 Misdirected Request: {refusal}\n")
+    refusal = origin_refusal(request)
+    if refusal is not None:
+        return web.Response(status=403, text=f"403 Forbidden: {refusal}\n")
+    return await handler(request)
+
+
+def _nonce(value: str | None) -> str | None:
+    """A pre-login cookie value as the dashboard makes them, else None."""
+    if value and 32 <= len(value) <= 64 and value.replace("-", "").replace("_", "").isalnum():
+        return value
+    return None
+
+
+@web.middleware
 async def sessions_and_csrf(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every request gets a session (a new one, with the start-up credentials, for a
-    browser without one); every POST needs its CSRF token; API errors become pages."""
+    """A logged-in browser gets its session; any other a transient one with no
+    credentials (only /login answers it); every POST needs its CSRF token; API errors
+    become pages."""
     if request.path.startswith("/static/"):
         return await handler(request)
     sessions = request.app[SESSIONS_KEY]
     session = sessions.get(request.cookies.get(COOKIE))
-    fresh = session is None
+    new_nonce: str | None = None
     if session is None:
-        session = sessions.new()
+        nonce = _nonce(request.cookies.get(PRE_LOGIN_COOKIE))
+        if nonce is None:
+            nonce = new_nonce = secrets.token_urlsafe(32)
+        session = sessions.anonymous(nonce)
     try:
         tenant = parse_tenant(request.query.get("tenant"))
     except ValueError:
@@ -106,8 +185,8 @@ async def sessions_and_csrf(request: web.Request, handler: Handler) -> web.Strea
         response: web.StreamResponse = await error_page(
             request, 400, "Bad request", "tenant: must be a tenant id (UUID) or 'all'"
         )
-        return _finish(response, request, session.id, fresh)
-    request[CTX_KEY] = Ctx(request, request.app[API_KEY], session, tenant)
+        return _finish(response, request, new_nonce)
+    ctx = request[CTX_KEY] = Ctx(request, request.app[API_KEY], session, tenant)
     try:
         if request.method == "POST":
             form = await request.post()
@@ -119,15 +198,19 @@ async def sessions_and_csrf(request: web.Request, handler: Handler) -> web.Strea
                     "Forbidden",
                     "The form's CSRF token is missing or stale: reload the page and try again.",
                 )
-                return _finish(response, request, session.id, fresh)
-        if session.creds.empty and not request.path.startswith(OPEN_PATHS):
+                return _finish(response, request, new_nonce)
+        if not session.logged_in and not request.path.startswith(OPEN_PATHS):
             if request.path.startswith("/api/"):
                 response = web.json_response({"error": "log in first"}, status=401)
             else:
                 response = see_other("/login")
-            return _finish(response, request, session.id, fresh)
+            return _finish(response, request, new_nonce)
         try:
-            response = await handler(request)
+            problem = await tenant_problem(ctx)
+            if problem is not None:
+                response = await _bad_request(request, problem)
+            else:
+                response = await handler(request)
         except ApiError as exc:
             response = await _api_error(request, exc)
     except web.HTTPException as exc:
@@ -137,14 +220,20 @@ async def sessions_and_csrf(request: web.Request, handler: Handler) -> web.Strea
             response = await error_page(request, exc.status, exc.reason, exc.text or exc.reason)
         else:
             response = web.json_response({"error": exc.text or exc.reason}, status=exc.status)
-    return _finish(response, request, session.id, fresh)
+    return _finish(response, request, new_nonce)
+
+
+async def _bad_request(request: web.Request, detail: str) -> web.StreamResponse:
+    if request.path.startswith("/api/"):
+        return web.json_response({"error": detail}, status=400)
+    return await error_page(request, 400, "Bad request", detail)
 
 
 def _finish(
-    response: web.StreamResponse, request: web.Request, session_id: str, fresh: bool
+    response: web.StreamResponse, request: web.Request, new_nonce: str | None
 ) -> web.StreamResponse:
-    if fresh:
-        _set_cookie(response, request, session_id)
+    if new_nonce is not None:
+        _set_cookie(response, request, new_nonce, PRE_LOGIN_COOKIE)
     return response
 
 
@@ -172,31 +261,64 @@ async def login_form(request: web.Request) -> web.Response:
     return await render(request, "login.html", {"title": "Log in", "error": None})
 
 
+async def _refused(request: web.Request, status: int, error: str) -> web.Response:
+    return await render(request, "login.html", {"title": "Log in", "error": error}, status=status)
+
+
 async def login(request: web.Request) -> web.StreamResponse:
+    """The login link's token, or an API key / the admin token the scheduler accepts:
+    a new session. Failures count per browser (:class:`LoginThrottle`); a scheduler
+    that throttles, is out of reach or errs is an error, never a login."""
     ctx = ctx_of(request)
-    form = await request.post()
-    api_key = str(form.get("api_key", "")).strip() or None
-    admin_token = str(form.get("admin_token", "")).strip() or None
-    creds = Credentials(api_key=api_key, admin_token=admin_token)
-    problem = "give an API key or the admin token" if creds.empty else None
-    if problem is None:
-        problem = await ctx.api.check_credentials(creds)
-    if problem is not None:
-        return await render(
-            request, "login.html", {"title": "Log in", "error": problem}, status=401
+    throttle = request.app[THROTTLE_KEY]
+    client = client_address(request)
+    left = throttle.retry_after(client)
+    if left is not None:
+        return await _refused(
+            request,
+            429,
+            f"Too many failed logins from this browser: try again in {max(1, round(left))} s.",
         )
+    form = await request.post()
+    link_token = str(form.get("link_token", "")).strip()
+    if link_token:
+        link = request.app[LINK_KEY]
+        if link is None or not hmac.compare_digest(link_token.encode(), link[0].encode()):
+            throttle.failed(client)
+            return await _refused(
+                request,
+                401,
+                "This login link is not valid: open the link the dashboard printed when it "
+                "started last.",
+            )
+        creds = link[1]
+    else:
+        api_key = str(form.get("api_key", "")).strip() or None
+        admin_token = str(form.get("admin_token", "")).strip() or None
+        creds = Credentials(api_key=api_key, admin_token=admin_token)
+        if creds.empty:
+            return await _refused(request, 401, "give an API key or the admin token")
+        refusal = await ctx.api.check_credentials(creds, client)
+        if refusal is not None:
+            if refusal.wrong_credentials:
+                throttle.failed(client)
+            return await _refused(request, refusal.status, refusal.message)
     sessions = request.app[SESSIONS_KEY]
     sessions.drop(ctx.session.id)
-    session = sessions.new(creds, logged_in=True)
+    try:
+        session = sessions.new(creds)
+    except SessionsFull as exc:
+        return await _refused(request, 503, str(exc))
     response = see_other("/")
     _set_cookie(response, request, session.id)
+    response.del_cookie(PRE_LOGIN_COOKIE, path="/")
     return response
 
 
 async def logout(request: web.Request) -> web.StreamResponse:
     ctx = ctx_of(request)
     request.app[SESSIONS_KEY].drop(ctx.session.id)
-    response = see_other("/login" if request.app[SESSIONS_KEY].default.empty else "/")
+    response = see_other("/login")
     response.del_cookie(COOKIE, path="/")
     return response
 
@@ -204,12 +326,26 @@ async def logout(request: web.Request) -> web.StreamResponse:
 # -- the app -------------------------------------------------------------------------
 
 
+def login_path(app: web.Application) -> str | None:
+    """The path of ``app``'s login link (``/login#token=…``: a fragment never reaches a
+    server log or a ``Referer``), or None when it was started without credentials."""
+    link = app[LINK_KEY]
+    return None if link is None else f"/login#token={link[0]}"
+
+
 def create_app(config: UIConfig, api: Api | None = None) -> web.Application:
     """The dashboard for ``config`` (``api``: an existing one, else a new channel)."""
-    app = web.Application(middlewares=[security_headers, sessions_and_csrf])
+    app = web.Application(middlewares=[security_headers, boundary, sessions_and_csrf])
+    logging.getLogger("aiohttp.server").addFilter(_MALFORMED)  # once: the same filter
     owned = api is None
-    app[API_KEY] = api or Api(config.target, config.tls)
-    app[SESSIONS_KEY] = Sessions(Credentials(config.api_key, config.admin_token))
+    app[API_KEY] = api or Api(config.target, config.tls, dashboard_secret=config.dashboard_secret)
+    app[SESSIONS_KEY] = Sessions()
+    app[HOSTS_KEY] = allowed_hosts(config.host, config.allowed_hosts)
+    app[THROTTLE_KEY] = LoginThrottle()
+    creds = Credentials(config.api_key, config.admin_token)
+    app[LINK_KEY] = (
+        None if creds.empty else (config.login_token or secrets.token_urlsafe(24), creds)
+    )
     env = aiohttp_jinja2.setup(
         app,
         loader=jinja2.FileSystemLoader(str(HERE / "templates")),
@@ -264,8 +400,15 @@ class RunningUI:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+        host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}/"
+
+    @property
+    def login_url(self) -> str | None:
+        """The login link to print (None: started without credentials, log in by form)."""
+        path = login_path(self.runner.app)
+        return None if path is None else self.url.rstrip("/") + path
 
     async def stop(self) -> None:
         await self.runner.cleanup()

@@ -36,9 +36,10 @@ def _parse_time(field: str, value: str) -> datetime | None:
         return None
     try:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise FilterError(f"{field}: {value!r} is not a date and time (UTC)") from None
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+        return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+    except (ValueError, OverflowError):
+        # OverflowError: an offset that moves a date out of years 1..9999 in UTC.
+        raise FilterError(f"{field}: {value[:40]!r} is not a date and time (UTC)") from None
 
 
 def parse_filter(source: MultiMapping[str]) -> dict[str, Any]:

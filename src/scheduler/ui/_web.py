@@ -17,7 +17,8 @@ import aiohttp_jinja2
 from aiohttp import web
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler.ui._api import ALL_TENANTS, Api, ApiError, call_metadata
+from scheduler.ui._api import ADMIN_TOKEN_HEADER, ALL_TENANTS, Api, ApiError, call_metadata
+from scheduler.ui._boundary import client_address
 from scheduler.ui._sessions import Session
 
 API_KEY: web.AppKey[Api] = web.AppKey("tickwheel_api", Api)
@@ -35,8 +36,13 @@ class Ctx:
     tenant: str | None
 
     @property
+    def client(self) -> str:
+        """The browser's address (the server throttles failed logins per browser)."""
+        return client_address(self.request)
+
+    @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
-        return call_metadata(self.session.creds, self.tenant)
+        return call_metadata(self.session.creds, self.tenant) + self.api.on_behalf_of(self.client)
 
     @property
     def all_tenants(self) -> bool:
@@ -80,7 +86,7 @@ async def tenant_choices(ctx: Ctx) -> list[dict[str, str]]:
             resp = await ctx.api.call(
                 ctx.api.admin.ListTenants,
                 pb.ListTenantsRequest(page_size=500, page_token=page_token),
-                (("x-admin-token", token),),
+                ((ADMIN_TOKEN_HEADER, token), *ctx.api.on_behalf_of(ctx.client)),
             )
             out += [{"id": t.id, "name": t.name} for t in resp.tenants]
             page_token = resp.next_page_token
@@ -92,6 +98,30 @@ async def tenant_choices(ctx: Ctx) -> list[dict[str, str]]:
         _tenant_cache.clear()
     _tenant_cache[token] = (now, out)
     return out
+
+
+_known_tenants: set[str] = set()
+
+
+async def tenant_problem(ctx: Ctx) -> str | None:
+    """Why the admin's ``?tenant=`` cannot be shown (no such tenant), or None."""
+    token = ctx.session.creds.admin_token
+    if not token or ctx.tenant in (None, ALL_TENANTS) or ctx.tenant in _known_tenants:
+        return None
+    try:
+        await ctx.api.call(
+            ctx.api.admin.GetTenant,
+            pb.GetTenantRequest(tenant_id=ctx.tenant),
+            ((ADMIN_TOKEN_HEADER, token), *ctx.api.on_behalf_of(ctx.client)),
+        )
+    except ApiError as exc:
+        if exc.not_found:
+            return f"tenant: no tenant has the id {ctx.tenant}"
+        raise
+    if len(_known_tenants) > 1000:
+        _known_tenants.clear()
+    _known_tenants.add(str(ctx.tenant))
+    return None
 
 
 async def render(
@@ -110,7 +140,8 @@ async def render(
         "all_tenants": ctx.all_tenants,
         "logged_in": ctx.session.logged_in,
         "url": ctx.url,
-        "path": request.path,
+        # Never "//host/..." (a protocol-relative URL) in the tenant form's action.
+        "path": "/" + request.path.lstrip("/"),
         "target": ctx.api.target,
     }
     response = aiohttp_jinja2.render_template(template, request, {**base, **context})

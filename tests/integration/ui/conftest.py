@@ -1,6 +1,7 @@
 """Fixtures of the dashboard tests: an embedded node (SQLite in memory, a real gRPC
 server on a free port) with two tenants, and the dashboard app in an aiohttp test
-client that acts, by default, with the first tenant's API key and the admin token."""
+client logged in through its login link (so it acts with the first tenant's API key and
+the admin token, as ``tickwheel dev``'s link does)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ import uuid
 from collections.abc import AsyncIterator
 from html.parser import HTMLParser
 
+import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from scheduler.client import Client
 from scheduler.engine import EngineConfig
 from scheduler.testing import LocalEnvironment, start_local
 from scheduler.ui import UIConfig, create_app
+from scheduler.ui._app import login_path
 
 VOID = {"input", "br", "meta", "link", "img", "hr", "col", "source"}
 
@@ -97,6 +101,24 @@ class Dashboard:
         return Page(resp.status, await resp.text(), str(resp.url))
 
 
+async def log_in_with_link(
+    http: TestClient | aiohttp.ClientSession,  # type: ignore[type-arg]
+    app: web.Application,
+) -> None:
+    """Open the app's login link as a browser would: the login page, then the form
+    its script posts with the fragment's token."""
+    path = login_path(app)
+    assert path is not None, "the dashboard was started without credentials"
+    token = path.partition("#token=")[2]
+    page = await http.get("/login")
+    match = re.search(r'name="csrf" value="([^"]+)"', await page.text())
+    assert match, "no CSRF field on the login page"
+    resp = await http.post(
+        "/login", data={"csrf": match.group(1), "link_token": token}, allow_redirects=False
+    )
+    assert resp.status == 303, await resp.text()
+
+
 @pytest.fixture
 async def dashboard() -> AsyncIterator[Dashboard]:
     # Exact counts (no count cache): the pages are compared with counts just taken.
@@ -109,6 +131,7 @@ async def dashboard() -> AsyncIterator[Dashboard]:
         )
         try:
             async with TestClient(TestServer(app)) as http:
+                await log_in_with_link(http, app)
                 yield Dashboard(env, http, other_key, uuid.UUID(str(other.id)), other_client)
         finally:
             await other_client.close()

@@ -13,6 +13,7 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import Pool, TaskSpec, TaskState
 from scheduler.client._channel import open_channel
+from scheduler.ui._app import login_path
 from scheduler.ui._sessions import COOKIE
 from tests.integration.ui.conftest import Dashboard, Page
 
@@ -149,11 +150,20 @@ async def test_cancel_needs_csrf_and_changes_the_state(dashboard: Dashboard) -> 
 
 
 async def test_the_session_cookie_is_httponly_and_strict(dashboard: Dashboard) -> None:
-    resp = await dashboard.http.get("/login")
+    http = dashboard.http
+    http.session.cookie_jar.clear()
+    resp = await http.get("/login")
+    assert "Content-Security-Policy" in resp.headers
+    form = re.search(r'name="csrf" value="([^"]+)"', await resp.text())
+    assert form
+    token = (login_path(http.server.app) or "").partition("#token=")[2]
+    resp = await http.post(
+        "/login", data={"csrf": form.group(1), "link_token": token}, allow_redirects=False
+    )
+    assert resp.status == 303
     cookie = resp.cookies[COOKIE]
     assert cookie["httponly"]
     assert cookie["samesite"] == "Strict"
-    assert "Content-Security-Policy" in resp.headers
     # The credentials never reach the browser.
     assert dashboard.env.api_key not in await resp.text()
     assert dashboard.env.admin_token not in (await dashboard.get("/")).html
@@ -188,8 +198,11 @@ async def test_a_tenant_key_sees_only_its_tenant(dashboard: Dashboard) -> None:
     assert (await d.get(f"/tasks/{theirs.id}")).text("task-type") == "ui.theirs"
     bye = await d.get("/")
     await d.post("/logout", {"csrf": bye.csrf})
-    # Logged out: back to the start-up credentials (tenant A's key).
-    assert (await d.get(f"/tasks/{mine.id}")).status == 200
+    # Logged out: no credentials at all (never the start-up ones), the login page.
+    after = await d.get(f"/tasks/{mine.id}")
+    assert after.url.endswith("/login")
+    assert after.has("login-form")
+    assert "tenant-a" not in after.html
 
 
 async def test_the_admin_token_picks_a_tenant(dashboard: Dashboard) -> None:

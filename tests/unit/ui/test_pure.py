@@ -1,4 +1,5 @@
-"""The dashboard's pure parts: the DAG layout, the sessions map, the call metadata."""
+"""The dashboard's pure parts: the DAG layout and the call metadata (the sessions map:
+test_sessions.py; the boundary: test_boundary.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import pytest
 
 from scheduler.ui._api import Credentials, call_metadata, parse_tenant
 from scheduler.ui._dag import NODE_H, layout
-from scheduler.ui._sessions import Sessions
 
 
 def test_layout_puts_each_node_at_its_longest_path_depth() -> None:
@@ -38,29 +38,6 @@ def test_layout_of_one_node_and_of_none() -> None:
     empty = layout([], [])
     assert empty.nodes == []
     assert empty.edges == []
-
-
-def test_sessions_are_bounded_and_expire() -> None:
-    now = [0.0]
-    sessions = Sessions(Credentials(api_key="k"), max_sessions=3, idle_s=10, clock=lambda: now[0])
-    first = sessions.new()
-    assert first.creds == Credentials(api_key="k")
-    assert sessions.get(first.id) is first
-    others = [sessions.new() for _ in range(3)]
-    assert sessions.get(first.id) is None  # the least recently used went first
-    assert len(sessions) == 3
-    now[0] = 11
-    assert sessions.get(others[-1].id) is None  # idle too long
-    assert sessions.get(None) is None
-    assert sessions.get("nope") is None
-
-
-def test_csrf_compares_the_whole_token() -> None:
-    s = Sessions(Credentials()).new()
-    assert s.csrf_ok(s.csrf)
-    assert not s.csrf_ok(None)
-    assert not s.csrf_ok("")
-    assert not s.csrf_ok(s.csrf[:-1])
 
 
 def test_call_metadata_per_credentials_and_tenant() -> None:
