@@ -97,6 +97,8 @@ class Handover:
     def owns(self, shard: int) -> bool:
         return shard in self._owned
 
+    def yield_shards(self, on: bool) -> None: ...
+
 
 @pytest.fixture
 async def pg_store(pg_dsn: str) -> AsyncIterator[Store]:
