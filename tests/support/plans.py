@@ -3,7 +3,7 @@ EXPLAIN (ANALYZE, BUFFERS) each statement of the dispatch, ack, completion and p
 paths with a small batch, and count the tuples and index entries it touched.
 
 Used by the plan-regression test (tests/integration/store/test_plans.py) and by the
-benchmark's plan probe (benchmarks/stampede.py) that runs the same statements on bigger
+benchmark's plan probe (benchmarks/test_stampede.py) that runs the same statements on bigger
 tables. Seeding is plain SQL (``generate_series``): a million rows in seconds, not the
 store's insert path.
 """
@@ -45,7 +45,8 @@ class PlanCost:
     tuples: int = 0
     #: Shared buffers hit + read by the whole statement (every relation).
     buffers: int = 0
-    #: The task partitions' access paths, e.g. ``Index Scan tasks_p20260310_pkey``.
+    #: The task partitions' access paths, e.g. ``Index Scan tasks_p20260310_pkey`` (a
+    #: bitmap scan: ``Bitmap Heap Scan tasks_p…`` and ``Bitmap Index Scan <its index>``).
     scans: list[str] = field(default_factory=list)
     #: The statement's execution time (ms), for the probe's report only.
     ms: float = 0.0
@@ -73,6 +74,9 @@ def _walk(node: dict[str, Any], cost: PlanCost) -> None:
         )
         cost.tuples += round(seen * loops)
         cost.scans.append(f"{node['Node Type']} {node.get('Index Name', rel)}")
+    elif node.get("Node Type") == "Bitmap Index Scan" and "tasks" in str(node.get("Index Name")):
+        # Its rows are counted by the Bitmap Heap Scan above it; the index is named here.
+        cost.scans.append(f"Bitmap Index Scan {node['Index Name']}")
     for child in node.get("Plans", []) or []:
         _walk(child, cost)
 

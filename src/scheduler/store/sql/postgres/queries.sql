@@ -7,8 +7,12 @@
 -- `t.status = ANY((SELECT ARRAY[...])::text[])`, never as `t.status IN (...)`. The planner cannot
 -- see the states, so no partial index on status (lease, claimable, forecast, preloaded)
 -- is implied by the guard, and the statistics of status (stale within seconds in a
--- stampede) price nothing: the batch's rows are found by the primary key (id,
--- scheduled_at), one probe a key (migration 0015; tests/integration/store/test_plans.py).
+-- stampede) price nothing. And it names its ids as an array, `t.id = ANY($1::uuid[])`,
+-- beside the join on the batch: the primary key (id, scheduled_at) serves that with one
+-- probe a key, while any scan would test every row against the whole array, so the
+-- planner cannot price a scan of the partition below the batch's probes (it did for a
+-- 1,000-task batch on 100,000 tasks: a hash join over every row; migration 0015,
+-- tests/integration/store/test_plans.py).
 
 -- name: insert_tenant
 INSERT INTO tenants (id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at)
@@ -288,7 +292,7 @@ WITH d AS (
                 $9::bigint[],
                 tickwheel_fill($10::bool[], cardinality($1::uuid[])))
         AS u(id, scheduled_at, worker_id, lease, epoch, running)
-    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
+    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.id = ANY($1::uuid[])
       AND t.status = ANY((SELECT ARRAY[{{from:PRELOADED|to:DISPATCHED,RUNNING}}])::text[])
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
       AND (u.epoch IS NULL OR EXISTS (
@@ -317,6 +321,7 @@ WITH a AS (
     UPDATE tasks t SET status = 'RUNNING', lease_expires_at = $4, updated_at = $5
     FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
+      AND t.id = ANY($1::uuid[])
       AND t.status = ANY((SELECT ARRAY[{{from:DISPATCHED|to:RUNNING}}])::text[])
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
     RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id
@@ -333,7 +338,7 @@ SELECT id, fencing_token FROM a
 UPDATE tasks t SET lease_expires_at = $4, updated_at = $5
 FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
 WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-  AND t.status = ANY((SELECT $8::text[])::text[])
+  AND t.id = ANY($1::uuid[]) AND t.status = ANY((SELECT $8::text[])::text[])
   AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
 RETURNING t.id, t.fencing_token
 
@@ -341,7 +346,7 @@ RETURNING t.id, t.fencing_token
 SELECT t.id FROM tasks t
 JOIN unnest($1::uuid[], $2::timestamptz[]) AS u(id, scheduled_at)
   ON t.id = u.id AND t.scheduled_at = u.scheduled_at
-WHERE t.scheduled_at >= $3 AND t.scheduled_at <= $4
+WHERE t.id = ANY($1::uuid[]) AND t.scheduled_at >= $3 AND t.scheduled_at <= $4
 
 -- name: checkpoint
 UPDATE tasks SET checkpoint = $4::jsonb, updated_at = $5
@@ -362,6 +367,7 @@ WITH done AS (
                  $3::bigint[], $4::text[], $8::timestamptz[])
         AS u(id, scheduled_at, token, result, acked_at)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
+      AND t.id = ANY($1::uuid[])
       AND t.status = CASE WHEN u.acked_at IS NULL
                           THEN {{from:RUNNING|to:COMPLETED}}
                           ELSE {{from:DISPATCHED|to:RUNNING}} END
@@ -442,6 +448,7 @@ WITH f AS (
                 $6::timestamptz[], $10::text[], $11::float8[])
         AS u(id, scheduled_at, token, error, retryable, retry_at, error_type, spread)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
+      AND t.id = ANY($1::uuid[])
       AND t.status = ANY((SELECT ARRAY[{{from:RUNNING|to:RETRYING}}])::text[])
       AND t.scheduled_at >= $8 AND t.scheduled_at <= $9
     RETURNING t.id, t.scheduled_at, t.status, t.fencing_token, t.worker_id, t.workflow_id,
@@ -472,7 +479,7 @@ WITH old AS (
     JOIN unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $8::bool[])
         AS u(id, scheduled_at, token, checkpoint, dispatched_only)
       ON t.id = u.id AND t.scheduled_at = u.scheduled_at
-    WHERE t.fencing_token = u.token
+    WHERE t.fencing_token = u.token AND t.id = ANY($1::uuid[])
       AND t.status = ANY((SELECT ARRAY[{{from:RUNNING,DISPATCHED|to:PRELOADED}}])::text[])
       AND (NOT u.dispatched_only OR t.status = 'DISPATCHED')
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
@@ -503,6 +510,7 @@ WITH c AS (
     UPDATE tasks t SET status = 'CANCELLED', lease_expires_at = NULL, updated_at = $4
     FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
+      AND t.id = ANY($1::uuid[])
       AND t.status = ANY((SELECT ARRAY[{{from:RUNNING|to:CANCELLED}}])::text[]) AND t.cancel_requested
       AND t.scheduled_at >= $5 AND t.scheduled_at <= $6
     RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id, t.workflow_id
