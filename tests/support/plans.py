@@ -223,14 +223,26 @@ class Probe:
         raise KeyError(name)
 
 
-async def explain(conn: Any, sql: str, args: tuple[Any, ...], *, generic: bool) -> PlanCost:
+#: The probes whose statements the store runs in a by-key transaction
+#: (``Db.conn(..., by_key=True)``: the settings of ``BY_KEY``).
+BY_KEY_PROBES = frozenset(HOT) - {"load_preloaded", "load_preloaded_packed"}
+
+
+async def explain(
+    conn: Any, sql: str, args: tuple[Any, ...], *, generic: bool, by_key: bool = True
+) -> PlanCost:
     """EXPLAIN (ANALYZE, BUFFERS) ``sql`` in a transaction that is rolled back (the writes
     run), under a custom or the generic plan (asyncpg's prepared statements get the
-    generic one after five runs when it looks no dearer)."""
+    generic one after five runs when it looks no dearer), in a by-key transaction as the
+    store runs it (``by_key``) or a plain one."""
+    from scheduler.store.postgres._db import BY_KEY
+
     tx = conn.transaction()
     await tx.start()
     try:
         await conn.execute("SET LOCAL tickwheel.tenant = '*'")
+        if by_key:
+            await conn.execute(BY_KEY)
         mode = "force_generic_plan" if generic else "force_custom_plan"
         await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
         raw = await conn.fetchval(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", *args)
