@@ -121,6 +121,12 @@ class Batch:
     times: list[datetime]
 
     @property
+    def uniform_times(self) -> list[datetime]:
+        """The times as the store sends them to a statement that spreads a uniform
+        column (``tickwheel_fill``): one value when all are equal."""
+        return self.times[:1] if len(set(self.times)) == 1 else self.times
+
+    @property
     def lo(self) -> datetime:
         return min(self.times)
 
@@ -193,7 +199,7 @@ class Probe:
                 return name, (horizon, None, day, uuid.UUID(int=0), k, None)
             case "mark_dispatched":
                 return name, (
-                    *(p.ids, p.times[:1], ["w"], [now + timedelta(seconds=30)], now),
+                    *(p.ids, p.uniform_times, ["w"], [now + timedelta(seconds=30)], now),
                     *(p.lo, p.hi, "t", None, [False]),
                 )
             case "ack":
@@ -201,10 +207,19 @@ class Probe:
             case "heartbeat":
                 return name, (r.ids, r.times, tokens, now, now, r.lo, r.hi, ["RUNNING"])
             case "complete":
-                return name, (r.ids, r.times[:1], tokens, [None] * k, now, r.lo, r.hi, [None] * k)
+                return name, (
+                    r.ids,
+                    r.uniform_times,
+                    tokens,
+                    [None] * k,
+                    now,
+                    r.lo,
+                    r.hi,
+                    [None] * k,
+                )
             case "complete_acked":
                 return "complete", (
-                    *(d.ids, d.times[:1], tokens, [None] * k, now, d.lo, d.hi),
+                    *(d.ids, d.uniform_times, tokens, [None] * k, now, d.lo, d.hi),
                     [now] * k,
                 )
             case "fail":
