@@ -34,6 +34,15 @@ SQL: Mapping[str, str] = _sql.all_queries("postgres")
 
 SCOPE_SETTING: Final = "tickwheel.tenant"
 """The setting the row-level security policies read (migrations/0007)."""
+BY_KEY: Final = "SET LOCAL enable_seqscan = off"
+"""Sent at the start of a by-key call's transaction (``Db.conn(..., by_key=True)``): the
+writes that name their tasks by key (dispatch, ack, heartbeat, completion, failure,
+release, the claim's and the reaper's updates) must probe the primary key once a key
+(issue 41). The schema and the statements leave no other index to them (migration
+0015, queries.sql), but for a batch above about 2% of a partition the planner still
+priced one sequential scan of the partition below the batch's probes (50 tuples a task
+with 1,000 tasks on 50,000): a cost that grows with the tasks outstanding. Turning
+sequential scans off for those transactions alone leaves the probes."""
 SYSTEM: Final = "*"
 """The scope of the scheduler's own paths (pre-load, dispatch, worker writes, lease
 expiry, schedules firing, admin), which mix tenants by design: every row visible."""
@@ -138,8 +147,13 @@ class Db:
         and the commit. Past it the call ends with StoreUnavailable, whatever hung."""
 
     @contextlib.asynccontextmanager
-    async def conn(self, scope: Scope, *, tx: bool = False) -> AsyncIterator[Conn]:
+    async def conn(
+        self, scope: Scope, *, tx: bool = False, by_key: bool = False
+    ) -> AsyncIterator[Conn]:
         """A pooled connection for ``scope``; driver errors leave as StoreError.
+
+        ``by_key``: the call's statements find their tasks by key; its transaction starts
+        with :data:`BY_KEY` (in the same message as ``BEGIN``).
 
         With row-level security the call runs in one transaction that starts with
         ``SET LOCAL tickwheel.tenant`` (sent with ``BEGIN`` in one message, so a call
@@ -169,8 +183,10 @@ class Db:
             try:
                 if not self.row_level_security:
                     try:
-                        if tx:
+                        if tx or by_key:
                             async with conn.transaction():
+                                if by_key:
+                                    await conn.execute(BY_KEY)
                                 yield conn
                         else:
                             yield conn
@@ -178,7 +194,10 @@ class Db:
                         _drop_if_lost(conn, exc)
                         raise
                     return
-                await conn.execute(f"BEGIN; SET LOCAL {SCOPE_SETTING} = '{_scope_text(scope)}'")
+                pin = f"; {BY_KEY}" if by_key else ""
+                await conn.execute(
+                    f"BEGIN; SET LOCAL {SCOPE_SETTING} = '{_scope_text(scope)}'{pin}"
+                )
                 try:
                     yield conn
                 except BaseException as exc:

@@ -73,7 +73,7 @@ class Dispatch:
             windows = _common.day_windows(_common.day_start(min(now, horizon) - jitter), hi)
         shard_list = list(shards) if shards is not None else None
         out: list[Preloaded] = []
-        async with self._db.conn(SYSTEM) as conn:
+        async with self._db.conn(SYSTEM, by_key=True) as conn:
             for lo, end in windows:
                 found = await conn.fetch(
                     self._q["claim_preload"],
@@ -163,7 +163,7 @@ class Dispatch:
             first.setdefault(r.key.id, r)
         todo = list(first.values())
         lo, hi = _common.bounds([r.key for r in todo])
-        async with self._db.conn(SYSTEM) as conn:
+        async with self._db.conn(SYSTEM, by_key=True) as conn:
             found = await conn.fetch(
                 self._q["mark_dispatched"],
                 [r.key.id for r in todo],
@@ -218,7 +218,7 @@ class Dispatch:
         """Apply lease expiry (state table): DISPATCHED -> PRELOADED, RUNNING ->
         RETRYING / DEAD_LETTER, pending cancels -> CANCELLED."""
         _validate.aware("now", now)
-        async with self._db.conn(SYSTEM, tx=True) as conn:
+        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
             found = await conn.fetch(
                 self._q["reclaim_expired"],
                 now,

@@ -83,7 +83,7 @@ class WorkerWrites:
         ids = [k.id for k in keys]
         times = [k.scheduled_at for k in keys]
         tokens = [w.token for w in writes]
-        async with self._db.conn(SYSTEM) as conn:
+        async with self._db.conn(SYSTEM, by_key=True) as conn:
             if name == "ack":
                 found = await conn.fetch(self._q["ack"], ids, times, tokens, lease, now, lo, hi)
                 ok: set[tuple[uuid.UUID, int]] = {(r[0], r[1]) for r in found}
@@ -125,7 +125,7 @@ class WorkerWrites:
         _validate.keys("key", [FencedWrite(key=key, token=token)])
         _validate.aware("now", now)
         encoded = _validate.json_object("data", data, self._config.payload_limit_bytes)
-        async with self._db.conn(SYSTEM) as conn:
+        async with self._db.conn(SYSTEM, by_key=True) as conn:
             row = await conn.fetchval(
                 self._q["checkpoint"], key.id, key.scheduled_at, token, encoded, now
             )
@@ -153,7 +153,7 @@ class WorkerWrites:
         for i, a in enumerate(acked):
             if a is not None:
                 _validate.aware(f"items[{i}].acked_at", a)
-        async with self._db.conn(SYSTEM, tx=True) as conn:
+        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
             found = await conn.fetch(
                 self._q["complete"],
                 [k.id for k in keys],
@@ -211,7 +211,7 @@ class WorkerWrites:
         _validate.failures(items)
         keys = [f.key for f in items]
         lo, hi = _common.bounds(keys)
-        async with self._db.conn(SYSTEM, tx=True) as conn:
+        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
             found = await conn.fetch(
                 self._q["fail"],
                 [k.id for k in keys],
@@ -255,7 +255,7 @@ class WorkerWrites:
         ]
         keys = [r.key for r in items]
         lo, hi = _common.bounds(keys)
-        async with self._db.conn(SYSTEM, tx=True) as conn:
+        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
             found = await conn.fetch(
                 self._q["release"],
                 [k.id for k in keys],
@@ -285,7 +285,7 @@ class WorkerWrites:
         _validate.keys("writes", writes)
         keys = [w.key for w in writes]
         lo, hi = _common.bounds(keys)
-        async with self._db.conn(SYSTEM, tx=True) as conn:
+        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
             found = await conn.fetch(
                 self._q["confirm_cancel"],
                 [k.id for k in keys],

@@ -2,6 +2,17 @@
 -- exact (scheduled_at, id) keys AND the batch's scheduled_at bounds ($lo, $hi) so the
 -- planner prunes to the partitions of those days (brief §12). Guards like
 -- {{from:RUNNING|to:COMPLETED}} are expanded from scheduler.states (see _sql.py).
+--
+-- Key first (issue 41): a by-key write reads its status guard through an InitPlan,
+-- `t.status = ANY((SELECT ARRAY[...])::text[])`, never as `t.status IN (...)`. The planner cannot
+-- see the states, so no partial index on status (lease, claimable, forecast, preloaded)
+-- is implied by the guard, and the statistics of status (stale within seconds in a
+-- stampede) price nothing. And it names its ids as an array, `t.id = ANY($1::uuid[])`,
+-- beside the join on the batch: the primary key (id, scheduled_at) serves that with one
+-- probe a key, while any scan would test every row against the whole array, so the
+-- planner cannot price a scan of the partition below the batch's probes (it did for a
+-- 1,000-task batch on 100,000 tasks: a hash join over every row; migration 0015,
+-- tests/integration/store/test_plans.py).
 
 -- name: insert_tenant
 INSERT INTO tenants (id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at)
@@ -172,8 +183,8 @@ LIMIT $7
 -- $1 tenant (NULL: every tenant), $2 window start, $3 bucket width (s), $4 window end,
 -- $5 pools (NULL: any). Rows: ('f', bucket, pool, n) by due_at (firing), ('n', ...) by
 -- scheduled_at (nominal), ('o', -1, pool, n) due before the start (overdue). Each part
--- is a range on an indexed column (due_at: idx_tasks_claimable for SCHEDULED and
--- RETRYING; scheduled_at: the partition key, pruned to the window's days).
+-- is a range on an indexed column (due_at: idx_tasks_forecast_due; scheduled_at:
+-- idx_tasks_forecast_nominal, and the partition key, pruned to the window's days).
 SELECT 'f' AS kind, floor(extract(epoch FROM due_at - $2::timestamptz) / $3::int)::int AS bucket,
        pool, count(*) AS n
 FROM tasks
@@ -281,8 +292,8 @@ WITH d AS (
                 $9::bigint[],
                 tickwheel_fill($10::bool[], cardinality($1::uuid[])))
         AS u(id, scheduled_at, worker_id, lease, epoch, running)
-    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
-      AND t.status IN ({{from:PRELOADED|to:DISPATCHED,RUNNING}})
+    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.id = ANY($1::uuid[])
+      AND t.status = ANY((SELECT ARRAY[{{from:PRELOADED|to:DISPATCHED,RUNNING}}])::text[])
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
       AND (u.epoch IS NULL OR EXISTS (
           SELECT 1 FROM shard_epochs se WHERE se.shard_id = t.shard_id AND se.epoch = u.epoch))
@@ -310,7 +321,8 @@ WITH a AS (
     UPDATE tasks t SET status = 'RUNNING', lease_expires_at = $4, updated_at = $5
     FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-      AND t.status IN ({{from:DISPATCHED|to:RUNNING}})
+      AND t.id = ANY($1::uuid[])
+      AND t.status = ANY((SELECT ARRAY[{{from:DISPATCHED|to:RUNNING}}])::text[])
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
     RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id
 ), audit AS (
@@ -326,7 +338,7 @@ SELECT id, fencing_token FROM a
 UPDATE tasks t SET lease_expires_at = $4, updated_at = $5
 FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
 WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-  AND t.status = ANY($8::text[])
+  AND t.id = ANY($1::uuid[]) AND t.status = ANY((SELECT $8::text[])::text[])
   AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
 RETURNING t.id, t.fencing_token
 
@@ -334,12 +346,12 @@ RETURNING t.id, t.fencing_token
 SELECT t.id FROM tasks t
 JOIN unnest($1::uuid[], $2::timestamptz[]) AS u(id, scheduled_at)
   ON t.id = u.id AND t.scheduled_at = u.scheduled_at
-WHERE t.scheduled_at >= $3 AND t.scheduled_at <= $4
+WHERE t.id = ANY($1::uuid[]) AND t.scheduled_at >= $3 AND t.scheduled_at <= $4
 
 -- name: checkpoint
 UPDATE tasks SET checkpoint = $4::jsonb, updated_at = $5
 WHERE id = $1 AND scheduled_at = $2 AND fencing_token = $3
-  AND status IN ({{states:RUNNING}})
+  AND status = ANY((SELECT ARRAY[{{states:RUNNING}}])::text[])
 RETURNING id
 
 -- name: complete
@@ -355,9 +367,7 @@ WITH done AS (
                  $3::bigint[], $4::text[], $8::timestamptz[])
         AS u(id, scheduled_at, token, result, acked_at)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-      -- The IN list lets the planner use the partial lease index (leased tasks only);
-      -- without it a CASE alone made it scan the whole partition.
-      AND t.status IN ({{states:DISPATCHED,RUNNING}})
+      AND t.id = ANY($1::uuid[])
       AND t.status = CASE WHEN u.acked_at IS NULL
                           THEN {{from:RUNNING|to:COMPLETED}}
                           ELSE {{from:DISPATCHED|to:RUNNING}} END
@@ -438,7 +448,8 @@ WITH f AS (
                 $6::timestamptz[], $10::text[], $11::float8[])
         AS u(id, scheduled_at, token, error, retryable, retry_at, error_type, spread)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-      AND t.status IN ({{from:RUNNING|to:RETRYING}})
+      AND t.id = ANY($1::uuid[])
+      AND t.status = ANY((SELECT ARRAY[{{from:RUNNING|to:RETRYING}}])::text[])
       AND t.scheduled_at >= $8 AND t.scheduled_at <= $9
     RETURNING t.id, t.scheduled_at, t.status, t.fencing_token, t.worker_id, t.workflow_id,
         t.retry_count, t.max_retries, u.error, u.retryable
@@ -468,8 +479,8 @@ WITH old AS (
     JOIN unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $8::bool[])
         AS u(id, scheduled_at, token, checkpoint, dispatched_only)
       ON t.id = u.id AND t.scheduled_at = u.scheduled_at
-    WHERE t.fencing_token = u.token
-      AND t.status IN ({{from:RUNNING,DISPATCHED|to:PRELOADED}})
+    WHERE t.fencing_token = u.token AND t.id = ANY($1::uuid[])
+      AND t.status = ANY((SELECT ARRAY[{{from:RUNNING,DISPATCHED|to:PRELOADED}}])::text[])
       AND (NOT u.dispatched_only OR t.status = 'DISPATCHED')
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
     FOR UPDATE OF t
@@ -499,7 +510,8 @@ WITH c AS (
     UPDATE tasks t SET status = 'CANCELLED', lease_expires_at = NULL, updated_at = $4
     FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-      AND t.status IN ({{from:RUNNING|to:CANCELLED}}) AND t.cancel_requested
+      AND t.id = ANY($1::uuid[])
+      AND t.status = ANY((SELECT ARRAY[{{from:RUNNING|to:CANCELLED}}])::text[]) AND t.cancel_requested
       AND t.scheduled_at >= $5 AND t.scheduled_at <= $6
     RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id, t.workflow_id
 ), audit AS (
@@ -557,12 +569,12 @@ UPDATE tasks SET status = $3::text, updated_at = $5,
     retry_count = CASE WHEN $3::text = 'SCHEDULED' AND status = 'DEAD_LETTER'
                        THEN 0 ELSE retry_count END,
     due_at = coalesce($6::timestamptz, due_at)
-WHERE id = $1 AND scheduled_at = $2 AND status = ANY($4::text[])
+WHERE id = $1 AND scheduled_at = $2 AND status = ANY((SELECT $4::text[])::text[])
 RETURNING *
 
 -- name: request_cancel
 UPDATE tasks SET cancel_requested = TRUE, updated_at = $3
-WHERE id = $1 AND scheduled_at = $2 AND status IN ({{states:DISPATCHED,RUNNING}})
+WHERE id = $1 AND scheduled_at = $2 AND status = ANY((SELECT ARRAY[{{states:DISPATCHED,RUNNING}}])::text[])
 RETURNING *
 
 -- name: audit

@@ -1,0 +1,356 @@
+"""The stampede (issue 41): N tasks nominally at one instant, end to end.
+
+A script, not a test (no timing assertion). It starts PostgreSQL (the test harness), a
+fresh database migrated by the tree under test, ``tickwheel serve`` and one ``tickwheel
+worker`` (2,000 slots, ack-first, the ``lateness`` handler that records when it started
+against the task's jittered due time) from that tree, and submits N tasks with that
+tree's client (a child process) for an instant T:
+
+- ``minute``: T is a whole minute and the tasks take the default jitter rule (a round
+  instant is spread late-only over 0-120 s), so the due curve is flat at N/121 a second;
+- ``instant``: the tasks are strict (no jitter), all due at T: a burst.
+
+T is the next whole minute (``instant``: second) after the submission is expected to
+end (+ ``--lead-s``). It
+then waits until every task started or T + ``--window-s`` passed and reports: the
+submission rate; starts a second against the due curve (the mean over the due window
+and the lowest second); lateness of the handler's start against the jittered due time
+(p50/p99/p99.9/max, ms); tasks not started by the end; tasks started twice; CPU per
+started task of serve, the worker and PostgreSQL (every backend), from T - 1 s to the
+end; PostgreSQL's tuples fetched and read per started task on the task partitions
+(pg_stat_user_tables: idx_tup_fetch + seq_tup_read, same span); serve's RSS before the
+submission and at its peak, and the growth per task.
+
+``--plans`` instead runs the plan probe (tests/support/plans.py) at each size of
+``--sizes``: tuples touched per task of every hot statement with a batch of 1,000, on
+tasks sharing one scheduled_at or spread over a day, with statistics taken while the
+minute was SCHEDULED (the stampede's stale ones) and fresh.
+
+``--tree`` runs another checkout (its extension built; ``git worktree add --detach
+/tmp/wt-before main && (cd /tmp/wt-before && python setup.py -q build_ext --inplace)``)::
+
+    .venv/bin/python -m benchmarks.test_stampede --tasks 100000 --modes minute,instant
+    .venv/bin/python -m benchmarks.test_stampede --tree /tmp/wt-before --tasks 100000
+    .venv/bin/python -m benchmarks.test_stampede --plans --sizes 10000,100000,1000000
+
+``test_stampede_small`` runs a 5,000-task instant under pytest-benchmark (``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.compare_trees import _cpu, _env, _postgres_procs, _tenant_key  # noqa: E402
+from tests.support.processes import TICKWHEEL, ProcessGroup  # noqa: E402
+from tests.support.servers import PostgresServer, start_server  # noqa: E402
+
+HANDLERS = "tests.acceptance.handlers"
+
+_SUBMIT = """
+import asyncio, sys, time
+from datetime import datetime, UTC
+from scheduler.client import Client, TaskSpec
+
+async def main(target, key, n, at, strict):
+    at = datetime.fromtimestamp(float(at), UTC)
+    started = time.perf_counter()
+    async with await Client.connect(target, api_key=key) as c:
+        for start in range(0, n, 10_000):
+            await c.submit_many(
+                TaskSpec(type="late", payload={"i": i}, scheduled_at=at, strict_timing=strict)
+                for i in range(start, min(n, start + 10_000))
+            )
+    print(n / (time.perf_counter() - started), flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"))
+"""
+"""The submitter: the tree's own client; prints its submission rate (tasks/s)."""
+
+TUPLES = """
+SELECT coalesce(sum(coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)), 0)::bigint
+FROM pg_stat_user_tables WHERE relname LIKE 'tasks_p%'
+"""
+
+
+BY_INDEX = """
+SELECT 'index ' || regexp_replace(indexrelname, '^tasks_p[0-9]+_', '') AS what,
+       sum(idx_tup_read)::bigint AS n
+FROM pg_stat_user_indexes WHERE relname LIKE 'tasks_p%' GROUP BY 1
+UNION ALL
+SELECT 'seq scan', coalesce(sum(seq_tup_read), 0)::bigint
+FROM pg_stat_user_tables WHERE relname LIKE 'tasks_p%'
+"""
+"""Index entries read (idx_tup_read) per index of the task partitions, and rows read by
+sequential scans: where the tuples fetched come from."""
+
+
+def _by_index(server: PostgresServer, database: str) -> Counter[str]:
+    out = server.psql(BY_INDEX, database=database)
+    return Counter({k: int(v) for k, v in (line.split("|") for line in out.splitlines() if line)})
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))] if xs else float("nan")
+
+
+class _Rss(threading.Thread):
+    """The peak RSS of one process, sampled every 0.2 s until stopped."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(name="rss", daemon=True)
+        self.proc = psutil.Process(pid)
+        self.peak = self.proc.memory_info().rss
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            try:
+                self.peak = max(self.peak, self.proc.memory_info().rss)
+            except psutil.Error:
+                return
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def one_run(
+    server: PostgresServer, tree: Path, n: int, mode: str, base: Path, args: argparse.Namespace
+) -> dict[str, float]:
+    """One stampede on a fresh database; the figures of the module's docstring."""
+    name = f"st_{uuid.uuid4().hex[:10]}"
+    server.ensure_app_role()
+    server.psql(f"CREATE DATABASE {name} OWNER {server.app_user}")
+    dsn = server.app_dsn(name)
+    group = ProcessGroup(base / name)
+    records = base / name / "records.jsonl"
+    try:
+        subprocess.run(
+            [TICKWHEEL, "migrate", "--postgres-dsn", dsn],
+            env={**os.environ, **_env(tree)},
+            check=True,
+            capture_output=True,
+        )
+        serve = group.serve(
+            dsn, lease_ttl_s=30.0, extra_args=("--canary-interval-s", "0"), env=_env(tree)
+        )
+        key = asyncio.run(_tenant_key(serve.target))
+        worker = group.worker(
+            serve.target,
+            key,
+            {"late": f"{HANDLERS}:lateness"},
+            name="st-w",
+            slots=args.slots,
+            env={**_env(tree), "TW_RECORD_FILE": str(records)},
+        )
+        sp, wp = psutil.Process(serve.pid), psutil.Process(worker.pid)
+        rss = _Rss(serve.pid)
+        rss.start()
+        rss_before = rss.peak
+        # T: a whole minute after the submission's expected end (20k tasks/s) + the lead.
+        ready = time.time() + n / 20_000 + args.lead_s
+        at = math.ceil(ready / 60) * 60 if mode == "minute" else math.ceil(ready)
+        strict = "1" if mode == "instant" else "0"
+        sub = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _SUBMIT,
+                serve.target,
+                key,
+                str(n),
+                str(at),
+                strict,
+            ],
+            env={**os.environ, **_env(tree)},
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        submit_rate = float(sub.stdout.split()[-1])
+        late_submit = time.time() - at
+        time.sleep(max(0.0, at - 1 - time.time()))
+        pg = _postgres_procs(server)
+        cpu0 = (_cpu([sp]), _cpu([wp]), _cpu(pg))
+        tup0 = int(server.psql(TUPLES, database=name).strip())
+        idx0 = _by_index(server, name)
+        end = at + (args.window_s if mode == "minute" else args.window_s / 2)
+        while time.time() < end:
+            if len(records.read_bytes().splitlines() if records.exists() else []) >= n:
+                break
+            time.sleep(0.5)
+        cpu1 = (_cpu([sp]), _cpu([wp]), _cpu(_postgres_procs(server)))
+        tup1 = int(server.psql(TUPLES, database=name).strip())
+        idx1 = _by_index(server, name)
+        rss.done.set()
+        rows = [r for r in _records(records) if r["event"] == "late"]
+        counts = Counter(r["task_id"] for r in rows)
+        started = len(counts)
+        late = sorted(r["start_ms"] for r in rows)
+        # Starts a second against the due curve (the due time is start - lateness).
+        starts = Counter(int(r["at"] - at) for r in rows)
+        dues = Counter(int(r["at"] - r["start_ms"] / 1000.0 - at) for r in rows)
+        due_secs = [s for s in dues if dues[s] > 0]
+        span = range(min(due_secs), max(due_secs) + 1) if due_secs else range(0)
+        per = max(started, 1)
+        return {
+            "tasks": n,
+            "submit_per_s": submit_rate,
+            "submit_ended_before_T_s": -late_submit,
+            "due_per_s": n / max(len(span), 1),
+            "starts_per_s_mean": started / max(len(span), 1)
+            if mode == "minute"
+            else started / max((max(r["at"] for r in rows) - at) if rows else 1, 1e-3),
+            "starts_per_s_min": min((starts.get(s, 0) for s in span), default=0),
+            "late_p50_ms": _quantile(late, 0.5),
+            "late_p99_ms": _quantile(late, 0.99),
+            "late_p999_ms": _quantile(late, 0.999),
+            "late_max_ms": late[-1] if late else float("nan"),
+            "not_started": n - started,
+            "started_twice": sum(1 for c in counts.values() if c > 1),
+            "serve_us_per_task": (cpu1[0] - cpu0[0]) / per * 1e6,
+            "worker_us_per_task": (cpu1[1] - cpu0[1]) / per * 1e6,
+            "postgres_us_per_task": (cpu1[2] - cpu0[2]) / per * 1e6,
+            "pg_tuples_per_task": (tup1 - tup0) / per,
+            "serve_rss_before_mib": rss_before / 2**20,
+            "serve_rss_peak_mib": rss.peak / 2**20,
+            "serve_rss_bytes_per_task": (rss.peak - rss_before) / n,
+            **{
+                f"read per task: {k}": (idx1[k] - idx0[k]) / per
+                for k in sorted(idx1)
+                if idx1[k] - idx0[k] >= per / 10
+            },
+        }
+    finally:
+        group.stop_all()
+        server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+async def _plans(dsn: str, n: int, spread_s: int, k: int) -> dict[str, dict[str, float]]:
+    from tests.support.plans import BY_KEY_PROBES, HOT, Probe, explain, seed_stampede
+
+    from scheduler.store.postgres import Q
+
+    now = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+    conn = await asyncpg.connect(dsn)
+    out: dict[str, dict[str, float]] = {}
+    try:
+        await conn.execute("SET tickwheel.tenant = '*'")
+        tenant = uuid.uuid4()
+        await conn.execute("INSERT INTO tenants (id, name) VALUES ($1, 'plans')", tenant)
+        await seed_stampede(conn, tenant, now, n, spread_s=spread_s)
+        # Statistics of a minute still SCHEDULED, then pre-loaded (the issue's trigger).
+        await conn.execute("UPDATE tasks SET status = 'SCHEDULED' WHERE status = 'PRELOADED'")
+        await conn.execute("ANALYZE tasks")
+        await conn.execute(
+            "UPDATE tasks SET status = 'PRELOADED' WHERE right(idempotency_key, 1) IN"
+            " ('1', '3', '5', '7', '9')"
+        )
+        probe = await Probe.prepare(conn, now, k)
+        for stats in ("stale", "fresh"):
+            if stats == "fresh":
+                await conn.execute("ANALYZE tasks")
+            for name in HOT:
+                statement, args = probe.args(name)
+                cost = await explain(
+                    conn, Q[statement], args, generic=False, by_key=name in BY_KEY_PROBES
+                )
+                out.setdefault(name, {})[stats] = cost.tuples / k
+                out[name][f"{stats}_ms"] = cost.ms
+    finally:
+        await conn.close()
+    return out
+
+
+def plans(server: PostgresServer, sizes: list[int], k: int, spreads: list[str]) -> None:
+    """Print the plan probe's tuples a task at each size, on one scheduled_at (``one``)
+    and spread over a day (``day``)."""
+    from tests.support.db import migrate_sync
+
+    layouts = {"one": (0, "one scheduled_at"), "day": (86_399, "spread over a day")}
+    for n in sizes:
+        for spread_s, label in (layouts[x] for x in spreads):
+            name = f"pl_{uuid.uuid4().hex[:10]}"
+            server.ensure_app_role()
+            server.psql(f"CREATE DATABASE {name} OWNER {server.app_user}")
+            try:
+                migrate_sync(server.app_dsn(name))
+                got = asyncio.run(_plans(server.app_dsn(name), n, spread_s, k))
+            finally:
+                server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            print(f"{n:,} tasks, {label}, batch {k}: tuples a task (stale stats / fresh; ms)")
+            for stmt, v in got.items():
+                print(
+                    f"  {stmt:22s} {v['stale']:10.1f} {v['fresh']:8.1f}"
+                    f"   {v['stale_ms']:8.1f} {v['fresh_ms']:7.1f}",
+                    flush=True,
+                )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--tree", type=Path, default=REPO, help="the checkout to run")
+    parser.add_argument("--tasks", type=int, default=100_000)
+    parser.add_argument("--modes", default="minute,instant", help="minute, instant or both")
+    parser.add_argument("--slots", type=int, default=2_000, help="the worker's slots")
+    parser.add_argument("--lead-s", type=float, default=15.0, help="T after submission ends")
+    parser.add_argument("--window-s", type=float, default=180.0, help="wait after T (minute)")
+    parser.add_argument("--plans", action="store_true", help="run the plan probe instead")
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--batch", type=int, default=1_000, help="plan probe batch")
+    parser.add_argument("--spreads", default="one,day", help="plan probe layouts: one, day")
+    args = parser.parse_args()
+    # Stopped with SIGTERM (a background job ignores SIGINT): still stop every process.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    server = start_server(PostgresServer)
+    base = Path(tempfile.mkdtemp(prefix="tickwheel-stampede-"))
+    try:
+        if args.plans:
+            sizes = [int(x) for x in args.sizes.split(",")]
+            plans(server, sizes, args.batch, args.spreads.split(","))
+            return
+        for mode in args.modes.split(","):
+            figures = one_run(server, args.tree.resolve(), args.tasks, mode, base, args)
+            print(f"{mode} ({args.tree}):")
+            for k, v in figures.items():
+                print(f"  {k:26s} {v:12.2f}", flush=True)
+    finally:
+        server.cleanup()
+
+
+def test_stampede_small(benchmark: Any, tmp_path: Path) -> None:
+    """A 5,000-task instant end to end (pytest-benchmark, one round: it takes a minute)."""
+    server = start_server(PostgresServer)
+    try:
+        ns = argparse.Namespace(slots=2_000, lead_s=5.0, window_s=120.0)
+        figures = benchmark.pedantic(
+            one_run, args=(server, REPO, 5_000, "instant", tmp_path, ns), rounds=1
+        )
+        benchmark.extra_info.update(figures)
+    finally:
+        server.cleanup()
+
+
+if __name__ == "__main__":
+    main()
