@@ -39,6 +39,31 @@ class StoreConfig:
     and never answers."""
     connect_timeout_s: float = 5.0
     """PostgreSQL: how long opening one connection may take (asyncpg's default is 60 s)."""
+    idle_in_transaction_timeout_s: float = 5.0
+    """PostgreSQL: the server ends a session of ours that sits this long inside a
+    transaction without sending anything, and its row locks go with it. Our calls never
+    pause inside a transaction; a process that was frozen (SIGSTOP, a GC pause), cut
+    off or killed between two statements does, and its locks must not hold back the
+    node that took its shards (issue 42; docs/cluster.md "What a paused node holds")."""
+    lock_timeout_s: float = 10.0
+    """PostgreSQL: a statement of ours waits at most this long for a row lock, then fails
+    (and is tried again): no lock anyone else holds stops a loop for longer."""
+
+    def session_settings(self) -> dict[str, str]:
+        """The PostgreSQL settings every pooled session starts with that bound what a
+        lost or frozen peer can hold: the idle-in-transaction and lock timeouts above,
+        and TCP keep-alives (idle 5 s, every 2 s, 3 probes) so the server notices a
+        client whose host went away."""
+        return {
+            "idle_in_transaction_session_timeout": str(
+                int(self.idle_in_transaction_timeout_s * 1000)
+            ),
+            "lock_timeout": str(int(self.lock_timeout_s * 1000)),
+            "tcp_keepalives_idle": "5",
+            "tcp_keepalives_interval": "2",
+            "tcp_keepalives_count": "3",
+        }
+
     actor: str = "scheduler"
     """Written as ``actor`` on audit rows for moves the scheduler makes (worker writes
     record the worker id)."""
@@ -64,3 +89,5 @@ class StoreConfig:
             raise ValueError("command_timeout_s must be positive")
         if self.call_timeout_s <= 0 or self.connect_timeout_s <= 0:
             raise ValueError("call_timeout_s and connect_timeout_s must be positive")
+        if self.idle_in_transaction_timeout_s < 0.001 or self.lock_timeout_s < 0.001:
+            raise ValueError("idle_in_transaction_timeout_s and lock_timeout_s must be >= 1 ms")

@@ -155,6 +155,7 @@ class PostgresStore:
                     "jit": "off",
                     "timezone": "UTC",
                     SCOPE_SETTING: "" if config.row_level_security else SYSTEM,
+                    **config.session_settings(),
                 },
                 **extra,
             )
