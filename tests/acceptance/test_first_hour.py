@@ -62,10 +62,12 @@ async def test_dev_keeps_its_tenant_and_key_across_restarts(tmp_path: Path) -> N
             "database",
             "metrics_url",
             "ui_url",
+            "ui_login_url",
         }
         assert first["metrics_url"].startswith("http://127.0.0.1:")
         assert first["target"] == f"127.0.0.1:{port}"
         assert first["ui_url"] == f"http://127.0.0.1:{ui_port}/"
+        assert first["ui_login_url"].startswith(f"http://127.0.0.1:{ui_port}/login#token=")
         assert _http_status(first["ui_url"] + "tasks") == 200
         assert first["database"] == str(db)
         assert json.loads(creds.read_text()) == first
@@ -79,10 +81,13 @@ async def test_dev_keeps_its_tenant_and_key_across_restarts(tmp_path: Path) -> N
         dev.log_path.unlink()
         await asyncio.to_thread(dev.start_again)
         second = _facts(dev)
-        # The same tenant, key and admin token, printed again (metrics: a new free port).
-        assert {k: v for k, v in second.items() if k != "metrics_url"} == {
-            k: v for k, v in first.items() if k != "metrics_url"
+        # The same tenant, key and admin token, printed again (metrics: a new free port;
+        # the dashboard's login link: a new token each start).
+        fresh = {"metrics_url", "ui_login_url"}
+        assert {k: v for k, v in second.items() if k not in fresh} == {
+            k: v for k, v in first.items() if k not in fresh
         }
+        assert second["ui_login_url"] != first["ui_login_url"]
         async with await Client.connect(second["target"], api_key=second["api_key"]) as c:
             assert (await c.get(task.id)).state is TaskState.SCHEDULED
             assert [t.id async for t in c.list()] == [task.id]
