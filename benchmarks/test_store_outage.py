@@ -58,6 +58,7 @@ def test_store_restarts(
         stuck=f.tasks - f.completed,
         ran_twice=f.ran_twice,
         latest_dispatch_s=f.latest_dispatch_s,
+        longest_down_s=f.longest_down_s,
         bound_s=OUTAGE_S + 2,
     )
     print("\n" + f.line() + f" (bound: outage + 2 s = {OUTAGE_S + 2:.0f} s)")

@@ -62,6 +62,9 @@ class OutageFigures:
     ran_twice: int
     latest_dispatch_s: float
     """The largest delay from a task's due time to its first dispatch."""
+    longest_down_s: float
+    """The longest a round's PostgreSQL answered no query: from the kill until a new
+    connection's first query (the pause plus its crash recovery)."""
 
     def line(self) -> str:
         """One line for the report."""
@@ -69,7 +72,8 @@ class OutageFigures:
             f"{self.rounds} x (kill -9 for {self.outage_s:.0f} s + graceful restart), "
             f"{self.tasks} tasks: completed {self.completed}, stuck "
             f"{self.tasks - self.completed}, ran twice {self.ran_twice}, latest first "
-            f"dispatch {self.latest_dispatch_s:.2f} s after due"
+            f"dispatch {self.latest_dispatch_s:.2f} s after due; PostgreSQL down at most "
+            f"{self.longest_down_s:.2f} s a round"
         )
 
 
@@ -106,10 +110,14 @@ async def store_restarts(
         start = datetime.now(UTC) + timedelta(seconds=2)
         await cluster.submit_due(running, cluster.spread(start, span_s, tasks))
     await asyncio.sleep(lead_s)
+    longest_down = 0.0
     for _ in range(rounds):
+        killed = time.monotonic()
         await asyncio.to_thread(pg.kill9)  # a crash: no shutdown of any kind
         await asyncio.sleep(outage_s)
         await asyncio.to_thread(pg.start_again)  # crash recovery
+        await answering(dsn)
+        longest_down = max(longest_down, time.monotonic() - killed)
         await asyncio.sleep(settle_s)
         await asyncio.to_thread(pg.stop)  # a graceful (fast) shutdown
         await asyncio.to_thread(pg.start_again)
@@ -133,4 +141,19 @@ async def store_restarts(
         ran=len(ran),
         ran_twice=sum(1 for n in ran.values() if n > 1),
         latest_dispatch_s=late,
+        longest_down_s=longest_down,
     )
+
+
+async def answering(dsn: str, timeout_s: float = 60.0) -> None:
+    """Return once a new connection to ``dsn`` answers a query (crash recovery over)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            async with connected(dsn) as db:
+                await db.fetchval("SELECT 1")
+            return
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.02)
