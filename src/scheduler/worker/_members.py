@@ -228,13 +228,14 @@ class ClusterWorker:
         return min(self._interval_s, 0.2)
 
     async def _refresh(self) -> None:
-        live = await self._read_members()
+        live, answered = await self._read_members()
         self.refreshes += 1
         for node, worker in self.workers.items():
             self._reconnects[node] = worker.reconnects
         if len(live) == 1 and set(self._addresses) <= {_SEED}:
-            # One node, and never more seen: the seed alone, as a plain Worker does.
-            live = {_SEED: self.seeds[0]}
+            # One node, and never more seen: the seed alone, as a plain Worker does
+            # (named by the seed that answered; kept while it runs, whoever answers).
+            live = {_SEED: self._addresses.get(_SEED, answered)}
         change = diff_members(self._addresses, live)
         for node in change.stop:
             await self._stop_one(node, grace_s=30.0)
@@ -243,7 +244,9 @@ class ClusterWorker:
                 await self._stop_one(node, grace_s=30.0)
             self._start_one(node, address)
 
-    async def _read_members(self) -> dict[str, str]:
+    async def _read_members(self) -> tuple[dict[str, str], str]:
+        """The live list and the target that answered it (the first seed when none
+        did)."""
         # Any member we stream to can answer; the seed first, then the others.
         candidates = [
             *self.seeds,
@@ -256,10 +259,11 @@ class ClusterWorker:
                 _log.info("worker: members from %s: %s", target, exc)
                 continue
             if live:
-                return live
+                return live, target
         if self._addresses:
-            return dict(self._addresses)  # nobody answered: keep what runs
-        return {_SEED: self.seeds[0]}  # an old server or a load balancer: the seed alone
+            return dict(self._addresses), self.seeds[0]  # nobody answered: keep what runs
+        # An old server or a load balancer: the seed alone.
+        return {_SEED: self.seeds[0]}, self.seeds[0]
 
     def _start_one(self, node: str, address: str) -> None:
         # The seed alone (no member list): today's worker, region fail-over included.
