@@ -12,7 +12,7 @@
 - ``idle``: three nodes and their workers with no task: CPU per second of every
   process (nodes, workers, etcd, Redis, PostgreSQL), what a cluster costs at rest.
 - ``frozen_worker``: issue 17, tasks stranded behind a SIGSTOPped worker with one
-  stream per worker and with a stream to every node (``--all-nodes``).
+  stream per worker (``--one-node``) and with a stream to every node (the default).
 - ``throughput``: 20,000 tasks due at one instant on 1, 2 and 3 nodes (one worker
   each): dispatch rate (tasks / time from due to the last first dispatch) and completion
   rate. All nodes, workers, PostgreSQL (fsync on), Redis and etcd share 2 cores, so
@@ -288,8 +288,8 @@ def test_frozen_worker(
     all_nodes: bool,
 ) -> None:
     """Issue 17: tasks stranded behind a frozen worker, before (each worker streams to
-    one node) and after (``--all-nodes``): three nodes, three workers of 50 slots, w1
-    SIGSTOPped, FROZEN_TASKS due at once, counted over a 15 s window."""
+    one node, ``--one-node``) and after (the default, issue 42): three nodes, three
+    workers of 50 slots, w1 SIGSTOPped, FROZEN_TASKS due at once, counted over 15 s."""
     f = _scenario(
         benchmark,
         tmp_path,

@@ -1,7 +1,7 @@
 """Lateness under single faults (issue 17): real processes, one fault per segment.
 
 Three ``tickwheel serve --etcd`` nodes on PostgreSQL, Redis and etcd, and three
-``tickwheel worker --all-nodes`` processes (100 slots each, ack first) that stream to
+``tickwheel worker`` processes (100 slots each, ack first) that stream to
 every node. One cluster runs a sequence of segments; each segment submits
 ``TW_BENCH_FAULT_RATE`` tasks/s (default 333) due evenly over ``TW_BENCH_FAULT_SEGMENT_S``
 seconds (default 22), injects one fault ``FAULT_AT_S`` (5 s) after the first due time,
@@ -561,7 +561,7 @@ def _segments(
             3,
             etcd_ttl_s=ETCD_TTL_S,
             worker_slots=WORKER_SLOTS,
-            worker_args=("--all-nodes", *WORKER_ARGS),
+            worker_args=WORKER_ARGS,
             worker_env={"TW_RECORD_FILE": str(record)},
             task_lease_s=TASK_LEASE_S,
         ) as c:

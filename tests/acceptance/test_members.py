@@ -3,11 +3,14 @@
 Three nodes share shards through a real etcd; every node answers the same three live
 members with the address each advertised (``--advertise``, default ``--listen``), and
 a worker stream's ``Welcome`` carries the same list. A node that stops leaves it.
+Workers started as the README says (one node's address each, no flag) reach every node
+(issue 42).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from datetime import UTC, datetime, timedelta
@@ -213,6 +216,70 @@ async def test_a_frozen_worker_or_a_restarted_node_strands_nothing(
 
 async def _async(value: bool) -> bool:
     return value
+
+
+@pytest.mark.timeout(120)
+async def test_workers_started_as_the_readme_says_take_a_frozen_workers_node(
+    pg_dsn: str, etcd_server: EtcdServer, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Three nodes; three ``tickwheel worker --target NODE`` processes, w1 given n1's
+    address, w2 n2's, w3 n3's, nothing else (the README's way). w1 is frozen (SIGSTOP),
+    tasks fall due on every node's shards: each completes exactly once, and those of
+    n1's shards are run by w2 and w3 while w1 stays frozen. Before cluster reach was
+    the default, n1's tasks waited for w1 to thaw (issue 42)."""
+    records = tmp_path / "records.jsonl"
+    with process_group(tmp_path / "procs") as group:
+        async with cluster.running(
+            group,
+            pg_dsn,
+            etcd_server,
+            redis_server,
+            3,
+            etcd_ttl_s=2,
+            worker_slots=20,
+            worker_env={"TW_RECORD_FILE": str(records)},
+        ) as c:
+            workers = [p for p in group.procs if isinstance(p, WorkerProcess)]
+            assert [w.target for w in workers] == [n.target for n in c.nodes]
+            assert all("--all-nodes" not in w.command() for w in workers)
+            for w in workers:
+                await eventually(
+                    lambda w=w: _async(_streams_to_all(w, c.nodes)),
+                    timeout_s=30,
+                    what=f"{w.name} streams to every node\n{group.explain()}",
+                )
+            frozen = workers[0]
+            frozen.pause()
+            try:
+                n = 120
+                await cluster.submit_due(c, [datetime.now(UTC)] * n)
+                # A push that reached w1 before it froze comes back by task lease (3 s).
+                await eventually(
+                    lambda: cluster.completed(c),
+                    until=lambda done: done == n,
+                    timeout_s=45,
+                    what=f"{n} tasks completed with w1 frozen\n{group.explain()}",
+                )
+                done = [r for r in _records(records) if r["event"] == "done"]
+            finally:
+                frozen.resume()
+            ran_by = {r["task_id"]: r["worker"] for r in done}
+            assert len(done) == len(ran_by) == n, "a task ran twice or not at all"
+            assert set(ran_by.values()) <= {"w2", "w3"}
+            owner = await cluster.owners(c.db)
+            rows = await c.db.fetch(
+                "SELECT id, shard_id FROM tasks WHERE tenant_id = $1", c.tenant_id
+            )
+            on_n1 = [str(r[0]) for r in rows if owner[r[1]] == "n1"]
+            assert on_n1, "no task fell on n1's shards"
+            assert {ran_by[t] for t in on_n1} <= {"w2", "w3"}
+            await cluster.check_exactly_once(c, n, timeout_s=30)
+
+
+def _records(path: Path) -> list[dict[str, object]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
 @pytest.mark.timeout(240)

@@ -738,11 +738,12 @@ async def frozen_worker(
     window_s: float = 15.0,
     etcd_ttl_s: float = 5.0,
 ) -> FrozenWorkerFigures:
-    """Three nodes and three workers (one seeded with each node; ``all_nodes``: with
-    ``--all-nodes``, so each streams to every node). w1 is SIGSTOPped, ``tasks`` fall
-    due at once, and the tasks completed within ``window_s`` while it stays frozen are
-    counted; then it thaws and every task must complete exactly once."""
-    args = ("--all-nodes",) if all_nodes else ()
+    """Three nodes and three workers (one seeded with each node; ``all_nodes``: as
+    started by default, each streaming to every node; otherwise with ``--one-node``).
+    w1 is SIGSTOPped, ``tasks`` fall due at once, and the tasks completed within
+    ``window_s`` while it stays frozen are counted; then it thaws and every task must
+    complete exactly once."""
+    args = () if all_nodes else ("--one-node",)
     async with running(
         group, pg_dsn, etcd, redis, 3, etcd_ttl_s=etcd_ttl_s, worker_slots=50, worker_args=args
     ) as c:

@@ -29,7 +29,7 @@ from scheduler.cli._runner import run_coro, tls_config, tune_gc
 from scheduler.client import Pool
 
 if TYPE_CHECKING:
-    from scheduler.worker import DrainReport, Worker
+    from scheduler.worker import ClusterWorker, DrainReport, Worker
 
 
 def _import(target: str, spec: str, hint: str, expected: str) -> Any:
@@ -66,7 +66,7 @@ def _load_handler(spec: str) -> tuple[str, Callable[..., Any]]:
 
 
 async def _run_with_metrics(
-    w: Worker,
+    w: Worker | ClusterWorker,
     grace_s: float,
     metrics_host: str,
     metrics_port: int | None,
@@ -103,10 +103,18 @@ async def _run_with_metrics(
 )
 @click.option("--slots", type=int, default=10, show_default=True)
 @click.option(
+    "--one-node",
+    is_flag=True,
+    help="Stream to --target only: run that node's shards' tasks only. Without it the "
+    "worker learns every live node of the cluster from --target (any node, or a load "
+    "balancer) and streams to each, sharing --slots by demand. Kafka mode "
+    "(--kafka-bootstrap) always streams to --target only.",
+)
+@click.option(
     "--all-nodes",
     is_flag=True,
-    help="Stream to every live node of the cluster (learnt from --target, the seed, "
-    "through WorkerService.Members), splitting --slots between them; off: --target only.",
+    hidden=True,
+    help="Accepted for compatibility: streaming to every node is the default.",
 )
 @click.option("--worker-id")
 @click.option(
@@ -135,6 +143,7 @@ def worker(
     types: tuple[str, ...],
     app_spec: str | None,
     slots: int,
+    one_node: bool,
     all_nodes: bool,
     worker_id: str | None,
     grace_s: float,
@@ -154,12 +163,17 @@ def worker(
     tasks finish or checkpoint within --grace-s, release the rest (a second signal
     releases them at once). Exit code 0 when nothing was left to lease expiry.
 
+    Cluster reach is the default: --target (any node, or a load balancer) is a seed;
+    the worker learns the live nodes from it and keeps a stream to each, so it runs
+    the tasks of every node's shards (docs/cluster.md, "How workers reach shards"). A
+    single node is streamed to alone, as before. --one-node streams to --target only.
+    Kafka mode (--kafka-bootstrap) takes its tasks from the consumer group and streams
+    to --target only.
+
     With --regions or --regions-file the worker connects to the endpoints of the region
     its API key names (in order, the next when one is unreachable) instead of
-    --target; a node of another region sends it home (docs/regions.md). With
-    --all-nodes those endpoints (or --target) are seeds: the worker streams to every
-    live node of that cluster (docs/cluster.md)."""
-    from scheduler.cli._drain import run_until_drained as run_until_drained_plain
+    --target; a node of another region sends it home (docs/regions.md). Those endpoints
+    are then the seeds of the region's cluster."""
     from scheduler.cli._drain import summary
     from scheduler.worker import ClusterWorker, KafkaSource, Worker
 
@@ -187,12 +201,24 @@ def worker(
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
     directory = load_directory(regions, regions_file)
-    if all_nodes and source is not None:
-        raise click.UsageError("--all-nodes applies to the stream, not to Kafka mode")
-    if all_nodes and metrics_port is not None:
-        raise click.UsageError("--metrics-port is not served with --all-nodes yet")
+    if one_node and all_nodes:
+        raise click.UsageError("--one-node and --all-nodes contradict each other")
     w: Worker | ClusterWorker
-    if all_nodes:
+    if one_node or source is not None:
+        # Kafka mode: the consumer group spreads the tasks; the stream to --target
+        # carries only the fenced writes.
+        w = Worker(
+            kw["target"],
+            regions=directory if len(directory) else None,
+            api_key=kw["api_key"],
+            handlers=handlers,
+            slots=slots,
+            worker_id=worker_id,
+            tls=tls,
+            kafka=source,
+            start_on_delivery=start_on_delivery,
+        )
+    else:
         w = ClusterWorker(
             kw["target"],
             api_key=kw["api_key"],
@@ -203,26 +229,6 @@ def worker(
             regions=directory if len(directory) else None,
             start_on_delivery=start_on_delivery,
         )
-        tune_gc()
-        report = run_coro(run_until_drained_plain(w, grace_s), loop="uvloop")
-        note(summary(report))
-        code = 0 if report.clean else 1
-        if w.busy_handler_threads:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-        raise SystemExit(code)
-    w = Worker(
-        kw["target"],
-        regions=directory if len(directory) else None,
-        api_key=kw["api_key"],
-        handlers=handlers,
-        slots=slots,
-        worker_id=worker_id,
-        tls=tls,
-        kafka=source,
-        start_on_delivery=start_on_delivery,
-    )
     tune_gc()
     # uvloop where installed (TICKWHEEL_EVENT_LOOP): a task's handler task and its
     # callbacks cost the worker up to 4 µs less CPU a task (docs/benchmarks.md).

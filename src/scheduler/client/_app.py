@@ -42,7 +42,7 @@ from scheduler.jitter import JitterMode
 from scheduler.types import Pool, RetryPolicy
 
 if TYPE_CHECKING:
-    from scheduler.worker import TaskContext, Worker
+    from scheduler.worker import ClusterWorker, TaskContext, Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -264,10 +264,17 @@ class App:
         """Per task type, the exceptions that dead-letter at once."""
         return {name: tf.non_retryable() for name, tf in self.tasks.items() if tf.non_retryable()}
 
-    def worker(self, *, types: Iterable[str] | None = None, **options: Any) -> Worker:
-        """A :class:`~scheduler.worker.Worker` for the registered functions (all, or
-        ``types``); ``options`` as the Worker's (``slots``, ``pools``, ...)."""
-        from scheduler.worker import Worker
+    def worker(
+        self, *, types: Iterable[str] | None = None, one_node: bool = False, **options: Any
+    ) -> Worker | ClusterWorker:
+        """A worker for the registered functions (all, or ``types``); ``options`` as
+        the Worker's (``slots``, ``pools``, ...).
+
+        By default a :class:`~scheduler.worker.ClusterWorker`: the app's target is a
+        seed, and the worker streams to every live node of its cluster (a single node
+        alone, as before). ``one_node=True``, or Kafka mode (``kafka=...``), gives a
+        :class:`~scheduler.worker.Worker` with one stream to the target only."""
+        from scheduler.worker import ClusterWorker, Worker
 
         chosen = set(types) if types is not None else set(self.tasks)
         unknown = chosen - set(self.tasks)
@@ -276,7 +283,8 @@ class App:
         handlers = {k: v for k, v in self.handlers().items() if k in chosen}
         non_retryable = {k: v for k, v in self.non_retryable().items() if k in chosen}
         options.setdefault("tls", self.tls)
-        return Worker(
+        kind = Worker if one_node or options.get("kafka") is not None else ClusterWorker
+        return kind(
             self.target,
             api_key=self.api_key,
             handlers=handlers,

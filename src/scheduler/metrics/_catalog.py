@@ -105,7 +105,7 @@ CATALOG: tuple[Metric, ...] = (
     _m("tickwheel_worker_slots_free", "gauge", "", "worker",
        "Slots of this worker not holding a task."),
     _m("tickwheel_worker_stream_reconnects_total", "counter", "", "worker",
-       "Times this worker's stream broke and it connected again."),
+       "Times this worker's stream (one per node it streams to) broke and it connected again."),
     _m("tickwheel_watchdog_alerts_total", "counter", "case", "watchdog",
        "Alerts that started firing, by case."),
     _m("tickwheel_watchdog_alerts_firing", "gauge", "case", "watchdog",

@@ -32,7 +32,7 @@ from scheduler.types import Pool
 if TYPE_CHECKING:
     from scheduler.engine import Engine
     from scheduler.watchdog import Watchdog
-    from scheduler.worker import Worker
+    from scheduler.worker import ClusterWorker, Worker
 
 POOLS: tuple[str, ...] = tuple(p.value for p in Pool)
 OPEN_STATES: tuple[str, ...] = ("SCHEDULED", "PRELOADED", "DISPATCHED", "RUNNING", "RETRYING")
@@ -187,7 +187,7 @@ class EngineCollector(Collector):
 class WorkerCollector(Collector):
     """A worker process's metrics."""
 
-    def __init__(self, worker: Worker, config: MetricsConfig | None = None) -> None:
+    def __init__(self, worker: Worker | ClusterWorker, config: MetricsConfig | None = None) -> None:
         self._worker = worker
         self._type = BoundedLabel((config or MetricsConfig()).type_labels)
 

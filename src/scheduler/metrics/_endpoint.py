@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from scheduler.engine import Engine
     from scheduler.store import Store
     from scheduler.watchdog import Watchdog
-    from scheduler.worker import Worker
+    from scheduler.worker import ClusterWorker, Worker
 
 
 class MetricsEndpoint:
@@ -81,8 +81,9 @@ def node_endpoint(engine: Engine, store: Store, config: MetricsConfig) -> Metric
     return MetricsEndpoint(registry, config, depth=depth, now=engine.now)
 
 
-def worker_endpoint(worker: Worker, config: MetricsConfig) -> MetricsEndpoint:
-    """The endpoint of a worker process."""
+def worker_endpoint(worker: Worker | ClusterWorker, config: MetricsConfig) -> MetricsEndpoint:
+    """The endpoint of a worker process (a :class:`ClusterWorker`: its member streams
+    added up, the slots its total)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkerCollector(worker, config))
     return MetricsEndpoint(registry, config)

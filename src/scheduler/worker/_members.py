@@ -18,8 +18,17 @@ credit to the stream whose node has the most waiting work not covered by its cre
 can reach the worker. A node that does not report backlogs (an older server) gets an
 even share instead (docs/cluster.md, "How workers reach shards").
 
-A seed that is a single node (no cluster) or a load balancer keeps working: the list
-then names one member, or none that answers, and the worker streams to the seed alone.
+A single node keeps today's worker: while the list names one node (or none answers:
+an older server, a load balancer that hides them), the worker streams to the seed
+alone, as :class:`~scheduler.worker.Worker` does (its address as given, so TLS names
+and region fail-over are unchanged), and offers that stream every slot at its
+``Hello`` (no backlog reports asked for). Once a list names two or more nodes it keeps
+one stream per member, for good: the seed's stream drains in the background, its
+tasks still holding their slots of the shared pool.
+
+Metrics: every member's runner counts into the one :attr:`ClusterWorker.stats`, so the
+worker's ``/metrics`` (``scheduler.metrics.worker_endpoint``) reads a whole process
+the way it reads a :class:`~scheduler.worker.Worker`.
 
 May call: ``scheduler.client`` (channel, error mapping), the generated proto and
 :class:`~scheduler.worker.Worker`. Called by: applications, through
@@ -48,6 +57,7 @@ from scheduler.regions import RegionDirectory
 from scheduler.worker._drain import DrainReport
 from scheduler.worker._runner import Handler
 from scheduler.worker._shared_credit import SharedCredit
+from scheduler.worker._stats import WorkerStats
 from scheduler.worker._worker import Worker, _default_worker_id
 
 _log = logging.getLogger("tickwheel.worker")
@@ -157,6 +167,15 @@ class ClusterWorker:
         """The slots shared by every member's stream (by demand: ``Backlog``)."""
         self.refreshes = 0
         """Member lists read so far (for tests and metrics)."""
+        self.stats = WorkerStats()
+        """Attempts and handler durations of every member's stream (``/metrics``)."""
+        self._retired_reconnects = 0
+
+    @property
+    def reconnects(self) -> int:
+        """Times a member's stream broke and connected again (or tried to), over every
+        member this worker streamed to."""
+        return self._retired_reconnects + sum(w.reconnects for w in self.workers.values())
 
     @property
     def members(self) -> dict[str, str]:
@@ -209,10 +228,14 @@ class ClusterWorker:
         return min(self._interval_s, 0.2)
 
     async def _refresh(self) -> None:
-        live = await self._read_members()
+        live, answered = await self._read_members()
         self.refreshes += 1
         for node, worker in self.workers.items():
             self._reconnects[node] = worker.reconnects
+        if len(live) == 1 and set(self._addresses) <= {_SEED}:
+            # One node, and never more seen: the seed alone, as a plain Worker does
+            # (named by the seed that answered; kept while it runs, whoever answers).
+            live = {_SEED: self._addresses.get(_SEED, answered)}
         change = diff_members(self._addresses, live)
         for node in change.stop:
             await self._stop_one(node, grace_s=30.0)
@@ -221,7 +244,9 @@ class ClusterWorker:
                 await self._stop_one(node, grace_s=30.0)
             self._start_one(node, address)
 
-    async def _read_members(self) -> dict[str, str]:
+    async def _read_members(self) -> tuple[dict[str, str], str]:
+        """The live list and the target that answered it (the first seed when none
+        did)."""
         # Any member we stream to can answer; the seed first, then the others.
         candidates = [
             *self.seeds,
@@ -234,10 +259,11 @@ class ClusterWorker:
                 _log.info("worker: members from %s: %s", target, exc)
                 continue
             if live:
-                return live
+                return live, target
         if self._addresses:
-            return dict(self._addresses)  # nobody answered: keep what runs
-        return {_SEED: self.seeds[0]}  # an old server or a load balancer: the seed alone
+            return dict(self._addresses), self.seeds[0]  # nobody answered: keep what runs
+        # An old server or a load balancer: the seed alone.
+        return {_SEED: self.seeds[0]}, self.seeds[0]
 
     def _start_one(self, node: str, address: str) -> None:
         # The seed alone (no member list): today's worker, region fail-over included.
@@ -252,12 +278,19 @@ class ClusterWorker:
             tls=self._tls,
             **self._kwargs,
         )
-        worker._share_slots(self.credit, node)
+        # Alone, nothing to share with: every slot at the Hello, no backlog reports.
+        worker._share_slots(self.credit, node, backlog=not alone)
+        worker._share_stats(self.stats)
         self.workers[node] = worker
         self._addresses[node] = address
         self._reconnects[node] = 0
         self._runs[node] = asyncio.create_task(worker.run(), name=f"tickwheel-member-{node}")
-        _log.info("worker: streaming to member %s at %s (slots shared by demand)", node, address)
+        if alone:
+            _log.info("worker: streaming to %s alone (one node)", address)
+        else:
+            _log.info(
+                "worker: streaming to member %s at %s (slots shared by demand)", node, address
+            )
 
     async def _stop_one(self, node: str, *, grace_s: float) -> None:
         """Stop streaming to ``node``: its drain runs in the background, so a node
@@ -267,7 +300,12 @@ class ClusterWorker:
         run = self._runs.pop(node, None)
         if worker is None:
             return
-        _log.info("worker: member %s left; draining its stream", node)
+        self._retired_reconnects += worker.reconnects
+        self._reconnects.pop(node, None)
+        if node == _SEED:
+            _log.info("worker: a cluster; draining the seed's stream for one per member")
+        else:
+            _log.info("worker: member %s left; draining its stream", node)
         worker._unshare_slots()
         task = asyncio.create_task(
             self._drain_one(worker, run, grace_s), name=f"tickwheel-member-{node}-drain"

@@ -36,12 +36,15 @@ class SharedCredit:
         self._senders: dict[str, Send] = {}
         self._current: dict[str, StreamCredit] = {}
         self._up: set[str] = set()
+        self._asks: dict[str, bool] = {}
         self.backlogs = 0
         """Backlog reports heard so far (for tests and metrics)."""
 
-    def handle(self, stream: str, send: Send) -> StreamCredit:
-        """The handle of member ``stream`` (whose stream's ``send`` is given)."""
+    def handle(self, stream: str, send: Send, *, reports: bool = True) -> StreamCredit:
+        """The handle of member ``stream`` (whose stream's ``send`` is given);
+        ``reports``: its stream asks its node for backlogs."""
         self._senders[stream] = send
+        self._asks[stream] = reports
         handle = self._current[stream] = StreamCredit(self, stream)
         return handle
 
@@ -60,11 +63,12 @@ class SharedCredit:
     def _hello(self, stream: str) -> int:
         # A new attempt is a new session on the server: whatever the last one held is
         # gone with it (closed()), and this one starts from its Hello.
-        # Until its welcome says whether the node reports backlogs, it counts as one
-        # that does (one credit): an older server is topped up to an even share then.
+        # Until its welcome says whether the node reports backlogs, a stream that asks
+        # for them counts as one that does (one credit): an older server is topped up
+        # to an even share then. One that does not ask gets its even share at once.
         self._up.discard(stream)
         self._grant(self.split.close(stream))
-        self._grant(self.split.open(stream, reports=True))
+        self._grant(self.split.open(stream, reports=self._asks.get(stream, True)))
         return self.split.granted(stream)
 
     def _welcome(self, stream: str, announced: int, reports: bool) -> None:

@@ -163,12 +163,17 @@ class Worker:
         )
         self._stream.attach(self._runner)
 
-    def _share_slots(self, shared: SharedCredit, name: str) -> None:
+    def _share_slots(self, shared: SharedCredit, name: str, *, backlog: bool = True) -> None:
         """Take credit from ``shared``, split with other streams by demand (a
-        ``ClusterWorker`` member named ``name``): called before :meth:`run`; the
-        stream asks its node for backlogs."""
-        self._slots.credit = shared.handle(name, self._stream.send)
-        self._stream.want_backlog = True
+        ``ClusterWorker`` member named ``name``): called before :meth:`run`. With
+        ``backlog`` the stream asks its node for backlogs; without, it is offered an
+        even share (all the free slots when it is the only stream)."""
+        self._slots.credit = shared.handle(name, self._stream.send, reports=backlog)
+        self._stream.want_backlog = backlog
+
+    def _share_stats(self, stats: WorkerStats) -> None:
+        """Count into ``stats`` (a ``ClusterWorker``'s, one for all its members)."""
+        self._runner.stats = stats
 
     def _unshare_slots(self) -> None:
         """This member drains: its unused credit goes back to the other streams."""

@@ -28,7 +28,8 @@ from scheduler.client import (
     TaskSpec,
     TaskState,
 )
-from scheduler.worker import TaskContext, Worker
+from scheduler.metrics import MetricsConfig, worker_endpoint
+from scheduler.worker import ClusterWorker, TaskContext, Worker
 from tests.integration.transport.conftest import Stack, eventually
 
 
@@ -41,7 +42,7 @@ def any_stack(request: pytest.FixtureRequest) -> Stack:
 
 
 @contextlib.asynccontextmanager
-async def running(worker: Worker) -> AsyncIterator[Worker]:
+async def running(worker: Worker | ClusterWorker) -> AsyncIterator[Worker | ClusterWorker]:
     run = asyncio.create_task(worker.run(), name="test-worker-run")
     try:
         yield worker
@@ -257,6 +258,38 @@ async def test_app_task_functions_delay_and_run_on_the_apps_worker(stack: Stack)
             assert task.max_retries == 4  # max_attempts 5
     finally:
         await app.aclose()
+
+
+async def test_the_apps_worker_reaches_every_node_by_default(stack: Stack) -> None:
+    """``app.worker()`` is a ClusterWorker (issue 42); on a single node it streams to
+    the app's target alone with every slot, and its metrics add up its streams.
+    ``one_node=True`` is the one-stream Worker."""
+    app = make_app(stack)
+    add = app.tasks["sdk.add"]
+    assert isinstance(app.worker(one_node=True), Worker)
+    worker = app.worker(slots=4)
+    assert isinstance(worker, ClusterWorker)
+    endpoint = worker_endpoint(worker, MetricsConfig(port=0))
+    try:
+        async with running(worker):
+            handle = await add.adelay(1, y=2)
+            assert await handle.result(timeout=30) == {"result": 3}
+            assert worker.members == {"seed": stack.target}
+            # Alone, nothing to share with: every free slot is the node's credit.
+            await eventually(lambda: _async(worker.credit.split.granted("seed")), lambda n: n == 4)
+            text = endpoint.scrape().decode()
+            completed = 'outcome="completed",type="sdk.add"} 1.0'
+            assert any(
+                line.startswith("tickwheel_worker_tasks_handled_total") and completed in line
+                for line in text.splitlines()
+            ), text
+            assert "tickwheel_worker_slots_free 4.0" in text
+    finally:
+        await app.aclose()
+
+
+async def _async(value: int) -> int:
+    return value
 
 
 async def test_app_submit_options(stack: Stack) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import ipaddress
@@ -16,6 +17,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from scheduler.client import Client, TLSConfig, Unavailable
 from scheduler.server import Server, ServerConfig
+from scheduler.worker import ClusterWorker, TaskContext
 from tests.integration.transport.conftest import Stack
 
 
@@ -173,3 +175,32 @@ async def test_mtls_requires_client_certificate(
         assert task.payload == {"over": "mtls"}
     finally:
         await client.close()
+
+
+async def test_a_cluster_worker_on_one_tls_node_dials_the_name_it_was_given(
+    stack: Stack, pki: Pki, tls_server: Server
+) -> None:
+    """The default worker (issue 42) on a single node streams to the seed as given
+    (``localhost``, the certificate's name), not to the address the node advertises,
+    and runs tasks over TLS as ``Worker`` does."""
+    ran = asyncio.Event()
+
+    async def handle(ctx: TaskContext) -> dict[str, str]:
+        ran.set()
+        return {"over": "tls"}
+
+    target = f"localhost:{tls_server.port}"
+    tls = TLSConfig(server_root_ca_cert=pki.ca.cert)
+    worker = ClusterWorker(target, api_key=stack.key_a, handlers={"t": handle}, tls=tls)
+    run = asyncio.create_task(worker.run(), name="tls-cluster-worker")
+    client = await Client.connect(target, api_key=stack.key_a, tls=tls)
+    try:
+        task = await client.submit("t", {})
+        await asyncio.wait_for(ran.wait(), 30)
+        done = await client.wait(task.id, 30)
+        assert done.result == {"over": "tls"}
+        assert worker.members == {"seed": target}
+    finally:
+        await client.close()
+        await worker.shutdown(2)
+        await run

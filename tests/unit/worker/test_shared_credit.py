@@ -55,3 +55,24 @@ def test_slots_follow_the_backlog_and_a_retired_stream_touches_no_new_one() -> N
     new_b.welcome(new_b.hello(), reports=True)
     assert shared.split.total_granted() <= shared.split.free()
     assert shared.split.granted("b") >= 1
+
+
+def test_a_stream_that_asks_no_backlog_is_offered_every_free_slot_in_its_hello() -> None:
+    """A single node's stream (issue 42) asks for no backlog: like a plain Worker it
+    announces all its slots at once, and gives them back to the pool when it retires
+    (the worker found a cluster and streams to each member instead)."""
+    shared = SharedCredit(10)
+    sent = {n: Sent() for n in ("seed", "n1")}
+    alone = shared.handle("seed", sent["seed"], reports=False)
+    assert alone.hello() == 10
+    alone.welcome(10, reports=False)
+    assert sent["seed"].credit == []
+    alone.pushed(3)  # three tasks held while the worker moves to one stream per node
+    alone.retire()
+    n1 = shared.handle("n1", sent["n1"])
+    assert n1.hello() == 1
+    n1.welcome(1, reports=True)
+    n1.backlog(50)
+    assert shared.split.granted("n1") == 7  # the seed's tasks still hold their slots
+    alone.finished(3)
+    assert shared.split.granted("n1") == 10
