@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from scheduler.cli._options import api_key_option, client_options, json_option
+from scheduler.cli._options import api_key_option, client_options, json_option, wide_option
 from scheduler.cli._output import (
     print_history,
     print_json,
@@ -245,7 +245,7 @@ _ORDERS = {
     help="Show at most this many (a line on stderr says when more exist).",
 )
 @click.option("--page-token", default="", help="Continue where a previous list stopped.")
-@click.option("--wide", is_flag=True, help="Never cut a column (the default when piped).")
+@wide_option
 @client_options
 @api_key_option
 @json_option
