@@ -105,18 +105,22 @@ def _node(i: int, raw: Any) -> tuple[str, TaskSpec, list[str]]:
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise WorkflowFileError(f"{where}.{key}: must be a number")
+    # Outside the try below: these name their own field (nodes[0].pool), and that
+    # message must not gain the node's prefix twice.
+    pool = _enum(Pool, raw.get("pool", "standard"), f"{where}.pool")
+    jitter_mode = (
+        _enum(JitterMode, raw["jitter_mode"], f"{where}.jitter_mode")
+        if raw.get("jitter_mode")
+        else None
+    )
     try:
         spec = TaskSpec(
             type=task_type,
             payload=payload,
             scheduled_at=when,
-            pool=_enum(Pool, raw.get("pool", "standard"), f"{where}.pool"),
+            pool=pool,
             strict_timing=bool(raw.get("strict_timing", False)),
-            jitter_mode=(
-                _enum(JitterMode, raw["jitter_mode"], f"{where}.jitter_mode")
-                if raw.get("jitter_mode")
-                else None
-            ),
+            jitter_mode=jitter_mode,
             max_retries=None if raw.get("max_retries") is None else int(raw["max_retries"]),
             timeout_s=float(raw.get("timeout_s") or 0.0),
         )

@@ -1,7 +1,7 @@
 """Issue 40 against a live node, through the real ``tickwheel`` command: ``--at`` with a
 bare time of day (item 1), expectations with their status (item 4), and whole ids from
 ``schedules list``, ``workflows submit/get`` and ``expectations list`` when piped, or with
-``--wide`` (item 7)."""
+``--wide`` (item 7); cancelling a cancelled task (item 10)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.integration.transport.conftest import Stack
-from tests.support.processes import run_cli
+from tests.support.processes import run_cli, run_cli_result
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -88,3 +88,12 @@ async def test_ids_are_whole_when_piped_and_with_wide(stack: Stack, tmp_path: Pa
     await _cli(stack, "expectations", "register", "nightly", "--interval-s", "3600")
     out = await _cli(stack, "expectations", "list", "--wide")
     assert all(UUID.match(v) for v in _column(out, "id"))
+
+
+async def test_cancelling_a_cancelled_task_says_it_is_already_cancelled(stack: Stack) -> None:
+    task = json.loads(await _cli(stack, "submit", "t", "--in", "3600", "--json"))
+    await _cli(stack, "cancel", task["id"])
+    auth = ("--target", stack.target, "--api-key", stack.key_a)
+    again = await asyncio.to_thread(run_cli_result, ["cancel", task["id"], *auth])
+    assert again.returncode == 1
+    assert again.stderr.splitlines() == [f"Error: task {task['id']} is already CANCELLED"]

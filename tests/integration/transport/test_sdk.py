@@ -384,6 +384,7 @@ async def test_sync_client_for_scripts(stack: Stack) -> None:
     assert out["later"].due_at == out["later"].scheduled_at
     assert out["cancelled"].state is TaskState.CANCELLED
     assert isinstance(out["cancel_error"], TaskCancelled)
+    assert str(out["cancel_error"]) == f"task {out['later'].id} (sync.echo) was cancelled"
     assert {t.id for t in out["listed"]} >= {got.id, out["later"].id}
     assert len(out["limited"]) == 1
     assert len(out["many"]) == 1
