@@ -13,9 +13,18 @@ LINT    := src tests benchmarks scripts/gen-proto
 .PHONY: help dev test deps venv build proto proto-check lint fmt typecheck unit integration acceptance fuzz bench annotate clean
 
 help:
-	@echo "make dev    - set up and run Tickwheel on its embedded default (SQLite, no servers)"
-	@echo "make test   - set up everything (system servers included) and run every gate and test"
-	@echo "make bench  - run the benchmarks (pytest-benchmark)"
+	@echo "make dev          - set up and run Tickwheel on its embedded default (SQLite, no servers)"
+	@echo "make test         - set up everything (system servers included) and run every gate and test"
+	@echo ""
+	@echo "make build        - create .venv and build the Cython extensions (what dev and test start with)"
+	@echo "make unit         - the unit tests (no servers)"
+	@echo "make integration  - the integration tests (servers started by the harness)"
+	@echo "make acceptance   - the acceptance tests (real tickwheel processes)"
+	@echo "make lint         - ruff check and ruff format --check (make fmt fixes); make typecheck: mypy"
+	@echo "make fuzz         - the fuzzers with FUZZ_EXAMPLES examples each (default $(FUZZ_EXAMPLES))"
+	@echo "make bench        - the benchmarks (pytest-benchmark); one file: make bench BENCH=benchmarks/test_wheel.py"
+	@echo "make proto        - regenerate src/scheduler/_proto from proto/ (proto-check: is it current?)"
+	@echo "make clean        - remove build output, built extensions and caches (not .venv)"
 
 ## Set-up ------------------------------------------------------------------
 
@@ -79,8 +88,10 @@ FUZZ_EXAMPLES ?= 5000
 fuzz: deps build
 	TICKWHEEL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -p no:cacheprovider --timeout=0 tests/fuzz
 
+# BENCH: a benchmark file or node id (default: all of benchmarks/).
+BENCH ?= benchmarks
 bench: deps build
-	$(BIN)/pytest benchmarks --benchmark-only --benchmark-columns=min,median,mean,max,ops --timeout=1800 -p no:cacheprovider
+	$(BIN)/pytest $(BENCH) --benchmark-only --benchmark-columns=min,median,mean,max,ops --timeout=1800 -p no:cacheprovider
 
 ## Running -------------------------------------------------------------------
 

@@ -61,7 +61,13 @@ class InvalidTransition(TickwheelError):
 
     def __init__(self, task_id: str, from_state: str, to_state: str, reason: str = "") -> None:
         detail = f": {reason}" if reason else ""
-        super().__init__(f"task {task_id}: illegal transition {from_state} -> {to_state}{detail}")
+        if from_state == to_state:
+            # Cancelling a cancelled task: say so, not "CANCELLED -> CANCELLED".
+            super().__init__(f"task {task_id} is already {from_state}{detail}")
+        else:
+            super().__init__(
+                f"task {task_id}: illegal transition {from_state} -> {to_state}{detail}"
+            )
         self.task_id = task_id
         self.from_state = from_state
         self.to_state = to_state

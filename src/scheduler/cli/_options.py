@@ -76,6 +76,13 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
 
 
+def wide_option(fn: F) -> F:
+    """--wide: plain columns that never cut a value (the default when stdout is piped)."""
+    return click.option(
+        "--wide", is_flag=True, help="Never cut a column (the default when piped)."
+    )(fn)
+
+
 def parse_kafka_pools(value: str | None) -> frozenset[Pool]:
     """``--kafka-pools`` as pools (empty when not given); a bad name is a usage error."""
     if not value:

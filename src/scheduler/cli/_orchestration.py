@@ -27,10 +27,11 @@ from typing import Any
 import click
 
 from scheduler._errors import NotFound
-from scheduler.cli._options import api_key_option, client_options, json_option
+from scheduler.cli._options import api_key_option, client_options, json_option, wide_option
 from scheduler.cli._output import (
     print_expectations,
     print_json,
+    print_rows,
     print_schedule,
     print_schedules,
     print_workflow,
@@ -104,18 +105,22 @@ def _node(i: int, raw: Any) -> tuple[str, TaskSpec, list[str]]:
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise WorkflowFileError(f"{where}.{key}: must be a number")
+    # Outside the try below: these name their own field (nodes[0].pool), and that
+    # message must not gain the node's prefix twice.
+    pool = _enum(Pool, raw.get("pool", "standard"), f"{where}.pool")
+    jitter_mode = (
+        _enum(JitterMode, raw["jitter_mode"], f"{where}.jitter_mode")
+        if raw.get("jitter_mode")
+        else None
+    )
     try:
         spec = TaskSpec(
             type=task_type,
             payload=payload,
             scheduled_at=when,
-            pool=_enum(Pool, raw.get("pool", "standard"), f"{where}.pool"),
+            pool=pool,
             strict_timing=bool(raw.get("strict_timing", False)),
-            jitter_mode=(
-                _enum(JitterMode, raw["jitter_mode"], f"{where}.jitter_mode")
-                if raw.get("jitter_mode")
-                else None
-            ),
+            jitter_mode=jitter_mode,
             max_retries=None if raw.get("max_retries") is None else int(raw["max_retries"]),
             timeout_s=float(raw.get("timeout_s") or 0.0),
         )
@@ -190,28 +195,30 @@ def workflows() -> None:
 
 @workflows.command(name="submit")
 @click.argument("file", type=click.File("r"))
+@wide_option
 @client_options
 @api_key_option
 @json_option
-def workflows_submit(file: Any, as_json: bool, **kw: Any) -> None:
+def workflows_submit(file: Any, wide: bool, as_json: bool, **kw: Any) -> None:
     """Submit the workflow described by FILE (JSON; '-' reads stdin)."""
     try:
         args = parse_workflow_file(json.load(file))
     except ValueError as exc:  # JSONDecodeError and WorkflowFileError
         raise click.BadParameter(str(exc), param_hint="FILE") from None
     wf = run_coro(with_client(kw, lambda c: c.submit_workflow(**args)))
-    print_json(wf) if as_json else print_workflow(wf)
+    print_json(wf) if as_json else print_workflow(wf, wide=wide)
 
 
 @workflows.command(name="get")
 @click.argument("workflow_id")
+@wide_option
 @client_options
 @api_key_option
 @json_option
-def workflows_get(workflow_id: str, as_json: bool, **kw: Any) -> None:
+def workflows_get(workflow_id: str, wide: bool, as_json: bool, **kw: Any) -> None:
     """Show a workflow and every node's state."""
     wf = run_coro(with_client(kw, lambda c: c.get_workflow(workflow_id)))
-    print_json(wf) if as_json else print_workflow(wf)
+    print_json(wf) if as_json else print_workflow(wf, wide=wide)
 
 
 @workflows.command(name="list")
@@ -226,7 +233,8 @@ def workflows_list(limit: int, as_json: bool, **kw: Any) -> None:
         headers = [_fields(w) for w in found]
         print_json([{k: v for k, v in h.items() if k not in ("nodes", "edges")} for h in headers])
         return
-    rows = [("id", "name", "nodes", "on_upstream_failure", "created_at")] + [
+    head = ("id", "name", "nodes", "on_upstream_failure", "created_at")
+    rows = [
         (
             str(w.id),
             w.name,
@@ -236,9 +244,7 @@ def workflows_list(limit: int, as_json: bool, **kw: Any) -> None:
         )
         for w in found
     ]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        click.echo("  ".join(v.ljust(n) for v, n in zip(r, widths, strict=True)).rstrip())
+    print_rows(head, rows, wide=True)
 
 
 @workflows.command(name="cancel")
@@ -375,13 +381,14 @@ def schedules_get(schedule: str, as_json: bool, **kw: Any) -> None:
 
 
 @schedules.command(name="list")
+@wide_option
 @client_options
 @api_key_option
 @json_option
-def schedules_list(as_json: bool, **kw: Any) -> None:
+def schedules_list(wide: bool, as_json: bool, **kw: Any) -> None:
     """List the tenant's schedules."""
     found = run_coro(with_client(kw, lambda c: c.list_schedules()))
-    print_json(found) if as_json else print_schedules(found)
+    print_json(found) if as_json else print_schedules(found, wide=wide)
 
 
 @schedules.command(name="pause")
@@ -472,13 +479,15 @@ def expectations_register(
 
 
 @expectations.command(name="list")
+@wide_option
 @client_options
 @api_key_option
 @json_option
-def expectations_list(as_json: bool, **kw: Any) -> None:
-    """List the tenant's expectations."""
+def expectations_list(wide: bool, as_json: bool, **kw: Any) -> None:
+    """List the tenant's expectations: each one's status now (ok, late, stuck), its last
+    matching completion and the deadline after which the watchdog alerts."""
     found = run_coro(with_client(kw, lambda c: c.list_expectations()))
-    print_json(found) if as_json else print_expectations(found)
+    print_json(found) if as_json else print_expectations(found, wide=wide)
 
 
 @expectations.command(name="delete")

@@ -6,7 +6,7 @@ import dataclasses
 import enum
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -116,19 +116,25 @@ def _task_row(t: Task) -> tuple[str, ...]:
     )
 
 
-def print_tasks(tasks: Iterable[Task], *, wide: bool = False) -> None:
-    """Tasks, one row each: a table on a terminal; with ``wide`` or when stdout is not
-    a terminal, plain aligned columns that never cut a value (ids stay whole)."""
-    rows = [_task_row(t) for t in tasks]
+def print_rows(
+    head: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, wide: bool = False
+) -> None:
+    """Rows under a header: a table on a terminal; with ``wide`` or when stdout is not a
+    terminal, plain aligned columns that never cut a value (ids stay whole)."""
     if wide or not console.is_terminal:
-        widths = [max(len(r[i]) for r in [TASK_COLUMNS, *rows]) for i in range(len(TASK_COLUMNS))]
-        for r in [TASK_COLUMNS, *rows]:
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        for r in [head, *rows]:
             click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
         return
-    table = Table(*TASK_COLUMNS)
+    table = Table(*head)
     for r in rows:
         table.add_row(*r)
     console.print(table)
+
+
+def print_tasks(tasks: Iterable[Task], *, wide: bool = False) -> None:
+    """Tasks, one row each (see :func:`print_rows`)."""
+    print_rows(TASK_COLUMNS, [_task_row(t) for t in tasks], wide=wide)
 
 
 def print_history(transitions: Iterable[Transition]) -> None:
@@ -151,18 +157,18 @@ def print_history(transitions: Iterable[Transition]) -> None:
         click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
 
-def print_workflow(wf: WorkflowInfo) -> None:
+def print_workflow(wf: WorkflowInfo, *, wide: bool = False) -> None:
     """A workflow: one header line, the state counts, then one row per node."""
     created = "" if wf.created else " (existing: idempotency key matched)"
-    console.print(f"workflow [bold]{wf.id}[/] {wf.name}{created}")
+    click.echo(f"workflow {wf.id} {wf.name}{created}")
     counts = ", ".join(f"{s.value} {n}" for s, n in sorted(wf.state_counts().items()))
-    console.print(f"{wf.node_count} nodes: {counts}; on upstream failure: {wf.on_upstream_failure}")
+    click.echo(f"{wf.node_count} nodes: {counts}; on upstream failure: {wf.on_upstream_failure}")
     parents: dict[str, list[str]] = {}
     for parent, child in wf.edges:
         parents.setdefault(child, []).append(parent)
-    table = Table("node", "task id", "type", "state", "due_at", "after", "error")
-    for node_id, t in wf.nodes.items():
-        table.add_row(
+    head = ("node", "task_id", "type", "state", "due_at", "after", "error")
+    rows = [
+        (
             node_id,
             str(t.id),
             t.type,
@@ -171,18 +177,20 @@ def print_workflow(wf: WorkflowInfo) -> None:
             ",".join(parents.get(node_id, ())),
             t.last_error or "",
         )
-    console.print(table)
+        for node_id, t in wf.nodes.items()
+    ]
+    print_rows(head, rows, wide=wide)
 
 
 def _every(s: ScheduleInfo) -> str:
     return f"cron {s.cron} ({s.timezone})" if s.cron else f"every {s.interval_s:g} s"
 
 
-def print_schedules(schedules: Iterable[ScheduleInfo]) -> None:
-    """Schedules as a table, one row each."""
-    table = Table("id", "name", "when", "type", "overlap", "state", "next_fire_at")
-    for s in schedules:
-        table.add_row(
+def print_schedules(schedules: Iterable[ScheduleInfo], *, wide: bool = False) -> None:
+    """Schedules, one row each (see :func:`print_rows`)."""
+    head = ("id", "name", "when", "type", "overlap", "state", "next_fire_at")
+    rows = [
+        (
             str(s.id),
             s.name,
             _every(s),
@@ -191,7 +199,9 @@ def print_schedules(schedules: Iterable[ScheduleInfo]) -> None:
             "paused" if s.paused else "active",
             s.next_fire_at.isoformat() if s.next_fire_at else "",
         )
-    console.print(table)
+        for s in schedules
+    ]
+    print_rows(head, rows, wide=wide)
 
 
 def print_schedule(s: ScheduleInfo) -> None:
@@ -208,16 +218,37 @@ def print_schedule(s: ScheduleInfo) -> None:
     console.print(table)
 
 
-def print_expectations(items: Iterable[ExpectationInfo]) -> None:
-    """Expectations as a table, one row each."""
-    table = Table("job_id", "schedule_id", "interval_s", "tolerance_s", "max_runtime_s", "id")
-    for e in items:
-        table.add_row(
+def _at(value: datetime | None) -> str:
+    return value.isoformat(timespec="seconds") if value else "-"
+
+
+def print_expectations(items: Iterable[ExpectationInfo], *, wide: bool = False) -> None:
+    """Expectations, one row each (see :func:`print_rows`): the watchdog's status now,
+    the last matching completion and the deadline after which it alerts; ``-`` where
+    there is none, so that piped columns split on blanks."""
+    head = (
+        "job_id",
+        "status",
+        "last_completed_at",
+        "deadline_at",
+        "interval_s",
+        "tolerance_s",
+        "max_runtime_s",
+        "schedule_id",
+        "id",
+    )
+    rows = [
+        (
             e.job_id,
-            str(e.schedule_id or ""),
+            e.status or "-",
+            _at(e.last_completed_at),
+            _at(e.deadline_at),
             str(e.interval_s),
             str(e.tolerance_s),
-            str(e.max_runtime_s or ""),
+            str(e.max_runtime_s or "-"),
+            str(e.schedule_id or "-"),
             str(e.id),
         )
-    console.print(table)
+        for e in items
+    ]
+    print_rows(head, rows, wide=wide)

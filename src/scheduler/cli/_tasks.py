@@ -7,12 +7,13 @@ Calls the client SDK through ``_runner.with_client``; registered by ``_main``.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+import math
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 import click
 
-from scheduler.cli._options import api_key_option, client_options, json_option
+from scheduler.cli._options import api_key_option, client_options, json_option, wide_option
 from scheduler.cli._output import (
     print_history,
     print_json,
@@ -23,40 +24,91 @@ from scheduler.cli._output import (
 )
 from scheduler.cli._runner import run_coro, with_client
 from scheduler.client import Client, JitterMode, Pool, Task, TaskOrder, TaskState
+from scheduler.limits import MAX_TIMESTAMP_SECONDS, TIMESTAMP_RANGE_TEXT
 
 
 def _when(at: str | None, in_s: float | None) -> datetime | None:
     if at and in_s is not None:
         raise click.UsageError("give --at or --in, not both")
     if in_s is not None:
-        return datetime.now(UTC) + timedelta(seconds=in_s)
+        return after_seconds(in_s)
     if at:
-        return parse_at(at)
+        return parse_at(at, time_of_day=True)
     return None
 
+
+def after_seconds(in_s: float, hint: str = "--in") -> datetime:
+    """Now plus ``in_s`` seconds; a value that is not a number of seconds inside the
+    accepted range (nan, inf, 1e12, negative) is a usage error naming the option."""
+    now = datetime.now(UTC)
+    latest = (_EPOCH + timedelta(seconds=MAX_TIMESTAMP_SECONDS - 1) - now).total_seconds()
+    if not (math.isfinite(in_s) and 0 <= in_s <= latest):
+        raise click.BadParameter(
+            f"{in_s!r} is not a delay: give a number of seconds, 0 or more, that ends "
+            f"within {TIMESTAMP_RANGE_TEXT}",
+            param_hint=hint,
+        )
+    return now + timedelta(seconds=in_s)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 AT_FORMATS = (
     "an ISO 8601 time such as 2030-01-31T09:00:00Z, 2030-01-31 09:00+01:00 or "
     "2030-01-31 (UTC when no offset is given)"
 )
+TIME_OF_DAY = "a time of day such as 21:38:40 or 09:00+01:00 (its next occurrence)"
 
 
-def parse_at(at: str, hint: str = "--at") -> datetime:
-    """``--at`` as an aware time; anything else is a usage error naming the formats."""
+def parse_at(at: str, hint: str = "--at", *, time_of_day: bool = False) -> datetime:
+    """``--at`` as an aware time; anything else is a usage error naming the formats.
+
+    With ``time_of_day``, a bare time (``21:38:40``, ``09:00+01:00``) means its next
+    occurrence, as at(1) reads it: today when it is still ahead, else tomorrow; UTC
+    when no offset is given, like a full time without one."""
+    text = at.strip()
     try:
-        when = datetime.fromisoformat(at.strip())
+        when = datetime.fromisoformat(text)
     except ValueError:
-        raise click.BadParameter(
-            f"{at!r} is not a time: give {AT_FORMATS}, or use --in SECONDS", param_hint=hint
-        ) from None
+        clock = _time_of_day(text) if time_of_day else None
+        if clock is None:
+            formats = f"{AT_FORMATS}, {TIME_OF_DAY}" if time_of_day else AT_FORMATS
+            raise click.BadParameter(
+                f"{at!r} is not a time: give {formats}, or use --in SECONDS", param_hint=hint
+            ) from None
+        return _next_occurrence(clock)
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _time_of_day(text: str) -> time | None:
+    try:
+        clock = time.fromisoformat(text)
+    except ValueError:
+        return None
+    return clock if clock.tzinfo else clock.replace(tzinfo=UTC)
+
+
+def _next_occurrence(clock: time, now: datetime | None = None) -> datetime:
+    """The first instant at or after ``now`` whose wall clock in ``clock``'s offset
+    reads ``clock``."""
+    assert clock.tzinfo is not None
+    now = (now or datetime.now(UTC)).astimezone(clock.tzinfo)
+    when = datetime.combine(now.date(), clock)
+    return when if when >= now else when + timedelta(days=1)
 
 
 @click.command()
 @click.argument("task_type")
 @click.option("--payload", default="{}", help="JSON object.")
-@click.option("--at", help="ISO time to run (UTC if no offset).")
-@click.option("--in", "in_s", type=float, help="Run in this many seconds.")
+@click.option(
+    "--at",
+    help=(
+        "When to run: an ISO 8601 time (2030-01-31T09:00:00Z), or a time of day "
+        "(21:38:40) meaning its next occurrence: today if still ahead, else tomorrow. "
+        "UTC unless an offset is given (09:00+01:00)."
+    ),
+)
+@click.option("--in", "in_s", type=float, help="Run in this many seconds (0 or more).")
 @click.option("--idempotency-key")
 @click.option("--pool", type=click.Choice([p.value for p in Pool]), default=Pool.STANDARD.value)
 @click.option("--strict", is_flag=True, help="Strict timing: no jitter, even on a round instant.")
@@ -140,7 +192,10 @@ def cancel(task_id: str, as_json: bool, **kw: Any) -> None:
 
 @click.command()
 @click.argument("task_id")
-@click.option("--at", help="ISO time to run again (default now).")
+@click.option(
+    "--at",
+    help="When to run again (default now): as submit's --at, an ISO time or a time of day.",
+)
 @client_options
 @api_key_option
 @json_option
@@ -190,7 +245,7 @@ _ORDERS = {
     help="Show at most this many (a line on stderr says when more exist).",
 )
 @click.option("--page-token", default="", help="Continue where a previous list stopped.")
-@click.option("--wide", is_flag=True, help="Never cut a column (the default when piped).")
+@wide_option
 @client_options
 @api_key_option
 @json_option

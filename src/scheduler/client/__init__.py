@@ -18,7 +18,13 @@ from scheduler._errors import (
     Unauthenticated,
     Unavailable,
 )
-from scheduler.client._app import App, TaskFunction, TaskOptions
+from scheduler.client._app import (
+    App,
+    AsyncFunctionHandle,
+    FunctionHandle,
+    TaskFunction,
+    TaskOptions,
+)
 from scheduler.client._client import AdminClient, Client
 from scheduler.client._errors import RPCError
 from scheduler.client._handle import TaskCancelled, TaskFailed, TaskHandle
@@ -56,10 +62,12 @@ __all__ = [
     "ApiKeyInfo",
     "ApiKeySecret",
     "App",
+    "AsyncFunctionHandle",
     "BulkPlan",
     "BulkResult",
     "Client",
     "ExpectationInfo",
+    "FunctionHandle",
     "InvalidArgument",
     "InvalidTransition",
     "JitterMode",

@@ -3,7 +3,7 @@
 
 ::
 
-    app = App("localhost:50051", api_key=KEY)
+    app = App("localhost:50051", api_key=KEY)    # or App.from_env()
 
     @app.task(type="email", retry=RetryPolicy(max_attempts=5, non_retryable=[ValueError]))
     def send_email(to: str, subject: str = "hi") -> dict:
@@ -18,8 +18,12 @@
 The payload of a task is its call's keyword arguments (positional ones are bound to
 their parameter names), so it must be JSON. A function that takes a parameter named
 ``ctx`` gets the :class:`~scheduler.worker.TaskContext` there (checkpoints, attempt,
-cancellation). It may be sync (run in the worker's thread pool) or async. A return
-value that is not a dict is stored as ``{"result": value}``.
+cancellation). It may be sync (run in the worker's thread pool) or async.
+
+Results: a dict return value is stored as it is; any other value (a number, a list,
+``None``) as ``{"result": value}``, and so is a dict whose only key is ``result``, so
+that a task function's handle gives back exactly what the function returned
+(``add.delay(2, 3).result()`` is 5). Other readers see the stored JSON object.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import builtins
 import dataclasses
 import functools
 import inspect
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
@@ -134,8 +139,9 @@ class TaskFunction(Generic[P, R]):
             retry_policy=opts.retry,
         )
 
-    def delay(self, *args: P.args, **kwargs: P.kwargs) -> SyncTaskHandle:
-        """Submit a call to run now (blocking); a handle whose ``result()`` waits."""
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> FunctionHandle:
+        """Submit a call to run now (blocking); a handle whose ``result()`` waits and
+        gives back what the function returned."""
         return self.submit(args, kwargs)
 
     def submit(
@@ -143,15 +149,15 @@ class TaskFunction(Generic[P, R]):
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
         **options: Any,
-    ) -> SyncTaskHandle:
+    ) -> FunctionHandle:
         """Submit with options (blocking), like Celery's ``apply_async``: ``delay``
         (seconds or timedelta), ``scheduled_at``, ``idempotency_key``, ``pool``,
         ``retry``, ``max_retries``, ``timeout_s``, ``strict_timing``, ``jitter_mode``."""
         client = self.app.sync_client()
         (handle,) = client.submit_many([self.spec(args, kwargs, **options)])
-        return handle
+        return FunctionHandle(client, handle.task)
 
-    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle:
+    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> AsyncFunctionHandle:
         """:meth:`delay` for async code: an awaitable handle."""
         return await self.asubmit(args, kwargs)
 
@@ -160,11 +166,11 @@ class TaskFunction(Generic[P, R]):
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
         **options: Any,
-    ) -> TaskHandle:
+    ) -> AsyncFunctionHandle:
         """:meth:`submit` for async code."""
         client = await self.app.client()
         (task,) = await client.submit_many([self.spec(args, kwargs, **options)])
-        return TaskHandle(client, task)
+        return AsyncFunctionHandle(client, task)
 
     # -- running ---------------------------------------------------------------------
 
@@ -179,7 +185,7 @@ class TaskFunction(Generic[P, R]):
                 kw = dict(ctx.payload)
                 if wants_ctx:
                     kw["ctx"] = ctx
-                return await fn(**kw)
+                return wrap_result(await fn(**kw))
 
             return run_async
 
@@ -187,7 +193,7 @@ class TaskFunction(Generic[P, R]):
             kw = dict(ctx.payload)
             if wants_ctx:
                 kw["ctx"] = ctx
-            return fn(**kw)
+            return wrap_result(fn(**kw))
 
         return run
 
@@ -196,10 +202,46 @@ class TaskFunction(Generic[P, R]):
         return self.options.retry.exception_types() if self.options.retry else ()
 
 
+def wrap_result(value: Any) -> JSON:
+    """A task function's return value as the stored result (a JSON object): a dict as
+    it is, anything else, or a dict whose only key is ``result``, under ``result``."""
+    if isinstance(value, Mapping) and set(value) != {"result"}:
+        return dict(value)
+    return {"result": value}
+
+
+def unwrap_result(result: JSON) -> Any:
+    """What :func:`wrap_result` was given, from the stored result."""
+    return result["result"] if set(result) == {"result"} else result
+
+
+class FunctionHandle(SyncTaskHandle):
+    """A task function's submitted call (blocking): ``result()`` is the value the
+    function returned (5, not ``{"result": 5}``)."""
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The function's return value; TaskFailed, TaskCancelled or TimeoutError."""
+        return unwrap_result(super().result(timeout))
+
+
+class AsyncFunctionHandle(TaskHandle):
+    """:class:`FunctionHandle` for async code."""
+
+    async def result(self, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        """The function's return value; TaskFailed, TaskCancelled or TimeoutError."""
+        return unwrap_result(await super().result(timeout))
+
+
+ENV_TARGET = "TICKWHEEL_TARGET"
+ENV_API_KEY = "TICKWHEEL_API_KEY"
+
+
 class App:
     """A registry of task functions bound to one server and API key.
 
-    ``App(target, api_key)``; ``@app.task(...)`` registers; ``app.worker()`` builds a
+    ``App(target, api_key)``, or ``App.from_env()`` to take them from the same
+    environment variables as the ``tickwheel`` command; ``@app.task(...)`` registers;
+    ``app.worker()`` builds a
     :class:`~scheduler.worker.Worker` that runs every registered function;
     ``app.sync_client()``/``await app.client()`` are the clients submissions use.
     """
@@ -219,6 +261,34 @@ class App:
         self.tasks: dict[str, TaskFunction[Any, Any]] = {}
         self._sync: SyncClient | None = None
         self._async: dict[asyncio.AbstractEventLoop, Client] = {}
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        tls: TLSConfig | None = None,
+        rpc_timeout_s: float = 30.0,
+        environ: Mapping[str, str] | None = None,
+    ) -> App:
+        """An App on ``TICKWHEEL_TARGET`` (default ``localhost:50051``) and
+        ``TICKWHEEL_API_KEY``, read now, as the ``tickwheel`` command reads them.
+
+        The explicit door to the environment (``App(...)`` itself never reads it): a
+        task module loaded by ``tickwheel worker --app`` needs no key of its own. A
+        missing key is an error only when the app first connects (``delay``, a
+        client), since the worker connects with the command's key, not the app's."""
+        env = os.environ if environ is None else environ
+        return cls(
+            env.get(ENV_TARGET) or "localhost:50051",
+            env.get(ENV_API_KEY, ""),
+            tls=tls,
+            rpc_timeout_s=rpc_timeout_s,
+        )
+
+    def _key(self) -> str:
+        if not self.api_key:
+            raise ValueError(f"App has no API key: pass App(target, api_key) or set {ENV_API_KEY}")
+        return self.api_key
 
     def task(
         self,
@@ -286,7 +356,7 @@ class App:
         kind = Worker if one_node or options.get("kafka") is not None else ClusterWorker
         return kind(
             self.target,
-            api_key=self.api_key,
+            api_key=self._key(),
             handlers=handlers,
             non_retryable=non_retryable,
             **options,
@@ -296,7 +366,7 @@ class App:
         """The blocking client ``delay``/``submit`` use (connected on first use)."""
         if self._sync is None:
             self._sync = SyncClient(
-                self.target, api_key=self.api_key, tls=self.tls, rpc_timeout_s=self.rpc_timeout_s
+                self.target, api_key=self._key(), tls=self.tls, rpc_timeout_s=self.rpc_timeout_s
             )
         return self._sync
 
@@ -306,7 +376,7 @@ class App:
         client = self._async.get(loop)
         if client is None:
             client = await Client.connect(
-                self.target, api_key=self.api_key, tls=self.tls, rpc_timeout_s=self.rpc_timeout_s
+                self.target, api_key=self._key(), tls=self.tls, rpc_timeout_s=self.rpc_timeout_s
             )
             self._async[loop] = client
         return client

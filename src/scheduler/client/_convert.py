@@ -289,7 +289,17 @@ def expectation_from_proto(msg: pb.Expectation) -> ExpectationInfo:
         tolerance_s=msg.tolerance_s,
         max_runtime_s=msg.max_runtime_s or None,
         created_at=_opt_time(msg, "created_at"),
+        status=_EXPECTATION_STATUS.get(msg.status),
+        last_completed_at=_opt_time(msg, "last_completed_at"),
+        deadline_at=_opt_time(msg, "deadline_at"),
     )
+
+
+_EXPECTATION_STATUS = {
+    pb.EXPECTATION_STATUS_OK: "ok",
+    pb.EXPECTATION_STATUS_LATE: "late",
+    pb.EXPECTATION_STATUS_STUCK: "stuck",
+}
 
 
 # -- API keys (issue 15) -----------------------------------------------------------------

@@ -30,6 +30,12 @@ class TaskFailed(TickwheelError):
 class TaskCancelled(TaskFailed):
     """The task was cancelled before it completed."""
 
+    def __init__(self, task: Task) -> None:
+        # Not TaskFailed's "is CANCELLED: no error": a cancel is no failure.
+        why = f": {task.last_error}" if task.last_error else ""
+        TickwheelError.__init__(self, f"task {task.id} ({task.type}) was cancelled{why}")
+        self.task = task
+
 
 def outcome(task: Task) -> JSON:
     """A settled task's result, or the exception its state means."""

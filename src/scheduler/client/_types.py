@@ -166,6 +166,13 @@ class ExpectationInfo:
     tolerance_s: int
     max_runtime_s: int | None
     created_at: datetime | None
+    status: str | None = None
+    """What the watchdog would say now: ``ok``, ``late`` or ``stuck`` (docs/watchdog.md);
+    ``None`` from a server that does not say."""
+    last_completed_at: datetime | None = None
+    """The last matching completion (``None`` before the first)."""
+    deadline_at: datetime | None = None
+    """When it becomes late unless a matching task completes first."""
 
 
 # -- bulk actions (issue 18) -------------------------------------------------------------

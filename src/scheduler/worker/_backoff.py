@@ -8,6 +8,7 @@ re-exports both) and the :class:`~scheduler.worker.Worker` facade (its settings)
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 from collections.abc import Callable
 
@@ -50,3 +51,48 @@ class Backoff:
         delay = self._jitter(0, self._ceiling_s)
         self._ceiling_s = min(self._ceiling_s * 2, self._config.max_backoff_s)
         return delay
+
+
+LOUD_EVERY = 64
+"""After the first :data:`LOUD_EVERY` failures in a row, one in this many is logged loud."""
+
+
+def loud_failure(n: int) -> bool:
+    """Whether the ``n``-th stream failure in a row (from 1) is logged at WARNING (and
+    its reconnect at INFO): the 1st, 2nd, 4th, ... 64th, then every 64th. A worker
+    pointed at a dead server (about one attempt a second) says so at once, then about
+    once a minute instead of every second forever; the rest go to DEBUG."""
+    return n > 0 and (n & (n - 1) == 0 if n <= LOUD_EVERY else n % LOUD_EVERY == 0)
+
+
+class FailureLog:
+    """How loud to log a run of failed stream attempts (see :func:`loud_failure`)."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+        """Attempts in a row that failed; 0 after a welcomed stream ended cleanly."""
+
+    def failed(self, *, after_welcome: bool) -> None:
+        """One more failed attempt (a stream welcomed and then broken starts anew)."""
+        self.failures = 1 if after_welcome else self.failures + 1
+
+    def reset(self) -> None:
+        """A welcomed stream ended cleanly."""
+        self.failures = 0
+
+    @property
+    def broke_level(self) -> int:
+        """The level of this failure's "stream broke" line."""
+        return logging.WARNING if loud_failure(self.failures) else logging.DEBUG
+
+    @property
+    def reconnect_level(self) -> int:
+        """The level of the "reconnecting" line after it."""
+        return logging.INFO if self.failures == 0 or loud_failure(self.failures) else logging.DEBUG
+
+    @property
+    def note(self) -> str:
+        """Said on a loud line once some were kept quiet."""
+        if self.failures > 2 and loud_failure(self.failures):
+            return f" ({self.failures} failures in a row; the rest are logged at DEBUG)"
+        return ""

@@ -45,7 +45,7 @@ from scheduler.client._errors import RPCError, from_rpc_error
 from scheduler.client._tls import TLSConfig
 from scheduler.types import Pool
 from scheduler.worker import _outbox as outbox
-from scheduler.worker._backoff import Backoff, ReconnectConfig
+from scheduler.worker._backoff import Backoff, FailureLog, ReconnectConfig
 from scheduler.worker._outbox import Completed, Encoded
 from scheduler.worker._pushed import Pushed, read_pushed, server_message
 
@@ -219,6 +219,7 @@ class Stream:
         self._reconnect = reconnect
         self._listener: StreamListener | None = None
         self._reconnecting = False
+        self._attempt_welcomed = False
         self.reconnects = 0
         """Times the stream broke and the worker tried again (``/metrics``)."""
         self._channel: FailoverChannel | None = None
@@ -265,9 +266,11 @@ class Stream:
         )
         backoff = Backoff(self._reconnect)
         redirected = False
+        pacing = FailureLog()
         while not self.closing.is_set():
             welcomed = False
             moved = False
+            self._attempt_welcomed = False
             try:
                 welcomed = await self._stream(connect)
             except WrongRegion as exc:
@@ -286,7 +289,9 @@ class Stream:
             except FATAL:
                 raise
             except (TickwheelError, grpc.aio.AioRpcError, OSError) as exc:
-                _log.warning("worker %s: stream broke: %s", self.worker_id, exc)
+                pacing.failed(after_welcome=self._attempt_welcomed)
+                msg = "worker %s: stream broke: %s%s"
+                _log.log(pacing.broke_level, msg, self.worker_id, exc, pacing.note)
                 if not welcomed and _unreachable(exc) and len(channel.targets) > 1:
                     _log.info(
                         "worker %s: %s is unreachable; trying %s",
@@ -298,14 +303,14 @@ class Stream:
                 break
             if welcomed:
                 backoff.reset()
+                pacing.reset()
             if moved and not redirected:
                 redirected = True
                 continue  # the first redirect goes at once
             redirected = moved
             delay = backoff.next_delay_s()
-            _log.info(
-                "worker %s: reconnecting to %s in %.1f s", self.worker_id, channel.target, delay
-            )
+            msg = "worker %s: reconnecting to %s in %.1f s"
+            _log.log(pacing.reconnect_level, msg, self.worker_id, channel.target, delay)
             self.reconnects += 1
             await self._pause(delay)
 
@@ -387,6 +392,7 @@ class Stream:
             )
             # Until the first welcome it is a first connect, however many attempts it took.
             self._reconnecting = True
+            self._attempt_welcomed = True
             name = f"tickwheel-worker-{self.worker_id}"
             writer = asyncio.create_task(self._write_loop(call, conn), name=f"{name}-write")
             heart = asyncio.create_task(self._heartbeat_loop(), name=f"{name}-heartbeat")

@@ -219,6 +219,10 @@ def make_app(stack: Stack) -> App:
     def add(x: int, y: int = 1) -> int:
         return x + y
 
+    @app.task(type="sdk.echo")
+    async def echo(value: Any) -> Any:
+        return value
+
     @app.task(
         type="sdk.charge",
         retry=RetryPolicy(initial_backoff_s=0.1, max_attempts=5, non_retryable=[CardDeclined]),
@@ -244,7 +248,9 @@ async def test_app_task_functions_delay_and_run_on_the_apps_worker(stack: Stack)
             handle = await asyncio.to_thread(add.delay, 40, y=2)
             assert handle.task.type == "sdk.add"
             assert handle.task.payload == {"x": 40, "y": 2}
-            assert await asyncio.to_thread(handle.result, 30) == {"result": 42}
+            # The function's own return value; the stored result stays a JSON object.
+            assert await asyncio.to_thread(handle.result, 30) == 42
+            assert (await client_task(stack, handle.id)).result == {"result": 42}
             # From async code.
             paid = await charge.adelay(7)
             assert await paid.result(timeout=30) == {"charged": 7, "attempt": 1}
@@ -273,7 +279,7 @@ async def test_the_apps_worker_reaches_every_node_by_default(stack: Stack) -> No
     try:
         async with running(worker):
             handle = await add.adelay(1, y=2)
-            assert await handle.result(timeout=30) == {"result": 3}
+            assert await handle.result(timeout=30) == 3
             assert worker.members == {"seed": stack.target}
             # Alone, nothing to share with: every free slot is the node's credit.
             await eventually(lambda: _async(worker.credit.split.granted("seed")), lambda n: n == 4)
@@ -290,6 +296,29 @@ async def test_the_apps_worker_reaches_every_node_by_default(stack: Stack) -> No
 
 async def _async(value: int) -> int:
     return value
+
+
+async def client_task(stack: Stack, task_id: Any) -> Task:
+    client = await stack.client()
+    try:
+        return await client.get(task_id)
+    finally:
+        await client.close()
+
+
+async def test_a_task_functions_handle_gives_back_what_it_returned(stack: Stack) -> None:
+    app = make_app(stack)
+    echo = app.tasks["sdk.echo"]
+    values: list[Any] = [None, 5, "five", [1, 2], {}, {"a": 1}, {"result": 1}, {"result": None}]
+    try:
+        async with running(app.worker(slots=4)):
+            handles = [await echo.adelay(v) for v in values]
+            assert [await h.result(timeout=30) for h in handles] == values
+            synced = await asyncio.to_thread(echo.delay, [3])
+            assert await asyncio.to_thread(synced.result, 30) == [3]
+    finally:
+        await asyncio.to_thread(app.close_sync)
+        await app.aclose()
 
 
 async def test_app_submit_options(stack: Stack) -> None:
@@ -355,6 +384,7 @@ async def test_sync_client_for_scripts(stack: Stack) -> None:
     assert out["later"].due_at == out["later"].scheduled_at
     assert out["cancelled"].state is TaskState.CANCELLED
     assert isinstance(out["cancel_error"], TaskCancelled)
+    assert str(out["cancel_error"]) == f"task {out['later'].id} (sync.echo) was cancelled"
     assert {t.id for t in out["listed"]} >= {got.id, out["later"].id}
     assert len(out["limited"]) == 1
     assert len(out["many"]) == 1

@@ -404,3 +404,11 @@ def test_workflow_file_errors(doc: Any, where: str) -> None:
     with pytest.raises(WorkflowFileError) as info:
         parse_workflow_file(doc)
     assert where in str(info.value)
+
+
+@pytest.mark.parametrize(("key", "value"), [("pool", "gold"), ("jitter_mode", "wobbly")])
+def test_a_bad_node_enum_names_its_path_once(key: str, value: str) -> None:
+    with pytest.raises(WorkflowFileError) as info:
+        parse_workflow_file({"nodes": [{"id": "a", "type": "x", key: value}]})
+    assert str(info.value).startswith(f"nodes[0].{key}: {value!r} is not one of ")
+    assert str(info.value).count("nodes[0]") == 1

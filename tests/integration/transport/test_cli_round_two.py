@@ -1,0 +1,99 @@
+"""Issue 40 against a live node, through the real ``tickwheel`` command: ``--at`` with a
+bare time of day (item 1), expectations with their status (item 4), and whole ids from
+``schedules list``, ``workflows submit/get`` and ``expectations list`` when piped, or with
+``--wide`` (item 7); cancelling a cancelled task (item 10)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tests.integration.transport.conftest import Stack
+from tests.support.processes import run_cli, run_cli_result
+
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+async def _cli(stack: Stack, *args: str) -> str:
+    """A command's stdout; its stdout is a pipe, not a terminal."""
+    auth = ("--target", stack.target, "--api-key", stack.key_a)
+    return await asyncio.to_thread(run_cli, [*args, *auth])
+
+
+def _column(out: str, name: str) -> list[str]:
+    """The values of column ``name`` in plain aligned output (header first)."""
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    head = lines.index(next(ln for ln in lines if name in ln.split()))
+    at = lines[head].split().index(name)
+    return [ln.split()[at] for ln in lines[head + 1 :]]
+
+
+async def test_submit_at_a_bare_time_of_day_runs_at_its_next_occurrence(stack: Stack) -> None:
+    target = (datetime.now(UTC) + timedelta(hours=2)).replace(microsecond=0)
+    out = await _cli(stack, "submit", "hello", "--at", target.strftime("%H:%M:%S"), "--json")
+    task = json.loads(out)
+    assert datetime.fromisoformat(task["scheduled_at"]) == target
+    past = (datetime.now(UTC) - timedelta(hours=2)).replace(microsecond=0)
+    out = await _cli(stack, "submit", "hello", "--at", past.strftime("%H:%M:%S"), "--json")
+    assert datetime.fromisoformat(json.loads(out)["scheduled_at"]) == past + timedelta(days=1)
+
+
+async def test_expectations_show_status_and_deadline(stack: Stack) -> None:
+    await _cli(stack, "expectations", "register", "nightly", "--interval-s", "3600")
+    (doc,) = json.loads(await _cli(stack, "expectations", "list", "--json"))
+    assert doc["status"] == "ok"  # registered and not yet due
+    assert doc["last_completed_at"] is None
+    created = datetime.fromisoformat(doc["created_at"])
+    assert datetime.fromisoformat(doc["deadline_at"]) == created + timedelta(seconds=3600 + 300)
+    client = await stack.client()
+    try:
+        (info,) = await client.list_expectations()
+    finally:
+        await client.close()
+    assert info.status == "ok"
+    assert info.deadline_at == created + timedelta(seconds=3600 + 300)
+    human = await _cli(stack, "expectations", "list")
+    assert _column(human, "status") == ["ok"]
+    assert _column(human, "id") == [doc["id"]]  # whole when piped
+    assert _column(human, "deadline_at") == [
+        datetime.fromisoformat(doc["deadline_at"]).isoformat(timespec="seconds")
+    ]
+
+
+async def test_ids_are_whole_when_piped_and_with_wide(stack: Stack, tmp_path: Path) -> None:
+    created = json.loads(
+        await _cli(stack, "schedules", "create", "a-long-schedule-name", "--type", "t",
+                   "--interval-s", "3600", "--json")
+    )  # fmt: skip
+    for extra in ((), ("--wide",)):
+        out = await _cli(stack, "schedules", "list", *extra)
+        assert _column(out, "id") == [created["id"]]
+        assert "…" not in out
+    path = tmp_path / "wf.json"
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    path.write_text(json.dumps({"name": "etl", "nodes": [{"id": "a", "type": "t",
+                                                          "scheduled_at": later}]}))  # fmt: skip
+    submitted = await _cli(stack, "workflows", "submit", str(path))
+    (task_id,) = _column(submitted, "task_id")
+    assert UUID.match(task_id)
+    wf_id = submitted.split()[1]
+    assert UUID.match(wf_id)
+    for extra in ((), ("--wide",)):
+        got = await _cli(stack, "workflows", "get", wf_id, *extra)
+        assert _column(got, "task_id") == [task_id]
+        assert "…" not in got
+    await _cli(stack, "expectations", "register", "nightly", "--interval-s", "3600")
+    out = await _cli(stack, "expectations", "list", "--wide")
+    assert all(UUID.match(v) for v in _column(out, "id"))
+
+
+async def test_cancelling_a_cancelled_task_says_it_is_already_cancelled(stack: Stack) -> None:
+    task = json.loads(await _cli(stack, "submit", "t", "--in", "3600", "--json"))
+    await _cli(stack, "cancel", task["id"])
+    auth = ("--target", stack.target, "--api-key", stack.key_a)
+    again = await asyncio.to_thread(run_cli_result, ["cancel", task["id"], *auth])
+    assert again.returncode == 1
+    assert again.stderr.splitlines() == [f"Error: task {task['id']} is already CANCELLED"]
