@@ -240,7 +240,7 @@ class Probe:
 
 #: The probes whose statements the store runs in a by-key transaction
 #: (``Db.conn(..., by_key=True)``: the settings of ``BY_KEY``).
-BY_KEY_PROBES = frozenset(HOT) - {"load_preloaded", "load_preloaded_packed"}
+BY_KEY_PROBES = frozenset(HOT)
 
 
 async def explain(
