@@ -258,6 +258,7 @@ async def explain(
     await tx.start()
     try:
         await conn.execute("SET LOCAL tickwheel.tenant = '*'")
+        await conn.execute("SET LOCAL jit = off")  # as the store's pool connections
         if pin:
             await conn.execute(pin)
         mode = "force_generic_plan" if generic else "force_custom_plan"
