@@ -168,8 +168,8 @@ def one_run(
         rss = _Rss(serve.pid)
         rss.start()
         rss_before = rss.peak
-        # T: a whole minute after the submission's expected end (20k tasks/s) + the lead.
-        ready = time.time() + n / 20_000 + args.lead_s
+        # T: a whole minute after the submission's expected end (8k tasks/s) + the lead.
+        ready = time.time() + n / 8_000 + args.lead_s
         at = math.ceil(ready / 60) * 60 if mode == "minute" else math.ceil(ready)
         strict = "1" if mode == "instant" else "0"
         sub = subprocess.run(

@@ -240,7 +240,7 @@ class Probe:
 
 #: The probes whose statements the store runs in a by-key transaction
 #: (``Db.conn(..., by_key=True)``: the settings of ``BY_KEY``).
-BY_KEY_PROBES = frozenset(HOT) - {"load_preloaded", "load_preloaded_packed"}
+BY_KEY_PROBES = frozenset(HOT)
 
 
 async def explain(
@@ -250,14 +250,17 @@ async def explain(
     run), under a custom or the generic plan (asyncpg's prepared statements get the
     generic one after five runs when it looks no dearer), in a by-key transaction as the
     store runs it (``by_key``) or a plain one."""
-    from scheduler.store.postgres._db import BY_KEY
+    from scheduler.store.postgres import _db
 
+    # An older tree (the benchmark's --tree) has no BY_KEY: its calls ran as they were.
+    pin = getattr(_db, "BY_KEY", None) if by_key else None
     tx = conn.transaction()
     await tx.start()
     try:
         await conn.execute("SET LOCAL tickwheel.tenant = '*'")
-        if by_key:
-            await conn.execute(BY_KEY)
+        await conn.execute("SET LOCAL jit = off")  # as the store's pool connections
+        if pin:
+            await conn.execute(pin)
         mode = "force_generic_plan" if generic else "force_custom_plan"
         await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
         raw = await conn.fetchval(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", *args)

@@ -34,15 +34,22 @@ SQL: Mapping[str, str] = _sql.all_queries("postgres")
 
 SCOPE_SETTING: Final = "tickwheel.tenant"
 """The setting the row-level security policies read (migrations/0007)."""
-BY_KEY: Final = "SET LOCAL enable_seqscan = off"
-"""Sent at the start of a by-key call's transaction (``Db.conn(..., by_key=True)``): the
+BY_KEY: Final = (
+    "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
+)
+"""Sent at the start of a hot call's transaction (``Db.conn(..., by_key=True)``): the
 writes that name their tasks by key (dispatch, ack, heartbeat, completion, failure,
-release, the claim's and the reaper's updates) must probe the primary key once a key
-(issue 41). The schema and the statements leave no other index to them (migration
-0015, queries.sql), but for a batch above about 2% of a partition the planner still
-priced one sequential scan of the partition below the batch's probes (50 tuples a task
-with 1,000 tasks on 50,000): a cost that grows with the tasks outstanding. Turning
-sequential scans off for those transactions alone leaves the probes."""
+release) must probe the primary key once a key, and the claim, the reaper and the
+pre-loaded pages must walk their own ordered index (issue 41). The schema and the
+statements leave no other index to the writes (migration 0015, queries.sql), but the
+planner still priced one sequential scan of the partition below a 1,000-task batch's
+probes once the batch was above about 2% of it (50 tuples a task on 50,000), and on a
+partition never analyzed it answered the claim with a bitmap of every task in the
+look-ahead window, or with a range of the forecast's index and a sort (35-48 index
+entries a task): costs that grow with the tasks outstanding. Turning sequential and
+bitmap scans and sorts off for those transactions alone leaves the key probes and the
+ordered index scans (the claim's due_at, the reaper's lease, the pages' preloaded
+index)."""
 SYSTEM: Final = "*"
 """The scope of the scheduler's own paths (pre-load, dispatch, worker writes, lease
 expiry, schedules firing, admin), which mix tenants by design: every row visible."""

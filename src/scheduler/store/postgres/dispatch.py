@@ -119,7 +119,7 @@ class Dispatch:
         _validate.aware("horizon", horizon)
         if changed_since is not None:
             _validate.aware("changed_since", changed_since)
-        async with self._db.conn(SYSTEM) as conn:
+        async with self._db.conn(SYSTEM, by_key=True) as conn:
             return list(
                 await conn.fetch(
                     self._q[query],
