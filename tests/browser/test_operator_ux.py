@@ -74,6 +74,33 @@ def test_the_admins_all_tenants_view_offers_tenant_names_not_an_error(
     assert "INVALID_ARGUMENT" not in browser.html
 
 
+def test_the_admins_overview_counts_tasks_per_tenant_by_name(
+    browser: Browser, dev: DevProcess, seeded: Seeded, admin_api: Api
+) -> None:
+    login(browser, dev, admin_token=dev.admin_token)
+    browser.get(dev.ui_url + "?tenant=all")
+    tenants = admin_api.call(admin_api.admin.ListTenants, pb.ListTenantsRequest(page_size=500))
+    names = {t.id: t.name for t in tenants.tenants}
+    counted = admin_api.call(admin_api.sched.CountTasks, pb.CountTasksRequest())
+    by_tenant: dict[str, int] = {}
+    for c in counted.counts:
+        by_tenant[c.tenant_id] = by_tenant.get(c.tenant_id, 0) + c.count
+    row = browser.by_testid(f"tenant-{seeded.other_tenant_id}")
+    assert names[seeded.other_tenant_id] in row.text
+    assert (
+        browser.int_of(f"tenant-count-{seeded.other_tenant_id}")
+        == by_tenant[seeded.other_tenant_id]
+    )
+    # Workers name their tenant, not its UUID.
+    worker = browser.by_testid(f"worker-{seeded.ok_worker}")
+    assert names[dev.tenant_id] in worker.text
+    assert dev.tenant_id not in worker.text
+    browser.assert_accessible()
+    browser.click_and_wait(row.find_element(By.TAG_NAME, "a"))
+    assert f"tenant={seeded.other_tenant_id}" in browser.driver.current_url
+    assert browser.has_testid(f"task-row-{seeded.other_task_id}")
+
+
 # ------------------------------------------------------------------ the dense task list
 
 

@@ -29,6 +29,7 @@ from scheduler.ui._api import (
     call_metadata,
 )
 from scheduler.ui._boundary import client_address
+from scheduler.ui._format import visible_controls
 from scheduler.ui._sessions import Session
 
 API_KEY: web.AppKey[Api] = web.AppKey("tickwheel_api", Api)
@@ -164,11 +165,13 @@ async def render(
     """``template`` with the base context every page needs."""
     ctx = ctx_of(request)
     creds = ctx.session.creds
+    tenants = await tenant_choices(ctx)
     base = {
         "csrf": ctx.session.csrf,
         "messages": ctx.session.take_messages(),
         "tenant": ctx.tenant,
-        "tenants": await tenant_choices(ctx),
+        "tenants": tenants,
+        "tenant_names": {t["id"]: visible_controls(t["name"]) for t in tenants},
         "is_admin": creds.is_admin,
         "has_key": bool(creds.api_key),
         "all_tenants": ctx.all_tenants,

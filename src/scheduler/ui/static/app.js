@@ -6,6 +6,8 @@
   var page = script.dataset.page;
   var liveUrl = script.dataset.live;
   var allTenants = script.dataset.allTenants === "yes";
+  var namesEl = document.getElementById("tenant-names");
+  var tenantNames = namesEl ? JSON.parse(namesEl.textContent) : {};
   var dataEl = document.getElementById("page-data");
   var data = dataEl ? JSON.parse(dataEl.textContent) : null;
   var charts = {};
@@ -131,6 +133,7 @@
         d.states.forEach(function (s) { setText("pool-" + p + "-" + s, c.pool_states[p][s]); });
       });
       setText("as-of", "as of " + c.as_of);
+      for (var tid in c.by_tenant) { setText("tenant-count-" + tid, c.by_tenant[tid]); }
     }
     if (d.workers.data) {
       var body = document.getElementById("workers-rows");
@@ -139,7 +142,7 @@
         d.workers.data.forEach(function (w) {
           var tr = document.createElement("tr"); tr.dataset.testid = "worker-" + w.worker_id;
           cell(tr, w.worker_id, true);
-          if (allTenants) { cell(tr, w.tenant_id); }
+          if (allTenants) { cell(tr, tenantNames[w.tenant_id] || w.tenant_id.slice(0, 8)).title = w.tenant_id; }
           cell(tr, w.task_types.join(", ") || "any"); cell(tr, w.pools.join(", ") || "any");
           cell(tr, w.slots_used); cell(tr, w.slots_free); cell(tr, w.start_on_delivery ? "yes" : "no");
           cell(tr, w.last_seen ? w.last_seen.slice(0, 19).replace("T", " ") : "—"); cell(tr, w.node_id);
