@@ -39,6 +39,7 @@ from scheduler.ui._web import (
     Ctx,
     ctx_of,
     error_page,
+    one_tenant,
     render,
     tenant_problem,
 )
@@ -353,6 +354,9 @@ def create_app(config: UIConfig, api: Api | None = None) -> web.Application:
         undefined=jinja2.StrictUndefined,
     )
     env.globals["state_names"] = fmt.STATES
+    env.filters["shown"] = fmt.visible_controls
+    env.filters["relative"] = fmt.relative
+    env.filters["utc_title"] = fmt.utc_title
     if owned:
 
         async def close(app: web.Application) -> None:
@@ -364,25 +368,25 @@ def create_app(config: UIConfig, api: Api | None = None) -> web.Application:
     r.add_get("/api/overview", _overview.overview_json)
     r.add_get("/forecast", _overview.forecast)
     r.add_get("/api/forecast", _overview.forecast_json)
-    r.add_get("/tasks", _tasks.tasks)
-    r.add_get("/api/tasks", _tasks.tasks_json)
-    r.add_get("/tasks/{task_id}", _tasks.task_detail)
-    r.add_get("/api/tasks/{task_id}", _tasks.task_json)
+    r.add_get("/tasks", one_tenant(_tasks.tasks))
+    r.add_get("/api/tasks", one_tenant(_tasks.tasks_json))
+    r.add_get("/tasks/{task_id}", one_tenant(_tasks.task_detail))
+    r.add_get("/api/tasks/{task_id}", one_tenant(_tasks.task_json))
     r.add_post("/tasks/{task_id}/cancel", _tasks.cancel)
     r.add_post("/tasks/{task_id}/redrive", _tasks.redrive)
     r.add_post("/bulk/plan", _tasks.bulk_plan)
     r.add_get("/bulk/confirm/{key}", _tasks.bulk_confirm)
     r.add_post("/bulk/run", _tasks.bulk_run)
     r.add_get("/bulk/result/{key}", _tasks.bulk_result)
-    r.add_get("/schedules", _orchestration.schedules)
-    r.add_get("/api/schedules", _orchestration.schedules_json)
+    r.add_get("/schedules", one_tenant(_orchestration.schedules))
+    r.add_get("/api/schedules", one_tenant(_orchestration.schedules_json))
     r.add_post("/schedules/{schedule_id}/pause", _orchestration.pause)
     r.add_post("/schedules/{schedule_id}/resume", _orchestration.resume)
-    r.add_get("/workflows", _orchestration.workflows)
-    r.add_get("/workflows/{workflow_id}", _orchestration.workflow)
-    r.add_get("/api/workflows/{workflow_id}", _orchestration.workflow_json)
-    r.add_get("/expectations", _orchestration.expectations)
-    r.add_get("/api/expectations", _orchestration.expectations_json)
+    r.add_get("/workflows", one_tenant(_orchestration.workflows))
+    r.add_get("/workflows/{workflow_id}", one_tenant(_orchestration.workflow))
+    r.add_get("/api/workflows/{workflow_id}", one_tenant(_orchestration.workflow_json))
+    r.add_get("/expectations", one_tenant(_orchestration.expectations))
+    r.add_get("/api/expectations", one_tenant(_orchestration.expectations_json))
     r.add_get("/login", login_form)
     r.add_post("/login", login)
     r.add_post("/logout", logout)

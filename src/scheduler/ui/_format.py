@@ -8,6 +8,7 @@ stamps as ISO text, Structs as JSON text, and the figures derived from an answer
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -75,8 +76,20 @@ def epoch_s(stamp: Timestamp) -> float:
     return stamp.seconds + stamp.nanos / 1e9
 
 
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Characters that reorder the text after them (U+202E RIGHT-TO-LEFT OVERRIDE, the
+embeddings, isolates and marks): in a name they could make a page lie about it."""
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with each bidi control shown as ``[U+202E]`` instead of obeyed: the
+    characters around it stay in the order they were written."""
+    return BIDI_CONTROLS.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)
+
+
 def struct_json(message: Any, field: str) -> str:
-    """A Struct field as indented JSON text (``null`` when unset)."""
+    """A Struct field as indented JSON text (``null`` when unset): Arabic, CJK and emoji
+    as themselves, bidi controls as ``\\u202e`` escapes (still the same JSON value)."""
     if not message.HasField(field):
         return "null"
     value: Struct = getattr(message, field)
@@ -84,7 +97,45 @@ def struct_json(message: Any, field: str) -> str:
         shown = struct_to_dict(value)
     except ValueError:
         shown = json_format.MessageToDict(value)
-    return json.dumps(shown, indent=2, sort_keys=True)
+    text = json.dumps(shown, indent=2, sort_keys=True, ensure_ascii=False)
+    # Only inside JSON strings can these characters occur, where an escape means the same.
+    return BIDI_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def short_id(value: str) -> str:
+    """The first 8 characters of a UUID (the list's id column; the full id in a title)."""
+    return value[:8]
+
+
+def relative(value: str | None, now: datetime | None = None) -> str:
+    """An ISO time as "in 5m" / "3h ago" / "now", from ``now`` (default: the clock)."""
+    if not value:
+        return ""
+    at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    delta = (at - (now or datetime.now(UTC))).total_seconds()
+    gone, n = delta < 0, abs(delta)
+    if n < 1:
+        return "now"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if n >= size:
+            text = f"{int(n // size)}{unit}"
+            break
+    return f"{text} ago" if gone else f"in {text}"
+
+
+def utc_title(value: str | None) -> str:
+    """An ISO time as the hover text of a relative one: ``2026-12-06 00:47:06.123 UTC``."""
+    return f"{value.replace('T', ' ').removesuffix('Z')} UTC" if value else ""
+
+
+_ERROR_TYPE = re.compile(r"([A-Za-z_][\w.]{0,127}): ")
+
+
+def error_type(last_error: str) -> str:
+    """The exception type a last error names at its start (``ValueError: ...``), or ""."""
+    m = _ERROR_TYPE.match(last_error)
+    # A class name: its last dotted part is capitalised ("boom: ..." names no type).
+    return m.group(1) if m and m.group(1).rsplit(".", 1)[-1][:1].isupper() else ""
 
 
 def timestamp(dt: datetime) -> Timestamp:
@@ -110,8 +161,10 @@ def task_row(task: pb.Task) -> dict[str, Any]:
         "scheduled_at": ts(task, "scheduled_at"),
         "due_at": ts(task, "due_at"),
         "idempotency_key": task.idempotency_key,
+        "key_differs": bool(task.idempotency_key) and task.idempotency_key != task.id,
         "retry_count": task.retry_count,
         "max_retries": task.max_retries,
+        "max_attempts": task.max_retries + 1,
         "fencing_token": task.fencing_token,
         "worker_id": task.worker_id,
         "created_at": ts(task, "created_at"),
@@ -127,6 +180,7 @@ def task_detail(task: pb.Task) -> dict[str, Any]:
         "result": struct_json(task, "result"),
         "checkpoint": struct_json(task, "checkpoint"),
         "last_error": task.last_error,
+        "error_type": error_type(task.last_error),
         "cancel_requested": task.cancel_requested,
         "shard_id": task.shard_id,
         "strict_timing": task.strict_timing,

@@ -39,6 +39,8 @@ class Session:
     last_used: float = 0.0
     messages: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     plans: OrderedDict[str, dict[str, Any]] = dataclasses.field(default_factory=OrderedDict)
+    key_can_write: bool | None = None
+    """Whether the API key has the ``submit`` scope (None: not asked yet; asked once)."""
 
     def flash(self, kind: str, text: str) -> None:
         """A message for the next page (kind: ``info`` or ``error``)."""

@@ -119,20 +119,45 @@ async def tasks_data(ctx: Ctx) -> tuple[dict[str, Any], int]:
     try:
         f = parse_filter(query)
     except FilterError as exc:
-        return {"filter": empty, "error": str(exc), "tasks": [], "next": None, "q": ""}, 400
+        bad: dict[str, Any] = {
+            "filter": empty,
+            "error": str(exc),
+            "tasks": [],
+            "next": None,
+            "q": "",
+        }
+        return {**bad, "total": None}, 400
     q = query.get("q", "").strip()
     request = _list_request(f, query.get("page_token", ""), key=q)
+    api = ctx.api
+    # The total of the filter: one CountTasks beside the page's ListTasks (in parallel,
+    # never per row); a search by key shows what it found instead.
+    counted = (
+        api.section(
+            api.scheduler.CountTasks,
+            pb.CountTasksRequest(filter=task_filter_message(f)),
+            ctx.metadata,
+        )
+        if not q
+        else None
+    )
+    listed = api.call(api.scheduler.ListTasks, request, ctx.metadata)
     try:
-        resp = await ctx.api.call(ctx.api.scheduler.ListTasks, request, ctx.metadata)
+        if counted is None:
+            resp, count = await listed, None
+        else:
+            resp, count = await asyncio.gather(listed, counted)
     except ApiError as exc:
         if exc.unauthenticated:
             raise
         status = 400 if exc.code.name == "INVALID_ARGUMENT" else 502
-        return {"filter": f, "error": str(exc), "tasks": [], "next": None, "q": q}, status
+        failed: dict[str, Any] = {"filter": f, "error": str(exc), "tasks": [], "next": None, "q": q}
+        return {**failed, "total": None}, status
     found = list(resp.tasks)
     if q:
         # A server that predates the idempotency_key filter answers every task.
         found = [t for t in found if t.idempotency_key == q]
+    total = len(found) if q else (count.value.total if count is not None and count.ok else None)
     params = filter_params(f)
     next_url = None
     if resp.next_page_token:
@@ -143,6 +168,7 @@ async def tasks_data(ctx: Ctx) -> tuple[dict[str, Any], int]:
         "params": params,
         "error": None,
         "tasks": [fmt.task_row(t) for t in found],
+        "total": total,
         "next": next_url,
         "first": ctx.url("/tasks", params) if query.get("page_token") else None,
         "q": q,
@@ -183,7 +209,7 @@ def _form_values(f: Mapping[str, Any]) -> dict[str, Any]:
 
 async def tasks_json(request: web.Request) -> web.Response:
     data, status = await tasks_data(ctx_of(request))
-    data = {k: v for k, v in data.items() if k in ("tasks", "next", "error")}
+    data = {k: v for k, v in data.items() if k in ("tasks", "total", "next", "error")}
     return web.json_response(data, status=status)
 
 
@@ -218,6 +244,14 @@ async def task_detail(request: web.Request) -> web.StreamResponse:
             "task": detail,
             "timeline": rows,
             "history": history,
+            "failure": next(
+                (
+                    r
+                    for r in reversed(rows)
+                    if r["kind"] == "transition" and r["to"] in ("DEAD_LETTER", "RETRYING")
+                ),
+                None,
+            ),
             "can_cancel": not detail["terminal"],
             "can_redrive": detail["state"] == "DEAD_LETTER",
         },

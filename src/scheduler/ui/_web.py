@@ -9,7 +9,10 @@ the messages), :func:`url` (a link that keeps the chosen tenant) and the error p
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,8 +20,16 @@ import aiohttp_jinja2
 from aiohttp import web
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
-from scheduler.ui._api import ADMIN_TOKEN_HEADER, ALL_TENANTS, Api, ApiError, call_metadata
+from scheduler.ui._api import (
+    ADMIN_TOKEN_HEADER,
+    ALL_TENANTS,
+    API_KEY_HEADER,
+    Api,
+    ApiError,
+    call_metadata,
+)
 from scheduler.ui._boundary import client_address
+from scheduler.ui._format import visible_controls
 from scheduler.ui._sessions import Session
 
 API_KEY: web.AppKey[Api] = web.AppKey("tickwheel_api", Api)
@@ -51,6 +62,30 @@ class Ctx:
         if not creds.admin_token:
             return False
         return self.tenant == ALL_TENANTS or (self.tenant is None and not creds.api_key)
+
+    async def can_write(self) -> bool:
+        """Whether the calls may change tasks and schedules (the ``submit`` scope): the
+        admin token always may; an API key is asked once per session, by cancelling a
+        task that does not exist (PERMISSION_DENIED: read-only; NOT_FOUND: it may)."""
+        if not self.session.logged_in or API_KEY_HEADER not in dict(self.metadata):
+            return True
+        if self.session.key_can_write is None:
+            try:
+                await self.api.call(
+                    self.api.scheduler.CancelTask,
+                    pb.CancelTaskRequest(task_id=str(uuid.uuid4())),
+                    self.metadata,
+                )
+            except ApiError as exc:
+                if exc.code.name == "PERMISSION_DENIED":
+                    self.session.key_can_write = False
+                elif exc.not_found:
+                    self.session.key_can_write = True
+                else:
+                    return True  # unknown for now: the server still refuses what it must
+            else:
+                self.session.key_can_write = True
+        return self.session.key_can_write
 
     def url(self, path: str, params: list[tuple[str, str]] | None = None) -> str:
         """``path`` with ``params`` and the chosen tenant."""
@@ -130,14 +165,17 @@ async def render(
     """``template`` with the base context every page needs."""
     ctx = ctx_of(request)
     creds = ctx.session.creds
+    tenants = await tenant_choices(ctx)
     base = {
         "csrf": ctx.session.csrf,
         "messages": ctx.session.take_messages(),
         "tenant": ctx.tenant,
-        "tenants": await tenant_choices(ctx),
+        "tenants": tenants,
+        "tenant_names": {t["id"]: visible_controls(t["name"]) for t in tenants},
         "is_admin": creds.is_admin,
         "has_key": bool(creds.api_key),
         "all_tenants": ctx.all_tenants,
+        "can_write": await ctx.can_write(),
         "logged_in": ctx.session.logged_in,
         "url": ctx.url,
         # Never "//host/..." (a protocol-relative URL) in the tenant form's action.
@@ -155,6 +193,44 @@ async def error_page(request: web.Request, status: int, title: str, detail: str)
 
 async def not_found(request: web.Request, what: str = "This page") -> web.Response:
     return await error_page(request, 404, "Not found", f"{what} does not exist or is not yours.")
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def one_tenant(handler: Handler) -> Handler:
+    """A page that shows one tenant's data: for the admin's "all tenants" view (where
+    the API answers INVALID_ARGUMENT without ``x-tenant-id``) a tenant picker instead."""
+
+    @functools.wraps(handler)
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        ctx = ctx_of(request)
+        if not ctx.all_tenants:
+            return await handler(request)
+        if request.path.startswith("/api/"):
+            return web.json_response(
+                {"error": "tenant: this answers for one tenant; add ?tenant=ID"}, status=400
+            )
+        return await pick_tenant(request)
+
+    return wrapped
+
+
+async def pick_tenant(request: web.Request) -> web.Response:
+    """Every tenant by name, each a link to this page (with its query) for that tenant."""
+    ctx = ctx_of(request)
+    kept = [(k, v) for k, v in request.query.items() if k != "tenant"]
+    path = "/" + request.path.lstrip("/")
+    choices = [
+        {**t, "href": path + "?" + urlencode([*kept, ("tenant", t["id"])])}
+        for t in await tenant_choices(ctx)
+    ]
+    page = path.strip("/").split("/")[0].capitalize() or "Overview"
+    return await render(
+        request,
+        "pick_tenant.html",
+        {"title": f"{page}: pick a tenant", "page": page, "choices": choices},
+    )
 
 
 def redirect(location: str) -> web.HTTPSeeOther:

@@ -226,6 +226,26 @@ async def test_the_admin_token_picks_a_tenant(dashboard: Dashboard) -> None:
     assert (await d.get("/?tenant=nope")).status == 400
 
 
+async def test_the_admins_all_tenants_view_of_one_tenant_pages_is_a_picker(
+    dashboard: Dashboard,
+) -> None:
+    d = dashboard
+    await _login(d, admin_token=d.env.admin_token)
+    for path in ("/tasks?state=SCHEDULED", "/schedules", "/workflows", "/expectations"):
+        page = await d.get(path)
+        assert page.status == 200, path
+        assert page.has("pick-tenant"), path
+        assert "INVALID_ARGUMENT" not in page.html
+        choice = page.all(f"tenant-choice-{d.other_tenant}")
+        assert choice, path
+        assert "ui-b" in page.html
+    listing = await d.get("/tasks?state=SCHEDULED")
+    assert f"/tasks?state=SCHEDULED&amp;tenant={d.other_tenant}" in listing.html
+    api = await d.http.get("/api/tasks")
+    assert api.status == 400
+    assert "tenant" in (await api.json())["error"]
+
+
 async def test_schedules_workflows_expectations_and_forecast_pages(dashboard: Dashboard) -> None:
     d = dashboard
     client = d.env.client

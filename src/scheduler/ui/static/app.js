@@ -6,6 +6,8 @@
   var page = script.dataset.page;
   var liveUrl = script.dataset.live;
   var allTenants = script.dataset.allTenants === "yes";
+  var namesEl = document.getElementById("tenant-names");
+  var tenantNames = namesEl ? JSON.parse(namesEl.textContent) : {};
   var dataEl = document.getElementById("page-data");
   var data = dataEl ? JSON.parse(dataEl.textContent) : null;
   var charts = {};
@@ -13,6 +15,33 @@
 
   function q(testid) { return document.querySelector('[data-testid="' + testid + '"]'); }
   function setText(testid, value) { var el = q(testid); if (el) { el.textContent = String(value); } }
+
+  /* Times as the rest of the dashboard writes them: ISO, 24-hour, UTC. */
+  function utc(ts, withSeconds) {
+    var iso = new Date(ts * 1e3).toISOString();
+    return withSeconds ? iso.slice(11, 19) : iso.slice(11, 16);
+  }
+
+  function timeTicks(u, splits) {
+    var step = splits.length > 1 ? splits[1] - splits[0] : 60;
+    var seconds = step < 60 || splits.some(function (t) { return t % 60 !== 0; });
+    return splits.map(function (t) { return utc(t, seconds); });
+  }
+
+  function numberTicks(u, splits) {
+    return splits.map(function (v) { return v.toLocaleString("en-US", { maximumFractionDigits: 3 }); });
+  }
+
+  /* An axis as wide as its longest label (uPlot's default is a fixed 50 px, which cut
+     10,000 to "0,000"). */
+  function axisSize(u, values, axisIdx, cycleNum) {
+    var axis = u.axes[axisIdx];
+    if (cycleNum > 1 && axis._size) { return axis._size; }
+    var longest = (values || []).reduce(function (a, v) { return String(v).length > a.length ? String(v) : a; }, "");
+    u.ctx.font = axis.font[0];
+    var width = u.ctx.measureText(longest).width / (window.devicePixelRatio || 1);
+    return Math.ceil(axis.ticks.size + axis.gap + width + 4);
+  }
 
   function chart(id, series, rows, height) {
     var box = document.getElementById(id);
@@ -25,11 +54,15 @@
       cursor: { show: true },
       scales: { x: { time: true } },
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
-      series: [{}].concat(series),
-      axes: [{ stroke: "#1b1f24" }, { stroke: "#1b1f24" }]
+      series: [{ value: function (u, t) { return t == null ? "" : new Date(t * 1e3).toISOString().slice(0, 19).replace("T", " ") + " UTC"; } }].concat(series),
+      axes: [
+        { stroke: "#1b1f24", values: timeTicks },
+        { stroke: "#1b1f24", values: numberTicks, size: axisSize }
+      ]
     };
     charts[id] = new uPlot(opts, rows, box);
   }
+  window.tickwheelCharts = charts;
 
   function activityCharts(act) {
     if (!act || !act.data) { return; }
@@ -100,6 +133,7 @@
         d.states.forEach(function (s) { setText("pool-" + p + "-" + s, c.pool_states[p][s]); });
       });
       setText("as-of", "as of " + c.as_of);
+      for (var tid in c.by_tenant) { setText("tenant-count-" + tid, c.by_tenant[tid]); }
     }
     if (d.workers.data) {
       var body = document.getElementById("workers-rows");
@@ -108,7 +142,7 @@
         d.workers.data.forEach(function (w) {
           var tr = document.createElement("tr"); tr.dataset.testid = "worker-" + w.worker_id;
           cell(tr, w.worker_id, true);
-          if (allTenants) { cell(tr, w.tenant_id); }
+          if (allTenants) { cell(tr, tenantNames[w.tenant_id] || w.tenant_id.slice(0, 8)).title = w.tenant_id; }
           cell(tr, w.task_types.join(", ") || "any"); cell(tr, w.pools.join(", ") || "any");
           cell(tr, w.slots_used); cell(tr, w.slots_free); cell(tr, w.start_on_delivery ? "yes" : "no");
           cell(tr, w.last_seen ? w.last_seen.slice(0, 19).replace("T", " ") : "—"); cell(tr, w.node_id);

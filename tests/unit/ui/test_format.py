@@ -1,0 +1,85 @@
+"""The dashboard's text formatting (_format.py): unicode payloads, bidi controls,
+relative times and error types."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from google.protobuf.struct_pb2 import Struct
+
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler.ui import _format as fmt
+
+NOW = datetime(2026, 12, 6, 12, 0, 0, tzinfo=UTC)
+
+
+def _task(payload: dict[str, object]) -> pb.Task:
+    s = Struct()
+    s.update(payload)
+    return pb.Task(id="0d6f7c1e-0000-4000-8000-000000000000", payload=s)
+
+
+def test_payload_json_shows_arabic_cjk_and_emoji_as_text() -> None:
+    payload = {"ar": "مرحبا", "zh": "你好", "emoji": "🎉"}
+    text = fmt.struct_json(_task(payload), "payload")
+    for value in payload.values():
+        assert value in text
+    assert "\\u" not in text
+    assert json.loads(text) == payload
+
+
+@pytest.mark.parametrize("control", ["\u202e", "\u202a", "\u2066", "\u2069", "\u200f", "\u061c"])
+def test_payload_json_escapes_bidi_controls_and_keeps_the_value(control: str) -> None:
+    payload = {f"k{control}": f"abc{control}def"}
+    text = fmt.struct_json(_task(payload), "payload")
+    assert control not in text
+    assert f"\\u{ord(control):04x}" in text
+    assert json.loads(text) == payload
+
+
+def test_visible_controls_names_each_control_and_leaves_other_text_alone() -> None:
+    assert fmt.visible_controls("abc\u202edef") == "abc[U+202E]def"
+    assert fmt.visible_controls("مرحبا 你好 🎉") == "مرحبا 你好 🎉"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("2026-12-06T12:00:00.000Z", "now"),
+        ("2026-12-06T11:59:30.000Z", "30s ago"),
+        ("2026-12-06T12:05:00.000Z", "in 5m"),
+        ("2026-12-06T09:00:00.000Z", "3h ago"),
+        ("2026-12-08T12:00:00.000Z", "in 2d"),
+        (None, ""),
+    ],
+)
+def test_relative_times(value: str | None, shown: str) -> None:
+    assert fmt.relative(value, NOW) == shown
+
+
+def test_utc_title_is_iso_with_utc() -> None:
+    assert fmt.utc_title("2026-12-06T12:00:01.250Z") == "2026-12-06 12:00:01.250 UTC"
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        ("ValueError: bad card", "ValueError"),
+        ("billing.CardDeclined: no", "billing.CardDeclined"),
+        ("boom: browser-test failure", ""),
+        ("timed out", ""),
+    ],
+)
+def test_error_type_is_read_from_the_start_of_the_error(error: str, kind: str) -> None:
+    assert fmt.error_type(error) == kind
+
+
+def test_task_row_says_when_the_idempotency_key_differs_from_the_id() -> None:
+    task_id = "0d6f7c1e-0000-4000-8000-000000000000"
+    assert not fmt.task_row(pb.Task(id=task_id))["key_differs"]
+    assert not fmt.task_row(pb.Task(id=task_id, idempotency_key=task_id))["key_differs"]
+    row = fmt.task_row(pb.Task(id=task_id, idempotency_key="order-42", max_retries=3))
+    assert row["key_differs"]
+    assert row["max_attempts"] == 4
