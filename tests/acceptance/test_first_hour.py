@@ -155,3 +155,52 @@ async def test_serve_before_migrate_says_run_migrate(pg_empty_dsn: str) -> None:
     lines = [ln for ln in result.stderr.splitlines() if ln.startswith("Error:")]
     assert len(lines) == 1, result.stderr
     assert "run `tickwheel migrate --postgres-dsn DSN` first" in lines[0]
+
+
+async def test_the_dev_banners_commands_run_as_pasted(tmp_path: Path) -> None:
+    """Issue 40, item 3: the banner's commands are printed outside the box, one a line
+    (an 80-column box wrapped the export over two lines, with its border inside),
+    name the handler module to write, and put ``tickwheel`` on PATH. Pasted as a whole
+    into a shell in the same directory, they run a worker and a task to COMPLETED."""
+    port = free_port()
+    work = tmp_path / "here"
+    work.mkdir()
+    args = ["dev", "--db", str(tmp_path / "dev.db"), "--listen", f"127.0.0.1:{port}", "--no-ui"]
+    with process_group(tmp_path / "procs") as group:
+        dev = CommandProcess(group.dir / "dev", "dev", args, ready_log="^tickwheel list$")
+        dev.env = {**(dev.env or {}), "COLUMNS": "80"}
+        group.procs.append(dev)
+        await asyncio.to_thread(dev.start)
+        lines = dev.log().splitlines()
+        block = lines[lines.index("try it, in another terminal in this directory:") + 1 :]
+        block = block[: block.index("tickwheel list") + 1]
+        assert block[0].startswith("export ")
+        assert "TICKWHEEL_API_KEY=tw_" in block[0]
+        assert not any("│" in line for line in block)
+        # A bounded poll in the shell itself, then the worker goes with the script.
+        script = "\n".join(
+            [
+                *block,
+                "W=$!",
+                "trap 'kill $W' EXIT",
+                "for _ in $(seq 300); do",
+                "  tickwheel list | grep -q COMPLETED && exit 0",
+                "  sleep 0.1",
+                "done",
+                "exit 1",
+            ]
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+        env["PATH"] = "/usr/bin:/bin"  # the banner must put tickwheel on PATH itself
+        proc = await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            script,
+            cwd=work,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await asyncio.wait_for(proc.communicate(), 120)
+        assert proc.returncode == 0, out.decode(errors="replace")
+        assert (work / "hello.py").exists()

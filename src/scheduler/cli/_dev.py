@@ -13,6 +13,7 @@ import json
 import math
 import os
 import secrets
+import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -225,6 +226,34 @@ async def run_dev(
         await node.stop(1.0)
 
 
+HELLO_PY = (
+    "from scheduler.worker import TaskContext\n\n\n"
+    "async def handler(ctx: TaskContext) -> dict:\n"
+    '    return {"greeting": f"hello {ctx.payload[\'name\']}"}\n'
+)
+"""The handler module the banner's commands run (README, "On PostgreSQL")."""
+
+
+def _path_export() -> str:
+    """``PATH="DIR:$PATH" ``, DIR holding the running ``tickwheel`` (``make dev`` runs
+    ``.venv/bin/tickwheel``, which is on no PATH), so the banner's commands work as
+    pasted; harmless where it is on PATH already."""
+    return f'PATH="{Path(sys.argv[0]).resolve().parent}:$PATH" '
+
+
+def try_it(f: ConnectFacts) -> str:
+    """The commands to paste into another terminal, one per line and never wrapped:
+    the environment, a handler module to write, a worker, a task, the list."""
+    hello = HELLO_PY.replace("\n", "\\n").replace("'", "'\\''")
+    return (
+        f"export {_path_export()}TICKWHEEL_TARGET={f.target} TICKWHEEL_API_KEY={f.api_key}\n"
+        f"printf '{hello}' > hello.py\n"
+        "tickwheel worker --type hello=hello:handler &\n"
+        'tickwheel submit hello --payload \'{"name": "world"}\' --in 5\n'
+        "tickwheel list"
+    )
+
+
 def _banner(f: ConnectFacts) -> None:
     console.print(
         Panel.fit(
@@ -232,14 +261,9 @@ def _banner(f: ConnectFacts) -> None:
             f"tenant      {f.tenant_id}\n"
             f"API key     [green]{f.api_key}[/]\n"
             f"admin token {f.admin_token}\n"
-            f"(kept in {credentials_path(Path(f.database))} and reused on restart)\n"
-            + (f"metrics     {f.metrics_url}\n" if f.metrics_url else "")
-            + (f"dashboard   {f.ui_url} (open the login link below)\n" if f.ui_url else "")
-            + "\n"
-            f"export TICKWHEEL_TARGET={f.target} TICKWHEEL_API_KEY={f.api_key}\n"
-            'tickwheel submit hello --payload \'{"name": "world"}\' --in 5\n'
-            "tickwheel worker --type hello=mymodule:handler\n"
-            "tickwheel list",
+            f"(kept in {credentials_path(Path(f.database))} and reused on restart)"
+            + (f"\nmetrics     {f.metrics_url}" if f.metrics_url else "")
+            + (f"\ndashboard   {f.ui_url} (open the login link below)" if f.ui_url else ""),
             title="connect",
         )
     )
@@ -251,6 +275,10 @@ def _banner(f: ConnectFacts) -> None:
             "a new link each start)",
             soft_wrap=True,
         )
+    # Outside the box too, one command a line: pasted as a whole into another terminal
+    # in this directory, they run a worker and a task (issue 40: the box wrapped them).
+    console.print("try it, in another terminal in this directory:", style="bold")
+    console.print(try_it(f), soft_wrap=True, markup=False, highlight=False)
 
 
 async def _prepare_db(path: Path, *, fresh: bool) -> Path:
