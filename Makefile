@@ -10,7 +10,7 @@ LINT    := src tests benchmarks scripts/gen-proto
 
 .DEFAULT_GOAL := help
 
-.PHONY: help dev test deps venv build proto proto-check lint fmt typecheck unit integration acceptance fuzz bench annotate clean
+.PHONY: help dev test deps venv build build-dev proto proto-check lint fmt typecheck unit integration acceptance fuzz bench annotate clean
 
 help:
 	@echo "make dev          - set up and run Tickwheel on its embedded default (SQLite, no servers)"
@@ -31,20 +31,28 @@ help:
 deps:
 	@scripts/install-deps
 
+# A Debian python3 without ensurepip cannot make a venv: install python3-venv, try again.
 $(PYTHON):
-	$(PY) -m venv $(VENV)
+	$(PY) -m venv $(VENV) || { rm -rf $(VENV) && scripts/install-deps venv && $(PY) -m venv $(VENV); }
 	$(BIN)/pip install -q --upgrade pip
 
+# The editable install never fails for want of a C compiler: an extension it cannot
+# compile is skipped with a warning (setup.py, TICKWHEEL_OPTIONAL_EXTENSIONS).
 $(STAMP): $(PYTHON) pyproject.toml setup.py
 	$(BIN)/pip install -q "setuptools>=77" wheel "cython>=3.0"
-	$(BIN)/pip install -q --no-build-isolation -e '.[dev]'
+	TICKWHEEL_OPTIONAL_EXTENSIONS=1 $(BIN)/pip install -q --no-build-isolation -e '.[dev]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
 
-# The extension is built in place so the editable install imports it.
+# The extension is built in place so the editable install imports it. `build` needs a C
+# compiler (make test proves the extensions load); `build-dev` falls back to the
+# pure-Python twins with a warning, and the dev banner says which runs.
 build: venv
 	$(PYTHON) setup.py -q build_ext --inplace
+
+build-dev: venv
+	TICKWHEEL_OPTIONAL_EXTENSIONS=1 $(PYTHON) setup.py -q build_ext --inplace
 
 annotate: venv
 	TICKWHEEL_CYTHON_ANNOTATE=1 TICKWHEEL_CYTHON_FORCE=1 $(PYTHON) setup.py -q build_ext --inplace
@@ -96,7 +104,7 @@ bench: deps build
 ## Running -------------------------------------------------------------------
 
 # The embedded default needs no system server: only the venv and the wheel.
-dev: build
+dev: build-dev
 	$(BIN)/tickwheel dev --demo
 
 clean:

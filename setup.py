@@ -8,14 +8,20 @@ declares the extension. Environment switches (asyncpg and uvloop do the same):
 - ``TICKWHEEL_CYTHON_DEBUG=1``: build without optimisation, with debug symbols and
   Cython's bounds and wraparound checks on.
 - ``TICKWHEEL_CYTHON_FORCE=1``: regenerate the C source even when it looks current.
+- ``TICKWHEEL_OPTIONAL_EXTENSIONS=1``: an extension that cannot be compiled (no C
+  compiler, no Python headers) is skipped with a warning instead of failing the build;
+  its pure-Python twin runs instead (``_wheel.IMPLEMENTATION``). ``make dev`` and the
+  editable install set it; ``make build`` (and so ``make test``) does not.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 
 def _flag(name: str) -> bool:
@@ -56,7 +62,35 @@ extensions = [
     for name in ("_pbread", "client._tasks_c", "worker._pushed_c")
 ]
 
+
+
+class OptionalBuildExt(build_ext):
+    """``build_ext`` that skips, with a warning, an extension it cannot compile."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # no compiler at all: nothing can be built
+            self._skipped("every extension", exc)
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # CompileError, a missing Python.h, ...
+            self._skipped(ext.name, exc)
+
+    @staticmethod
+    def _skipped(what: str, exc: Exception) -> None:
+        print(
+            f"WARNING: tickwheel: could not compile {what} ({type(exc).__name__}: {exc}); "
+            "the pure-Python implementation runs instead (slower). Install a C compiler "
+            "and the Python headers (Debian: build-essential python3-dev) and rebuild.",
+            file=sys.stderr,
+        )
+
+
 setup(
+    cmdclass={"build_ext": OptionalBuildExt} if _flag("TICKWHEEL_OPTIONAL_EXTENSIONS") else {},
     ext_modules=cythonize(
         extensions,
         annotate=_flag("TICKWHEEL_CYTHON_ANNOTATE"),

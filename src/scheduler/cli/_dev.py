@@ -254,6 +254,16 @@ def try_it(f: ConnectFacts) -> str:
     )
 
 
+def _wheel_kind() -> str:
+    """Which timing wheel runs: the Cython one, or its pure-Python twin and why (a
+    machine without a C compiler builds no extension: ``make build-dev``)."""
+    import _wheel
+
+    if _wheel.IMPLEMENTATION == "c":
+        return "Cython"
+    return f"pure Python, slower ({_wheel.EXTENSION_ERROR})"
+
+
 def _banner(f: ConnectFacts) -> None:
     console.print(
         Panel.fit(
@@ -263,7 +273,8 @@ def _banner(f: ConnectFacts) -> None:
             f"admin token {f.admin_token}\n"
             f"(kept in {credentials_path(Path(f.database))} and reused on restart)"
             + (f"\nmetrics     {f.metrics_url}" if f.metrics_url else "")
-            + (f"\ndashboard   {f.ui_url} (open the login link below)" if f.ui_url else ""),
+            + (f"\ndashboard   {f.ui_url} (open the login link below)" if f.ui_url else "")
+            + f"\nwheel       {_wheel_kind()}",
             title="connect",
         )
     )
