@@ -27,6 +27,7 @@ from scheduler._errors import (
     TickwheelError,
     Unauthenticated,
 )
+from scheduler._throttle import FailureThrottle
 from scheduler.engine import Engine
 from scheduler.server._config import ServerConfig
 from scheduler.server._convert import parse_uuid
@@ -137,7 +138,7 @@ def require_scope(key: ApiKey, scope: Scope) -> None:
         )
 
 
-class AuthThrottle:
+class AuthThrottle(FailureThrottle):
     """Failed authentications per source address: after ``limit`` failures within
     ``window_s``, the source is refused for ``block_s`` without a store look-up."""
 
@@ -151,23 +152,7 @@ class AuthThrottle:
         block_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.limit = limit
-        self.window_s = window_s
-        self.block_s = block_s
-        self._clock = clock
-        self._failures: dict[str, tuple[float, int]] = {}  # source -> (window start, count)
-        self._blocked: dict[str, float] = {}  # source -> until
-
-    def retry_after(self, source: str) -> float | None:
-        """Seconds until ``source`` may try again, or None when it is not throttled."""
-        until = self._blocked.get(source)
-        if until is None:
-            return None
-        left = until - self._clock()
-        if left <= 0:
-            del self._blocked[source]
-            return None
-        return left
+        super().__init__(limit, window_s, block_s, max_callers=self.MAX_SOURCES, clock=clock)
 
     def check(self, source: str) -> None:
         """ResourceExhausted (``auth_failures_per_source``) while ``source`` is throttled."""
@@ -178,27 +163,6 @@ class AuthThrottle:
                 f"{self.limit} failed authentications from {source} within "
                 f"{self.window_s:g} s; retry in {max(1, round(left))} s",
             )
-
-    def failed(self, source: str) -> None:
-        """Count one failed authentication of ``source``."""
-        now = self._clock()
-        start, count = self._failures.get(source, (now, 0))
-        if now - start > self.window_s:
-            start, count = now, 0
-        count += 1
-        if count >= self.limit:
-            self._failures.pop(source, None)
-            self._blocked[source] = now + self.block_s
-        else:
-            self._failures[source] = (start, count)
-        if len(self._failures) > self.MAX_SOURCES:
-            self._failures = {
-                s: w for s, w in self._failures.items() if now - w[0] <= self.window_s
-            }
-            if len(self._failures) > self.MAX_SOURCES:
-                self._failures.clear()
-        if len(self._blocked) > self.MAX_SOURCES:
-            self._blocked = {s: u for s, u in self._blocked.items() if u > now}
 
 
 class Gatekeeper:

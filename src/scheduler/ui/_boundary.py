@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from scheduler._throttle import FailureThrottle
+
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 """Host names every dashboard answers (a browser reaches them only from this machine)."""
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})
@@ -107,7 +109,7 @@ def client_address(request: web.Request) -> str:
         return remote[:64]
 
 
-class LoginThrottle:
+class LoginThrottle(FailureThrottle):
     """Failed logins per browser address: after ``limit`` failures within ``window_s``
     that address may not try again for ``block_s``; other browsers are not affected."""
 
@@ -121,36 +123,4 @@ class LoginThrottle:
         block_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.limit = limit
-        self.window_s = window_s
-        self.block_s = block_s
-        self._clock = clock
-        self._failures: dict[str, tuple[float, int]] = {}  # client -> (window start, count)
-        self._blocked: dict[str, float] = {}  # client -> until
-
-    def retry_after(self, client: str) -> float | None:
-        """Seconds until ``client`` may log in again, or None when it may now."""
-        until = self._blocked.get(client)
-        if until is None:
-            return None
-        left = until - self._clock()
-        if left <= 0:
-            del self._blocked[client]
-            return None
-        return left
-
-    def failed(self, client: str) -> None:
-        """Count one failed login of ``client``."""
-        now = self._clock()
-        start, count = self._failures.get(client, (now, 0))
-        if now - start > self.window_s:
-            start, count = now, 0
-        count += 1
-        if count >= self.limit:
-            self._failures.pop(client, None)
-            self._blocked[client] = now + self.block_s
-        else:
-            self._failures[client] = (start, count)
-        for table in (self._failures, self._blocked):
-            while len(table) > self.MAX_CLIENTS:
-                del table[next(iter(table))]
+        super().__init__(limit, window_s, block_s, max_callers=self.MAX_CLIENTS, clock=clock)
