@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from tests.support import cluster
-from tests.support.outage import answering, connected, starts
+from tests.support.outage import answering, connected, node_with_tasks, starts
 from tests.support.patroni import PatroniPair, app_database, patroni_pair
 from tests.support.processes import process_group
 from tests.support.servers import EtcdServer, RedisServer
@@ -45,20 +44,9 @@ async def test_the_node_follows_patronis_promotion_and_loses_nothing(
     dsn = await asyncio.to_thread(app_database, pair)
     records = tmp_path / "records.jsonl"
     with process_group(tmp_path / "procs") as group:
-        async with connected(dsn) as db:
-            running = await cluster.start_cluster(
-                group,
-                db,
-                dsn,
-                etcd_server,
-                redis_server,
-                ["n1"],
-                etcd_ttl_s=3,
-                worker_slots=200,
-                worker_env={"TW_RECORD_FILE": str(records)},
-            )
-            start = datetime.now(UTC) + timedelta(seconds=2)
-            await cluster.submit_due(running, cluster.spread(start, SPAN_S, TASKS))
+        running = await node_with_tasks(
+            group, dsn, etcd_server, redis_server, records, tasks=TASKS, span_s=SPAN_S
+        )
         await asyncio.sleep(6)
         old = pair.primary()
         killed = time.monotonic()

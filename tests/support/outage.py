@@ -77,6 +77,36 @@ class OutageFigures:
         )
 
 
+async def node_with_tasks(
+    group: ProcessGroup,
+    dsn: str,
+    etcd: EtcdServer,
+    redis: RedisServer,
+    records: Path,
+    *,
+    tasks: int,
+    span_s: float,
+) -> cluster.Cluster:
+    """One ``serve`` (etcd, Redis) and one worker recording into ``records``; ``tasks``
+    strict tasks due evenly over ``span_s`` from 2 s on. The returned cluster's ``db``
+    is closed: the store is about to go away."""
+    async with connected(dsn) as db:
+        running = await cluster.start_cluster(
+            group,
+            db,
+            dsn,
+            etcd,
+            redis,
+            ["n1"],
+            etcd_ttl_s=3,
+            worker_slots=200,
+            worker_env={"TW_RECORD_FILE": str(records)},
+        )
+        start = datetime.now(UTC) + timedelta(seconds=2)
+        await cluster.submit_due(running, cluster.spread(start, span_s, tasks))
+    return running
+
+
 async def store_restarts(
     group: ProcessGroup,
     pg: PostgresServer,
@@ -95,20 +125,7 @@ async def store_restarts(
     """Run the rounds while ``tasks`` fall due over their length; wait until every task
     completed (or ``finish_timeout_s`` passed) and return the figures."""
     span_s = rounds * (outage_s + 2 * settle_s) + lead_s
-    async with connected(dsn) as db:
-        running = await cluster.start_cluster(
-            group,
-            db,
-            dsn,
-            etcd,
-            redis,
-            ["n1"],
-            etcd_ttl_s=3,
-            worker_slots=200,
-            worker_env={"TW_RECORD_FILE": str(records)},
-        )
-        start = datetime.now(UTC) + timedelta(seconds=2)
-        await cluster.submit_due(running, cluster.spread(start, span_s, tasks))
+    running = await node_with_tasks(group, dsn, etcd, redis, records, tasks=tasks, span_s=span_s)
     await asyncio.sleep(lead_s)
     longest_down = 0.0
     for _ in range(rounds):
