@@ -48,8 +48,6 @@ class Reaper:
         self._wake_preloader = wake_preloader
         self._may_reap = may_reap
         """False during and just after a store outage (``Health.reaping_allowed``)."""
-        self.held_back = 0
-        """Passes that reaped nothing because a store outage was too recent."""
 
     def _count(self, result: ReclaimResult) -> None:
         """Lease expiries by outcome, and the lifecycle counters they move (labels from
@@ -82,7 +80,6 @@ class Reaper:
         if scope == []:
             return
         if not self._may_reap():
-            self.held_back += 1
             return
         batch = self._config.preload_batch
         while True:
