@@ -1,18 +1,13 @@
 """The PostgreSQL store (asyncpg): the production durable record.
 
-Owns the facade :class:`PostgresStore`: it owns the pool (through
-:class:`~scheduler.store.postgres._db.Db`, where driver errors become
-:class:`StoreError`), opens the work-notice listener and delegates each
-:class:`~scheduler.store.Store` method to the part that owns it: ``partitions`` (day
-partitions, ``maintain``), ``tenants`` (tenants and API keys), ``tasks`` (insert and
-reads), ``dispatch`` (pre-load, dispatch, lease expiry), ``writes`` (fenced worker
-writes), ``actions`` (cancel, redrive, transition), ``shards``, ``workflows`` and
-``schedules`` (schedules, expectations, canaries). The parts share ``rows``, ``notices``
-and ``upstream`` (the upstream policy the task writes apply in their own transaction);
-they get the handle, the SQL (``sql/postgres/*.sql``) and the config, never the facade.
-Re-exports :func:`~.migrate.migrate`, :data:`Q` and :data:`WORK_CHANNEL` for the CLI,
-the tests and the benchmarks. See ``docs/store.md`` for the schema, fencing and
-partitions. Called through :func:`scheduler.store.open_store`.
+Owns the facade :class:`PostgresStore`: the pool (through ``_db.Db``, where driver errors
+become :class:`StoreError`, with the fence hook ``dr.FenceWatch``), the work-notice
+listener, and one part per concern it delegates to: ``partitions``, ``tenants``,
+``tasks``, ``dispatch``, ``writes`` (fenced worker writes), ``actions``, ``shards``,
+``workflows``, ``schedules``; they share ``rows``, ``notices`` and ``upstream``, get the
+handle, the SQL (``sql/postgres/*.sql``) and the config, never the facade. Re-exports
+``migrate``, :data:`Q` and :data:`WORK_CHANNEL`. Schema, fencing and partitions:
+``docs/store.md``. Called through :func:`scheduler.store.open_store`.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +24,7 @@ import asyncpg
 from scheduler.states import TaskState
 from scheduler.store._config import StoreConfig
 from scheduler.store._facts import JobFacts
+from scheduler.store.dr import FenceWatch
 from scheduler.store.postgres._db import (
     POOL_TAKES_RESET,
     SCOPE_SETTING,
@@ -116,8 +112,11 @@ HOT_STATEMENTS = (
 class PostgresStore:
     """The :class:`~scheduler.store.Store` on PostgreSQL: owns the pool, delegates."""
 
-    def __init__(self, pool: asyncpg.Pool, config: StoreConfig, dsn: str | None = None) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, config: StoreConfig, dsn: str, fence: FenceWatch
+    ) -> None:
         self._pool = pool
+        self._fence = fence
         self._dsn = dsn  # for the work-notice listener's own connection
         self.config = config
         self._closed = False
@@ -140,6 +139,7 @@ class PostgresStore:
         """Connect (the schema must be migrated) and create the partitions ahead."""
         config = config or StoreConfig()
         extra: dict[str, Any] = {}
+        fence = FenceWatch()  # a primary promoted under us: fenced before first use
         if POOL_TAKES_RESET:
             extra["reset"] = no_session_state
         async with driver_errors():
@@ -149,6 +149,7 @@ class PostgresStore:
                 max_size=config.pool_max_size,
                 command_timeout=config.command_timeout_s,
                 timeout=config.connect_timeout_s,
+                init=fence.on_connect,
                 # Row-level security on: no row outside a scoped transaction, whatever
                 # the role's default; off: every row (docs/security.md).
                 server_settings={
@@ -159,7 +160,7 @@ class PostgresStore:
                 },
                 **extra,
             )
-        store = cls(pool, config, dsn)
+        store = cls(pool, config, dsn, fence)
         try:
             if config.row_level_security:
                 await store._warn_if_rls_bypassed()
@@ -220,6 +221,10 @@ class PostgresStore:
             await notices.close()
             raise
         return notices
+
+    def on_fence(self, callback: Callable[[int], None]) -> None:
+        """Call ``callback(generation)`` when a fence is raised under this store."""
+        self._fence.listen(callback)
 
     async def close(self) -> None:
         """Close the pool; safe to call twice."""

@@ -14,6 +14,7 @@ the CLI hold a ``Store``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
@@ -45,6 +46,12 @@ class Store(
 
     async def close(self) -> None:
         """Release connections; safe to call twice."""
+        ...
+
+    def on_fence(self, callback: Callable[[int], None]) -> None:
+        """Call ``callback(generation)`` when the store finds the fencing generation
+        raised under it (its PostgreSQL promoted by Patroni or ``dr promote``): shard
+        epochs claimed before are refused from then on (never on SQLite)."""
         ...
 
     async def maintain(self, now: datetime) -> MaintenanceResult:

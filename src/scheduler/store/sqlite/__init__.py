@@ -126,6 +126,9 @@ class SqliteStore:
         """No channel: an embedded store serves one process, which owns every shard."""
         return None
 
+    def on_fence(self, callback: Callable[[int], None]) -> None:
+        """Never called: one file has no failover and no fence."""
+
     async def close(self) -> None:
         """Close the connection and stop the thread; safe to call twice."""
         await self._db.close()
