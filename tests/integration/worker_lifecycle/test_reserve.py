@@ -54,9 +54,7 @@ async def test_a_critical_task_starts_while_the_bulk_flood_still_runs(reserved: 
         await reserved.client.submit_many(specs)
         # Bulk takes 18 of the 20 slots; two stay free for critical work.
         await eventually(_count(running), until=lambda n: n == 18, what="18 bulk running")
-        task = await reserved.client.submit(
-            "critical", {}, pool=Pool.CRITICAL, strict_timing=True
-        )
+        task = await reserved.client.submit("critical", {}, pool=Pool.CRITICAL, strict_timing=True)
         done = await reserved.client.wait(task.id, timeout_s=60)
         assert done.state is TaskState.COMPLETED
         # It started and ended while all 18 bulk tasks ran; none had ended.
