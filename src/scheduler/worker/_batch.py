@@ -12,8 +12,8 @@ a task of a single-task handler (docs/flow-control.md, "Batch handlers").
 A batch goes to the handler when ``size`` tasks wait (or as many as the worker has
 slots, if it has fewer: no more could arrive), or when the first of them has waited
 ``max_wait_s``. A task cancelled, drained or timed out while it waits
-leaves the batch before the call; once the call began, its context's ``cancelled``
-tells the handler, as for a single task.
+leaves the batch before the call (when the batch is made up); once the call began,
+its context's ``cancelled`` tells the handler, as for a single task.
 
 May call: the handler (sync ones in a thread). Called by: the handler runner (``run``
 is an ordinary async handler) and the :class:`~scheduler.worker.Worker` facade, which
@@ -108,42 +108,49 @@ class BatchGate:
 
     async def run(self, ctx: TaskContext) -> Any:
         """One task's attempt: join the next batch, return this task's result (or raise
-        its exception). The runner's handler of the type."""
+        its exception). The runner's handler of the type.
+
+        No task or timer of its own per task: a future, awaited. A task cancelled,
+        drained or whose lease was lost while it waits is dropped (Interrupted) when
+        its batch is made up, at the latest ``max_wait_s`` after it joined; a task
+        whose await is cancelled (its timeout, the worker stopping) leaves at once."""
         loop = asyncio.get_running_loop()
         waiter = _Waiter(ctx, loop.create_future())
-        self._waiting.append(waiter)
-        if len(self._waiting) >= self.size:
-            self._flush()
-        elif self._timer is None:
+        waiting = self._waiting
+        waiting.append(waiter)
+        if len(waiting) >= self.size:
+            self._drop_cancelled()
+            if len(waiting) >= self.size:
+                self._flush()
+        if waiting and self._timer is None:
             self._timer = loop.call_later(self.spec.max_wait_s, self._flush)
-        stop = asyncio.ensure_future(ctx.cancelled.wait())
         try:
-            await asyncio.wait({waiter.future, stop}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            self._leave(waiter)
-            raise
-        finally:
-            stop.cancel()
-        if not waiter.future.done() and waiter in self._waiting:
-            # Cancelled, drained or its lease lost before its batch was called.
-            self._leave(waiter)
-            raise Interrupted(ctx.cancel_reason)
-        # Its batch is running (the handler sees ctx.cancelled) or has answered.
-        try:
-            return await asyncio.shield(waiter.future)
+            return await waiter.future
         except asyncio.CancelledError:
             self._leave(waiter)
             raise
 
+    def _drop_cancelled(self) -> None:
+        """Tasks told to stop before their batch was called: Interrupted, out of it."""
+        if not any(w.ctx.is_cancelled for w in self._waiting):
+            return
+        keep: list[_Waiter] = []
+        for w in self._waiting:
+            if w.ctx.is_cancelled:
+                if not w.future.done():
+                    w.future.set_exception(Interrupted(w.ctx.cancel_reason))
+            else:
+                keep.append(w)
+        self._waiting[:] = keep
+
     def _leave(self, waiter: _Waiter) -> None:
-        """``waiter`` gave up: out of the next batch, or its outcome is unwanted."""
+        """``waiter``'s attempt gave up: out of the next batch (a running batch skips
+        its outcome, its future being cancelled)."""
         if waiter in self._waiting:
             self._waiting.remove(waiter)
-            if not self._waiting and self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-        elif not waiter.future.done():
-            waiter.future.cancel()
+        if not self._waiting and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _flush(self) -> None:
         """Call the handler with the tasks waiting (``size`` at most a call); a timer
@@ -151,6 +158,7 @@ class BatchGate:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._drop_cancelled()
         while self._waiting:
             taken = self._waiting[: self.size]
             del self._waiting[: self.size]

@@ -120,13 +120,24 @@ async def test_a_task_cancelled_while_it_waits_leaves_the_batch() -> None:
     waiting = asyncio.create_task(g.run(first))
     other = asyncio.create_task(g.run(second))
     cancel(first, CANCELLED)  # before or after it joined: it leaves either way
-    with pytest.raises(Interrupted) as caught:
-        await waiting
-    assert caught.value.reason == CANCELLED
-    # The batch fills without it.
+    # The batch fills without it, and it is told to stop.
     assert await asyncio.gather(g.run(ctx(3)), g.run(ctx(4))) == [None, None]
     assert await other is None
     assert rec.calls == [[2, 3, 4]]
+    with pytest.raises(Interrupted) as caught:
+        await waiting
+    assert caught.value.reason == CANCELLED
+
+
+async def test_a_lone_task_drained_while_it_waits_is_interrupted_by_max_wait() -> None:
+    rec = Recorder()
+    g = gate(rec, size=10, max_wait_s=0.0)
+    alone = ctx(1)
+    cancel(alone, DRAIN)
+    with pytest.raises(Interrupted) as caught:
+        await g.run(alone)
+    assert caught.value.reason == DRAIN
+    assert rec.calls == []
 
 
 async def test_a_task_timed_out_while_it_waits_leaves_the_batch() -> None:
