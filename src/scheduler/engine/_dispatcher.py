@@ -210,7 +210,7 @@ class Dispatcher:
         """Whether stream ``s`` may take a ``pool`` task and still keep the free slots
         ``EngineConfig.reserves`` hold for the pools ahead of it (critical takes any
         free slot; a broker outlet keeps none)."""
-        if pool is Pool.CRITICAL or s.outlet is not None or not self._config.reserves:
+        if pool is Pool.CRITICAL or s.outlet is not None:
             return True
         size = max(s.slots, s.credits + s.held)
         key = (pool, size, s.pools)
@@ -276,6 +276,7 @@ class Dispatcher:
             return grants.get(tenant_id, 0) > 0
 
         picks: list[tuple[WorkerSession, Preloaded]] = []
+        reserving = bool(cfg.reserves)  # off (the default): not a call more per slot
         active = collections.deque(sessions)
         while active and len(picks) < limit and len(self._ready):
             s = active.popleft()
@@ -285,7 +286,7 @@ class Dispatcher:
                     pool in s.pools
                     and (s.outlet is not None or pool not in self._outlet_pools)
                     and self._pool_open(pool, capacity)
-                    and self._room(s, pool)
+                    and (not reserving or self._room(s, pool))
                 ):
                     task = self._ready.pop(pool, s.task_types, s.scope, allow)
                     if task is not None:
