@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.client import Pool, TaskSpec, TaskState
 from scheduler.engine import EngineConfig, SlotReserve
-from scheduler.worker import TaskContext, Worker
+from scheduler.worker import ClusterWorker, TaskContext, Worker
 from tests.integration.worker_lifecycle.conftest import Stack, _stack
 from tests.support.waiting import eventually
 
@@ -27,7 +27,12 @@ async def reserved(tmp_path: Path) -> AsyncIterator[Stack]:
         yield s
 
 
-async def test_a_critical_task_starts_while_the_bulk_flood_still_runs(reserved: Stack) -> None:
+@pytest.mark.parametrize("kind", [Worker, ClusterWorker])
+async def test_a_critical_task_starts_while_the_bulk_flood_still_runs(
+    reserved: Stack, kind: type[Worker] | type[ClusterWorker]
+) -> None:
+    """With ``Worker`` and with ``ClusterWorker`` (what ``tickwheel worker`` runs by
+    default), whose credit is shared by its streams."""
     release = asyncio.Event()
     running = {"bulk": 0, "bulk_done": 0}
 
@@ -42,7 +47,7 @@ async def test_a_critical_task_starts_while_the_bulk_flood_still_runs(reserved: 
     async def critical(ctx: TaskContext) -> dict[str, Any]:
         return {"bulk_running": running["bulk"], "bulk_done": running["bulk_done"]}
 
-    worker = Worker(
+    worker = kind(
         reserved.target,
         api_key=reserved.key,
         handlers={"bulk": bulk, "critical": critical},
