@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import dataclasses
 import functools
 import inspect
@@ -191,13 +192,17 @@ class BatchGate:
         except Exception as exc:
             for w in taken:
                 if not w.future.done():
-                    w.future.set_exception(exc)
+                    w.future.set_exception(_fresh(exc))
             return
+        seen: set[int] = set()
         for w, value in zip(taken, values, strict=True):
             if w.future.done():
                 continue
             if isinstance(value, BaseException):
-                w.future.set_exception(value)
+                # One instance per task: raised in each task's attempt, a shared one
+                # would gather every task's frames in its traceback.
+                w.future.set_exception(_fresh(value) if id(value) in seen else value)
+                seen.add(id(value))
             else:
                 w.future.set_result(value)
 
@@ -206,6 +211,20 @@ class BatchGate:
         for call in list(self._calls):
             call.cancel()
         await asyncio.gather(*self._calls, return_exceptions=True)
+
+
+def _fresh(exc: BaseException) -> BaseException:
+    """A copy of ``exc`` for one task (its traceback so far kept), or ``exc`` itself
+    when it cannot be copied."""
+    try:
+        twin = copy.copy(exc)
+    except Exception:
+        return exc
+    if type(twin) is not type(exc):
+        return exc
+    twin.__traceback__ = exc.__traceback__
+    twin.__cause__ = exc.__cause__
+    return twin
 
 
 def _per_task(outcomes: Any, n: int) -> Sequence[Any]:

@@ -97,6 +97,8 @@ async def test_a_raising_handler_fails_every_task_of_its_batch() -> None:
     g = gate(Recorder(explode), size=2)
     out = await asyncio.gather(g.run(ctx(1)), g.run(ctx(2)), return_exceptions=True)
     assert [type(e) for e in out] == [RuntimeError, RuntimeError]
+    assert [str(e) for e in out] == ["redis down", "redis down"]
+    assert out[0] is not out[1]  # each task raises its own (one traceback each)
 
 
 @pytest.mark.parametrize(
