@@ -134,7 +134,7 @@ class HistoryRpcs:
     ) -> pb.ListWorkflowsResponse:
         """The caller's workflows, newest first."""
         tenant = await tenant_of(self._gate, context, Scope.READ)
-        found = await self._engine.list_workflows(tenant, request.limit or DEFAULT_LIST)
+        found = await self._engine.workflows.list(tenant, request.limit or DEFAULT_LIST)
         return pb.ListWorkflowsResponse(workflows=[oconv.workflow_to_proto(w) for w in found])
 
     @unary
@@ -144,7 +144,7 @@ class HistoryRpcs:
         """Cancel every unfinished node of one of the caller's workflows."""
         tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
         workflow_id = conv.parse_uuid(request.workflow_id, "workflow_id")
-        view, stopped = await self._engine.cancel_workflow(tenant, workflow_id)
+        view, stopped = await self._engine.workflows.cancel(tenant, workflow_id)
         json_bytes = conv.wants_json_bytes(context.invocation_metadata())
         return pb.CancelWorkflowResponse(
             workflow=oconv.view_to_proto(view, json_bytes=json_bytes), cancelled=stopped
@@ -160,5 +160,5 @@ class HistoryRpcs:
             raise InvalidArgument("job_id", "required")
         if len(request.job_id) > MAX_JOB_ID_LEN:
             raise InvalidArgument("job_id", f"longer than {MAX_JOB_ID_LEN} characters")
-        await self._engine.delete_expectation(tenant, request.job_id)
+        await self._engine.schedules.delete_expectation(tenant, request.job_id)
         return pb.DeleteExpectationResponse()

@@ -207,7 +207,7 @@ class Router:
         # A key of this region: its tenant's home (the key is verified here, with the
         # handler's own throttle; its failure is the answer the handler would give).
         key = await self._gate.key(context)
-        home = await self._engine.home_region(key.tenant_id)
+        home = await self._engine.tenancy.home_region(key.tenant_id)
         if home != self.region and home not in self.directory:
             raise FailedPrecondition(
                 "tenant",

@@ -38,7 +38,7 @@ async def engine(store: Store, clock: FakeClock) -> AsyncIterator[Engine]:
 
 @pytest.fixture
 async def tenant(engine: Engine) -> uuid.UUID:
-    return (await engine.create_tenant(name="acme")).id
+    return (await engine.tenancy.create_tenant(name="acme")).id
 
 
 def hello(tenant: uuid.UUID, worker_id: str = "w", slots: int = 1) -> WorkerHello:

@@ -64,7 +64,7 @@ async def test_a_flushed_index_is_rebuilt_by_its_owner_and_serves_again(
     engine = Engine(store, config, index=index)
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="t")).id
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
 
         async def rebuilding() -> int:
             return engine.shards_rebuilding

@@ -64,7 +64,7 @@ async def test_tasks_over_the_wheel_cap_dispatch_from_the_index(
     engine = Engine(store, config, index=index)
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="t")).id
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
 
         await _seed(engine, index)
         now = engine.now()
@@ -108,7 +108,7 @@ async def test_the_index_mirror_forgets_dispatched_tasks(store: Store, index: Ti
     engine = Engine(store, config, index=index)
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="t")).id
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
 
         await _seed(engine, index)
         specs = [

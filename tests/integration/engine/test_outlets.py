@@ -53,8 +53,8 @@ async def test_outlet_pool_goes_to_the_broker_and_commits_stay_fenced(store: Sto
     engine = Engine(store, CONFIG, clock=clock, outlets=[outlet])
     await engine.start()
     try:
-        platform = await engine.create_tenant(name="platform", tier="SYSTEM")
-        tenant = (await engine.create_tenant(name="t")).id
+        platform = await engine.tenancy.create_tenant(name="platform", tier="SYSTEM")
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
         stream = await engine.open_session(
             WorkerHello(worker_id="s", tenant_id=tenant, task_types=frozenset({"t"}), slots=10)
         )

@@ -42,11 +42,11 @@ async def test_concurrent_starts_and_stops_leave_nothing_running(store: Store) -
         await asyncio.gather(*calls)
     await engine.stop()
     assert _loops() == set()
-    assert engine.sessions() == ()
+    assert engine.watch.workers(None) == []
     # And it still works after all that.
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="t")).id
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
         session = await engine.open_session(
             WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"t"}), slots=1)
         )

@@ -37,7 +37,7 @@ async def engine(store: Store, clock: FakeClock) -> AsyncIterator[Engine]:
 
 @pytest.fixture
 async def tenant(engine: Engine) -> uuid.UUID:
-    return (await engine.create_tenant(name="acme")).id
+    return (await engine.tenancy.create_tenant(name="acme")).id
 
 
 async def tasks_of(engine: Engine, tenant: uuid.UUID) -> list[TaskRecord]:

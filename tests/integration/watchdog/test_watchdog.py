@@ -79,7 +79,7 @@ class Hook:
 
 
 async def _setup(engine: Engine, store: Store) -> tuple[uuid.UUID, uuid.UUID]:
-    t = await engine.create_tenant(name="acme", rate_limit_rps=100_000)
+    t = await engine.tenancy.create_tenant(name="acme", rate_limit_rps=100_000)
     s = await engine.schedules.create(
         t.id,
         ScheduleSpec(

@@ -36,7 +36,7 @@ async def engine(store: Store, clock: FakeClock) -> AsyncIterator[Engine]:
 @pytest.fixture
 async def tenant(engine: Engine) -> uuid.UUID:
     # FakeClock never refills the rate bucket: give the tenant room for 10,000+ tasks.
-    t = await engine.create_tenant(
+    t = await engine.tenancy.create_tenant(
         name="acme", rate_limit_rps=1_000_000, max_concurrent_workers=100_000
     )
     return t.id
