@@ -12,7 +12,7 @@ Only what is plainly in its usual form is read here: an item holding a ``Struct`
 not in lowercase canonical form, a state this client does not know, a value out of its
 type's range or a malformed time is handed back (its bytes), to be read the general
 way, which raises what the general path raises.
-``tests/unit/client/test_tasks_read.py`` checks the two paths against each other.
+``tests/unit/client/test_submit_answer_read.py`` checks the two paths against each other.
 """
 
 from cpython.object cimport PyObject_GenericSetAttr

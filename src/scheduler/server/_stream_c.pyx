@@ -14,7 +14,7 @@ token or a time out of range, a ``Struct`` result, JSON bytes the checker refuse
 malformed varint) returns None, and the caller decodes it the general way, which
 accepts or refuses it with the error that names the field. So the fast path never
 decides a refusal: it may only agree with the general path on what it accepts
-(``tests/unit/transport/test_stream_wire.py`` checks the two against each other).
+(``tests/unit/server/test_stream_wire.py`` checks the two against each other).
 
 :func:`encode_assignments` writes a push of assignments field by field, in number
 order, so its bytes are the generated class's (the same tests compare them byte for

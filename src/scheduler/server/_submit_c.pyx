@@ -13,7 +13,7 @@ refuses it with the error that names the field. That is a ``Struct`` payload, a 
 context or a retry policy; an unknown or repeated field; a type, key, pool, jitter
 mode, retry count, timeout or time out of range or not in its plain form; JSON bytes
 the checker refuses; no task or more than a call may carry; or malformed bytes. So the
-fast path never decides a refusal (``tests/unit/transport/test_submit_wire.py`` checks
+fast path never decides a refusal (``tests/unit/server/test_submit_read.py`` checks
 the two paths against each other).
 """
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import random
 
-from scheduler.engine import AssignmentBatch, Engine, EngineConfig, SubmitSpec, WorkerHello
+from scheduler.engine import AssignmentBatch, Engine, SubmitSpec, WorkerHello
 from scheduler.store import Store
+from tests.support.engine import engine_config
 
-CONFIG = EngineConfig(preload_interval_s=0.05)
+CONFIG = engine_config()
 
 
 def _loops() -> set[str]:

@@ -10,27 +10,19 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from scheduler.engine import AssignmentBatch, Engine, EngineConfig, WorkerHello, WorkerSession
+from scheduler.engine import AssignmentBatch, Engine, WorkerHello, WorkerSession
 from scheduler.store import Store
 from scheduler.types import Completion, FencedWrite
 from tests.support.clock import FakeClock
+from tests.support.engine import engine_config, started
 
-CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+CONFIG = engine_config()
 
 
 @pytest.fixture
 async def engine(store: Store, clock: FakeClock) -> AsyncIterator[Engine]:
-    e = Engine(store, CONFIG, clock=clock)
-    await e.start()
-    try:
+    async with started(store, CONFIG, clock=clock) as e:
         yield e
-    finally:
-        await e.stop()
 
 
 @pytest.fixture

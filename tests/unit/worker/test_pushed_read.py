@@ -27,7 +27,7 @@ from scheduler.worker import _pushed
 from scheduler.worker._pushed import pushed_of, read_pushed, server_message
 from tests.support.protos import messages, native_fields
 from tests.support.records import assignment
-from tests.unit.transport.test_stream_wire import untraced
+from tests.unit.server.test_stream_wire import untraced
 
 pytestmark = pytest.mark.skipif(
     _wheel.NO_EXTENSIONS, reason="TICKWHEEL_NO_EXTENSIONS is set: no native reader"
