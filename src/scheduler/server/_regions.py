@@ -7,7 +7,7 @@ decoded. The call's home is:
 - with an API key (``x-api-key``): the region its prefix names (``tw_<region>.…``,
   :func:`~scheduler.regions.key_region`); for a key of this region (or an old key that
   names none, or a call the key's region forwarded here) the key's tenant's home
-  (``Engine.home_region``, cached), so a tenant whose home moved is followed without a
+  (``engine.tenancy.home_region``, cached), so a tenant whose home moved is followed without a
   new key;
 - with the admin token: ``CreateTenant``'s ``tenant.home_region``, else the region in
   ``x-tickwheel-region``, else this one;
