@@ -817,7 +817,7 @@ def test_dispatch_lateness_with_1m_outstanding_timers(
             tune_gc()
             out["rss_mb"] = psutil.Process().memory_info().rss / 2**20
             port = await server.start()
-            _key, secret = await engine.create_api_key(tenant.id, "bench")
+            _key, secret = await engine.tenancy.create_api_key(tenant.id, "bench")
             in_proc: dict[str, list[float]] = {}
             session: WorkerSession | None = None
             reader: asyncio.Task[None] | None = None

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tests.unit.transport.records import assignment
+from tests.support.records import assignment
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as cconv

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import pytest
 
+from tests.support.clock import FakeClock
 from tests.support.servers import (
     EtcdServer,
     KafkaServer,
@@ -126,3 +127,10 @@ def etcd_prefix() -> str:
 def kafka_prefix() -> str:
     """A topic prefix of this test's own."""
     return _prefix()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A clock that moves only when the test says (``FakeClock``): the engine's, and so
+    the store's, time in the engine tests."""
+    return FakeClock()

@@ -22,6 +22,15 @@ import uuid
 
 from scheduler.limits import MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS
 
+# The fields this codec handles, checked against the proto's descriptors by
+# tests/unit/test_native_fields.py: per message, {field: the tag the code reads or
+# writes it with} and the fields it leaves to the generated classes (the general path).
+# A field added to the proto must be added here, one side or the other.
+WIRE_FIELDS = {
+    "google.protobuf.Timestamp": ({"seconds": 0x08, "nanos": 0x10}, ()),  # read_time
+    "tickwheel.v1.TraceContext": ({"traceparent": 0x0A, "tracestate": 0x12}, ()),  # read_trace
+}
+
 cdef object _UUID = uuid.UUID
 cdef object _UNKNOWN = uuid.SafeUUID.unknown
 cdef object _UTC = _datetime.timezone.utc

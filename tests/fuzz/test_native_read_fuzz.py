@@ -2,11 +2,11 @@
 properties of the unit tests named below (500 examples there) with
 ``TICKWHEEL_FUZZ_EXAMPLES`` examples each (``make fuzz``: 5,000). No server.
 
-- ``submit``: the server's ``SubmitTasks`` reader (``tests/unit/transport/test_submit_read.py``),
+- ``submit``: the server's ``SubmitTasks`` reader (``tests/unit/server/test_submit_read.py``),
   with and without the call's trace context;
 - ``answer``: the client's ``SubmitTasks`` answer reader (``test_submit_answer_read.py``);
 - ``pushed``: the worker's push reader (``tests/unit/worker/test_pushed_read.py``);
-- ``stream``: the server's worker-stream reader (``tests/unit/transport/test_stream_wire.py``),
+- ``stream``: the server's worker-stream reader (``tests/unit/server/test_stream_wire.py``),
   and its ``Assignments`` writer against the generated class's bytes.
 
 Each reader is skipped, as in its unit test, only when the extensions are off by
@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from scheduler.engine import AssignmentBatch
 from scheduler.server._worker import event_to_proto
 from scheduler.types import Assignment
-from tests.unit.transport import test_stream_wire, test_submit_answer_read, test_submit_read
+from tests.unit.client import test_submit_answer_read
+from tests.unit.server import test_stream_wire, test_submit_read
 from tests.unit.worker import test_pushed_read
 
 EXAMPLES = int(os.environ.get("TICKWHEEL_FUZZ_EXAMPLES", "500"))

@@ -103,26 +103,26 @@ async def _dev_identity(engine: Engine, saved: dict[str, str]) -> tuple[uuid.UUI
     secret = saved.get("api_key", "")
     if secret:
         with contextlib.suppress(TickwheelError):
-            return (await engine.authenticate(secret)).tenant_id, secret
+            return (await engine.tenancy.authenticate(secret)).tenant_id, secret
     tenant_id: uuid.UUID | None = None
     with contextlib.suppress(TickwheelError, ValueError):
-        tenant_id = (await engine.get_tenant(uuid.UUID(saved.get("tenant_id", "")))).id
+        tenant_id = (await engine.tenancy.get_tenant(uuid.UUID(saved.get("tenant_id", "")))).id
     if tenant_id is None:
         # The dev tenant gets quotas far above the defaults (1,000/s, 200 in flight) so
         # the demo's stampede measures the scheduler, not the throttle.
         big = 1_000_000
         try:
-            tenant = await engine.create_tenant(
+            tenant = await engine.tenancy.create_tenant(
                 name=DEV_TENANT, rate_limit_rps=big, max_concurrent_workers=big
             )
         except AlreadyExists:
-            tenant = await engine.create_tenant(
+            tenant = await engine.tenancy.create_tenant(
                 name=f"{DEV_TENANT}-{secrets.token_hex(3)}",
                 rate_limit_rps=big,
                 max_concurrent_workers=big,
             )
         tenant_id = tenant.id
-    _, secret = await engine.create_api_key(tenant_id, "dev")
+    _, secret = await engine.tenancy.create_api_key(tenant_id, "dev")
     return tenant_id, secret
 
 

@@ -12,7 +12,7 @@ Only what is plainly in its usual form is read here: an item holding a ``Struct`
 not in lowercase canonical form, a state this client does not know, a value out of its
 type's range or a malformed time is handed back (its bytes), to be read the general
 way, which raises what the general path raises.
-``tests/unit/client/test_tasks_read.py`` checks the two paths against each other.
+``tests/unit/client/test_submit_answer_read.py`` checks the two paths against each other.
 """
 
 from cpython.object cimport PyObject_GenericSetAttr
@@ -51,6 +51,27 @@ _FIELDS = (
 )
 if tuple(f.name for f in dataclasses.fields(Task)) != _FIELDS:
     raise ImportError("Task's fields changed: update scheduler.client._tasks_c")
+# The fields this codec handles, checked against the proto's descriptors by
+# tests/unit/test_native_fields.py: per message, {field: the tag the code reads or
+# writes it with} and the fields it leaves to the generated classes (the general path).
+# A field added to the proto must be added here, one side or the other. (Timestamps and
+# trace contexts inside these are read by scheduler._pbread, which declares them.)
+WIRE_FIELDS = {
+    "tickwheel.v1.SubmitTasksResponse": ({"results": 0x0A}, ()),
+    "tickwheel.v1.SubmitTaskResponse": ({"task": 0x0A, "created": 0x10}, ()),
+    "tickwheel.v1.Task": (
+        {
+            "id": 0x0A, "tenant_id": 0x12, "type": 0x1A, "state": 0x20, "scheduled_at": 0x2A,
+            "due_at": 0x32, "idempotency_key": 0x3A, "pool": 0x40, "fencing_token": 0x48,
+            "retry_count": 0x50, "max_retries": 0x58, "last_error": 0x72, "worker_id": 130,
+            "cancel_requested": 136, "shard_id": 144, "created_at": 154, "updated_at": 162,
+            "strict_timing": 168, "trace_context": 178, "payload_json": 194,
+            "result_json": 202, "checkpoint_json": 210,
+        },
+        ("payload", "result", "checkpoint", "retry_policy"),
+    ),
+}
+
 
 cdef object _Task = Task
 cdef object _loads = _json_loads

@@ -25,7 +25,6 @@ is an index that a restart rebuilds from PRELOADED rows and lease expiry.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -35,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler._aio import Background, cancel_and_wait, slices, supervised, wait_event
-from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
+from scheduler._errors import InvalidArgument, StaleFencingToken
 from scheduler.cluster import LocalMembership, ShardMembership
 from scheduler.engine._admission import Admission
 from scheduler.engine._backlog import BacklogReporter
@@ -69,12 +68,10 @@ from scheduler.engine._workflows import Workflows
 from scheduler.index import TimeIndex
 from scheduler.limits import MAX_PAGE_SIZE, MAX_WORKER_ID_CHARS
 from scheduler.quota import LocalQuota, QuotaGate
-from scheduler.states import TERMINAL, TaskState
+from scheduler.states import TaskState
 from scheduler.store import Store
 from scheduler.types import (
-    DEFAULT_SCOPES,
     JSON,
-    ApiKey,
     Completion,
     FencedWrite,
     InsertResult,
@@ -83,14 +80,8 @@ from scheduler.types import (
     Page,
     Pool,
     RawJSON,
-    Scope,
     TaskFilter,
-    TaskKey,
     TaskRecord,
-    Tenant,
-    Transition,
-    Workflow,
-    WorkflowView,
 )
 
 log = logging.getLogger("tickwheel.engine")
@@ -208,7 +199,9 @@ class Engine:
         self._tasks: list[asyncio.Task[None]] = []
         self._lifecycle = asyncio.Lock()
         self._started = False
-        self.workflows = Workflows(store, cfg, self.now, self._admission, self._timeline)
+        self.workflows = Workflows(
+            store, cfg, self.now, self._admission, self._timeline, self.cancel
+        )
         self.schedules = Schedules(
             store, cfg, self.now, self._admission, self._timeline, self.stats
         )
@@ -330,10 +323,6 @@ class Engine:
         """Shards whose Redis index is being rebuilt from the store right now."""
         return len(self._mirror.rebuilding)
 
-    def sessions(self) -> tuple[WorkerSession, ...]:
-        """The open worker streams (outlets' built-in sessions excluded)."""
-        return self._sessions.streams()
-
     async def reconcile(self, *, full: bool = False) -> None:
         """Run a reconcile pass now (``full``: every PRELOADED row of the owned shards,
         not only those changed since the last pass)."""
@@ -351,10 +340,6 @@ class Engine:
     def pool_metrics(self) -> dict[Pool, PoolMetrics]:
         """Depth, wait time, slots used and reserved, per pool."""
         return self._dispatcher.pool_metrics()
-
-    def retry_at(self, key: TaskKey, tenant_id: uuid.UUID, attempt: int) -> datetime:
-        """When a failed attempt ``attempt`` of ``key`` is retried."""
-        return self._completer.retry_at(key, tenant_id, attempt)
 
     # ------------------------------------------------------------------ submission
     async def submit(self, tenant_id: uuid.UUID, specs: Sequence[SubmitSpec]) -> list[InsertResult]:
@@ -384,11 +369,6 @@ class Engine:
         """One task of ``tenant_id`` (NotFound for any other tenant's)."""
         return await self.store.get_task(tenant_id, task_id)
 
-    async def task_history(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> list[Transition]:
-        """Every state change of one of ``tenant_id``'s tasks (NotFound for another's)."""
-        await self.store.get_task(tenant_id, task_id)
-        return await self.store.transitions_of(task_id)
-
     async def list_tasks(
         self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
     ) -> Page:
@@ -417,39 +397,6 @@ class Engine:
                 if held is not None:
                     session.notify_cancel(*held)
         return task
-
-    async def list_workflows(self, tenant_id: uuid.UUID, limit: int) -> list[Workflow]:
-        """``tenant_id``'s workflows, newest first."""
-        if not 1 <= limit <= MAX_PAGE_SIZE:
-            raise InvalidArgument("limit", f"must be 1..{MAX_PAGE_SIZE}")
-        return await self.store.list_workflows(tenant_id, limit)
-
-    async def cancel_workflow(
-        self, tenant_id: uuid.UUID, workflow_id: uuid.UUID
-    ) -> tuple[WorkflowView, int]:
-        """Cancel every unfinished node (as :meth:`cancel` does); the workflow after it
-        and how many nodes this call cancelled or asked to stop."""
-        before = await self.store.get_workflow(tenant_id, workflow_id)
-        open_ids = {
-            t.id for t in before.tasks if t.status not in TERMINAL and not t.cancel_requested
-        }
-        for task in before.tasks:
-            if task.id in open_ids:
-                # A node finished meanwhile, or cancelled by its parent's upstream policy.
-                with contextlib.suppress(InvalidTransition):
-                    await self.cancel(tenant_id, task.id)
-        after = await self.store.get_workflow(tenant_id, workflow_id)
-        stopped = sum(
-            1
-            for t in after.tasks
-            if t.id in open_ids and (t.status is TaskState.CANCELLED or t.cancel_requested)
-        )
-        return after, stopped
-
-    async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> None:
-        """Delete ``tenant_id``'s expectation for ``job_id`` (NotFound when none)."""
-        if not await self.store.delete_expectation(tenant_id, job_id):
-            raise NotFound("expectation", job_id)
 
     async def redrive(
         self, tenant_id: uuid.UUID, task_id: uuid.UUID, scheduled_at: datetime | None = None
@@ -531,59 +478,6 @@ class Engine:
             )
             raise StaleFencingToken(str(task_id), token, f"task is {task.status.value}")
         return await self.store.get_task(tenant_id, task_id)
-
-    # ------------------------------------------------------------------ tenants and keys
-    async def create_tenant(
-        self,
-        *,
-        name: str,
-        tier: str = "STANDARD",
-        rate_limit_rps: int = 0,
-        max_concurrent_workers: int = 0,
-        home_region: str = "",
-    ) -> Tenant:
-        """Create a tenant; zero quotas mean the defaults."""
-        return await self.tenancy.create_tenant(
-            name=name,
-            tier=tier,
-            rate_limit_rps=rate_limit_rps,
-            max_concurrent_workers=max_concurrent_workers,
-            home_region=home_region,
-        )
-
-    async def get_tenant(self, tenant_id: uuid.UUID) -> Tenant:
-        """One tenant."""
-        return await self.tenancy.get_tenant(tenant_id)
-
-    async def create_api_key(
-        self,
-        tenant_id: uuid.UUID,
-        name: str,
-        *,
-        scopes: frozenset[Scope] = DEFAULT_SCOPES,
-        expires_at: datetime | None = None,
-    ) -> tuple[ApiKey, str]:
-        """A new key; the secret is returned once and stored only as a hash."""
-        return await self.tenancy.create_api_key(
-            tenant_id, name, scopes=scopes, expires_at=expires_at
-        )
-
-    async def authenticate(self, secret: str) -> ApiKey:
-        """The key of an API key secret (its tenant, scopes, expiry); Unauthenticated
-        when unknown, revoked or expired."""
-        return await self.tenancy.authenticate(secret)
-
-    async def home_region(self, tenant_id: uuid.UUID) -> str:
-        """The region where ``tenant_id`` lives (cached; see ``Tenancy.home_region``)."""
-        return await self.tenancy.home_region(tenant_id)
-
-    async def check_home(self, tenant_id: uuid.UUID) -> None:
-        """FailedPrecondition unless ``tenant_id`` lives in this node's region."""
-        await self.tenancy.check_home(tenant_id)
-
-    def knows_key(self, secret: str) -> bool:
-        """Whether this node verified ``secret`` lately (the auth throttle lets it by)."""
-        return self.tenancy.knows(secret)
 
     async def open_session(self, hello: WorkerHello) -> WorkerSession:
         """Register a worker stream; assignments flow once it has credit."""

@@ -36,7 +36,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadDateError, croniter
 
 from scheduler._aio import wait_event
-from scheduler._errors import InvalidArgument
+from scheduler._errors import InvalidArgument, NotFound
 from scheduler.engine._admission import Admission
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._stats import EngineStats
@@ -327,6 +327,11 @@ class Schedules:
     async def list_expectations(self, tenant_id: uuid.UUID) -> builtins.list[Expectation]:
         """The tenant's expectations, by job id."""
         return await self._store.list_expectations(tenant_id)
+
+    async def delete_expectation(self, tenant_id: uuid.UUID, job_id: str) -> None:
+        """Delete ``tenant_id``'s expectation for ``job_id`` (NotFound when none)."""
+        if not await self._store.delete_expectation(tenant_id, job_id):
+            raise NotFound("expectation", job_id)
 
     # -- the loop ------------------------------------------------------------------------
     async def run(self) -> None:

@@ -3,8 +3,8 @@ home region.
 
 Owns the cache of verified key digests and the cache of tenants' home regions
 (:meth:`Tenancy.home_region`, the one place a node reads where a tenant lives). Calls
-only the store. Called by the engine
-facade, which the gRPC services use to authenticate every call.
+only the store. Reached as ``Engine.tenancy`` (the one door for tenants and keys): the
+gRPC services authenticate every call through it and the admin API calls it directly.
 """
 
 from __future__ import annotations

@@ -16,19 +16,22 @@ children at zero stay SCHEDULED and the pre-loader claims them; the engine wakes
 
 from __future__ import annotations
 
+import builtins
 import collections
+import contextlib
 import dataclasses
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
-from scheduler._errors import InvalidArgument
+from scheduler._errors import InvalidArgument, InvalidTransition
 from scheduler.engine._admission import Admission
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._timeline import Timeline
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
-from scheduler.states import TaskState
+from scheduler.limits import MAX_PAGE_SIZE
+from scheduler.states import TERMINAL, TaskState
 from scheduler.store import Store
 from scheduler.types import (
     InsertResult,
@@ -148,7 +151,8 @@ def validate_dag(spec: WorkflowSpec, max_nodes: int, max_edges: int) -> list[int
 
 
 class Workflows:
-    """The engine's workflow front: submit and read."""
+    """The engine's workflow door: submit, read, list and cancel. ``cancel_task`` is
+    ``Engine.cancel`` (a node is cancelled as any task is: its worker is told)."""
 
     def __init__(
         self,
@@ -157,12 +161,14 @@ class Workflows:
         now: Callable[[], datetime],
         admission: Admission,
         timeline: Timeline,
+        cancel_task: Callable[[uuid.UUID, uuid.UUID], Awaitable[TaskRecord]],
     ) -> None:
         self._store = store
         self._config = config
         self._now = now
         self._admission = admission
         self._timeline = timeline
+        self._cancel_task = cancel_task
 
     async def submit(self, tenant_id: uuid.UUID, spec: WorkflowSpec) -> WorkflowResult:
         """Validate the DAG and insert it in one batch (parents before children)."""
@@ -234,3 +240,31 @@ class Workflows:
     async def get(self, tenant_id: uuid.UUID, workflow_id: uuid.UUID) -> WorkflowView:
         """The workflow with every node's task and the edges."""
         return await self._store.get_workflow(tenant_id, workflow_id)
+
+    async def list(self, tenant_id: uuid.UUID, limit: int) -> builtins.list[Workflow]:
+        """``tenant_id``'s workflows, newest first."""
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidArgument("limit", f"must be 1..{MAX_PAGE_SIZE}")
+        return await self._store.list_workflows(tenant_id, limit)
+
+    async def cancel(
+        self, tenant_id: uuid.UUID, workflow_id: uuid.UUID
+    ) -> tuple[WorkflowView, int]:
+        """Cancel every unfinished node (as ``Engine.cancel`` does); the workflow after
+        it and how many nodes this call cancelled or asked to stop."""
+        before = await self._store.get_workflow(tenant_id, workflow_id)
+        open_ids = {
+            t.id for t in before.tasks if t.status not in TERMINAL and not t.cancel_requested
+        }
+        for task in before.tasks:
+            if task.id in open_ids:
+                # A node finished meanwhile, or cancelled by its parent's upstream policy.
+                with contextlib.suppress(InvalidTransition):
+                    await self._cancel_task(tenant_id, task.id)
+        after = await self._store.get_workflow(tenant_id, workflow_id)
+        stopped = sum(
+            1
+            for t in after.tasks
+            if t.id in open_ids and (t.status is TaskState.CANCELLED or t.cancel_requested)
+        )
+        return after, stopped

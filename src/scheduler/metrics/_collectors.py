@@ -101,7 +101,7 @@ class EngineCollector(Collector):
             _add(wait, [pool.value], stats.ready_wait_s[pool])
         yield from (ready, wait, used, free_g)
         sessions = _gauge("tickwheel_worker_sessions")
-        sessions.add_metric([], len(engine.sessions()))
+        sessions.add_metric([], len(engine.watch.workers(None)))
         yield sessions
         stale = _counter("tickwheel_stale_writes")
         stale.add_metric([], stats.stale_writes)

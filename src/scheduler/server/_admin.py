@@ -64,7 +64,7 @@ class AdminService(pbg.AdminServiceServicer):
         tier = conv.tier_from_proto(t.tier, "tenant.tier") if t.tier else "STANDARD"
         if t.home_region:
             self._check_home(t.home_region)
-        tenant = await self._engine.create_tenant(
+        tenant = await self._engine.tenancy.create_tenant(
             name=name,
             tier=tier,
             rate_limit_rps=t.rate_limit_rps,
@@ -79,7 +79,7 @@ class AdminService(pbg.AdminServiceServicer):
     ) -> pb.GetTenantResponse:
         """Read a tenant (the admin token, or an admin key of that tenant)."""
         tenant_id = await self._gate.admin_for(context, request.tenant_id)
-        tenant = await self._engine.get_tenant(tenant_id)
+        tenant = await self._engine.tenancy.get_tenant(tenant_id)
         return pb.GetTenantResponse(tenant=conv.tenant_to_proto(tenant))
 
     @unary
@@ -100,7 +100,7 @@ class AdminService(pbg.AdminServiceServicer):
         tenant = (
             await self._engine.tenancy.update_tenant(tenant_id, changes)
             if changes
-            else await self._engine.get_tenant(tenant_id)
+            else await self._engine.tenancy.get_tenant(tenant_id)
         )
         return pb.UpdateTenantResponse(tenant=conv.tenant_to_proto(tenant))
 
@@ -117,7 +117,7 @@ class AdminService(pbg.AdminServiceServicer):
             if request.HasField("expires_at")
             else None
         )
-        key, secret = await self._engine.create_api_key(
+        key, secret = await self._engine.tenancy.create_api_key(
             tenant_id, name, scopes=scopes, expires_at=expires_at
         )
         return pb.CreateApiKeyResponse(key_id=str(key.id), secret=secret)

@@ -5,7 +5,7 @@ the tenant it acts for), and the limits that protect the server from one caller
 Owns :class:`Gatekeeper` (one per server: authentication with the per-source throttle,
 scope checks, in-flight unary calls per key, open streams per tenant, the re-check of
 an open stream's key) and :data:`RPC_SCOPES`, the scope each RPC needs. Calls the
-engine's tenancy (``Engine.authenticate``); used by every service.
+engine's tenancy (``Engine.tenancy.authenticate``); used by every service.
 """
 
 from __future__ import annotations
@@ -188,10 +188,10 @@ class Gatekeeper:
         if not secret:
             raise Unauthenticated(f"missing API key ({API_KEY_HEADER} metadata)")
         source = source_of(context, self._dashboard_secret)
-        if not self._engine.knows_key(secret):
+        if not self._engine.tenancy.knows(secret):
             self.throttle.check(source)
         try:
-            key = await self._engine.authenticate(secret)
+            key = await self._engine.tenancy.authenticate(secret)
         except Unauthenticated:
             self.throttle.failed(source)
             raise
@@ -218,7 +218,7 @@ class Gatekeeper:
         if scope in WRITE_SCOPES:
             # Under the router, which sends a call home first: a region never writes
             # another region's tenant's rows (a cached look-up).
-            await self._engine.check_home(tenant_id)
+            await self._engine.tenancy.check_home(tenant_id)
         return tenant_id
 
     async def reader_scope(self, context: Context, scope: Scope) -> uuid.UUID | None:
@@ -244,7 +244,7 @@ class Gatekeeper:
                 tenant_id = uuid.UUID(raw.strip())
             except ValueError:
                 raise InvalidArgument(TENANT_ID_HEADER, "is not a tenant id (a UUID)") from None
-            await self._engine.get_tenant(tenant_id)
+            await self._engine.tenancy.get_tenant(tenant_id)
         self._hold(context, ADMIN_CALLER, "the admin token")
         return tenant_id
 
@@ -286,7 +286,7 @@ class Gatekeeper:
         while True:
             await asyncio.sleep(self._recheck_s)
             try:
-                await self._engine.authenticate(secret)
+                await self._engine.tenancy.authenticate(secret)
             except Unauthenticated as exc:
                 return Unauthenticated(f"{exc.message}: the worker stream is closed")
             except StoreError:

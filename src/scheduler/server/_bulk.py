@@ -1,7 +1,7 @@
 """SchedulerService's bulk actions (issue 18): PlanBulkAction and RunBulkAction.
 
 A mixin of :class:`~scheduler.server._scheduler.SchedulerService`, like
-``_history.py``. The plan counts what a filter matches now and hands back a plan token
+``_workflows.py``. The plan counts what a filter matches now and hands back a plan token
 that carries the tenant, the action, the filter (with the action's states added) and
 the plan's time; the run takes only the token, so a reloaded page or a lost filter can
 never widen what it acts on. The token is base64url of a small versioned JSON document

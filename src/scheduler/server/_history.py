@@ -1,10 +1,10 @@
-"""SchedulerService RPCs of issue 19's missing commands: a task's history (with its
-refused writes, issue 18), workflows list and cancel, expectations delete; and
-GetActivity (issue 18: the audit's throughput and lateness).
+"""SchedulerService's audit RPCs, over the engine's audit door ``engine.history``:
+GetTaskHistory (a task's transitions and refused writes) and GetActivity (the
+audit's throughput and lateness per bucket).
 
-A mixin of :class:`~scheduler.server._scheduler.SchedulerService`, like
-``_orchestration.py``. Scoped to the caller's tenant: another tenant's task answers
-NOT_FOUND exactly as one that does not exist.
+A mixin of :class:`~scheduler.server._scheduler.SchedulerService`. Scoped to the
+caller's tenant: another tenant's task answers NOT_FOUND exactly as one that does not
+exist.
 """
 
 from __future__ import annotations
@@ -16,17 +16,12 @@ import grpc
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.engine import Engine
-from scheduler.engine._schedules import MAX_JOB_ID_LEN
 from scheduler.server import _convert as conv
-from scheduler.server import _convert_orchestration as oconv
 from scheduler.server._auth import Gatekeeper, tenant_of
 from scheduler.server._status import unary
 from scheduler.types import ActivityBucket, RefusedWrite, Scope, Transition
 
 Context = grpc.aio.ServicerContext[Any, Any]
-
-DEFAULT_LIST = 100
-"""ListWorkflows without a limit."""
 
 
 def transition_to_proto(t: Transition) -> pb.TaskTransition:
@@ -96,7 +91,7 @@ MAX_BUCKETS = 3_600
 
 
 class HistoryRpcs:
-    """GetTaskHistory, ListWorkflows, CancelWorkflow and DeleteExpectation."""
+    """GetTaskHistory and GetActivity over ``engine.history``."""
 
     _engine: Engine
     _gate: Gatekeeper
@@ -127,38 +122,3 @@ class HistoryRpcs:
         return pb.GetActivityResponse(
             buckets=[activity_to_proto(b) for b in found], bucket_s=bucket
         )
-
-    @unary
-    async def ListWorkflows(
-        self, request: pb.ListWorkflowsRequest, context: Context
-    ) -> pb.ListWorkflowsResponse:
-        """The caller's workflows, newest first."""
-        tenant = await tenant_of(self._gate, context, Scope.READ)
-        found = await self._engine.list_workflows(tenant, request.limit or DEFAULT_LIST)
-        return pb.ListWorkflowsResponse(workflows=[oconv.workflow_to_proto(w) for w in found])
-
-    @unary
-    async def CancelWorkflow(
-        self, request: pb.CancelWorkflowRequest, context: Context
-    ) -> pb.CancelWorkflowResponse:
-        """Cancel every unfinished node of one of the caller's workflows."""
-        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
-        workflow_id = conv.parse_uuid(request.workflow_id, "workflow_id")
-        view, stopped = await self._engine.cancel_workflow(tenant, workflow_id)
-        json_bytes = conv.wants_json_bytes(context.invocation_metadata())
-        return pb.CancelWorkflowResponse(
-            workflow=oconv.view_to_proto(view, json_bytes=json_bytes), cancelled=stopped
-        )
-
-    @unary
-    async def DeleteExpectation(
-        self, request: pb.DeleteExpectationRequest, context: Context
-    ) -> pb.DeleteExpectationResponse:
-        """Delete the caller's expectation for a job id."""
-        tenant = await tenant_of(self._gate, context, Scope.SUBMIT)
-        if not request.job_id:
-            raise InvalidArgument("job_id", "required")
-        if len(request.job_id) > MAX_JOB_ID_LEN:
-            raise InvalidArgument("job_id", f"longer than {MAX_JOB_ID_LEN} characters")
-        await self._engine.delete_expectation(tenant, request.job_id)
-        return pb.DeleteExpectationResponse()

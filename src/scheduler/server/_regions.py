@@ -7,7 +7,7 @@ decoded. The call's home is:
 - with an API key (``x-api-key``): the region its prefix names (``tw_<region>.…``,
   :func:`~scheduler.regions.key_region`); for a key of this region (or an old key that
   names none, or a call the key's region forwarded here) the key's tenant's home
-  (``Engine.home_region``, cached), so a tenant whose home moved is followed without a
+  (``engine.tenancy.home_region``, cached), so a tenant whose home moved is followed without a
   new key;
 - with the admin token: ``CreateTenant``'s ``tenant.home_region``, else the region in
   ``x-tickwheel-region``, else this one;
@@ -207,7 +207,7 @@ class Router:
         # A key of this region: its tenant's home (the key is verified here, with the
         # handler's own throttle; its failure is the answer the handler would give).
         key = await self._gate.key(context)
-        home = await self._engine.home_region(key.tenant_id)
+        home = await self._engine.tenancy.home_region(key.tenant_id)
         if home != self.region and home not in self.directory:
             raise FailedPrecondition(
                 "tenant",

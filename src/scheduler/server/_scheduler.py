@@ -1,9 +1,11 @@
 """SchedulerService: clients submit and manage the tasks of their own tenant.
 
-The workflow, schedule and expectation RPCs of the same service are in
-``_orchestration.py`` (a mixin), a task's history and activity in ``_history.py``
-(another), the dashboard's reads (counts, forecast, workers) in ``_insight.py``, the
-bulk actions in ``_bulk.py``.
+The task RPCs are here; the service's other RPCs are mixins, one module per concern,
+each calling its engine door: workflows ``_workflows.py`` (``engine.workflows``),
+schedules ``_schedules.py`` and expectations ``_expectations.py``
+(``engine.schedules``), the audit (a task's history, activity) ``_history.py``
+(``engine.history``), the dashboard's reads (counts, forecast, workers) ``_insight.py``
+(``engine.watch``), the bulk actions ``_bulk.py``.
 
 Tracing: SubmitTask(s) runs in a SERVER span ``tickwheel.submit``, a child of the
 caller's W3C context (the request's ``trace_context`` field, else the ``traceparent``
@@ -34,11 +36,13 @@ from scheduler.server._auth import Gatekeeper, tenant_of
 from scheduler.server._bulk import BulkRpcs
 from scheduler.server._config import ServerConfig
 from scheduler.server._decode import decode
+from scheduler.server._expectations import ExpectationRpcs
 from scheduler.server._history import HistoryRpcs
 from scheduler.server._insight import InsightRpcs
-from scheduler.server._orchestration import OrchestrationRpcs
+from scheduler.server._schedules import ScheduleRpcs
 from scheduler.server._status import unary
 from scheduler.server._submit_wire import encode_submit_response, read_submit
+from scheduler.server._workflows import WorkflowRpcs
 from scheduler.types import JSON, InsertResult, Scope
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -73,7 +77,13 @@ def _submit_response(
 
 
 class SchedulerService(
-    OrchestrationRpcs, HistoryRpcs, InsightRpcs, BulkRpcs, pbg.SchedulerServiceServicer
+    WorkflowRpcs,
+    ScheduleRpcs,
+    ExpectationRpcs,
+    HistoryRpcs,
+    InsightRpcs,
+    BulkRpcs,
+    pbg.SchedulerServiceServicer,
 ):
     """gRPC adapter over :class:`Engine` for tasks, workflows, schedules and expectations."""
 

@@ -14,7 +14,7 @@ token or a time out of range, a ``Struct`` result, JSON bytes the checker refuse
 malformed varint) returns None, and the caller decodes it the general way, which
 accepts or refuses it with the error that names the field. So the fast path never
 decides a refusal: it may only agree with the general path on what it accepts
-(``tests/unit/transport/test_stream_wire.py`` checks the two against each other).
+(``tests/unit/server/test_stream_wire.py`` checks the two against each other).
 
 :func:`encode_assignments` writes a push of assignments field by field, in number
 order, so its bytes are the generated class's (the same tests compare them byte for
@@ -49,6 +49,41 @@ if tuple(f.name for f in dataclasses.fields(Completion)) != (
     "key", "token", "result", "acked_at"
 ):
     raise ImportError("Completion's fields changed: update scheduler.server._stream_c")
+# The fields this codec handles, checked against the proto's descriptors by
+# tests/unit/test_native_fields.py: per message, {field: the tag the code reads or
+# writes it with} and the fields it leaves to the generated classes (the general path).
+# A field added to the proto must be added here, one side or the other.
+WIRE_FIELDS = {
+    # read: the fenced writes of a WorkerMessage
+    "tickwheel.v1.WorkerMessage": (
+        {"request_id": 0x08, "ack": 0x22, "heartbeat": 0x2A, "completions": 0x62},
+        (
+            "hello", "credit", "checkpoint", "completion", "failure", "release",
+            "cancel_confirmed", "drain",
+        ),
+    ),
+    "tickwheel.v1.Ack": ({"tasks": 0x0A}, ()),
+    "tickwheel.v1.Heartbeat": ({"tasks": 0x0A}, ()),
+    "tickwheel.v1.Completions": ({"items": 0x0A}, ()),
+    "tickwheel.v1.Completion": ({"task": 0x0A, "result_json": 0x1A}, ("result",)),
+    "tickwheel.v1.TaskRef": ({"task_id": 0x0A, "fencing_token": 0x10, "scheduled_at": 0x1A}, ()),
+    # written: a push of assignments
+    "tickwheel.v1.ServerMessage": (
+        {"assignments": 0x12}, ("welcome", "cancel", "result", "backlog")
+    ),
+    "tickwheel.v1.Assignments": ({"tasks": 0x0A}, ()),
+    "tickwheel.v1.Assignment": (
+        {
+            "task_id": 0x0A, "tenant_id": 0x12, "type": 0x1A, "fencing_token": 0x28,
+            "attempt": 0x30, "max_retries": 0x38, "scheduled_at": 0x42, "due_at": 0x4A,
+            "lease_expires_at": 0x52, "pool": 0x68, "timeout_s": 0x71,
+            "payload_json": 130, "checkpoint_json": 138,
+        },
+        ("payload", "checkpoint", "trace_context", "dispatch_trace_context"),
+    ),
+    "google.protobuf.Timestamp": ({"seconds": 0x08, "nanos": 0x10}, ()),  # read and written
+}
+
 
 cdef object _FencedWrite = FencedWrite
 cdef object _Completion = Completion

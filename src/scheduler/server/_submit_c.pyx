@@ -13,7 +13,7 @@ refuses it with the error that names the field. That is a ``Struct`` payload, a 
 context or a retry policy; an unknown or repeated field; a type, key, pool, jitter
 mode, retry count, timeout or time out of range or not in its plain form; JSON bytes
 the checker refuses; no task or more than a call may carry; or malformed bytes. So the
-fast path never decides a refusal (``tests/unit/transport/test_submit_wire.py`` checks
+fast path never decides a refusal (``tests/unit/server/test_submit_read.py`` checks
 the two paths against each other).
 """
 
@@ -51,6 +51,23 @@ _FIELDS = (
 )
 if tuple(f.name for f in dataclasses.fields(SubmitSpec)) != _FIELDS:
     raise ImportError("SubmitSpec's fields changed: update scheduler.server._submit_c")
+
+# The fields this codec handles, checked against the proto's descriptors by
+# tests/unit/test_native_fields.py: per message, {field: the tag the code reads or
+# writes it with} and the fields it leaves to the generated classes (the general path).
+# A field added to the proto must be added here, one side or the other. (Timestamps and
+# trace contexts inside these are read by scheduler._pbread, which declares them.)
+WIRE_FIELDS = {
+    "tickwheel.v1.SubmitTasksRequest": ({"tasks": 0x0A}, ()),
+    "tickwheel.v1.TaskSpec": (
+        {
+            "type": 0x0A, "scheduled_at": 0x1A, "idempotency_key": 0x22, "pool": 0x28,
+            "strict_timing": 0x30, "jitter_mode": 0x38, "max_retries": 0x40,
+            "no_retries": 0x48, "timeout_s": 0x51, "payload_json": 0x6A,
+        },
+        ("payload", "trace_context", "retry_policy"),
+    ),
+}
 
 EMPTY_PAYLOAD = struct_pb2.Struct()
 """What a task sent without a payload echoes in its answer (as the general path's

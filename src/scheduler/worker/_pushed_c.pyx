@@ -33,6 +33,30 @@ from scheduler._pbread cimport (
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.jsonbytes import loads as _json_loads
+# The fields this codec handles, checked against the proto's descriptors by
+# tests/unit/test_native_fields.py: per message, {field: the tag the code reads or
+# writes it with} and the fields it leaves to the generated classes (the general path).
+# A field added to the proto must be added here, one side or the other. (Timestamps and
+# trace contexts inside these are read by scheduler._pbread, which declares them.)
+WIRE_FIELDS = {
+    "tickwheel.v1.ServerMessage": (
+        {"assignments": 0x12}, ("welcome", "cancel", "result", "backlog")
+    ),
+    "tickwheel.v1.Assignments": ({"tasks": 0x0A}, ()),
+    "tickwheel.v1.Assignment": (
+        {
+            "task_id": 0x0A, "tenant_id": 0x12, "type": 0x1A, "fencing_token": 0x28,
+            "attempt": 0x30, "max_retries": 0x38, "scheduled_at": 0x42, "due_at": 0x4A,
+            "lease_expires_at": 0x52, "trace_context": 0x62, "pool": 0x68,
+            "timeout_s": 0x71, "payload_json": 130, "checkpoint_json": 138,
+        },
+        ("payload", "checkpoint", "dispatch_trace_context"),
+    ),
+    # written: the TaskRef the worker answers with (its id's tag and length as one
+    # b"\x0a\x24" prefix)
+    "tickwheel.v1.TaskRef": ({"task_id": 0x0A, "fencing_token": 0x10, "scheduled_at": 0x1A}, ()),
+}
+
 
 cdef object _loads = _json_loads
 cdef object _ref_of = pb.TaskRef.FromString

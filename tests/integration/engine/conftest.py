@@ -14,31 +14,23 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from scheduler.engine import Engine, EngineConfig, WorkerHello
+from scheduler.engine import Engine, WorkerHello
 from scheduler.store import Store
 from tests.support.clock import FakeClock
+from tests.support.engine import engine_config, started
 
-CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+CONFIG = engine_config()
 
 
 @pytest.fixture
 async def engine(store: Store, clock: FakeClock) -> AsyncIterator[Engine]:
-    e = Engine(store, CONFIG, clock=clock)
-    await e.start()
-    try:
+    async with started(store, CONFIG, clock=clock) as e:
         yield e
-    finally:
-        await e.stop()
 
 
 @pytest.fixture
 async def tenant(engine: Engine) -> uuid.UUID:
-    return (await engine.create_tenant(name="acme")).id
+    return (await engine.tenancy.create_tenant(name="acme")).id
 
 
 def hello(tenant: uuid.UUID, worker_id: str = "w", slots: int = 1) -> WorkerHello:

@@ -157,7 +157,7 @@ async def test_every_path_to_the_ready_queue_keeps_due_order(
     engine = Engine(pg_store, CONFIG, clock=clock, membership=membership, index=index)
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="acme")).id
+        tenant = (await engine.tenancy.create_tenant(name="acme")).id
         due: dict[uuid.UUID, tuple[datetime, str]] = {}
 
         def hello(worker: str, slots: int) -> WorkerHello:

@@ -59,7 +59,7 @@ async def engine_with(
     e = Engine(store, dataclasses.replace(CONFIG, **changes), clock=clock)
     await e.start()
     try:
-        yield e, (await e.create_tenant(name="acme")).id
+        yield e, (await e.tenancy.create_tenant(name="acme")).id
     finally:
         await e.stop()
 
@@ -284,7 +284,7 @@ async def test_cancel_in_every_state(engine: Engine, tenant: uuid.UUID, clock: F
 
 
 async def test_other_tenant_cannot_touch_tasks(engine: Engine, tenant: uuid.UUID) -> None:
-    other = (await engine.create_tenant(name="evil")).id
+    other = (await engine.tenancy.create_tenant(name="evil")).id
     mine = await engine.open_session(
         WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"email"}), slots=1)
     )
@@ -461,7 +461,9 @@ async def test_restart_loses_nothing_and_runs_nothing_twice(store: Store, clock:
     e1 = Engine(store, CONFIG, clock=clock)
     await e1.start()
     tenant = (
-        await e1.create_tenant(name="r", rate_limit_rps=100_000, max_concurrent_workers=10_000)
+        await e1.tenancy.create_tenant(
+            name="r", rate_limit_rps=100_000, max_concurrent_workers=10_000
+        )
     ).id
     n = 500
     specs = [

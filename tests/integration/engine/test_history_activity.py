@@ -77,7 +77,7 @@ async def test_refused_writes_are_recorded_with_both_tokens(
         ("heartbeat", a.fencing_token, a.fencing_token, "intruder", "stale_fencing_token"),
     ]
     # Another tenant sees neither the task nor its history.
-    stranger = (await engine.create_tenant(name="other")).id
+    stranger = (await engine.tenancy.create_tenant(name="other")).id
     with pytest.raises(Exception, match="not found"):
         await engine.history.full_history(stranger, a.key.id)
     await other.close()
@@ -96,6 +96,6 @@ async def test_activity_counts_the_audit(engine: Engine, tenant: uuid.UUID) -> N
     assert all(b.lateness_p50_s >= 0 and b.lateness_p99_s >= b.lateness_p50_s for b in buckets)
     everyone = await engine.history.activity(None, 900, 60)
     assert sum(b.completed for b in everyone) == 1
-    stranger = (await engine.create_tenant(name="other")).id
+    stranger = (await engine.tenancy.create_tenant(name="other")).id
     assert sum(b.dispatched for b in await engine.history.activity(stranger, 900, 60)) == 0
     await session.close()

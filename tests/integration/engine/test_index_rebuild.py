@@ -22,13 +22,14 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from scheduler.engine import AssignmentBatch, Engine, EngineConfig, SubmitSpec, WorkerHello
+from scheduler.engine import AssignmentBatch, Engine, SubmitSpec, WorkerHello
 from scheduler.index import RedisTimeIndex
 from scheduler.metrics import MetricsConfig
 from scheduler.metrics._collectors import EngineCollector
 from scheduler.metrics._depth import DepthPoller
 from scheduler.store import Store
 from scheduler.types import Completion, FencedWrite
+from tests.support.engine import engine_config
 from tests.support.servers import RedisServer
 from tests.support.waiting import eventually
 
@@ -60,11 +61,11 @@ async def test_a_flushed_index_is_rebuilt_by_its_owner_and_serves_again(
 ) -> None:
     caplog.set_level(logging.INFO, logger="tickwheel.engine")
     index = RedisTimeIndex(redis_client, key_prefix=redis_prefix)
-    config = EngineConfig(preload_interval_s=0.05, wheel_max_timers=CAP, index_poll_ms=5)
+    config = engine_config(wheel_max_timers=CAP, index_poll_ms=5)
     engine = Engine(store, config, index=index)
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="t")).id
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
 
         async def rebuilding() -> int:
             return engine.shards_rebuilding

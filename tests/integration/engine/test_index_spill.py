@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from scheduler.engine import AssignmentBatch, Engine, EngineConfig, SubmitSpec, WorkerHello
+from scheduler.engine import AssignmentBatch, Engine, SubmitSpec, WorkerHello
 from scheduler.index import MemoryTimeIndex, RedisTimeIndex, TimeIndex
 from scheduler.store import Store, open_store
 from scheduler.types import Completion, FencedWrite
+from tests.support.engine import engine_config
 from tests.support.servers import RedisServer
 from tests.support.waiting import eventually
 
@@ -60,11 +61,11 @@ async def _seed(engine: Engine, index: TimeIndex) -> None:
 async def test_tasks_over_the_wheel_cap_dispatch_from_the_index(
     store: Store, index: TimeIndex
 ) -> None:
-    config = EngineConfig(preload_interval_s=0.05, wheel_max_timers=CAP, index_poll_ms=5)
+    config = engine_config(wheel_max_timers=CAP, index_poll_ms=5)
     engine = Engine(store, config, index=index)
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="t")).id
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
 
         await _seed(engine, index)
         now = engine.now()
@@ -104,11 +105,11 @@ async def test_tasks_over_the_wheel_cap_dispatch_from_the_index(
 
 
 async def test_the_index_mirror_forgets_dispatched_tasks(store: Store, index: TimeIndex) -> None:
-    config = EngineConfig(preload_interval_s=0.05, index_flush_ms=20)
+    config = engine_config(index_flush_ms=20)
     engine = Engine(store, config, index=index)
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="t")).id
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
 
         await _seed(engine, index)
         specs = [

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.engine import Engine, EngineConfig, SubmitSpec, WorkerHello
+from scheduler.engine import Engine, SubmitSpec, WorkerHello
 from scheduler.states import TaskState
 from scheduler.store import Store, open_store
 from scheduler.types import Assignment, Completion, FencedWrite, Pool
 from tests.support.clock import FakeClock
+from tests.support.engine import engine_config
 from tests.support.waiting import eventually
 
-CONFIG = EngineConfig(preload_interval_s=0.05, lease_ttl_s=10, heartbeat_interval_s=3)
+CONFIG = engine_config(lease_ttl_s=10, heartbeat_interval_s=3)
 
 
 class ListOutlet:
@@ -53,8 +54,8 @@ async def test_outlet_pool_goes_to_the_broker_and_commits_stay_fenced(store: Sto
     engine = Engine(store, CONFIG, clock=clock, outlets=[outlet])
     await engine.start()
     try:
-        platform = await engine.create_tenant(name="platform", tier="SYSTEM")
-        tenant = (await engine.create_tenant(name="t")).id
+        platform = await engine.tenancy.create_tenant(name="platform", tier="SYSTEM")
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
         stream = await engine.open_session(
             WorkerHello(worker_id="s", tenant_id=tenant, task_types=frozenset({"t"}), slots=10)
         )

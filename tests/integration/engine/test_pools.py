@@ -80,7 +80,7 @@ async def finish(session: WorkerSession, tasks: list[Assignment], *, regrant: bo
 
 
 async def test_bulk_cap_and_work_stealing_then_critical_first(engine: Engine) -> None:
-    tenant = (await engine.create_tenant(name="t")).id
+    tenant = (await engine.tenancy.create_tenant(name="t")).id
     s = await engine.open_session(
         WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"std"}), slots=10)
     )
@@ -107,7 +107,7 @@ async def test_bulk_cap_and_work_stealing_then_critical_first(engine: Engine) ->
 
 
 async def test_reserved_slots_stay_free_while_critical_waits(engine: Engine) -> None:
-    tenant = (await engine.create_tenant(name="t")).id
+    tenant = (await engine.tenancy.create_tenant(name="t")).id
     s = await engine.open_session(
         WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"std"}), slots=10)
     )
@@ -135,9 +135,9 @@ async def test_reserved_slots_stay_free_while_critical_waits(engine: Engine) -> 
 
 
 async def test_shared_worker_shares_tenants_by_weight(engine: Engine) -> None:
-    ops = await engine.create_tenant(name="platform", tier="SYSTEM")
-    big = (await engine.create_tenant(name="big", tier="ENTERPRISE")).id
-    small = (await engine.create_tenant(name="small", tier="STANDARD")).id
+    ops = await engine.tenancy.create_tenant(name="platform", tier="SYSTEM")
+    big = (await engine.tenancy.create_tenant(name="big", tier="ENTERPRISE")).id
+    small = (await engine.tenancy.create_tenant(name="small", tier="STANDARD")).id
     await engine.submit(big, [spec(Pool.STANDARD) for _ in range(2000)])
     await engine.submit(small, [spec(Pool.STANDARD) for _ in range(2000)])
     s = await engine.open_session(
@@ -165,7 +165,7 @@ async def test_quota_throttles_without_dropping(store: Store) -> None:
     await engine.start()
     try:
         tenant = (
-            await engine.create_tenant(name="q", rate_limit_rps=5, max_concurrent_workers=3)
+            await engine.tenancy.create_tenant(name="q", rate_limit_rps=5, max_concurrent_workers=3)
         ).id
         s = await engine.open_session(
             WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"std"}), slots=100)

@@ -47,7 +47,7 @@ async def test_reconcile_reads_recent_changes_and_everything_on_the_full_pass(
     engine = Engine(store, config, membership=LocalMembership(config.shard_count, node_id="n1"))
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="t")).id
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
         await engine.reconcile()  # a first pass: from now on, passes are incremental
         fresh = _written_elsewhere(tenant, engine)
         stale = _written_elsewhere(tenant, engine)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import random
 
-from scheduler.engine import AssignmentBatch, Engine, EngineConfig, SubmitSpec, WorkerHello
+from scheduler.engine import AssignmentBatch, Engine, SubmitSpec, WorkerHello
 from scheduler.store import Store
+from tests.support.engine import engine_config
 
-CONFIG = EngineConfig(preload_interval_s=0.05)
+CONFIG = engine_config()
 
 
 def _loops() -> set[str]:
@@ -42,11 +43,11 @@ async def test_concurrent_starts_and_stops_leave_nothing_running(store: Store) -
         await asyncio.gather(*calls)
     await engine.stop()
     assert _loops() == set()
-    assert engine.sessions() == ()
+    assert engine.watch.workers(None) == []
     # And it still works after all that.
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="t")).id
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
         session = await engine.open_session(
             WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"t"}), slots=1)
         )

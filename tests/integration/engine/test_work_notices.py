@@ -133,7 +133,7 @@ async def test_a_task_submitted_through_another_node_reaches_its_owner(
     nodes: tuple[Engine, Engine],
 ) -> None:
     a, b = nodes
-    tenant = (await a.create_tenant(name="t")).id
+    tenant = (await a.tenancy.create_tenant(name="t")).id
     sa, sb = await _sessions(a, b, tenant, frozenset({"t"}))
     got_a: dict[uuid.UUID, int] = {}
     got_b: dict[uuid.UUID, int] = {}
@@ -165,7 +165,7 @@ async def test_a_workflow_child_freed_by_another_node_reaches_its_owner(
     parent that dead-letters under the continue policy leaves its child SCHEDULED at
     count zero (the owner's pre-loader claims it). Either way the owner hears of it."""
     a, b = nodes
-    tenant = (await a.create_tenant(name="t")).id
+    tenant = (await a.tenancy.create_tenant(name="t")).id
     sa, sb = await _sessions(a, b, tenant, frozenset({"parent", "child"}))
     got_a: dict[uuid.UUID, int] = {}
     got_b: dict[uuid.UUID, int] = {}
@@ -236,7 +236,7 @@ async def test_notices_are_sent_at_commit_and_name_the_shards(pg_dsn: str) -> No
     engine = Engine(store, QUIET, membership=FixedShards("a", EVEN))
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="t")).id
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
         results = await engine.submit(
             tenant, [SubmitSpec(type="t", strict_timing=True) for _ in range(20)]
         )

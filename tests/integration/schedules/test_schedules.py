@@ -9,35 +9,27 @@ from collections.abc import AsyncIterator
 import pytest
 
 from scheduler import AlreadyExists
-from scheduler.engine import Engine, EngineConfig
+from scheduler.engine import Engine
 from scheduler.engine._schedules import ScheduleSpec
 from scheduler.states import TaskState
 from scheduler.store import Store
 from scheduler.types import OverlapPolicy, TaskFilter, TaskRecord
 from tests.support.clock import FakeClock
+from tests.support.engine import engine_config, started
 
 # The background pass runs at start and on wake only: the tests drive run_once().
-CONFIG = EngineConfig(preload_interval_s=0.05, schedule_interval_s=3600, schedule_lead_s=0)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+CONFIG = engine_config(schedule_interval_s=3600, schedule_lead_s=0)
 
 
 @pytest.fixture
 async def engine(store: Store, clock: FakeClock) -> AsyncIterator[Engine]:
-    e = Engine(store, CONFIG, clock=clock)
-    await e.start()
-    try:
+    async with started(store, CONFIG, clock=clock) as e:
         yield e
-    finally:
-        await e.stop()
 
 
 @pytest.fixture
 async def tenant(engine: Engine) -> uuid.UUID:
-    return (await engine.create_tenant(name="acme")).id
+    return (await engine.tenancy.create_tenant(name="acme")).id
 
 
 async def tasks_of(engine: Engine, tenant: uuid.UUID) -> list[TaskRecord]:

@@ -13,16 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.engine import Engine, EngineConfig, WorkerHello
+from scheduler.engine import Engine, WorkerHello
 from scheduler.engine._schedules import ScheduleSpec
 from scheduler.store import Store, open_store
 from scheduler.types import Expectation, OverlapPolicy
 from scheduler.watchdog import Case, Watchdog, WatchdogConfig
 from tests.integration.workflows.conftest import Completer
 from tests.support.clock import FakeClock
+from tests.support.engine import engine_config
 from tests.support.waiting import eventually
 
-CONFIG = EngineConfig(preload_interval_s=0.05, schedule_interval_s=3600, schedule_lead_s=0)
+CONFIG = engine_config(schedule_interval_s=3600, schedule_lead_s=0)
 INTERVAL_S, TOLERANCE_S, CHECK_S = 60, 30, 20
 
 
@@ -79,7 +80,7 @@ class Hook:
 
 
 async def _setup(engine: Engine, store: Store) -> tuple[uuid.UUID, uuid.UUID]:
-    t = await engine.create_tenant(name="acme", rate_limit_rps=100_000)
+    t = await engine.tenancy.create_tenant(name="acme", rate_limit_rps=100_000)
     s = await engine.schedules.create(
         t.id,
         ScheduleSpec(
@@ -187,7 +188,7 @@ async def test_healthy_then_stopped_then_recovered(url: str, store: Store) -> No
 
 async def test_canary_records_scheduled_dispatched_completed(url: str, store: Store) -> None:
     clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
-    engine = Engine(store, EngineConfig(preload_interval_s=0.05, canary_interval_s=60), clock=clock)
+    engine = Engine(store, engine_config(canary_interval_s=60), clock=clock)
     await engine.start()
     dog = Watchdog(WatchdogConfig(database_url=url, canary_stale_s=150), now=clock)
     try:

@@ -86,12 +86,6 @@ async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    """The engine's (and so the store's) clock; moves only when a test says so."""
-    return FakeClock()
-
-
-@pytest.fixture
 async def clock_stack(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Stack]:
     """A stack whose engine runs on ``clock``."""
     config = EngineConfig(preload_interval_s=0.2, retry_base_s=1.0)

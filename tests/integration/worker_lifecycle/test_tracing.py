@@ -43,7 +43,7 @@ async def test_one_trace_across_delay_and_retry(
     worker = Worker(stack.target, api_key=stack.key, handlers={"flaky": flaky})
     run = asyncio.create_task(worker.run(), name="test-worker-run")
     try:
-        await eventually(lambda: _value(stack.engine.sessions()), what="worker session")
+        await eventually(lambda: _value(stack.engine.watch.workers(None)), what="worker session")
         assert (await stack.client.get(task.id)).state is TaskState.PRELOADED
         clock.advance(3600)  # the hour passes on the store's clock, not in sleep
         stack.engine.wake()

@@ -10,33 +10,25 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from scheduler.engine import AssignmentBatch, Engine, EngineConfig, WorkerHello, WorkerSession
+from scheduler.engine import AssignmentBatch, Engine, WorkerHello, WorkerSession
 from scheduler.store import Store
 from scheduler.types import Completion, FencedWrite
 from tests.support.clock import FakeClock
+from tests.support.engine import engine_config, started
 
-CONFIG = EngineConfig(lease_ttl_s=30, heartbeat_interval_s=10, preload_interval_s=0.05)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+CONFIG = engine_config()
 
 
 @pytest.fixture
 async def engine(store: Store, clock: FakeClock) -> AsyncIterator[Engine]:
-    e = Engine(store, CONFIG, clock=clock)
-    await e.start()
-    try:
+    async with started(store, CONFIG, clock=clock) as e:
         yield e
-    finally:
-        await e.stop()
 
 
 @pytest.fixture
 async def tenant(engine: Engine) -> uuid.UUID:
     # FakeClock never refills the rate bucket: give the tenant room for 10,000+ tasks.
-    t = await engine.create_tenant(
+    t = await engine.tenancy.create_tenant(
         name="acme", rate_limit_rps=1_000_000, max_concurrent_workers=100_000
     )
     return t.id

@@ -26,7 +26,8 @@ from scheduler.engine._timeline import Timeline, to_ms, to_us
 from scheduler.jitter import JitterMode
 from scheduler.limits import MAX_RETRIES
 from scheduler.states import TaskState
-from scheduler.types import Assignment, InsertResult, Pool, Preloaded, TaskKey, TaskRecord
+from scheduler.types import Assignment, InsertResult, Pool, Preloaded, TaskKey
+from tests.support.records import task_record
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TENANT = uuid.UUID(int=7)
@@ -197,33 +198,18 @@ def test_timeline_takes_only_this_nodes_shards_and_admits_fresh_rows() -> None:
     tl, _ = timeline(EngineConfig(), shard_state(frozenset({1})))
     tl.add([preloaded(0, shard=1), preloaded(0, shard=2)])
     assert len(tl) == 1
-    record = TaskRecord(
-        id=uuid.uuid4(),
+    record = task_record(
         tenant_id=TENANT,
         type="t",
         payload={},
         scheduled_at=T0,
         due_at=T0,
         idempotency_key="k",
-        status=TaskState.PRELOADED,
-        fencing_token=0,
         shard_id=1,
-        pool=Pool.STANDARD,
         strict_timing=True,
         jitter_mode=JitterMode.NONE,
-        retry_count=0,
-        max_retries=3,
-        timeout_s=0.0,
-        result_payload=None,
-        checkpoint=None,
-        trace_context=None,
         last_error=None,
         worker_id=None,
-        lease_expires_at=None,
-        cancel_requested=False,
-        workflow_id=None,
-        unresolved_dependencies=0,
-        schedule_id=None,
         created_at=T0,
         updated_at=T0,
     )

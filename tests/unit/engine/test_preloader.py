@@ -35,6 +35,7 @@ from scheduler.types import (
     TaskKey,
     TaskRecord,
 )
+from tests.support.records import task_record
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TENANT = uuid.UUID(int=7)
@@ -196,7 +197,7 @@ def preloaded(at_ms: int = 0, shard: int = 1) -> Preloaded:
 
 
 def record(p: Preloaded, status: TaskState) -> TaskRecord:
-    return TaskRecord(
+    return task_record(
         id=p.key.id,
         tenant_id=p.tenant_id,
         type=p.type,
@@ -210,19 +211,8 @@ def record(p: Preloaded, status: TaskState) -> TaskRecord:
         pool=p.pool,
         strict_timing=True,
         jitter_mode=JitterMode.NONE,
-        retry_count=0,
-        max_retries=3,
-        timeout_s=0.0,
-        result_payload=None,
-        checkpoint=None,
-        trace_context=None,
         last_error=None,
         worker_id=None,
-        lease_expires_at=None,
-        cancel_requested=False,
-        workflow_id=None,
-        unresolved_dependencies=0,
-        schedule_id=None,
         created_at=T0,
         updated_at=T0,
     )

@@ -40,6 +40,7 @@ from scheduler.types import (
     TaskKey,
     TaskRecord,
 )
+from tests.support.records import task_record
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TENANT = uuid.UUID(int=7)
@@ -210,8 +211,7 @@ def record(
     tenant: uuid.UUID = TENANT,
     cancel_requested: bool = False,
 ) -> TaskRecord:
-    return TaskRecord(
-        id=uuid.uuid4(),
+    return task_record(
         tenant_id=tenant,
         type="t",
         payload={},
@@ -221,22 +221,12 @@ def record(
         status=status,
         fencing_token=token,
         shard_id=0,
-        pool=Pool.STANDARD,
         strict_timing=True,
         jitter_mode=JitterMode.NONE,
-        retry_count=0,
-        max_retries=3,
-        timeout_s=0.0,
-        result_payload=None,
-        checkpoint=None,
-        trace_context=None,
         last_error=None,
         worker_id=worker_id,
         lease_expires_at=T0 + timedelta(seconds=30),
         cancel_requested=cancel_requested,
-        workflow_id=None,
-        unresolved_dependencies=0,
-        schedule_id=None,
         created_at=T0,
         updated_at=T0,
     )

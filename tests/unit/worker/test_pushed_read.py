@@ -25,8 +25,9 @@ from scheduler.server._worker import event_to_proto
 from scheduler.types import RawJSON, TaskKey
 from scheduler.worker import _pushed
 from scheduler.worker._pushed import pushed_of, read_pushed, server_message
-from tests.unit.transport.records import assignment
-from tests.unit.transport.test_stream_wire import untraced
+from tests.support.protos import messages, native_fields
+from tests.support.records import assignment
+from tests.unit.server.test_stream_wire import untraced
 
 pytestmark = pytest.mark.skipif(
     _wheel.NO_EXTENSIONS, reason="TICKWHEEL_NO_EXTENSIONS is set: no native reader"
@@ -165,79 +166,55 @@ jsons = st.one_of(
 )
 
 
-def _assignment(
-    task_id: str,
-    tenant: str,
-    type_: str,
-    numbers: tuple[int, int, int, int],
-    times: list[timestamp_pb2.Timestamp | None],
-    timeout: float,
-    payload: bytes,
-    checkpoint: bytes,
-    trace: tuple[str, str] | None,
-    struct: bool,
-) -> pb.Assignment:
-    a = pb.Assignment(
-        task_id=task_id,
-        tenant_id=tenant,
-        type=type_,
-        fencing_token=numbers[0],
-        attempt=numbers[1],
-        max_retries=numbers[2],
-        pool=numbers[3],  # type: ignore[arg-type]
-        timeout_s=timeout,
-        payload_json=payload,
-        checkpoint_json=checkpoint,
-    )
-    for name, ts in zip(("scheduled_at", "due_at", "lease_expires_at"), times, strict=True):
-        if ts is not None:
-            getattr(a, name).CopyFrom(ts)
-    if trace is not None:
-        a.trace_context.traceparent, a.trace_context.tracestate = trace
-    if struct:
-        a.checkpoint.update({"s": 1})
-    return a
-
-
-assignments = st.builds(
-    _assignment,
-    ids,
-    st.one_of(st.just(str(uuid.uuid4())), st.text(max_size=8)),
-    st.one_of(st.sampled_from(["t", "email"]), st.text(max_size=8)),
-    st.tuples(
-        st.integers(-(2**63), 2**63 - 1),
-        st.integers(0, 2**32 - 1),
-        st.integers(0, 2**32 - 1),
-        st.integers(0, 3),
-    ),
-    st.lists(timestamps, min_size=3, max_size=3),
-    st.floats(allow_nan=False),
-    jsons,
-    jsons,
-    st.one_of(st.none(), st.tuples(st.sampled_from(["", TP]), st.text(max_size=8))),
-    st.sampled_from([False, False, False, True]),
+ASSIGNMENT = "tickwheel.v1.Assignment"
+NATIVE_FIELDS = native_fields(
+    _pushed._native.WIRE_FIELDS if _pushed._native else {ASSIGNMENT: ({}, ())}, ASSIGNMENT
 )
-plain_assignments = st.builds(
-    _assignment,
-    st.uuids().map(str),
-    st.just(str(uuid.uuid4())),
-    st.sampled_from(["t", "email"]),
-    st.tuples(
-        st.integers(-(2**63), 2**63 - 1),
-        st.integers(0, 2**32 - 1),
-        st.integers(0, 2**32 - 1),
-        st.integers(0, 3),
-    ),
-    st.tuples(
-        st.builds(_ts, st.integers(0, 2**34), st.integers(0, 999_999_999)),
-        st.one_of(st.none(), st.builds(_ts, st.integers(0, 2**34), st.integers(0, 999_999_999))),
-        st.none(),
-    ).map(list),
-    st.floats(allow_nan=False),
-    st.sampled_from([b"", b'{"i": 1}', b'{"a": [1, 2.5, null], "s": "\\u00fc"}']),
-    st.sampled_from([b"", b'{"step": 2}']),
-    st.one_of(st.none(), st.tuples(st.sampled_from(["", TP]), st.text(max_size=8))),
-    st.just(False),
+"""The Assignment fields the reader declares it reads: the plain assignments set only
+these."""
+traces = st.builds(
+    pb.TraceContext, traceparent=st.sampled_from(["", TP]), tracestate=st.text(max_size=8)
+)
+plain_times = st.builds(_ts, st.integers(0, 2**34), st.integers(0, 999_999_999))
+
+# Every field of Assignment is drawn (tests/support/protos.py, from the descriptor); these
+# are the values that reach the reader's edges.
+assignments = messages(
+    pb.Assignment,
+    {
+        "task_id": ids,
+        "tenant_id": st.one_of(st.just(str(uuid.uuid4())), st.text(max_size=8)),
+        "type": st.one_of(st.sampled_from(["t", "email"]), st.text(max_size=8)),
+        "pool": st.integers(0, 3),
+        "scheduled_at": timestamps,
+        "due_at": timestamps,
+        "lease_expires_at": timestamps,
+        "timeout_s": st.floats(allow_nan=False),
+        "payload_json": jsons,
+        "checkpoint_json": jsons,
+        "trace_context": traces,
+    },
+    rare=("payload", "checkpoint", "dispatch_trace_context"),
+)
+plain_assignments = messages(
+    pb.Assignment,
+    {
+        "task_id": st.uuids().map(str),
+        "tenant_id": st.just(str(uuid.uuid4())),
+        "type": st.sampled_from(["t", "email"]),
+        "pool": st.integers(0, 3),
+        "scheduled_at": plain_times,
+        "due_at": plain_times,
+        "lease_expires_at": plain_times,
+        "timeout_s": st.floats(allow_nan=False),
+        "payload_json": st.sampled_from(
+            [b"", b'{"i": 1}', b'{"a": [1, 2.5, null], "s": "\\u00fc"}']
+        ),
+        "checkpoint_json": st.sampled_from([b"", b'{"step": 2}']),
+        "trace_context": traces,
+    },
+    only=NATIVE_FIELDS,
+    always=("task_id", "tenant_id", "type", "scheduled_at"),
 )
 """Assignments the reader takes: so that the tuples it makes are compared often."""
 pushes = st.lists(st.one_of(plain_assignments, plain_assignments, assignments), max_size=4).map(

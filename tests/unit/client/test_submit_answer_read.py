@@ -23,7 +23,8 @@ from scheduler.client._submit_wire import decode_submit_answer
 from scheduler.server._submit_wire import encode_submit_response
 from scheduler.states import TaskState
 from scheduler.types import InsertResult, Pool, RetryPolicy
-from tests.unit.transport.records import NOW, task_record
+from tests.support.protos import messages, native_fields
+from tests.support.records import NOW, task_record
 
 pytestmark = pytest.mark.skipif(
     _wheel.NO_EXTENSIONS, reason="TICKWHEEL_NO_EXTENSIONS is set: no native reader"
@@ -143,106 +144,66 @@ json_bytes = st.one_of(
 )
 
 
-def _task(
-    task_id: str,
-    tenant: str,
-    type_: str,
-    state: int,
-    times: list[timestamp_pb2.Timestamp | None],
-    texts: list[str],
-    pool: int,
-    numbers: list[int],
-    flags: list[bool],
-    jsons: list[bytes],
-    structs: list[bool],
-    trace: tuple[str, str] | None,
-    policy: bool,
-    created: bool,
-) -> pb.SubmitTaskResponse:
-    t = pb.Task(
-        id=task_id,
-        tenant_id=tenant,
-        type=type_,
-        state=state,  # type: ignore[arg-type]
-        idempotency_key=texts[0],
-        last_error=texts[1],
-        worker_id=texts[2],
-        pool=pool,  # type: ignore[arg-type]
-        fencing_token=numbers[0],
-        retry_count=numbers[1],
-        max_retries=numbers[2],
-        shard_id=numbers[3],
-        cancel_requested=flags[0],
-        strict_timing=flags[1],
-        payload_json=jsons[0],
-        result_json=jsons[1],
-        checkpoint_json=jsons[2],
-    )
-    for name, ts in zip(("scheduled_at", "due_at", "created_at", "updated_at"), times, strict=True):
-        if ts is not None:
-            getattr(t, name).CopyFrom(ts)
-    for name, on in zip(("payload", "result", "checkpoint"), structs, strict=True):
-        if on:
-            getattr(t, name).update({"s": 1})
-    if trace is not None:
-        t.trace_context.traceparent, t.trace_context.tracestate = trace
-    if policy:
-        t.retry_policy.max_attempts = 2
-    return pb.SubmitTaskResponse(task=t, created=created)
-
-
-tasks = st.builds(
-    _task,
-    ids,
-    ids,
-    st.one_of(st.just("email"), st.text(max_size=10)),
-    st.one_of(st.integers(0, 10), st.integers(-(2**31), 2**31 - 1)),
-    st.lists(timestamps, min_size=4, max_size=4),
-    st.lists(st.one_of(st.just(""), st.text(max_size=8)), min_size=3, max_size=3),
-    st.one_of(st.integers(0, 4), st.integers(-(2**31), 2**31 - 1)),
-    st.tuples(
-        st.integers(-(2**63), 2**63 - 1),
-        st.integers(0, 2**32 - 1),
-        st.integers(0, 2**32 - 1),
-        st.integers(0, 2**32 - 1),
-    ).map(list),
-    st.lists(st.booleans(), min_size=2, max_size=2),
-    st.lists(json_bytes, min_size=3, max_size=3),
-    st.lists(st.sampled_from([False, False, False, True]), min_size=3, max_size=3),
-    st.one_of(st.none(), st.tuples(st.sampled_from(["", TP]), st.text(max_size=8))),
-    st.sampled_from([False, False, False, True]),
-    st.booleans(),
+TASK = "tickwheel.v1.Task"
+NATIVE_FIELDS = native_fields(
+    _submit_wire._native.WIRE_FIELDS if _submit_wire._native else {TASK: ({}, ())}, TASK
 )
-plain_tasks = st.builds(
-    _task,
-    st.uuids().map(str),
-    st.sampled_from([str(NOW_TENANT)]),
-    st.sampled_from(["email", "report"]),
-    st.sampled_from(sorted(pb.TaskState.values())[1:]),
-    st.lists(
-        st.one_of(st.none(), st.builds(_ts, st.integers(0, 2**34), st.integers(0, 999_999_999))),
-        min_size=4,
-        max_size=4,
-    ),
-    st.lists(st.one_of(st.just(""), st.text(max_size=8)), min_size=3, max_size=3),
-    st.integers(0, 3),
-    st.tuples(
-        st.integers(-(2**63), 2**63 - 1),
-        st.integers(0, 2**32 - 1),
-        st.integers(0, 2**32 - 1),
-        st.integers(0, 2**32 - 1),
-    ).map(list),
-    st.lists(st.booleans(), min_size=2, max_size=2),
-    st.lists(
-        st.sampled_from([b"", b'{"a": [1, 2.5, null]}', b'{"s": "\xc3\xbc"}']),
-        min_size=3,
-        max_size=3,
-    ),
-    st.just([False, False, False]),
-    st.one_of(st.none(), st.tuples(st.sampled_from(["", TP]), st.text(max_size=8))),
-    st.just(False),
-    st.booleans(),
+"""The Task fields the reader declares it reads: the plain tasks set only these."""
+traces = st.builds(
+    pb.TraceContext, traceparent=st.sampled_from(["", TP]), tracestate=st.text(max_size=8)
 )
+plain_times = st.builds(_ts, st.integers(0, 2**34), st.integers(0, 999_999_999))
+texts = st.one_of(st.just(""), st.text(max_size=8))
+
+# Every field of Task is drawn (tests/support/protos.py, from the descriptor); these are
+# the values that reach the reader's edges.
+task_messages = messages(
+    pb.Task,
+    {
+        "id": ids,
+        "tenant_id": ids,
+        "type": st.one_of(st.just("email"), st.text(max_size=10)),
+        "state": st.one_of(st.integers(0, 10), st.integers(-(2**31), 2**31 - 1)),
+        "scheduled_at": timestamps,
+        "due_at": timestamps,
+        "created_at": timestamps,
+        "updated_at": timestamps,
+        "idempotency_key": texts,
+        "last_error": texts,
+        "worker_id": texts,
+        "pool": st.one_of(st.integers(0, 4), st.integers(-(2**31), 2**31 - 1)),
+        "payload_json": json_bytes,
+        "result_json": json_bytes,
+        "checkpoint_json": json_bytes,
+        "trace_context": traces,
+    },
+    rare=("payload", "result", "checkpoint", "retry_policy"),
+)
+plain_task_messages = messages(
+    pb.Task,
+    {
+        "id": st.uuids().map(str),
+        "tenant_id": st.sampled_from([str(NOW_TENANT)]),
+        "type": st.sampled_from(["email", "report"]),
+        "state": st.sampled_from(sorted(pb.TaskState.values())[1:]),
+        "scheduled_at": plain_times,
+        "due_at": plain_times,
+        "created_at": plain_times,
+        "updated_at": plain_times,
+        "idempotency_key": texts,
+        "last_error": texts,
+        "worker_id": texts,
+        "pool": st.integers(0, 3),
+        "payload_json": st.sampled_from([b"", b'{"a": [1, 2.5, null]}', b'{"s": "\xc3\xbc"}']),
+        "result_json": st.sampled_from([b"", b'{"a": [1, 2.5, null]}', b'{"s": "\xc3\xbc"}']),
+        "checkpoint_json": st.sampled_from([b"", b'{"a": [1, 2.5, null]}', b'{"s": "\xc3\xbc"}']),
+        "trace_context": traces,
+    },
+    only=NATIVE_FIELDS,
+    always=("id", "tenant_id", "type", "state"),
+)
+tasks = st.builds(pb.SubmitTaskResponse, task=task_messages, created=st.booleans())
+plain_tasks = st.builds(pb.SubmitTaskResponse, task=plain_task_messages, created=st.booleans())
 """Items the reader takes: so that the tasks it makes are compared often."""
 answers = st.lists(st.one_of(plain_tasks, plain_tasks, tasks), max_size=4).map(
     lambda rs: pb.SubmitTasksResponse(results=rs).SerializeToString()

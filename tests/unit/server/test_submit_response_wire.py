@@ -15,7 +15,7 @@ from scheduler.server import _convert as conv
 from scheduler.server._submit_wire import encode_submit_response
 from scheduler.states import TaskState
 from scheduler.types import InsertResult, Pool, RetryPolicy, TaskRecord
-from tests.unit.transport.records import NOW, task_record
+from tests.support.records import NOW, task_record
 
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 TENANT = uuid.uuid4()

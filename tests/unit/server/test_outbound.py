@@ -7,7 +7,7 @@ import asyncio
 
 from scheduler.server._outbound import MAX_MERGED, Outbound, Pushes
 from scheduler.types import Assignment
-from tests.unit.transport.records import assignment
+from tests.support.records import assignment
 
 
 def _assignments(n: int) -> list[Assignment]:

@@ -28,6 +28,7 @@ from scheduler.types import (
     Workflow,
     WorkflowView,
 )
+from tests.support.records import task_record
 
 NOW = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 TENANT = uuid.UUID("0190d6c4-0000-7000-8000-00000000000a")
@@ -88,8 +89,7 @@ def test_workflow_spec_errors(kw: dict[str, Any], limits: dict[str, int], field:
 
 
 def _task(node: str, wf: uuid.UUID, state: TaskState = TaskState.SCHEDULED) -> TaskRecord:
-    return TaskRecord(
-        id=uuid.uuid4(),
+    return task_record(
         tenant_id=TENANT,
         type="t",
         status=state,
@@ -98,23 +98,11 @@ def _task(node: str, wf: uuid.UUID, state: TaskState = TaskState.SCHEDULED) -> T
         due_at=NOW,
         idempotency_key=f"wf:{wf}:{node}",
         shard_id=0,
-        pool=Pool.STANDARD,
         strict_timing=True,
         jitter_mode=JitterMode.NONE,
-        fencing_token=0,
-        retry_count=0,
-        max_retries=3,
-        timeout_s=0.0,
-        result_payload=None,
-        checkpoint=None,
-        trace_context=None,
         last_error=None,
         worker_id=None,
-        lease_expires_at=None,
-        cancel_requested=False,
         workflow_id=wf,
-        unresolved_dependencies=0,
-        schedule_id=None,
         created_at=NOW,
         updated_at=NOW,
     )

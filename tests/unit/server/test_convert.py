@@ -19,7 +19,7 @@ from scheduler.server import _convert as conv
 from scheduler.server._worker import event_to_proto, hello_from_proto
 from scheduler.states import TaskState
 from scheduler.types import Pool, RawJSON, TaskKey, TaskRecord, Tenant
-from tests.unit.transport.records import NOW, assignment, task_record
+from tests.support.records import NOW, assignment, task_record
 
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

@@ -39,7 +39,8 @@ from scheduler.server import _submit_wire
 from scheduler.server._decode import decode
 from scheduler.server._submit_wire import encode_submit_response, read_submit
 from scheduler.types import InsertResult, RawJSON
-from tests.unit.transport.records import task_record
+from tests.support.protos import messages, native_fields
+from tests.support.records import task_record
 
 pytestmark = pytest.mark.skipif(
     _wheel.NO_EXTENSIONS, reason="TICKWHEEL_NO_EXTENSIONS is set: no native reader"
@@ -240,85 +241,55 @@ payloads = st.one_of(
 )
 
 
-def _spec(
-    type_: str,
-    payload: bytes,
-    struct: bool,
-    when: timestamp_pb2.Timestamp | None,
-    key: str,
-    pool: int,
-    strict: bool,
-    jitter: int,
-    retries: int,
-    no_retries: bool,
-    timeout: float,
-    trace: bool,
-    policy: bool,
-) -> pb.TaskSpec:
-    spec = pb.TaskSpec(
-        type=type_,
-        payload_json=payload,
-        idempotency_key=key,
-        pool=pool,  # type: ignore[arg-type]
-        strict_timing=strict,
-        jitter_mode=jitter,  # type: ignore[arg-type]
-        max_retries=retries,
-        no_retries=no_retries,
-        timeout_s=timeout,
-    )
-    if struct:
-        spec.payload.update({"a": 1})
-    if when is not None:
-        spec.scheduled_at.CopyFrom(when)
-    if trace:
-        spec.trace_context.traceparent = TRACE["traceparent"]
-    if policy:
-        spec.retry_policy.max_attempts = 2
-    return spec
+_NATIVE = _submit_wire._native
+TASK_SPEC = "tickwheel.v1.TaskSpec"
+NATIVE_FIELDS = native_fields(_NATIVE.WIRE_FIELDS if _NATIVE else {TASK_SPEC: ({}, ())}, TASK_SPEC)
+"""The TaskSpec fields the reader declares it reads (the others send it to the general
+path): the plain specs set only these."""
 
-
-specs = st.builds(
-    _spec,
-    st.one_of(st.sampled_from(["t", "email", "a" * MAX_TYPE_CHARS]), st.text(max_size=70)),
-    st.one_of(payloads, st.just(b'{"i": 1}')),
-    st.sampled_from([False, False, False, True]),
-    timestamps,
-    st.one_of(st.just(""), st.text(max_size=MAX_IDEMPOTENCY_KEY_CHARS + 2)),
-    st.one_of(st.integers(0, 3), st.integers(-5, 2**31 - 1)),
-    st.booleans(),
-    st.one_of(st.integers(0, 3), st.integers(-5, 2**31 - 1)),
-    st.one_of(st.integers(0, MAX_RETRIES + 1), st.integers(0, 2**32 - 1)),
-    st.booleans(),
-    st.one_of(
-        st.just(0.0),
-        st.floats(allow_nan=True, allow_infinity=True),
-        st.floats(0, MAX_TIMEOUT_S + 1),
-    ),
-    st.sampled_from([False, False, False, True]),
-    st.sampled_from([False, False, False, True]),
+# Every field of TaskSpec is drawn (tests/support/protos.py, from the descriptor); these
+# are the values that reach the reader's edges: limits, unknown enum numbers, bad JSON.
+specs = messages(
+    pb.TaskSpec,
+    {
+        "type": st.one_of(
+            st.sampled_from(["t", "email", "a" * MAX_TYPE_CHARS]), st.text(max_size=70)
+        ),
+        "payload_json": st.one_of(payloads, st.just(b'{"i": 1}')),
+        "scheduled_at": timestamps,
+        "idempotency_key": st.one_of(st.just(""), st.text(max_size=MAX_IDEMPOTENCY_KEY_CHARS + 2)),
+        "pool": st.one_of(st.integers(0, 3), st.integers(-5, 2**31 - 1)),
+        "jitter_mode": st.one_of(st.integers(0, 3), st.integers(-5, 2**31 - 1)),
+        "max_retries": st.one_of(st.integers(0, MAX_RETRIES + 1), st.integers(0, 2**32 - 1)),
+        "timeout_s": st.one_of(
+            st.just(0.0),
+            st.floats(allow_nan=True, allow_infinity=True),
+            st.floats(0, MAX_TIMEOUT_S + 1),
+        ),
+    },
+    rare=("payload", "trace_context", "retry_policy"),
 )
-plain_specs = st.builds(
-    _spec,
-    st.sampled_from(["t", "email", "a" * MAX_TYPE_CHARS]),
-    st.sampled_from([b"", b'{"i": 1}', b'{"s": "\xc3\xbc", "l": [1, 2.5, null]}']),
-    st.just(False),
-    st.one_of(
-        st.none(),
-        st.builds(
+plain_specs = messages(
+    pb.TaskSpec,
+    {
+        "type": st.sampled_from(["t", "email", "a" * MAX_TYPE_CHARS]),
+        "payload_json": st.sampled_from(
+            [b"", b'{"i": 1}', b'{"s": "\xc3\xbc", "l": [1, 2.5, null]}']
+        ),
+        "scheduled_at": st.builds(
             _ts,
             st.integers(MIN_TIMESTAMP_SECONDS, MAX_TIMESTAMP_SECONDS - 1),
             st.integers(0, 999_999_999),
         ),
-    ),
-    st.one_of(st.just(""), st.text(max_size=MAX_IDEMPOTENCY_KEY_CHARS)),
-    st.integers(0, 3),
-    st.booleans(),
-    st.integers(0, 3),
-    st.integers(0, MAX_RETRIES),
-    st.just(False),
-    st.floats(0, MAX_TIMEOUT_S),
-    st.just(False),
-    st.just(False),
+        "idempotency_key": st.one_of(st.just(""), st.text(max_size=MAX_IDEMPOTENCY_KEY_CHARS)),
+        "pool": st.integers(0, 3),
+        "jitter_mode": st.integers(0, 3),
+        "max_retries": st.integers(0, MAX_RETRIES),
+        "no_retries": st.just(False),
+        "timeout_s": st.floats(0, MAX_TIMEOUT_S),
+    },
+    only=NATIVE_FIELDS,
+    always=("type",),
 )
 """Specs the reader takes (unless a text holds what the wire cannot): so that the
 specs it makes are compared often."""

@@ -37,6 +37,29 @@ def test_client_exports() -> None:
         assert getattr(scheduler.client, name) is not None
 
 
+def test_client_methods() -> None:
+    """The client's calls, whichever module of ``scheduler/client`` holds them."""
+    public = {
+        cls.__name__: sorted(n for n in dir(cls) if not n.startswith("_"))
+        for cls in (scheduler.client.Client, scheduler.client.AdminClient)
+    }
+    assert public == {
+        "Client": [
+            "cancel", "cancel_workflow", "close", "complete", "connect", "create_schedule",
+            "delete_expectation", "delete_schedule", "fail", "get", "get_schedule",
+            "get_workflow", "history", "list", "list_expectations", "list_page",
+            "list_schedules", "list_workflows", "pause_schedule", "plan_bulk", "redrive",
+            "register_expectation", "resume_schedule", "run_bulk", "submit", "submit_many",
+            "submit_workflow", "wait",
+        ],
+        "AdminClient": [
+            "close", "connect", "create_api_key", "create_tenant", "get_tenant",
+            "list_api_keys", "list_tenants", "revoke_api_key", "rotate_api_key",
+            "update_tenant",
+        ],
+    }  # fmt: skip
+
+
 def test_worker_exports() -> None:
     assert sorted(scheduler.worker.__all__) == [
         "ApplicationError",

@@ -51,7 +51,8 @@ from scheduler.types import (
     RawJSON,
     TaskKey,
 )
-from tests.unit.transport.records import assignment
+from tests.support.protos import messages as proto_messages
+from tests.support.records import assignment
 
 pytestmark = pytest.mark.skipif(
     _wheel.NO_EXTENSIONS, reason="TICKWHEEL_NO_EXTENSIONS is set: no native reader"
@@ -230,13 +231,6 @@ timestamps = st.one_of(
 )
 
 
-def _any_ref(task_id: str, token: int, ts: timestamp_pb2.Timestamp | None) -> pb.TaskRef:
-    ref = pb.TaskRef(task_id=task_id, fencing_token=token)
-    if ts is not None:
-        ref.scheduled_at.CopyFrom(ts)
-    return ref
-
-
 task_ids = st.one_of(
     st.uuids().map(str),
     st.uuids().map(lambda u: str(u).upper()),
@@ -244,21 +238,30 @@ task_ids = st.one_of(
     st.text(max_size=40),
     st.just(""),
 )
-refs = st.builds(
-    _any_ref,
-    task_ids,
-    st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(1, 100), st.just(0)),
-    timestamps,
+# TaskRef and Completion are drawn field by field from their descriptors
+# (tests/support/protos.py): a field added to either is drawn here too.
+refs = proto_messages(
+    pb.TaskRef,
+    {
+        "task_id": task_ids,
+        "fencing_token": st.one_of(
+            st.integers(-(2**63), 2**63 - 1), st.integers(1, 100), st.just(0)
+        ),
+        "scheduled_at": timestamps,
+    },
 )
-valid_refs = st.builds(
-    _any_ref,
-    st.uuids().map(str),
-    st.integers(1, 2**63 - 1),
-    st.builds(
-        lambda s, n: timestamp_pb2.Timestamp(seconds=s, nanos=n),
-        st.integers(MIN_TIMESTAMP_SECONDS, MAX_TIMESTAMP_SECONDS - 1),
-        st.integers(0, 999_999_999),
-    ),
+valid_refs = proto_messages(
+    pb.TaskRef,
+    {
+        "task_id": st.uuids().map(str),
+        "fencing_token": st.integers(1, 2**63 - 1),
+        "scheduled_at": st.builds(
+            lambda s, n: timestamp_pb2.Timestamp(seconds=s, nanos=n),
+            st.integers(MIN_TIMESTAMP_SECONDS, MAX_TIMESTAMP_SECONDS - 1),
+            st.integers(0, 999_999_999),
+        ),
+    },
+    always=("task_id", "fencing_token", "scheduled_at"),
 )
 some_refs = st.one_of(valid_refs, valid_refs, refs)
 """Mostly refs the reader takes, so that the items it makes are compared often."""
@@ -268,13 +271,11 @@ results = st.one_of(
     st.sampled_from([b"[]", b"1", b"{", b'{"a": "\\u0000"}', b"\xff", b'{"a":' * 40]),
     st.binary(max_size=30),
 )
-completions = st.builds(
-    lambda r, data, struct: pb.Completion(
-        task=r, result_json=data, result={"fields": {}} if struct else None
-    ),
-    some_refs,
-    st.one_of(st.just(b'{"n": 1}'), results),
-    st.sampled_from([False, False, True]),
+completions = proto_messages(
+    pb.Completion,
+    {"task": some_refs, "result_json": st.one_of(st.just(b'{"n": 1}'), results)},
+    rare=("result",),
+    always=("task",),
 )
 messages = st.one_of(
     st.builds(

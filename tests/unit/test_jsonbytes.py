@@ -25,6 +25,7 @@ from scheduler.server import _convert as conv
 from scheduler.states import TaskState
 from scheduler.store import _validate
 from scheduler.types import Assignment, Pool, RawJSON, TaskKey, TaskRecord
+from tests.support.records import task_record
 
 NOW = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -246,38 +247,25 @@ def test_an_assignment_hands_the_stored_text_to_a_bytes_worker_unchanged() -> No
 
 
 def _record(**kw: Any) -> TaskRecord:
+    """A COMPLETED task with JSON in its payload, result and checkpoint; ``kw`` set."""
     fields: dict[str, Any] = {
-        "id": uuid.uuid4(),
-        "tenant_id": uuid.uuid4(),
         "type": "t",
         "status": TaskState.COMPLETED,
         "scheduled_at": NOW,
         "due_at": NOW,
         "idempotency_key": "k",
         "shard_id": 1,
-        "pool": Pool.STANDARD,
-        "strict_timing": False,
         "jitter_mode": JitterMode.NONE,
         "fencing_token": 1,
-        "retry_count": 0,
-        "max_retries": 3,
-        "timeout_s": 0.0,
         "payload": {"n": 1},
         "result_payload": {"ok": True},
         "checkpoint": {"row": 4},
-        "trace_context": None,
         "last_error": None,
         "worker_id": None,
-        "lease_expires_at": None,
-        "cancel_requested": False,
-        "workflow_id": None,
-        "unresolved_dependencies": 0,
-        "schedule_id": None,
         "created_at": NOW,
         "updated_at": NOW,
     }
-    fields.update(kw)
-    return TaskRecord(**fields)
+    return task_record(**{**fields, **kw})
 
 
 def test_a_task_answers_bytes_when_asked_and_structs_otherwise() -> None:
