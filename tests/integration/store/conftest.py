@@ -90,7 +90,7 @@ async def force_status(store: Store, key: TaskKey, state: TaskState, **cols: Any
             else v
             for v in cols.values()
         ]
-        await store._tx(
+        await store._db.tx(
             lambda c: c.execute(
                 f"UPDATE tasks SET status = ?{sets} WHERE id = ?",
                 (state.value, *vals, str(key.id)),
@@ -104,4 +104,5 @@ async def count_rows(store: Store, table: str) -> int:
         async with system_conn(store) as conn:
             return int(await conn.fetchval(f"SELECT count(*) FROM {table}"))
     assert isinstance(store, SqliteStore)
-    return int(await store._tx(lambda c: c.execute(f"SELECT count(*) FROM {table}").fetchone()[0]))
+    found = await store._db.tx(lambda c: c.execute(f"SELECT count(*) FROM {table}").fetchone())
+    return int(found[0])
