@@ -3,8 +3,8 @@
 Owns :class:`Dispatch`: ``claim_preload`` (one statement per day partition of the
 look-ahead window, every ``preload_sweep_interval_s`` a sweep of all of them; the time of
 the last sweep is this part's state), ``load_preloaded`` (and its packed form),
-``mark_dispatched`` and ``reclaim_expired`` (part of
-:class:`~scheduler.store.protocol.TaskStore`). Calls
+``mark_dispatched`` and ``reclaim_expired``
+(:class:`~scheduler.store.protocol.DispatchStore`). Calls
 :class:`~scheduler.store.postgres._db.Db`, :mod:`.rows` and, for workflow tasks that lapse
 into DEAD_LETTER or CANCELLED, :func:`.upstream.apply_upstream` in the same transaction;
 inherited by :class:`~scheduler.store.postgres.PostgresStore`.

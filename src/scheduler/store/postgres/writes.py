@@ -1,5 +1,5 @@
 """Fenced worker writes on PostgreSQL: ack, heartbeat, checkpoint, complete, fail,
-release and confirm_cancel (part of :class:`~scheduler.store.protocol.TaskStore`).
+release and confirm_cancel (:class:`~scheduler.store.protocol.WriteStore`).
 
 Owns :class:`WorkerWrites` and :func:`outcomes` (OK, or STALE / NOT_FOUND for an item
 whose ``(id, token)`` did not match: one extra query only when something missed). Every

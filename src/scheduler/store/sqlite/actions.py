@@ -1,5 +1,5 @@
 """Operator actions on SQLite: cancel, redrive and the repair tool's ``transition``
-(part of :class:`~scheduler.store.protocol.TaskStore`).
+(:class:`~scheduler.store.protocol.ActionStore`).
 
 Owns :class:`Actions`. Every move is checked against the state machine in code and again
 by the SQL guard (``set_status``). Calls :class:`~scheduler.store.sqlite._db.Db`,

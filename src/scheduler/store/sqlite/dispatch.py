@@ -1,7 +1,7 @@
 """The scheduler's own task moves on SQLite: pre-load, dispatch and lease expiry.
 
 Owns :class:`Dispatch`: ``claim_preload``, ``load_preloaded``, ``mark_dispatched`` and
-``reclaim_expired`` (part of :class:`~scheduler.store.protocol.TaskStore`). Calls
+``reclaim_expired`` (:class:`~scheduler.store.protocol.DispatchStore`). Calls
 :class:`~scheduler.store.sqlite._db.Db`, :mod:`.rows`, :mod:`.audit` and, for workflow
 tasks that lapse into DEAD_LETTER or CANCELLED, :func:`.upstream.apply_upstream` in the
 same transaction; inherited by :class:`~scheduler.store.sqlite.SqliteStore`.

@@ -1,5 +1,5 @@
 """Fenced worker writes on SQLite: ack, heartbeat, checkpoint, complete, fail, release and
-confirm_cancel (part of :class:`~scheduler.store.protocol.TaskStore`).
+confirm_cancel (:class:`~scheduler.store.protocol.WriteStore`).
 
 Owns :class:`WorkerWrites`. Each batch is a loop inside one transaction; an item that
 misses gets STALE (the task exists) or NOT_FOUND. Calls
