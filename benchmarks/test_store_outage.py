@@ -47,6 +47,7 @@ def test_store_restarts(
                         tasks=TASKS,
                         rounds=ROUNDS,
                         outage_s=OUTAGE_S,
+                        serve_defaults=True,  # what a user following the README runs
                     )
                 )
 

@@ -314,13 +314,23 @@ async def failover(
     spread_s: float,
     etcd_ttl_s: float = 5.0,
     worker_slots: int = 500,
+    task_lease_s: float = 3.0,
+    preload_interval_s: float = 0.2,
 ) -> FailoverFigures:
     """Three nodes; ``tasks`` due evenly over ``spread_s``. Mid-run: kill -9 n3, FLUSHALL
     Redis, SIGSTOP n2 until n1 owns every shard, SIGCONT it, then restart etcd. Asserts
     exactly-once and the epoch history; returns the timings (asserting none of them:
     this machine is shared, so timings are benchmark figures, not test verdicts)."""
     async with running(
-        group, pg_dsn, etcd, redis, 3, etcd_ttl_s=etcd_ttl_s, worker_slots=worker_slots
+        group,
+        pg_dsn,
+        etcd,
+        redis,
+        3,
+        etcd_ttl_s=etcd_ttl_s,
+        worker_slots=worker_slots,
+        task_lease_s=task_lease_s,
+        preload_interval_s=preload_interval_s,
     ) as cluster:
         db = cluster.db
         _, n2, n3 = cluster.nodes

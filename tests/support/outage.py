@@ -86,10 +86,18 @@ async def node_with_tasks(
     *,
     tasks: int,
     span_s: float,
+    serve_defaults: bool = False,
 ) -> cluster.Cluster:
     """One ``serve`` (etcd, Redis) and one worker recording into ``records``; ``tasks``
     strict tasks due evenly over ``span_s`` from 2 s on. The returned cluster's ``db``
-    is closed: the store is about to go away."""
+    is closed: the store is about to go away. ``serve_defaults``: ``serve``'s own etcd
+    TTL (5 s), task lease (30 s) and pre-load interval (1 s) instead of the harness's
+    shorter ones (3 s, 3 s, 0.2 s)."""
+    timing = (
+        {"etcd_ttl_s": 5.0, "task_lease_s": 30.0, "preload_interval_s": 1.0}
+        if serve_defaults
+        else {"etcd_ttl_s": 3.0}
+    )
     async with connected(dsn) as db:
         running = await cluster.start_cluster(
             group,
@@ -98,7 +106,7 @@ async def node_with_tasks(
             etcd,
             redis,
             ["n1"],
-            etcd_ttl_s=3,
+            **timing,
             worker_slots=200,
             worker_env={"TW_RECORD_FILE": str(records)},
         )
@@ -121,11 +129,14 @@ async def store_restarts(
     settle_s: float = 3.0,
     lead_s: float = 3.0,
     finish_timeout_s: float = 120.0,
+    serve_defaults: bool = False,
 ) -> OutageFigures:
     """Run the rounds while ``tasks`` fall due over their length; wait until every task
     completed (or ``finish_timeout_s`` passed) and return the figures."""
     span_s = rounds * (outage_s + 2 * settle_s) + lead_s
-    running = await node_with_tasks(group, dsn, etcd, redis, records, tasks=tasks, span_s=span_s)
+    running = await node_with_tasks(
+        group, dsn, etcd, redis, records, tasks=tasks, span_s=span_s, serve_defaults=serve_defaults
+    )
     await asyncio.sleep(lead_s)
     longest_down = 0.0
     for _ in range(rounds):

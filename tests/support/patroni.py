@@ -8,7 +8,9 @@ is its own process group, so ``kill9`` takes Patroni and its PostgreSQL together
 a lost machine would.
 
 Patroni's validator holds ``ttl`` at 20 s at least: a primary lost with its Patroni is
-replaced once its leader key lapses, about ``ttl`` after its last renewal.
+replaced once its leader key lapses, about ``ttl`` after its last renewal. A primary
+whose PostgreSQL crashes under a live Patroni is failed over within a ``loop_wait``
+(``primary_start_timeout`` 0).
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ class PatroniMember:
                     "ttl": TTL_S,
                     "loop_wait": LOOP_WAIT_S,
                     "retry_timeout": RETRY_TIMEOUT_S,
+                    # A crashed primary PostgreSQL is failed over at once rather than
+                    # restarted in place: safe in synchronous_mode (docs/ha.md).
+                    "primary_start_timeout": 0,
                     "maximum_lag_on_failover": 1048576,
                     "synchronous_mode": True,
                     "postgresql": {
@@ -156,6 +161,18 @@ class PatroniMember:
         # PostgreSQL's children may have their own group: end whatever still runs there.
         _kill_postmaster(self.dir / "data")
 
+    def kill9_postgres(self) -> None:
+        """kill -9 the member's PostgreSQL (its postmaster's process group: every
+        backend), leaving Patroni running, as a crashed or OOM-killed database would."""
+        pid = _postmaster_pid(self.dir / "data")
+        if pid is None:
+            raise AssertionError(f"{self.name}: no postmaster.pid\n{self.log_tail()}")
+        with contextlib.suppress(ProcessLookupError):
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+
     def stop(self) -> None:
         """Stop Patroni (which stops its PostgreSQL); safe twice."""
         proc, self.proc = self.proc, None
@@ -176,11 +193,17 @@ class PatroniMember:
         return _tail(self.log_path, lines)
 
 
+def _postmaster_pid(data: Path) -> int | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int((data / "postmaster.pid").read_text().splitlines()[0])
+    return None
+
+
 def _kill_postmaster(data: Path) -> None:
-    pidfile = data / "postmaster.pid"
-    with contextlib.suppress(OSError, ValueError):
-        pid = int(pidfile.read_text().splitlines()[0])
-        os.kill(pid, signal.SIGKILL)
+    pid = _postmaster_pid(data)
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 class PatroniPair:
@@ -211,6 +234,16 @@ class PatroniPair:
         raise ServerStartError(
             f"patroni: no {until} within {timeout_s} s: {roles}\n{self.explain()}"
         )
+
+    def new_primary(self, old: PatroniMember, timeout_s: float = 90.0) -> PatroniMember:
+        """Wait until a member other than ``old`` is the primary; that member."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for m in self.members:
+                if m is not old and m.proc is not None and m.role() == "primary":
+                    return m
+            time.sleep(0.1)
+        raise ServerStartError(f"patroni: no new primary within {timeout_s} s\n{self.explain()}")
 
     def primary(self) -> PatroniMember:
         for m in self.members:

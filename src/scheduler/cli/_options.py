@@ -83,17 +83,16 @@ def wide_option(fn: F) -> F:
     )(fn)
 
 
-def parse_kafka_pools(value: str | None) -> frozenset[Pool]:
-    """``--kafka-pools`` as pools (empty when not given); a bad name is a usage error."""
+def parse_kafka_pools(value: str | None, hint: str = "--kafka-pools") -> frozenset[Pool]:
+    """``--kafka-pools`` (or the flag ``hint`` names: ``tickwheel worker --pools``) as
+    pools (empty when not given); a bad name is a usage error."""
     if not value:
         return frozenset()
     try:
         return frozenset(Pool(p.strip().lower()) for p in value.split(",") if p.strip())
     except ValueError:
         names = ", ".join(p.value for p in Pool)
-        raise click.BadParameter(
-            f"{value!r}: pools are {names}", param_hint="--kafka-pools"
-        ) from None
+        raise click.BadParameter(f"{value!r}: pools are {names}", param_hint=hint) from None
 
 
 def kafka_options(fn: F) -> F:

@@ -26,6 +26,7 @@ from scheduler.cli._options import (
     region_options,
 )
 from scheduler.cli._output import note
+from scheduler.cli._pools import pool_options
 from scheduler.cli._runner import flag_words, run_coro, run_node, tune_gc, wait_for_signal
 from scheduler.client import Pool
 
@@ -253,6 +254,7 @@ MIN_ADMIN_TOKEN_CHARS = 16
     help="Require client certificates signed by this CA (mTLS).",
 )
 @timing_options
+@pool_options
 @click.option(
     "--canary-interval-s",
     envvar="TICKWHEEL_CANARY_INTERVAL_S",
@@ -316,6 +318,7 @@ def serve(
     preload_interval_s: float,
     retry_base_s: float,
     count_cache_s: float,
+    pools_config: dict[str, Any],
     canary_interval_s: float,
     ack_linger_ms: int,
     row_level_security: bool,
@@ -360,6 +363,7 @@ def serve(
                 retry_base_s,
                 count_cache_s,
             ),
+            **pools_config,
             canary_interval_s=canary_interval_s,
             ack_linger_ms=ack_linger_ms,
             shard_count=shard_count,
@@ -501,6 +505,7 @@ async def _serve(node_config: Any) -> None:
 )
 @click.option("--no-ui", is_flag=True, help="Do not start the web dashboard.")
 @timing_options
+@pool_options
 @metrics_options(default_port=0)
 @click.option("--no-metrics", is_flag=True, help="Do not serve /metrics.")
 @depth_interval_option
@@ -522,6 +527,7 @@ def dev(
     preload_interval_s: float,
     retry_base_s: float,
     count_cache_s: float,
+    pools_config: dict[str, Any],
     metrics_port: int,
     metrics_host: str,
     metrics_token: str | None,
@@ -571,7 +577,7 @@ def dev(
             reuse_port=reuse_port,
             as_json=as_json,
             credentials_file=credentials_file,
-            timing=dict(timing),
+            timing={**timing, **pools_config},
             limits=limits,
             metrics=None
             if no_metrics

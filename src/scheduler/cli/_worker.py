@@ -44,7 +44,7 @@ def _import(target: str, spec: str, hint: str, expected: str) -> Any:
         raise click.BadParameter(f"{spec!r}: {exc}", param_hint=hint) from None
 
 
-def _load_app(spec: str) -> dict[str, Callable[..., Any]]:
+def _load_app(spec: str) -> dict[str, Any]:
     """The handlers of every task function registered on a ``scheduler.client.App``."""
     from scheduler.client import App
 
@@ -103,6 +103,15 @@ async def _run_with_metrics(
 )
 @click.option("--slots", type=int, default=10, show_default=True)
 @click.option(
+    "--pools",
+    "pools_spec",
+    envvar="TICKWHEEL_WORKER_POOLS",
+    show_envvar=True,
+    metavar="POOL,...",
+    help="Run only tasks of these pools (critical, standard, bulk; default: all). A "
+    "worker of critical only is capacity no bulk task can ever hold.",
+)
+@click.option(
     "--one-node",
     is_flag=True,
     help="Stream to --target only: run that node's shards' tasks only. Without it the "
@@ -143,6 +152,7 @@ def worker(
     types: tuple[str, ...],
     app_spec: str | None,
     slots: int,
+    pools_spec: str | None,
     one_node: bool,
     all_nodes: bool,
     worker_id: str | None,
@@ -187,6 +197,7 @@ def worker(
     handlers = _load_app(app_spec) if app_spec else {}
     handlers.update(_load_handler(t) for t in types)
     tls = tls_config(kw)
+    pools = sorted(parse_kafka_pools(pools_spec, "--pools"), key=list(Pool).index)
     source = None
     if kafka_bootstrap and start_on_delivery:
         raise click.UsageError("--start-on-delivery applies to the stream, not to Kafka mode")
@@ -213,6 +224,7 @@ def worker(
             api_key=kw["api_key"],
             handlers=handlers,
             slots=slots,
+            pools=pools,
             worker_id=worker_id,
             tls=tls,
             kafka=source,
@@ -224,6 +236,7 @@ def worker(
             api_key=kw["api_key"],
             handlers=handlers,
             slots=slots,
+            pools=pools,
             worker_id=worker_id,
             tls=tls,
             regions=directory if len(directory) else None,

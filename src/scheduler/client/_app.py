@@ -47,7 +47,7 @@ from scheduler.jitter import JitterMode
 from scheduler.types import Pool, RetryPolicy
 
 if TYPE_CHECKING:
-    from scheduler.worker import ClusterWorker, TaskContext, Worker
+    from scheduler.worker import Batch, ClusterWorker, TaskContext, Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -64,6 +64,11 @@ class TaskOptions:
     timeout_s: float = 0.0
     strict_timing: bool = False
     jitter_mode: JitterMode | None = None
+    batch_size: int = 0
+    """Above 0: a batch task function (``@app.task(batch_size=N)``): the worker calls
+    it with up to N tasks' contexts at once (docs/flow-control.md)."""
+    batch_max_wait_s: float = 0.05
+    """How long the first task of a batch waits for the others."""
 
 
 class TaskFunction(Generic[P, R]):
@@ -97,7 +102,12 @@ class TaskFunction(Generic[P, R]):
 
     def payload(self, *args: Any, **kwargs: Any) -> JSON:
         """The payload of a call: its arguments by parameter name (TypeError if they
-        do not fit the function's signature)."""
+        do not fit the function's signature). A batch function's payload is its
+        keyword arguments as they are (the function takes the batch's contexts)."""
+        if self.options.batch_size:
+            if args:
+                raise TypeError(f"{self.type}: a batch task takes keyword arguments only")
+            return dict(kwargs)
         bound = self._signature.bind(*args, **kwargs)
         out: JSON = {}
         for name, value in bound.arguments.items():
@@ -174,10 +184,14 @@ class TaskFunction(Generic[P, R]):
 
     # -- running ---------------------------------------------------------------------
 
-    def handler(self) -> Callable[[TaskContext], Any]:
+    def handler(self) -> Callable[[TaskContext], Any] | Batch:
         """The worker handler: calls the function with the payload as keyword
-        arguments (and ``ctx`` when it takes one)."""
+        arguments (and ``ctx`` when it takes one); for a batch function, a
+        :class:`~scheduler.worker.Batch` that calls it with the list of contexts and
+        stores each value it returns as a task function's result."""
         fn: Callable[..., Any] = self.fn
+        if self.options.batch_size:
+            return _batch_handler(fn, self.options)
         wants_ctx = self._wants_ctx
         if inspect.iscoroutinefunction(fn):
 
@@ -200,6 +214,29 @@ class TaskFunction(Generic[P, R]):
     def non_retryable(self) -> tuple[builtins.type[BaseException], ...]:
         """The exception classes that dead-letter at once (from the retry policy)."""
         return self.options.retry.exception_types() if self.options.retry else ()
+
+
+def _batch_handler(fn: Callable[..., Any], options: TaskOptions) -> Batch:
+    from scheduler.worker import Batch
+
+    def wrap_all(outcomes: Any) -> Any:
+        if outcomes is None or isinstance(outcomes, str | bytes | Mapping):
+            return outcomes  # the worker says what is wrong with it
+        if not isinstance(outcomes, Sequence):
+            return outcomes
+        return [o if isinstance(o, BaseException) else wrap_result(o) for o in outcomes]
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def run_async(ctxs: list[TaskContext]) -> Any:
+            return wrap_all(await fn(ctxs))
+
+        return Batch(run_async, size=options.batch_size, max_wait_s=options.batch_max_wait_s)
+
+    def run(ctxs: list[TaskContext]) -> Any:
+        return wrap_all(fn(ctxs))
+
+    return Batch(run, size=options.batch_size, max_wait_s=options.batch_max_wait_s)
 
 
 def wrap_result(value: Any) -> JSON:
@@ -301,11 +338,19 @@ class App:
         timeout_s: float = 0.0,
         strict_timing: bool = False,
         jitter_mode: JitterMode | None = None,
+        batch_size: int = 0,
+        batch_max_wait_s: float = 0.05,
     ) -> Any:
         """Register ``fn`` as the handler of ``type`` (default: ``module.function``).
 
         Usable bare (``@app.task``) or with options (``@app.task(type="email")``).
+        With ``batch_size=N`` the function takes a list of up to N
+        :class:`~scheduler.worker.TaskContext` of its type and returns one outcome per
+        context, in order (a value, or an exception instance that fails that task
+        alone); the first task of a batch waits ``batch_max_wait_s`` for the others.
         """
+        if batch_size < 0 or batch_max_wait_s < 0:
+            raise ValueError("batch_size and batch_max_wait_s must be >= 0")
 
         def register(f: Callable[P, R]) -> TaskFunction[P, R]:
             name = type or f"{f.__module__}.{f.__qualname__}"
@@ -319,6 +364,8 @@ class App:
                 timeout_s=timeout_s,
                 strict_timing=strict_timing,
                 jitter_mode=jitter_mode,
+                batch_size=batch_size,
+                batch_max_wait_s=batch_max_wait_s,
             )
             tf = TaskFunction(self, f, options)
             self.tasks[name] = tf
@@ -326,7 +373,7 @@ class App:
 
         return register(fn) if fn is not None else register
 
-    def handlers(self) -> dict[str, Callable[[TaskContext], Any]]:
+    def handlers(self) -> dict[str, Callable[[TaskContext], Any] | Batch]:
         """Every registered function's worker handler, by task type."""
         return {name: tf.handler() for name, tf in self.tasks.items()}
 

@@ -4,7 +4,7 @@ It imports no gRPC: the transport layer (``scheduler.server``) drives it through
 :class:`Engine` and :class:`WorkerSession`.
 """
 
-from scheduler.engine._config import EngineConfig
+from scheduler.engine._config import EngineConfig, SlotReserve
 from scheduler.engine._engine import Engine
 from scheduler.engine._schedules import ExpectationSpec, ScheduleSpec
 from scheduler.engine._sessions import WorkerSession
@@ -34,6 +34,7 @@ __all__ = [
     "Outlet",
     "ScheduleSpec",
     "SessionEvent",
+    "SlotReserve",
     "SubmitSpec",
     "WorkerHello",
     "WorkerSession",

@@ -3,9 +3,78 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from scheduler.limits import MAX_SUBMIT_BATCH
 from scheduler.regions import DEFAULT_REGION, REGION_NAME
+from scheduler.types import Pool
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SlotReserve:
+    """Free slots every worker stream keeps idle for ``pool`` (docs/flow-control.md).
+
+    A task of a pool after ``pool`` (standard or bulk after critical, bulk after
+    standard) is matched to a worker stream only while the stream has more free slots
+    than the reserve, so a task of ``pool`` that falls due finds a free slot at once,
+    however long the other pools' tasks run. The reserve is ``slots``, or ``share`` of
+    the worker's slots rounded up, whichever is larger, and always leaves the other
+    pools at least one slot of a worker that runs them. It applies only to workers
+    that run ``pool``.
+    """
+
+    pool: Pool
+    slots: int = 0
+    """Free slots kept, whatever the worker's size."""
+    share: float = 0.0
+    """Share of the worker's slots kept free (0 <= share < 1), rounded up."""
+
+    def __post_init__(self) -> None:
+        if self.pool is Pool.BULK:
+            raise ValueError("SlotReserve.pool: no pool comes after bulk to keep slots from")
+        if self.slots < 0:
+            raise ValueError("SlotReserve.slots must be >= 0")
+        if not 0.0 <= self.share < 1.0:
+            raise ValueError("SlotReserve.share must be >= 0 and < 1")
+
+    def of(self, worker_slots: int) -> int:
+        """Free slots kept on a worker of ``worker_slots`` slots."""
+        if worker_slots <= 1:
+            return 0
+        # 1e-9: a share of 0.1 of 20 slots is 2, not 3 (0.1 * 20 == 2.0000000000000004).
+        kept = max(self.slots, math.ceil(self.share * worker_slots - 1e-9))
+        return min(kept, worker_slots - 1)
+
+    @classmethod
+    def parse(cls, text: str) -> tuple[SlotReserve, ...]:
+        """``"critical=10%,standard=2"``: a share (``%``) or a number of slots per pool
+        (the ``--reserve`` flag); ValueError naming what is wrong."""
+        out: dict[Pool, SlotReserve] = {}
+        for item in (part.strip() for part in text.split(",")):
+            if not item:
+                continue
+            name, sep, value = item.partition("=")
+            try:
+                pool = Pool(name.strip().lower())
+            except ValueError:
+                raise ValueError(f"{item!r}: expected POOL=SLOTS or POOL=PERCENT%") from None
+            value = value.strip()
+            if not sep or not value:
+                raise ValueError(f"{item!r}: expected POOL=SLOTS or POOL=PERCENT%")
+            if pool in out:
+                raise ValueError(f"{item!r}: pool {pool.value} given twice")
+            try:
+                if value.endswith("%"):
+                    out[pool] = cls(pool=pool, share=float(value[:-1]) / 100.0)
+                else:
+                    out[pool] = cls(pool=pool, slots=int(value))
+            except ValueError as exc:
+                raise ValueError(f"{item!r}: {exc}") from None
+        return tuple(out.values())
+
+
+_POOL_RANK = {Pool.CRITICAL: 0, Pool.STANDARD: 1, Pool.BULK: 2}
+"""A pool's place in line for a free slot (``_ready.POOL_ORDER``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,9 +168,14 @@ class EngineConfig:
     auth_cache_s: float = 5.0
     """How long a node trusts a verified API key before asking the store again."""
     critical_reserved_slots: int = 500
-    """Worker slots kept for critical tasks while any waits (the seed's 500)."""
+    """Worker slots of this node's streams kept for critical tasks while any waits
+    (the seed's 500): standard and bulk may not grow into them then."""
     bulk_max_slots: int = 150
-    """Most bulk tasks on workers at once (the seed's 150)."""
+    """Most bulk tasks on this node's workers at once (the seed's 150)."""
+    reserves: tuple[SlotReserve, ...] = ()
+    """Free slots each worker stream keeps idle for a pool, at all times (none by
+    default): the bound on a critical task's wait that does not depend on how long
+    bulk tasks run (docs/flow-control.md, "Reservation")."""
     tier_weights: tuple[tuple[str, int], ...] = (("STANDARD", 1), ("ENTERPRISE", 4), ("SYSTEM", 8))
     """Fair-share weight of a tenant by tier inside a pool."""
 
@@ -156,6 +230,16 @@ class EngineConfig:
     reached the node meanwhile land first, so an outage reruns nothing (None: one
     ``lease_ttl_s``, time for every live worker to heartbeat once more)."""
 
+    def kept_free(self, pool: Pool, worker_slots: int, worker_pools: frozenset[Pool]) -> int:
+        """Free slots a worker stream of ``worker_slots`` slots that runs
+        ``worker_pools`` keeps before it takes a task of ``pool``: the reserves of the
+        pools ahead of ``pool`` that it runs (at most ``worker_slots - 1``)."""
+        kept = 0
+        for r in self.reserves:
+            if r.pool in worker_pools and _POOL_RANK[r.pool] < _POOL_RANK[pool]:
+                kept += r.of(worker_slots)
+        return min(kept, max(worker_slots - 1, 0))
+
     def tier_weight(self, tier: str) -> int:
         """The fair-share weight of ``tier`` (1 for an unknown tier)."""
         return dict(self.tier_weights).get(tier, 1)
@@ -197,6 +281,8 @@ class EngineConfig:
             raise ValueError("EngineConfig: need 0 <= dispatch_lead_ms <= dispatch_lead_max_ms")
         if self.critical_reserved_slots < 0 or self.bulk_max_slots < 0:
             raise ValueError("EngineConfig: slot reservations must not be negative")
+        if len({r.pool for r in self.reserves}) != len(self.reserves):
+            raise ValueError("EngineConfig.reserves: one SlotReserve per pool")
         if any(w <= 0 for _, w in self.tier_weights):
             raise ValueError("EngineConfig.tier_weights must be positive")
         if self.backlog_interval_s < 0:

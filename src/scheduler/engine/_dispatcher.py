@@ -88,6 +88,9 @@ class Dispatcher:
         self._behind = False
         """The last round's tasks were all due when it committed: rounds take up to
         ``max_batch`` (see :meth:`round_limit`)."""
+        self._kept: dict[tuple[Pool, int, frozenset[Pool]], int] = {}
+        """``EngineConfig.kept_free`` by (pool, worker size, worker pools): a few
+        entries, read once per matched slot."""
 
     def wake(self) -> None:
         """Look at the wheel, the ready queues and the sessions' credit now."""
@@ -203,6 +206,19 @@ class Dispatcher:
         noncritical = slots.in_pool(Pool.STANDARD) + slots.in_pool(Pool.BULK)
         return noncritical < capacity - self._config.critical_reserved_slots
 
+    def _room(self, s: WorkerSession, pool: Pool) -> bool:
+        """Whether stream ``s`` may take a ``pool`` task and still keep the free slots
+        ``EngineConfig.reserves`` hold for the pools ahead of it (critical takes any
+        free slot; a broker outlet keeps none)."""
+        if pool is Pool.CRITICAL or s.outlet is not None:
+            return True
+        size = max(s.slots, s.credits + s.held)
+        key = (pool, size, s.pools)
+        kept = self._kept.get(key)
+        if kept is None:
+            kept = self._kept[key] = self._config.kept_free(pool, size, s.pools)
+        return s.credits > kept
+
     def _undo(self, s: WorkerSession, p: Preloaded) -> None:
         s.return_credit()
         self._slots.give_back(p)
@@ -221,9 +237,10 @@ class Dispatcher:
         """Pair ready tasks with sessions that have credit; one store call per batch.
 
         Sessions are served round robin, one slot at a time; each free slot takes the
-        first pool that is open and has work the session can run (critical, standard,
-        bulk), and inside a pool the tenant whose turn it is by weight. Returns how
-        many tasks it committed (0: nothing could be matched).
+        first pool that is open (:meth:`_pool_open`), leaves the stream the free slots
+        its reserves keep for the pools ahead (:meth:`_room`) and has work the session
+        can run (critical, standard, bulk), and inside a pool the tenant whose turn it
+        is by weight. Returns how many tasks it committed (0: nothing could be matched).
         """
         cfg = self._config
         now = self._now()
@@ -259,6 +276,7 @@ class Dispatcher:
             return grants.get(tenant_id, 0) > 0
 
         picks: list[tuple[WorkerSession, Preloaded]] = []
+        reserving = bool(cfg.reserves)  # off (the default): not a call more per slot
         active = collections.deque(sessions)
         while active and len(picks) < limit and len(self._ready):
             s = active.popleft()
@@ -268,6 +286,7 @@ class Dispatcher:
                     pool in s.pools
                     and (s.outlet is not None or pool not in self._outlet_pools)
                     and self._pool_open(pool, capacity)
+                    and (not reserving or self._room(s, pool))
                 ):
                     task = self._ready.pop(pool, s.task_types, s.scope, allow)
                     if task is not None:

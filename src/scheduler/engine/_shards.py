@@ -9,6 +9,7 @@ through the facade (``Engine.on_gain`` / ``Engine.on_loss``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -43,6 +44,11 @@ class ShardHandler:
         self._preloader = preloader
         self._timeline = timeline
         self._ready = ready
+        self._changes = asyncio.Lock()
+        """One gain, loss or re-claim at a time: a re-claim never races a loss."""
+        self._reclaim: asyncio.Task[None] | None = None
+        if shards.clustered:
+            store.on_fence(self._fenced)
 
     async def on_gain(self, shards: Mapping[int, int]) -> None:
         """This node now serves ``shards``: raise their epochs, then load them.
@@ -51,6 +57,10 @@ class ShardHandler:
         the store with every change of owner; this node's dispatches carry it, so a
         node that lost a shard can no longer dispatch from it.
         """
+        async with self._changes:
+            await self._gain(shards)
+
+    async def _gain(self, shards: Mapping[int, int] | frozenset[int]) -> None:
         started = time.monotonic()
         epochs = await self._store.claim_shards(list(shards), self._node_id, self._now())
         self._shards.claimed(epochs)
@@ -73,7 +83,33 @@ class ShardHandler:
 
         What it already committed keeps its lease; the new owner loads the rest.
         """
-        self._shards.released(shards)
+        async with self._changes:
+            self._shards.released(shards)
+            dropped = self._forget(shards)
+        log.info("lost %d shards; dropped %d due tasks", len(shards), dropped)
+
+    def _forget(self, shards: frozenset[int]) -> int:
         dropped = self._timeline.drop_shards(shards)
         self._ready.remove_where(lambda p: p.shard_id in shards)
-        log.info("lost %d shards; dropped %d due tasks", len(shards), dropped)
+        return dropped
+
+    def _fenced(self, generation: int) -> None:
+        """The store found the fencing generation raised (its PostgreSQL promoted under
+        this node, issue 42): every epoch this node holds is refused from now on, and a
+        refused dispatch drops its task from memory. Claim the shards it still owns
+        again, with their tasks reloaded, as a gain would."""
+        if self._reclaim is None or self._reclaim.done():
+            self._reclaim = asyncio.get_running_loop().create_task(self._claim_again())
+
+    async def _claim_again(self) -> None:
+        while True:
+            try:
+                async with self._changes:
+                    owned = self._shards.owned()  # under the lock: no loss in between
+                    if owned:
+                        self._forget(owned)
+                        await self._gain(owned)
+                return
+            except Exception as exc:  # the store went away again: try until it is back
+                log.warning("claiming shards again after a fence failed (%s); retrying", exc)
+                await asyncio.sleep(1.0)

@@ -18,6 +18,7 @@ import dataclasses
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -154,77 +155,30 @@ async def promote(dsn: str, actor: str = "tickwheel dr promote") -> PromoteRepor
             promoted = True
         promote_s = time.monotonic() - started
         started = time.monotonic()
+        timeline = await _timeline(conn)
         async with conn.transaction():
-            await _scope_all(conn)
-            row = await conn.fetchrow(
-                "SELECT generation, raised_at, raised_by FROM fencing_generation FOR UPDATE"
+            raised = await _raise_fence(conn, actor, timeline, again=promoted)
+        if raised is None:
+            old, raised_at = await _fetch_raised(conn)
+            return PromoteReport(
+                promoted=False,
+                fenced=False,
+                old_generation=old,
+                generation=old,
+                tasks_fenced=0,
+                shards=0,
+                promote_s=promote_s,
+                fence_s=time.monotonic() - started,
+                raised_at=raised_at,
             )
-            if row is None:
-                raise RuntimeError("fencing_generation is empty: run tickwheel migrate (0011)")
-            old = int(row["generation"])
-            # A fence is raised once per promote: a row raised on this timeline (a
-            # promote starts a new one) is done. The current WAL file's name starts with
-            # the timeline (pg_control_checkpoint's lags until the next checkpoint).
-            timeline = int(
-                await conn.fetchval("SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"),
-                16,
-            )
-            marker = f"{actor} (timeline {timeline})"
-            if not promoted and row["raised_by"] == marker:
-                return PromoteReport(
-                    promoted=False,
-                    fenced=False,
-                    old_generation=old,
-                    generation=old,
-                    tasks_fenced=0,
-                    shards=0,
-                    promote_s=promote_s,
-                    fence_s=time.monotonic() - started,
-                    raised_at=row["raised_at"],
-                )
-            new = old + 1 + secrets.randbelow(SALT_RANGE)
-            base = new << TOKEN_SHIFT
-            raised_at = datetime.now(UTC)
-            await conn.execute(
-                "UPDATE fencing_generation SET generation = $1, raised_at = $2, raised_by = $3",
-                new,
-                raised_at,
-                marker,
-            )
-            fenced = await conn.fetchval(
-                """
-                WITH f AS (
-                    UPDATE tasks t SET fencing_token = GREATEST(t.fencing_token, $1) + 1,
-                        lease_expires_at = $2, updated_at = $2
-                    WHERE t.status IN ('DISPATCHED', 'RUNNING')
-                    RETURNING t.id, t.scheduled_at, t.status, t.fencing_token, t.worker_id
-                ), a AS (
-                    INSERT INTO task_transitions
-                        (task_id, scheduled_at, from_status, to_status, fencing_token,
-                         actor, at, reason)
-                    SELECT id, scheduled_at, status, status, fencing_token, $3, $2, $4
-                    FROM f
-                )
-                SELECT count(*) FROM f
-                """,
-                base,
-                raised_at,
-                actor,
-                FENCE_REASON,
-            )
-            shards = await conn.fetchval(
-                "WITH s AS (UPDATE shard_epochs SET epoch = GREATEST(epoch, $1) + 1,"
-                " updated_at = $2 RETURNING 1) SELECT count(*) FROM s",
-                base,
-                raised_at,
-            )
+        old, new, fenced, shards, raised_at = raised
         return PromoteReport(
             promoted=promoted,
             fenced=True,
             old_generation=old,
             generation=new,
-            tasks_fenced=int(fenced),
-            shards=int(shards),
+            tasks_fenced=fenced,
+            shards=shards,
             promote_s=promote_s,
             fence_s=time.monotonic() - started,
             raised_at=raised_at,
@@ -236,6 +190,148 @@ async def promote(dsn: str, actor: str = "tickwheel dr promote") -> PromoteRepor
 async def _scope_all(conn: asyncpg.Connection) -> None:
     # Row security (0007) scopes a session to a tenant; the fence is for every tenant.
     await conn.execute("SELECT set_config('tickwheel.tenant', '*', true)")
+
+
+def _timeline_tag(timeline: int) -> str:
+    return f"(timeline {timeline})"
+
+
+async def _timeline(conn: asyncpg.Connection) -> int:
+    """The primary's current timeline: a promote starts a new one. Read from the
+    current WAL file's name (pg_control_checkpoint's lags until the next checkpoint)."""
+    return int(
+        await conn.fetchval("SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"), 16
+    )
+
+
+async def _fetch_raised(conn: asyncpg.Connection) -> tuple[int, datetime | None]:
+    row = await conn.fetchrow("SELECT generation, raised_at FROM fencing_generation")
+    return (int(row["generation"]), row["raised_at"]) if row else (0, None)
+
+
+async def _raise_fence(
+    conn: asyncpg.Connection, actor: str, timeline: int, *, again: bool
+) -> tuple[int, int, int, int, datetime] | None:
+    """Raise the fence, in the caller's transaction, unless one was raised on
+    ``timeline`` already (and ``again`` is False: a promote this call made always
+    raises). ``(old, new, tasks fenced, shards, raised_at)``, or None when nothing was
+    done. A fence is raised once per timeline, whoever raised it (``dr promote`` or a
+    node that found a promoted primary): the row remembers the timeline in
+    ``raised_by``."""
+    await _scope_all(conn)
+    row = await conn.fetchrow(
+        "SELECT generation, raised_at, raised_by FROM fencing_generation FOR UPDATE"
+    )
+    if row is None:
+        raise RuntimeError("fencing_generation is empty: run tickwheel migrate (0011)")
+    old = int(row["generation"])
+    tag = _timeline_tag(timeline)
+    if not again and (row["raised_by"] or "").endswith(tag):
+        return None
+    new = old + 1 + secrets.randbelow(SALT_RANGE)
+    base = new << TOKEN_SHIFT
+    raised_at = datetime.now(UTC)
+    await conn.execute(
+        "UPDATE fencing_generation SET generation = $1, raised_at = $2, raised_by = $3",
+        new,
+        raised_at,
+        f"{actor} {tag}",
+    )
+    fenced = await conn.fetchval(
+        """
+        WITH f AS (
+            UPDATE tasks t SET fencing_token = GREATEST(t.fencing_token, $1) + 1,
+                lease_expires_at = $2, updated_at = $2
+            WHERE t.status IN ('DISPATCHED', 'RUNNING')
+            RETURNING t.id, t.scheduled_at, t.status, t.fencing_token, t.worker_id
+        ), a AS (
+            INSERT INTO task_transitions
+                (task_id, scheduled_at, from_status, to_status, fencing_token,
+                 actor, at, reason)
+            SELECT id, scheduled_at, status, status, fencing_token, $3, $2, $4
+            FROM f
+        )
+        SELECT count(*) FROM f
+        """,
+        base,
+        raised_at,
+        actor,
+        FENCE_REASON,
+    )
+    shards = await conn.fetchval(
+        "WITH s AS (UPDATE shard_epochs SET epoch = GREATEST(epoch, $1) + 1,"
+        " updated_at = $2 RETURNING 1) SELECT count(*) FROM s",
+        base,
+        raised_at,
+    )
+    return old, new, int(fenced), int(shards), raised_at
+
+
+NEW_TIMELINE_ACTOR = "tickwheel node (new timeline)"
+"""The actor of a fence a node raised on finding its primary on a new timeline."""
+
+
+class FenceWatch:
+    """The store pool's connection hook: raises the fence on a primary promoted under
+    the node (:func:`fence_new_timeline`) and tells its listeners when the generation
+    changed since the pool's first connection, whoever raised it. A node whose shard
+    epochs a fence raised must claim its shards again before it can dispatch
+    (``ShardHandler``): its old epochs are refused like a lost node's."""
+
+    def __init__(self) -> None:
+        self.generation: int | None = None
+        self._listeners: list[Callable[[int], None]] = []
+
+    def listen(self, callback: Callable[[int], None]) -> None:
+        """Call ``callback(generation)`` whenever a new connection finds it raised."""
+        self._listeners.append(callback)
+
+    async def on_connect(self, conn: asyncpg.Connection) -> None:
+        await fence_new_timeline(conn)
+        try:
+            generation = await _fetch_generation(conn)
+        except asyncpg.UndefinedTableError:
+            return  # not migrated yet
+        seen, self.generation = self.generation, generation
+        if seen is not None and generation != seen:
+            _log.warning("fencing generation %d -> %d: claiming shards again", seen, generation)
+            for callback in self._listeners:
+                callback(generation)
+
+
+async def fence_new_timeline(conn: asyncpg.Connection) -> bool:
+    """Raise the fence on a primary promoted by something other than ``dr promote``
+    (Patroni, a managed service's failover, a hand-run ``pg_ctl promote``), before this
+    connection is used: the store's pool runs it on every connection it opens, so a node
+    that reconnects to a new primary raises the fence before its first dispatch there,
+    exactly as ``dr promote`` does (issue 42). A database still on timeline 1 was never
+    promoted: nothing to do. Cheap on the common path: one unlocked read. Whether this
+    call raised it."""
+    if await conn.fetchval("SELECT pg_is_in_recovery()"):
+        return False
+    timeline = await _timeline(conn)
+    if timeline <= 1:
+        return False
+    try:
+        raised_by = await conn.fetchval("SELECT raised_by FROM fencing_generation")
+    except asyncpg.UndefinedTableError:
+        return False  # not migrated yet: migrate creates it at generation 0
+    if (raised_by or "").endswith(_timeline_tag(timeline)):
+        return False
+    async with conn.transaction():
+        raised = await _raise_fence(conn, NEW_TIMELINE_ACTOR, timeline, again=False)
+    if raised is not None:
+        old, new, fenced, shards, _ = raised
+        _log.warning(
+            "the primary is on timeline %d, promoted without a fence: raised the fencing"
+            " generation %d -> %d (%d in-flight tasks fenced, %d shard epochs)",
+            timeline,
+            old,
+            new,
+            fenced,
+            shards,
+        )
+    return raised is not None
 
 
 async def fence_state(dsn: str) -> tuple[bool, int] | None:

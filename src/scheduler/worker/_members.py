@@ -54,6 +54,7 @@ from scheduler.client._channel import open_channel, region_targets
 from scheduler.client._errors import from_rpc_error
 from scheduler.client._tls import TLSConfig
 from scheduler.regions import RegionDirectory
+from scheduler.worker._batch import Batch
 from scheduler.worker._drain import DrainReport
 from scheduler.worker._runner import Handler
 from scheduler.worker._shared_credit import SharedCredit
@@ -126,7 +127,7 @@ class ClusterWorker:
         seed: str | None,
         *,
         api_key: str,
-        handlers: Mapping[str, Handler],
+        handlers: Mapping[str, Handler | Batch],
         slots: int = 10,
         worker_id: str | None = None,
         tls: TLSConfig | None = None,

@@ -9,6 +9,7 @@ parts, each in its own module:
 - ``_runner.py``: one handler task per assignment (ack first, or start on delivery),
   timeouts, fenced outcomes, heartbeats of the held tasks (at once on a reconnect);
 - ``_drain.py``: the two-phase graceful drain and its :class:`DrainReport`;
+- ``_batch.py``: batch handlers (a :class:`Batch` type's tasks joined into one call);
 - ``_kafka.py``: Kafka mode's consumer-group feed.
 
 Tasks already running keep going across reconnects: their leases and tokens do not
@@ -35,6 +36,7 @@ from scheduler.logs import bind_fields, task_extra, unbind
 from scheduler.regions import RegionDirectory
 from scheduler.types import Pool
 from scheduler.worker._backoff import ReconnectConfig
+from scheduler.worker._batch import Batch, BatchGate
 from scheduler.worker._drain import Drain, DrainReport
 from scheduler.worker._kafka import KafkaFeed, KafkaSource
 from scheduler.worker._runner import Handler, HandlerRunner
@@ -73,6 +75,10 @@ class Worker:
     region its API key names, in directory order, and to the next one when one is
     unreachable; a stream sent elsewhere (``WRONG_REGION``) follows the endpoints it is
     given (docs/regions.md).
+
+    A handler may be a :class:`~scheduler.worker.Batch`: its type's tasks reach it up
+    to ``size`` at once, each with its own token, outcome and retries
+    (docs/flow-control.md, "Batch handlers").
     """
 
     def __init__(
@@ -80,7 +86,7 @@ class Worker:
         target: str | None = None,
         *,
         api_key: str,
-        handlers: Mapping[str, Handler],
+        handlers: Mapping[str, Handler | Batch],
         slots: int = 10,
         worker_id: str | None = None,
         tls: TLSConfig | None = None,
@@ -110,6 +116,11 @@ class Worker:
             pools = pools or tuple(sorted(kafka.pools, key=lambda p: p.value))
         self._started = False
         self._done = asyncio.Event()
+        self.batches = {t: BatchGate(h, slots) for t, h in handlers.items() if isinstance(h, Batch)}
+        """The gate of each batch handler's type (``_batch.py``)."""
+        single: dict[str, Handler] = {
+            t: self.batches[t].run if isinstance(h, Batch) else h for t, h in handlers.items()
+        }
         # With a region directory: the endpoints of the key's region, in order (its DR
         # nodes after its primary ones), so the worker moves over on a promote.
         targets = region_targets(target, api_key, regions) if regions is not None else target
@@ -120,7 +131,7 @@ class Worker:
             api_key=api_key,
             tls=tls,
             worker_id=self.worker_id,
-            task_types=handlers,
+            task_types=single,
             pools=pools,
             start_on_delivery=start_on_delivery,
             heartbeat_interval_s=heartbeat_interval_s,
@@ -152,7 +163,7 @@ class Worker:
             abandon=self._abandon,
         )
         self._runner = HandlerRunner(
-            handlers,
+            single,
             stream=self._stream,
             slots=self._slots,
             drain=self._drain,
@@ -246,6 +257,8 @@ class Worker:
             if self._kafka is not None:
                 await self._kafka.stop()
             await self._runner.stop_all()
+            for gate in self.batches.values():
+                await gate.close()
             await self._stream.close()
             self._runner.close_executor(cancel_futures=True)
             self._done.set()

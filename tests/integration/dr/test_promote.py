@@ -14,7 +14,7 @@ import pytest
 
 from scheduler.states import TaskState
 from scheduler.store import StoreConfig, open_store
-from scheduler.store.dr import FENCE_REASON, SALT_RANGE, TOKEN_SHIFT
+from scheduler.store.dr import FENCE_REASON, NEW_TIMELINE_ACTOR, SALT_RANGE, TOKEN_SHIFT
 from scheduler.types import Completion, DispatchRequest, FencedWrite, Outcome, Tenant
 from tests.support.dr import Pair, replicated_pair, synchronous_loss, tickwheel_json
 from tests.support.stores import new_task
@@ -164,3 +164,72 @@ async def test_synchronous_standby_loses_no_acknowledged_submission(pair: Pair) 
     acked, present = await synchronous_loss(pair)
     assert acked >= 500
     assert present == acked
+
+
+async def test_a_primary_promoted_by_something_else_is_fenced_by_the_first_node(
+    pair: Pair,
+) -> None:
+    """A failover tickwheel did not run (Patroni, a managed service, ``pg_ctl promote``)
+    starts a new timeline without raising the fence: the first store connection to the
+    new primary raises it before it is used, once, so the lost primary's tokens and
+    epochs are refused exactly as after ``dr promote`` (issue 42)."""
+    now = datetime.now(UTC)
+    lease = now + timedelta(minutes=5)
+    a_store = await open_store(pair.primary_dsn, config=StoreConfig(preload_sweep_interval_s=0))
+    try:
+        tenant = await a_store.create_tenant(Tenant(id=uuid.uuid4(), name="acme"))
+        [task] = await a_store.insert_tasks(
+            [new_task(tenant, now - timedelta(seconds=1), shard_id=SHARD)], now
+        )
+        await a_store.claim_preload(None, now, 10, now)
+        assert await a_store.claim_shards([SHARD], "node-a", now) == {SHARD: 1}
+        [held] = await a_store.mark_dispatched(
+            [DispatchRequest(key=task.task.key, worker_id="w", lease_expires_at=lease, epoch=1)],
+            now,
+        )
+        assert held is not None
+    finally:
+        await a_store.close()
+    await eventually(lambda: _replayed(pair), until=lambda lag: lag == 0, what="replay")
+    pair.kill_primary()
+
+    conn = await asyncpg.connect(pair.standby_admin_dsn)
+    try:
+        assert await conn.fetchval("SELECT pg_promote(wait => true)") is True
+        assert await conn.fetchval("SELECT generation FROM fencing_generation") == 0
+    finally:
+        await conn.close()
+
+    b_store = await open_store(pair.standby_dsn, config=StoreConfig(preload_sweep_interval_s=0))
+    try:
+        later = datetime.now(UTC)
+        [zombie] = await b_store.complete(
+            [Completion(key=held.key, token=held.fencing_token)], later
+        )
+        assert zombie.outcome is Outcome.STALE
+        fenced = await b_store.get_task(None, task.task.id)
+        assert (await b_store.transitions_of(task.task.id))[-1].reason == FENCE_REASON
+        [refused] = await b_store.mark_dispatched(
+            [DispatchRequest(key=held.key, worker_id="w", lease_expires_at=lease, epoch=1)],
+            later,
+        )
+        assert refused is None
+    finally:
+        await b_store.close()
+
+    conn = await asyncpg.connect(pair.standby_admin_dsn)
+    try:
+        row = await conn.fetchrow("SELECT generation, raised_by FROM fencing_generation")
+    finally:
+        await conn.close()
+    g = row["generation"]
+    assert 1 <= g <= SALT_RANGE
+    assert row["raised_by"] == f"{NEW_TIMELINE_ACTOR} (timeline 2)"
+    assert fenced.fencing_token == (g << TOKEN_SHIFT) + 1
+    # Raised once: another node's store, and a late `dr promote`, change nothing.
+    again = await open_store(pair.standby_dsn, config=StoreConfig(preload_sweep_interval_s=0))
+    await again.close()
+    report = tickwheel_json("dr", "promote", "--standby-dsn", pair.standby_admin_dsn)
+    assert report["promoted"] is False
+    assert report["fenced"] is False
+    assert report["generation"] == g

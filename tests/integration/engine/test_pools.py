@@ -14,6 +14,7 @@ from scheduler.engine import (
     AssignmentBatch,
     Engine,
     EngineConfig,
+    SlotReserve,
     SubmitSpec,
     WorkerHello,
     WorkerSession,
@@ -189,6 +190,46 @@ async def test_quota_throttles_without_dropping(store: Store) -> None:
         await finish(s, fourth)
         seen = {a.key.id for a in first + second + third + fourth}
         assert seen == {r.task.id for r in results}  # nothing dropped, nothing doubled
+        await s.close()
+    finally:
+        await engine.stop()
+
+
+async def test_a_flooded_worker_starts_a_critical_task_while_its_bulk_tasks_run(
+    store: Store,
+) -> None:
+    """Issue 43: 20 slots, 10% kept for critical. 100 bulk tasks take 18 slots and no
+    more, though no critical task exists yet; a critical task that comes due is
+    pushed at once, while all 18 bulk tasks still run (none has finished)."""
+    config = EngineConfig(
+        preload_interval_s=0.05,
+        lease_ttl_s=60,
+        bulk_max_slots=150,
+        reserves=(SlotReserve(pool=Pool.CRITICAL, share=0.1),),
+    )
+    engine = Engine(store, config)
+    await engine.start()
+    try:
+        tenant = (await engine.create_tenant(name="t")).id
+        s = await engine.open_session(
+            WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"std"}), slots=20)
+        )
+        await engine.submit(tenant, [spec(Pool.BULK) for _ in range(100)])
+        bulk = await drain(s, 18)
+        assert [a.pool for a in bulk] == [Pool.BULK] * 18  # and nothing more
+        writes = [FencedWrite(key=a.key, token=a.fencing_token) for a in bulk]
+        assert set(await s.ack(writes)) <= {"ok"}
+        (crit,) = await engine.submit(tenant, [spec(Pool.CRITICAL)])
+        (c,) = await drain(s, 1)
+        assert c.key.id == crit.task.id
+        assert engine.pool_metrics()[Pool.BULK].slots_used == 18  # every bulk task runs
+        # It ends; the kept slot is free again and bulk still does not take it.
+        await finish(s, [c], regrant=True)
+        assert await drain(s) == []
+        done = [Completion(key=a.key, token=a.fencing_token, result={}) for a in bulk[:3]]
+        assert set(await s.complete(done)) <= {"ok"}
+        s.grant(3)
+        assert [a.pool for a in await drain(s, 3)] == [Pool.BULK] * 3
         await s.close()
     finally:
         await engine.stop()

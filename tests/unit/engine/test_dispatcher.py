@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler._aio import Background, cancel_and_wait
-from scheduler.engine import EngineConfig, _dispatcher
+from scheduler.engine import EngineConfig, SlotReserve, _dispatcher
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._dispatcher import Dispatcher
 from scheduler.engine._fair_share import FairShare
@@ -299,6 +299,81 @@ async def test_critical_takes_a_free_slot_first_whatever_the_reserve() -> None:
     assert await rig.dispatcher.match_and_commit() == 1
     assert [r.key for r in rig.store.calls[0]] == [crit.key]
     assert rig.ready.depth(Pool.STANDARD) == 1
+
+
+async def test_a_worker_keeps_its_reserved_slots_free_for_critical_while_stealing() -> None:
+    # 20 slots, 10% kept for critical: bulk and standard fill 18, never the last two,
+    # even with no critical task anywhere (the per-worker reserve does not steal).
+    cfg = EngineConfig(bulk_max_slots=1000, reserves=(SlotReserve(pool=Pool.CRITICAL, share=0.1),))
+    rig = Rig(cfg)
+    s = rig.session(20)
+    rig.ready.extend([task(Pool.BULK, at_ms=i) for i in range(100)])
+    assert await rig.dispatcher.match_and_commit() == 18
+    assert await rig.dispatcher.match_and_commit() == 0
+    assert s.credits == 2
+    # A critical task comes due: it takes a kept slot at once, no bulk task ended.
+    crit = task(Pool.CRITICAL, at_ms=200)
+    rig.ready.push(crit)
+    assert await rig.dispatcher.match_and_commit() == 1
+    assert [r.key for r in rig.store.calls[-1]] == [crit.key]
+    assert rig.slots.in_pool(Pool.BULK) == 18
+    # One slot is still free, but it is kept: bulk does not take it back.
+    assert s.credits == 1
+    assert await rig.dispatcher.match_and_commit() == 0
+
+
+async def test_reserves_keep_slots_from_every_pool_behind_and_only_on_workers_of_the_pool() -> None:
+    cfg = EngineConfig(
+        bulk_max_slots=1000,
+        reserves=(
+            SlotReserve(pool=Pool.CRITICAL, slots=1),
+            SlotReserve(pool=Pool.STANDARD, slots=2),
+        ),
+    )
+    rig = Rig(cfg)
+    both = rig.session(10)
+    rig.ready.extend([task(Pool.BULK, at_ms=i) for i in range(50)])
+    assert await rig.dispatcher.match_and_commit() == 7  # 1 kept for critical, 2 for standard
+    rig.ready.extend([task(Pool.STANDARD, at_ms=100 + i) for i in range(5)])
+    assert await rig.dispatcher.match_and_commit() == 2  # standard may use its own two
+    assert both.credits == 1
+    # A worker that runs neither critical nor standard work keeps nothing for them.
+    bulk_only = rig.session(10, pools=frozenset({Pool.BULK}))
+    assert await rig.dispatcher.match_and_commit() == 10
+    assert bulk_only.credits == 0
+    assert rig.ready.depth(Pool.STANDARD) == 3
+
+
+def test_slot_reserve_sizes_parses_and_refuses() -> None:
+    share = SlotReserve(pool=Pool.CRITICAL, share=0.1)
+    assert [share.of(n) for n in (0, 1, 2, 5, 10, 20, 21, 200)] == [0, 0, 1, 1, 1, 2, 3, 20]
+    assert SlotReserve(pool=Pool.CRITICAL, slots=4, share=0.1).of(20) == 4
+    assert SlotReserve(pool=Pool.CRITICAL, slots=50).of(20) == 19  # one left to the rest
+    assert SlotReserve.parse("critical=10%, standard=2") == (
+        SlotReserve(pool=Pool.CRITICAL, share=0.1),
+        SlotReserve(pool=Pool.STANDARD, slots=2),
+    )
+    assert SlotReserve.parse("") == ()
+    for bad, why in (
+        ("bulk=1", "no pool comes after bulk"),
+        ("critical", "expected POOL=SLOTS"),
+        ("critical=", "expected POOL=SLOTS"),
+        ("x=1", "expected POOL=SLOTS"),
+        ("critical=1,critical=2", "given twice"),
+        ("critical=100%", "share must be >= 0 and < 1"),
+        ("critical=-1", "slots must be >= 0"),
+        ("critical=a", "invalid literal"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            SlotReserve.parse(bad)
+    with pytest.raises(ValueError, match="one SlotReserve per pool"):
+        EngineConfig(reserves=(share, share))
+    cfg = EngineConfig(reserves=(share, SlotReserve(pool=Pool.STANDARD, slots=3)))
+    assert cfg.kept_free(Pool.CRITICAL, 20, frozenset(Pool)) == 0
+    assert cfg.kept_free(Pool.STANDARD, 20, frozenset(Pool)) == 2
+    assert cfg.kept_free(Pool.BULK, 20, frozenset(Pool)) == 5
+    assert cfg.kept_free(Pool.BULK, 20, frozenset({Pool.BULK})) == 0
+    assert cfg.kept_free(Pool.BULK, 3, frozenset(Pool)) == 2
 
 
 async def test_a_session_of_another_tenant_never_gets_the_task_a_shared_one_does() -> None:

@@ -21,7 +21,7 @@ CONCERNS = [*PROTOCOLS, Store]
 
 
 def _methods(proto: type) -> set[str]:
-    return {n for n, v in vars(proto).items() if inspect.iscoroutinefunction(v)}
+    return {n for n, v in vars(proto).items() if inspect.isfunction(v) and n[0] != "_"}
 
 
 def _called_on_store(path: Path) -> set[str]:

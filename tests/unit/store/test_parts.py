@@ -60,13 +60,14 @@ async def test_sqlite_parts_work_alone() -> None:
 
 
 BACKENDS = {"postgres": PostgresStore, "sqlite": SqliteStore}
-KEPT_BY_THE_BACKEND = {"open", "close", "listen_work"}
-"""What a backend class defines itself: opening, closing and the work-notice listener
+KEPT_BY_THE_BACKEND = {"open", "close", "listen_work", "on_fence"}
+"""What a backend class defines itself: opening, closing, the fence hook (``on_fence``:
+the pool's connections report a raised fence) and the work-notice listener
 (``NoticeStore``); PostgreSQL's warm-up and role check are private helpers of ``open``."""
 
 
 def _protocol_methods(proto: type) -> set[str]:
-    return {n for n, v in vars(proto).items() if inspect.iscoroutinefunction(v)}
+    return {n for n, v in vars(proto).items() if inspect.isfunction(v) and n[0] != "_"}
 
 
 def _protocol_file(proto: type) -> str:

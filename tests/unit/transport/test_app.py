@@ -63,3 +63,29 @@ def test_every_return_value_round_trips(value: Any) -> None:
 def test_a_plain_dict_is_stored_as_it_is() -> None:
     assert wrap_result({"sent": True}) == {"sent": True}
     assert wrap_result(5) == {"result": 5}  # the wire form before: readers see the same
+
+
+def test_a_batch_task_function_is_a_batch_handler_over_keyword_payloads() -> None:
+    from scheduler.worker import Batch
+
+    app = App("h:1", api_key="k")
+
+    @app.task(type="rows", batch_size=50, batch_max_wait_s=0.5)
+    def rows(ctxs: list[Any]) -> list[Any]:
+        return [{"n": c.payload["n"]} if c.payload["n"] else 7 for c in ctxs]
+
+    assert rows.payload(n=1, extra="x") == {"n": 1, "extra": "x"}
+    with pytest.raises(TypeError, match="keyword arguments only"):
+        rows.payload(1)
+    handler = app.handlers()["rows"]
+    assert isinstance(handler, Batch)
+    assert (handler.size, handler.max_wait_s) == (50, 0.5)
+
+    class Ctx:
+        def __init__(self, n: int) -> None:
+            self.payload = {"n": n}
+
+    # Values are stored as a task function's results are; an exception stays one.
+    assert handler.fn([Ctx(1), Ctx(0)]) == [{"n": 1}, {"result": 7}]
+    with pytest.raises(ValueError, match=">= 0"):
+        app.task(type="bad", batch_size=-1)

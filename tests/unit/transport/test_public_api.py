@@ -40,6 +40,8 @@ def test_client_exports() -> None:
 def test_worker_exports() -> None:
     assert sorted(scheduler.worker.__all__) == [
         "ApplicationError",
+        "Batch",
+        "BatchMismatch",
         "ClusterWorker",
         "DrainReport",
         "Handler",
@@ -49,6 +51,7 @@ def test_worker_exports() -> None:
         "TLSConfig",
         "TaskContext",
         "Worker",
+        "batch",
         "fetch_members",
     ]
 

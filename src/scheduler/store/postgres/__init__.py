@@ -1,20 +1,20 @@
 """The PostgreSQL store (asyncpg): the production durable record.
 
 Owns :class:`PostgresStore`: it opens the pool (through
-:class:`~scheduler.store.postgres._db.Db`, where driver errors become
-:class:`StoreError`), warms its connections up, opens the work-notice listener and
-closes; every other :class:`~scheduler.store.Store` method is inherited from the part
-that implements its protocol file, of the same name: ``tasks`` (insert and reads),
-``dispatch`` (pre-load, dispatch, lease expiry), ``writes`` (fenced worker writes),
-``actions`` (cancel, redrive, transition), ``history`` (audit trail, refused writes,
-activity), ``tenants`` (tenants and API keys), ``shards``, ``workflows``, ``schedules``
-(schedules, expectations, canaries), ``metrics`` and ``partitions`` (day partitions,
-``maintain``). Each part derives from :class:`~scheduler.store.postgres._db.Part` (the
-handle, the SQL of ``sql/postgres/*.sql``, the config) and calls another part's method on
-``self``. The parts share ``rows``, ``notices`` and ``upstream`` (the upstream policy the
-task writes apply in their own transaction).
-Re-exports :func:`~.migrate.migrate`, :data:`Q` and :data:`WORK_CHANNEL` for the CLI,
-the tests and the benchmarks. See ``docs/store.md`` for the schema, fencing and
+:class:`~scheduler.store.postgres._db.Db`, where driver errors become :class:`StoreError`,
+with the fence hook ``dr.FenceWatch`` behind ``on_fence``), warms its connections up, opens
+the work-notice listener and closes; every other :class:`~scheduler.store.Store` method is
+inherited from the part that implements its protocol file, of the same name: ``tasks``
+(insert and reads), ``dispatch`` (pre-load, dispatch, lease expiry), ``writes`` (fenced
+worker writes), ``actions`` (cancel, redrive, transition), ``history`` (audit trail, refused
+writes, activity), ``tenants`` (tenants and API keys), ``shards``, ``workflows``,
+``schedules`` (schedules, expectations, canaries), ``metrics`` and ``partitions`` (day
+partitions, ``maintain``). Each part derives from
+:class:`~scheduler.store.postgres._db.Part` (the handle, the SQL of ``sql/postgres/*.sql``,
+the config) and calls another part's method on ``self``. The parts share ``rows``,
+``notices`` and ``upstream`` (the upstream policy the task writes apply in their own
+transaction). Re-exports :func:`~.migrate.migrate`, :data:`Q` and :data:`WORK_CHANNEL` for
+the CLI, the tests and the benchmarks. See ``docs/store.md`` for the schema, fencing and
 partitions. Called through :func:`scheduler.store.open_store`.
 """
 
@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
 from scheduler.store._config import StoreConfig
+from scheduler.store.dr import FenceWatch
 from scheduler.store.postgres._db import (
     POOL_TAKES_RESET,
     SCOPE_SETTING,
@@ -89,10 +91,13 @@ class PostgresStore(
     """The :class:`~scheduler.store.Store` on PostgreSQL: owns the pool; every store
     method is its parts' (it inherits them)."""
 
-    def __init__(self, pool: asyncpg.Pool, config: StoreConfig, dsn: str | None = None) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, config: StoreConfig, dsn: str, fence: FenceWatch
+    ) -> None:
         rls, timeout = config.row_level_security, config.call_timeout_s
         super().__init__(Db(pool, row_level_security=rls, call_timeout_s=timeout), SQL, config)
         self._pool = pool
+        self._fence = fence
         self._dsn = dsn  # for the work-notice listener's own connection
         self._closed = False
 
@@ -101,6 +106,7 @@ class PostgresStore(
         """Connect (the schema must be migrated) and create the partitions ahead."""
         config = config or StoreConfig()
         extra: dict[str, Any] = {}
+        fence = FenceWatch()  # a primary promoted under us: fenced before first use
         if POOL_TAKES_RESET:
             extra["reset"] = no_session_state
         async with driver_errors():
@@ -110,6 +116,7 @@ class PostgresStore(
                 max_size=config.pool_max_size,
                 command_timeout=config.command_timeout_s,
                 timeout=config.connect_timeout_s,
+                init=fence.on_connect,
                 # Row-level security on: no row outside a scoped transaction, whatever
                 # the role's default; off: every row (docs/security.md).
                 server_settings={
@@ -121,7 +128,7 @@ class PostgresStore(
                 **extra,
             )
         # Named, not cls: mypy then refuses a PostgresStore that lacks a protocol method.
-        store = PostgresStore(pool, config, dsn)
+        store = PostgresStore(pool, config, dsn, fence)
         try:
             if config.row_level_security:
                 await store._warn_if_rls_bypassed()
@@ -182,6 +189,10 @@ class PostgresStore(
             await notices.close()
             raise
         return notices
+
+    def on_fence(self, callback: Callable[[int], None]) -> None:
+        """Call ``callback(generation)`` when a fence is raised under this store."""
+        self._fence.listen(callback)
 
     async def close(self) -> None:
         """Close the pool; safe to call twice."""

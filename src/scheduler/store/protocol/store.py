@@ -1,19 +1,21 @@
 """The :class:`Store` protocol: the composition of one protocol per concern.
 
-Owns :class:`Store` only: the lifecycle method (``close``) and the inheritance of one
-protocol per concern: :class:`~.tasks.TaskStore`, :class:`~.dispatch.DispatchStore`,
-:class:`~.writes.WriteStore`, :class:`~.actions.ActionStore`,
-:class:`~.history.HistoryStore`, :class:`~.tenants.TenantStore`,
-:class:`~.shards.ShardStore`, :class:`~.workflows.WorkflowStore`,
-:class:`~.schedules.ScheduleStore`, :class:`~.notices.NoticeStore`,
-:class:`~.metrics.MetricsStore` and :class:`~.partitions.PartitionStore`. Each backend
-has one part per protocol file, of the same name (``postgres/tasks.py`` implements
-``protocol/tasks.py``), and its ``PostgresStore`` / ``SqliteStore`` inherits them all.
-Imports those modules; the engine, the server and the CLI hold a ``Store``.
+Owns :class:`Store` only: the lifecycle methods (``close``, ``on_fence``) and the
+inheritance of one protocol per concern: :class:`~.tasks.TaskStore`,
+:class:`~.dispatch.DispatchStore`, :class:`~.writes.WriteStore`,
+:class:`~.actions.ActionStore`, :class:`~.history.HistoryStore`,
+:class:`~.tenants.TenantStore`, :class:`~.shards.ShardStore`,
+:class:`~.workflows.WorkflowStore`, :class:`~.schedules.ScheduleStore`,
+:class:`~.notices.NoticeStore`, :class:`~.metrics.MetricsStore` and
+:class:`~.partitions.PartitionStore`. Each backend has one part per protocol file, of the
+same name (``postgres/tasks.py`` implements ``protocol/tasks.py``), and its
+``PostgresStore`` / ``SqliteStore`` inherits them all. Imports those modules; the engine,
+the server and the CLI hold a ``Store``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from scheduler.store.protocol.actions import ActionStore
@@ -53,4 +55,10 @@ class Store(
 
     async def close(self) -> None:
         """Release connections; safe to call twice."""
+        ...
+
+    def on_fence(self, callback: Callable[[int], None]) -> None:
+        """Call ``callback(generation)`` when the store finds the fencing generation
+        raised under it (its PostgreSQL promoted by Patroni or ``dr promote``): shard
+        epochs claimed before are refused from then on (never on SQLite)."""
         ...

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import sqlite3
+from collections.abc import Callable
 
 from scheduler._errors import StoreError
 from scheduler.store._config import StoreConfig
@@ -81,6 +82,9 @@ class SqliteStore(
     async def listen_work(self, on_notice: WorkCallback) -> WorkNotices | None:
         """No channel: an embedded store serves one process, which owns every shard."""
         return None
+
+    def on_fence(self, callback: Callable[[int], None]) -> None:
+        """Never called: one file has no failover and no fence."""
 
     async def close(self) -> None:
         """Close the connection and stop the thread; safe to call twice."""

@@ -1,0 +1,147 @@
+"""Critical start lateness on a worker flooded with long bulk tasks (issue 43).
+
+A real ``tickwheel serve`` on PostgreSQL (fsync on) and, in this process, one SDK
+``Worker`` of 20 slots running every pool. 100 bulk tasks of 2 s (``asyncio.sleep``:
+the work) fall due at once; meanwhile ``CRITICAL`` critical tasks fall due one every
+300 ms (strict timing). The critical handler records how late it started: its own wall
+clock minus the task's due time (dispatch, delivery and the ack included).
+
+Two variants in the same run, each on a fresh database:
+
+- ``off``: today's defaults, no per-worker reserve (``critical_reserved_slots`` 500
+  keeps slots from bulk only while a critical task already waits);
+- ``on``: ``serve --reserve critical=10%``: two of the worker's 20 slots stay free for
+  critical work at all times.
+
+Figures: critical start lateness p50/p99/max (ms) and bulk throughput (tasks/s from
+the first bulk start to the last bulk end), and the on/off ratio of the latter: the
+price of the idle slots. Target (issue 43): critical p99 <= 50 ms.
+
+Run: ``.venv/bin/pytest benchmarks/test_reserve.py --benchmark-only -p no:cacheprovider -s``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.support.processes import ADMIN_TOKEN, ProcessGroup
+
+from scheduler.client import AdminClient, Client, Pool, TaskSpec
+from scheduler.worker import TaskContext, Worker
+
+SLOTS = 20
+BULK = 100
+BULK_S = 2.0
+CRITICAL = 36
+CRITICAL_EVERY_S = 0.3
+CRITICAL_FROM_S = 1.0
+
+FIGURES: dict[str, dict[str, float]] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def reserve_table(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    tr = request.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None or not FIGURES:
+        return
+    tr.write_line("")
+    tr.write_line(
+        f"critical start lateness, {SLOTS}-slot worker, {BULK} bulk tasks of {BULK_S:.0f} s, "
+        f"{CRITICAL} critical tasks one every {CRITICAL_EVERY_S * 1000:.0f} ms"
+    )
+    for name, figures in FIGURES.items():
+        cells = ", ".join(f"{k}={v:,.2f}" for k, v in figures.items())
+        tr.write_line(f"  reserve {name:<4} {cells}")
+    if {"off", "on"} <= FIGURES.keys():
+        ratio = FIGURES["on"]["bulk_tasks_per_s"] / FIGURES["off"]["bulk_tasks_per_s"]
+        tr.write_line(f"  bulk throughput on/off: {ratio:.3f}")
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _key(target: str) -> str:
+    async with await AdminClient.connect(target, admin_token=ADMIN_TOKEN) as admin:
+        tenant = await admin.create_tenant(
+            "bench", rate_limit_rps=1_000_000, max_concurrent_workers=1_000_000
+        )
+        return (await admin.create_api_key(tenant.id, "bench")).secret
+
+
+async def _scenario(target: str) -> dict[str, float]:
+    key = await _key(target)
+    late_ms: list[float] = []
+    starts: list[float] = []
+    ends: list[float] = []
+    all_done = asyncio.Event()
+
+    async def bulk(ctx: TaskContext) -> None:
+        starts.append(time.monotonic())
+        await asyncio.sleep(BULK_S)
+        ends.append(time.monotonic())
+        if len(ends) == BULK and len(late_ms) == CRITICAL:
+            all_done.set()
+
+    async def critical(ctx: TaskContext) -> None:
+        late_ms.append((datetime.now(UTC) - ctx.due_at).total_seconds() * 1000.0)
+        if len(ends) == BULK and len(late_ms) == CRITICAL:
+            all_done.set()
+
+    worker = Worker(target, api_key=key, handlers={"bulk": bulk, "critical": critical}, slots=SLOTS)
+    run = asyncio.create_task(worker.run(), name="bench-worker")
+    client = await Client.connect(target, api_key=key)
+    try:
+        t0 = datetime.now(UTC)
+        await client.submit_many(
+            [TaskSpec(type="bulk", pool=Pool.BULK, strict_timing=True) for _ in range(BULK)]
+        )
+        await client.submit_many(
+            [
+                TaskSpec(
+                    type="critical",
+                    pool=Pool.CRITICAL,
+                    strict_timing=True,
+                    scheduled_at=t0 + timedelta(seconds=CRITICAL_FROM_S + i * CRITICAL_EVERY_S),
+                )
+                for i in range(CRITICAL)
+            ]
+        )
+        await asyncio.wait_for(all_done.wait(), 120)
+    finally:
+        await client.close()
+        await worker.shutdown(grace_s=0)
+        await asyncio.wait_for(run, 30)
+    return {
+        "critical_p50_ms": _pct(late_ms, 0.5),
+        "critical_p99_ms": _pct(late_ms, 0.99),
+        "critical_max_ms": max(late_ms),
+        "bulk_tasks_per_s": BULK / (max(ends) - min(starts)),
+    }
+
+
+@pytest.mark.parametrize("reserve", ["off", "on"])
+def test_critical_lateness_under_a_bulk_flood(
+    benchmark: Any, slice_dsn: str, tmp_path: Path, reserve: str
+) -> None:
+    group = ProcessGroup(tmp_path / "procs")
+    extra = ["--canary-interval-s", "0"]
+    if reserve == "on":
+        extra += ["--reserve", "critical=10%"]
+    try:
+        server = group.serve(slice_dsn, lease_ttl_s=30.0, extra_args=extra)
+        figures: dict[str, float] = benchmark.pedantic(
+            lambda: asyncio.run(_scenario(server.target)), rounds=1, iterations=1
+        )
+    finally:
+        group.stop_all()
+    benchmark.extra_info.update(figures)
+    FIGURES[reserve] = figures
