@@ -121,7 +121,7 @@ async def synchronous_loss(pair: Pair, writers: int = 4, at_least: int = 500) ->
 
     from scheduler.store import StoreConfig, open_store
     from scheduler.types import Tenant
-    from tests.integration.store.conftest import new_task
+    from tests.support.stores import new_task
 
     pair.primary.psql("ALTER SYSTEM SET synchronous_standby_names = '*'")
     pair.primary.psql("SELECT pg_reload_conf()")

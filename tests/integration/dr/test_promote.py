@@ -16,8 +16,8 @@ from scheduler.states import TaskState
 from scheduler.store import StoreConfig, open_store
 from scheduler.store.dr import FENCE_REASON, NEW_TIMELINE_ACTOR, SALT_RANGE, TOKEN_SHIFT
 from scheduler.types import Completion, DispatchRequest, FencedWrite, Outcome, Tenant
-from tests.integration.store.conftest import new_task
 from tests.support.dr import Pair, replicated_pair, synchronous_loss, tickwheel_json
+from tests.support.stores import new_task
 from tests.support.waiting import eventually
 
 SHARD = 3

@@ -17,7 +17,7 @@ from scheduler.types import (
     TaskKey,
     Tenant,
 )
-from tests.integration.store.conftest import NOW, count_rows, force_status, new_task, system_conn
+from tests.support.stores import NOW, count_rows, force_status, new_task, system_conn
 
 S = TaskState
 LEASE = NOW + timedelta(seconds=30)

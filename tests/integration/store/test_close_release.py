@@ -9,8 +9,7 @@ from datetime import timedelta
 from scheduler.states import TaskState
 from scheduler.store import Store
 from scheduler.types import DispatchRequest, Failure, Outcome, Release, Tenant
-from tests.integration.store.conftest import NOW, force_status, new_task
-from tests.integration.store.test_conformance import running
+from tests.support.stores import NOW, force_status, new_task, running
 
 LEASE = NOW + timedelta(seconds=30)
 

@@ -22,7 +22,7 @@ import pytest
 from scheduler.states import TaskState
 from scheduler.store import StoreConfig, open_store
 from scheduler.types import DispatchRequest, Tenant
-from tests.integration.store.conftest import NOW, force_status, new_task
+from tests.support.stores import NOW, force_status, new_task
 
 IDLE_S = 1.0
 

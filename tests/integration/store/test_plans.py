@@ -24,8 +24,8 @@ import asyncpg
 import pytest
 
 from scheduler.store.postgres import Q
-from tests.integration.store.conftest import NOW
 from tests.support.plans import BY_KEY_PROBES, HOT, Probe, explain, seed_stampede
+from tests.support.stores import NOW
 
 pytestmark = pytest.mark.postgres
 

@@ -15,8 +15,8 @@ import pytest
 from scheduler.store import StoreConfig, _sql
 from scheduler.store.postgres import PostgresStore, Q, migrate
 from scheduler.types import Completion, DispatchRequest, FencedWrite, TaskKey, Tenant
-from tests.integration.store.conftest import NOW, force_status, new_task, system_conn
 from tests.support.servers import PostgresServer
+from tests.support.stores import NOW, force_status, new_task, system_conn
 
 pytestmark = pytest.mark.postgres
 

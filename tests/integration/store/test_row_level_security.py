@@ -20,7 +20,7 @@ from scheduler._errors import NotFound
 from scheduler.store import StoreConfig
 from scheduler.store.postgres import PostgresStore
 from scheduler.types import Expectation, Pool, Schedule, Tenant, UpstreamPolicy, Workflow
-from tests.integration.store.conftest import NOW, new_task
+from tests.support.stores import NOW, new_task
 
 pytestmark = pytest.mark.postgres
 

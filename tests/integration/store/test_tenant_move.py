@@ -21,8 +21,8 @@ from scheduler.store import StoreConfig, open_store
 from scheduler.store.postgres import PostgresStore
 from scheduler.store.postgres.move import fingerprint, move_tenant
 from scheduler.types import TaskKey, Tenant
-from tests.integration.store.conftest import force_status, new_task
 from tests.support.servers import PostgresServer
+from tests.support.stores import force_status, new_task
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 

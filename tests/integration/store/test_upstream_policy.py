@@ -34,7 +34,7 @@ from scheduler.types import (
     UpstreamPolicy,
     Workflow,
 )
-from tests.integration.store.conftest import NOW, force_status, new_task
+from tests.support.stores import NOW, force_status, new_task
 
 S = TaskState
 LEASE = NOW + timedelta(seconds=30)

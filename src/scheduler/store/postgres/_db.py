@@ -1,13 +1,14 @@
 """The PostgreSQL handle the parts share: the asyncpg pool, the SQL map, the error boundary.
 
 Owns :class:`Db` (a connection from the pool per call, driver errors turned into
-:class:`StoreError`, each call's tenant scope for row-level security), :data:`SYSTEM`,
+:class:`StoreError`, each call's tenant scope for row-level security), :class:`Part` (the
+base of every part: the handle, the SQL and the config), :data:`SYSTEM`,
 :func:`scope_of`, :func:`driver_errors`, :func:`column` and :func:`uniform` (array
 arguments), the pool's no-op reset hook and :data:`SQL`,
 every named section of ``sql/postgres/{queries,orchestration}.sql`` with its
-state-machine guards expanded. Calls asyncpg and :mod:`scheduler.store._sql`; the facade
-(:class:`~scheduler.store.postgres.PostgresStore`) builds it and hands it to every part,
-and ``migrate`` uses :func:`driver_errors`.
+state-machine guards expanded. Calls asyncpg and :mod:`scheduler.store._sql`;
+:class:`~scheduler.store.postgres.PostgresStore` builds the handle and inherits every
+part, and ``migrate`` uses :func:`driver_errors`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import asyncpg
 
 from scheduler._errors import StoreError, TickwheelError
 from scheduler.store import _sql
+from scheduler.store._config import StoreConfig
 from scheduler.store._errors import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -234,3 +236,16 @@ def _drop_if_lost(conn: Conn, exc: BaseException) -> bool:
         conn.terminate()
         return True
     return False
+
+
+class Part:
+    """The base of every PostgreSQL part (``tasks``, ``dispatch``, ``writes``, …): the
+    handle, the SQL and the config. :class:`~scheduler.store.postgres.PostgresStore`
+    inherits every part, so one object holds them once and a part calls another part's
+    method on ``self``. A part with state of its own extends ``__init__`` (calling
+    ``super().__init__`` with the same arguments)."""
+
+    def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
+        self._db = db
+        self._q = q
+        self.config = config

@@ -1,40 +1,35 @@
 """Operator actions on PostgreSQL: cancel, redrive and the repair tool's ``transition``
-(part of :class:`~scheduler.store.protocol.TaskStore`).
+(:class:`~scheduler.store.protocol.ActionStore`).
 
 Owns :class:`Actions`. Every move locks the row, is checked against the state machine in
 code and again by the SQL guard (``set_status``: ``status = ANY(sources(target))``), and
 is audited step by step. Calls :class:`~scheduler.store.postgres._db.Db`, :mod:`.rows`
-and :func:`.upstream.apply_upstream` (same transaction); called by the facade
-:class:`~scheduler.store.postgres.PostgresStore`.
+and :func:`.upstream.apply_upstream` (same transaction);
+inherited by :class:`~scheduler.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from scheduler._errors import InvalidTransition, NotFound, TenantMoving
 from scheduler.states import TaskState, check_transition, sources
 from scheduler.store import _validate
-from scheduler.store._config import StoreConfig
 from scheduler.store._records import FAILED
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import SYSTEM, Db, scope_of
+from scheduler.store.postgres._db import SYSTEM, Part, scope_of
+from scheduler.store.protocol.actions import ActionStore
 from scheduler.types import CancelResult, FencedWrite, TaskKey, TaskRecord
 
 if TYPE_CHECKING:
     from scheduler.store.postgres._db import Conn
 
 
-class Actions:
+class Actions(Part, ActionStore):
     """Cancel, redrive, transition."""
-
-    def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
-        self._db = db
-        self._q = q
-        self._config = config
 
     async def _locked(
         self,
@@ -124,10 +119,10 @@ class Actions:
                 assert row is not None
                 return CancelResult(rows.task(row), task.worker_id)
             moved = await self._move(
-                conn, task, [TaskState.CANCELLED], now, self._config.actor, reason="cancelled"
+                conn, task, [TaskState.CANCELLED], now, self.config.actor, reason="cancelled"
             )
             if moved.workflow_id is not None:
-                await upstream.apply_upstream(conn, self._q, [moved.key], now, self._config.actor)
+                await upstream.apply_upstream(conn, self._q, [moved.key], now, self.config.actor)
             return CancelResult(moved, None)
 
     async def redrive(
@@ -161,10 +156,10 @@ class Actions:
                 conn, rows.task(row), [to_state], now, actor, reason=f"set to {to_state.value}"
             )
             if moved.workflow_id is not None and to_state in FAILED:
-                await upstream.apply_upstream(conn, self._q, [moved.key], now, self._config.actor)
+                await upstream.apply_upstream(conn, self._q, [moved.key], now, self.config.actor)
             return moved
 
-    async def guarded_set_status_unchecked(
+    async def _guarded_set_status_unchecked(
         self, key: TaskKey, to_state: TaskState, now: datetime
     ) -> bool:
         """The SQL guard alone, without the check in code (for tests of the guard)."""

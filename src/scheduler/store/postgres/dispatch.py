@@ -3,11 +3,11 @@
 Owns :class:`Dispatch`: ``claim_preload`` (one statement per day partition of the
 look-ahead window, every ``preload_sweep_interval_s`` a sweep of all of them; the time of
 the last sweep is this part's state), ``load_preloaded`` (and its packed form),
-``mark_dispatched`` and ``reclaim_expired`` (part of
-:class:`~scheduler.store.protocol.TaskStore`). Calls
+``mark_dispatched`` and ``reclaim_expired``
+(:class:`~scheduler.store.protocol.DispatchStore`). Calls
 :class:`~scheduler.store.postgres._db.Db`, :mod:`.rows` and, for workflow tasks that lapse
 into DEAD_LETTER or CANCELLED, :func:`.upstream.apply_upstream` in the same transaction;
-called by the facade :class:`~scheduler.store.postgres.PostgresStore`.
+inherited by :class:`~scheduler.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._records import FAILED
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import SYSTEM, Db, column, uniform
+from scheduler.store.postgres._db import SYSTEM, Db, Part, column, uniform
+from scheduler.store.protocol.dispatch import DispatchStore
 from scheduler.types import (
     Assignment,
     DispatchRequest,
@@ -36,13 +37,11 @@ from scheduler.types import (
 )
 
 
-class Dispatch:
+class Dispatch(Part, DispatchStore):
     """SCHEDULED/RETRYING -> PRELOADED -> DISPATCHED, and back on lease expiry."""
 
     def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
-        self._db = db
-        self._q = q
-        self._config = config
+        super().__init__(db, q, config)
         self._last_sweep: datetime | None = None
 
     async def claim_preload(
@@ -64,7 +63,7 @@ class Dispatch:
         jitter = timedelta(seconds=JITTER_WINDOW_S)
         hi = horizon + jitter + timedelta(microseconds=1)
         sweep = self._last_sweep is None or (now - self._last_sweep).total_seconds() >= (
-            self._config.preload_sweep_interval_s
+            self.config.preload_sweep_interval_s
         )
         if sweep:
             self._last_sweep = now
@@ -83,7 +82,7 @@ class Dispatch:
                     end,
                     limit - len(out),
                     now,
-                    self._config.actor,
+                    self.config.actor,
                     horizon if retry_horizon is None else retry_horizon,
                 )
                 out.extend(rows.preloaded(r) for r in found)
@@ -173,7 +172,7 @@ class Dispatch:
                 now,
                 lo,
                 hi,
-                self._config.actor,
+                self.config.actor,
                 column([r.epoch for r in todo]),
                 uniform([r.running for r in todo]),
             )
@@ -224,7 +223,7 @@ class Dispatch:
                 now,
                 list(shards) if shards is not None else None,
                 limit,
-                self._config.actor,
+                self.config.actor,
             )
             failed = [
                 TaskKey(r["id"], r["scheduled_at"])
@@ -232,7 +231,7 @@ class Dispatch:
                 if r["workflow_id"] is not None and r["status"] in FAILED
             ]
             if failed:
-                await upstream.apply_upstream(conn, self._q, failed, now, self._config.actor)
+                await upstream.apply_upstream(conn, self._q, failed, now, self.config.actor)
         requeued, retrying, dead, cancelled = [], [], [], []
         for r in found:
             key = TaskKey(r["id"], r["scheduled_at"])

@@ -1,29 +1,37 @@
-"""A task's history beyond its transitions, and recent activity, on PostgreSQL.
+"""A task's audit trail and refused writes, and recent activity, on PostgreSQL
+(:class:`~scheduler.store.protocol.HistoryStore`).
 
-Owns :class:`History`: ``record_refused`` (a refused worker write, one statement, only
-on refusal), ``refused_writes_of`` and ``activity`` (GetActivity's buckets from the
-audit, read through the BRIN index on ``task_transitions.at``). Calls
-:class:`~scheduler.store.postgres._db.Db`; called by the facade
+Owns :class:`History`: ``transitions_of``, ``record_refused`` (a refused worker write,
+one statement, only on refusal), ``refused_writes_of`` and ``activity`` (GetActivity's
+buckets from the audit, read through the BRIN index on ``task_transitions.at``). Calls
+:class:`~scheduler.store.postgres._db.Db`; inherited by
 :class:`~scheduler.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
+from scheduler.states import TaskState
 from scheduler.store import _common, _validate
-from scheduler.store.postgres._db import SYSTEM, Db, scope_of
-from scheduler.types import ActivityBucket, RefusedWrite, TaskKey
+from scheduler.store.postgres._db import SYSTEM, Part, scope_of
+from scheduler.store.protocol.history import HistoryStore
+from scheduler.types import ActivityBucket, RefusedWrite, TaskKey, Transition
 
 
-class History:
-    """Refused writes and activity."""
+class History(Part, HistoryStore):
+    """The audit trail, refused writes and activity."""
 
-    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
-        self._db = db
-        self._q = q
+    async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
+        """The audit trail of a task."""
+        async with self._db.conn(SYSTEM) as conn:
+            found = await conn.fetch(self._q["transitions_of"], task_id)
+        return [
+            Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], r[4], r[5], r[6])
+            for r in found
+        ]
 
     async def record_refused(self, writes: Sequence[RefusedWrite]) -> None:
         """Append one row per refused write (a task that no longer exists gets none)."""

@@ -4,7 +4,7 @@ MetricsStore`).
 Owns :class:`Metrics`: ``queue_depth`` (one grouped scan of the open rows, SYSTEM scope:
 row-level security would otherwise hide every tenant's rows) and ``replication_lag``
 (``pg_stat_replication``). SQL in ``sql/postgres/metrics.sql``. Calls
-:class:`~scheduler.store.postgres._db.Db`; called by the facade.
+:class:`~scheduler.store.postgres._db.Db`; inherited by the store.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from datetime import datetime
 from scheduler._errors import StoreError
 from scheduler.store import _validate
 from scheduler.store._sql import parse_sections, read_text
-from scheduler.store.postgres._db import SYSTEM, Db
-from scheduler.store.protocol.metrics import DepthRow, ReplicationLag
+from scheduler.store.postgres._db import SYSTEM, Part
+from scheduler.store.protocol.metrics import DepthRow, MetricsStore, ReplicationLag
 
 
 @functools.cache
@@ -24,18 +24,14 @@ def _queries() -> dict[str, str]:
     return parse_sections(read_text("postgres", "metrics.sql"))
 
 
-class Metrics:
+class Metrics(Part, MetricsStore):
     """Queue depth and replication lag."""
-
-    def __init__(self, db: Db) -> None:
-        self._db = db
-        self._q = _queries()
 
     async def queue_depth(self, now: datetime) -> list[DepthRow]:
         """Open tasks per (pool, state, horizon)."""
         _validate.aware("now", now)
         async with self._db.conn(SYSTEM) as conn:
-            found = await conn.fetch(self._q["queue_depth"], now)
+            found = await conn.fetch(_queries()["queue_depth"], now)
         return [
             DepthRow(r["pool"], r["status"], r["horizon"], int(r["n"]), r["oldest"]) for r in found
         ]
@@ -44,7 +40,7 @@ class Metrics:
         """The largest standby replay lag; None when the role may not read it."""
         try:
             async with self._db.conn(SYSTEM) as conn:
-                row = await conn.fetchrow(self._q["replication_lag"])
+                row = await conn.fetchrow(_queries()["replication_lag"])
         except StoreError:
             return None
         if row is None:

@@ -3,7 +3,7 @@ connection of the node's own (see :meth:`scheduler.store.Store.listen_work`).
 
 Owns :data:`WORK_CHANNEL`, :func:`notify_work` (called by the parts that make work for
 another node, inside their transaction: ``tasks``, ``writes``, ``upstream``) and
-:class:`PgWorkNotices` (opened by the facade's ``listen_work``). Calls asyncpg; imports
+:class:`PgWorkNotices` (opened by ``PostgresStore.listen_work``). Calls asyncpg; imports
 only the protocol's :data:`WorkCallback` of the store.
 """
 

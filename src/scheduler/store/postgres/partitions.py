@@ -1,10 +1,12 @@
-"""PostgreSQL day partitions of ``tasks``: the known days, creation ahead, retention.
+"""PostgreSQL day partitions of ``tasks`` (:class:`~scheduler.store.protocol.PartitionStore`):
+the known days, creation ahead, retention.
 
 Owns :class:`Partitions`: the cached set of attached days (an insert creates any missing
-day on demand), ``maintain`` (create ahead; detach expired partitions holding only
-terminal tasks, renamed ``tasks_detached_pDAY``, never deleting a task row) and the
-partition list. Calls :class:`~scheduler.store.postgres._db.Db`; used by the facade and
-by the ``tasks`` part before an insert.
+day on demand: ``ensure_days``, called on the store by the ``tasks`` part), ``maintain``
+(create ahead; detach expired partitions holding only terminal tasks, renamed
+``tasks_detached_pDAY``, never deleting a task row) and ``partitions`` (the list, for
+tests and operators). Calls :class:`~scheduler.store.postgres._db.Db`; inherited by
+:class:`~scheduler.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from datetime import UTC, date, datetime, timedelta
 
 from scheduler.store import _validate
 from scheduler.store._config import StoreConfig
-from scheduler.store.postgres._db import SYSTEM, Db
+from scheduler.store.postgres._db import SYSTEM, Db, Part
+from scheduler.store.protocol.partitions import PartitionStore
 from scheduler.types import MaintenanceResult
 
 PARTITION_NAME = re.compile(r"^tasks_p(\d{8})$")
@@ -32,16 +35,14 @@ def utc_day(t: datetime) -> date:
     return t.astimezone(UTC).date()
 
 
-class Partitions:
+class Partitions(Part, PartitionStore):
     """The day partitions this store knows exist."""
 
     def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
-        self._db = db
-        self._q = q
-        self._config = config
+        super().__init__(db, q, config)
         self._days: set[date] = set()
 
-    async def load(self) -> None:
+    async def load_partitions(self) -> None:
         """Re-read which day partitions are attached."""
         async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["list_partitions"])
@@ -63,10 +64,10 @@ class Partitions:
     async def create_ahead(self, now: datetime) -> list[str]:
         """Today and ``partition_days_ahead`` days after it."""
         today = utc_day(now)
-        ahead = self._config.partition_days_ahead
+        ahead = self.config.partition_days_ahead
         return await self.ensure_days({today + timedelta(days=i) for i in range(ahead + 1)})
 
-    async def names(self) -> list[str]:
+    async def partitions(self) -> list[str]:
         """Names of the attached day partitions, oldest first."""
         async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["list_partitions"])
@@ -79,19 +80,19 @@ class Partitions:
         for the operator to archive or drop. The idempotency keys of its tasks go.
         """
         _validate.aware("now", now)
-        await self.load()
+        await self.load_partitions()
         created = await self.create_ahead(now)
         detached: list[str] = []
-        if self._config.retention_days is not None:
-            cutoff = utc_day(now) - timedelta(days=self._config.retention_days)
+        if self.config.retention_days is not None:
+            cutoff = utc_day(now) - timedelta(days=self.config.retention_days)
             for day in sorted(self._days):
                 if day + timedelta(days=1) > cutoff:
                     continue
-                if await self._detach(day):
+                if await self._detach_partition(day):
                     detached.append(f"tasks_p{day:%Y%m%d}")
         return MaintenanceResult(tuple(created), tuple(detached))
 
-    async def _detach(self, day: date) -> bool:
+    async def _detach_partition(self, day: date) -> bool:
         name = f"tasks_p{day:%Y%m%d}"
         lo = datetime(day.year, day.month, day.day, tzinfo=UTC)
         async with self._db.conn(SYSTEM, tx=True) as conn:

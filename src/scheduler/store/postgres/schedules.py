@@ -2,29 +2,26 @@
 (:class:`~scheduler.store.protocol.ScheduleStore`).
 
 Owns :class:`Schedules`. Calls :class:`~scheduler.store.postgres._db.Db` and :mod:`.rows`;
-called by the facade :class:`~scheduler.store.postgres.PostgresStore`.
+inherited by :class:`~scheduler.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from scheduler._errors import AlreadyExists, NotFound
 from scheduler.store._facts import JobFacts, pg_job_facts
 from scheduler.store.postgres import rows
-from scheduler.store.postgres._db import SYSTEM, Db, scope_of
+from scheduler.store.postgres._db import SYSTEM, Part, scope_of
+from scheduler.store.protocol.schedules import ScheduleStore
 from scheduler.types import Expectation, Schedule
 
 
-class Schedules:
+class Schedules(Part, ScheduleStore):
     """Schedules, expectations and canaries."""
-
-    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
-        self._db = db
-        self._q = q
 
     # -- schedules ----------------------------------------------------------------------
     async def create_schedule(self, schedule: Schedule) -> Schedule:

@@ -2,25 +2,22 @@
 
 Owns :class:`Shards`: ``claim_shards`` (one statement; history in the append-only
 ``shard_claims``) and ``shard_claims``. Calls :class:`~scheduler.store.postgres._db.Db`;
-called by the facade :class:`~scheduler.store.postgres.PostgresStore`.
+inherited by :class:`~scheduler.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from scheduler.store import _validate
-from scheduler.store.postgres._db import SYSTEM, Db
+from scheduler.store.postgres._db import SYSTEM, Part
+from scheduler.store.protocol.shards import ShardStore
 from scheduler.types import ShardClaim
 
 
-class Shards:
+class Shards(Part, ShardStore):
     """Epoch claims and their history."""
-
-    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
-        self._db = db
-        self._q = q
 
     async def claim_shards(
         self, shards: Sequence[int], owner: str, now: datetime

@@ -1,19 +1,18 @@
-"""Task submission and reads on PostgreSQL (part of
-:class:`~scheduler.store.protocol.TaskStore`).
+"""Task submission and reads on PostgreSQL (:class:`~scheduler.store.protocol.TaskStore`).
 
 Owns :class:`Tasks`: ``insert_tasks`` (one statement through ``task_keys``, idempotent per
 tenant and key whatever the time; DAG edges; the SCHEDULED ones noticed to their shard's
-owner), ``get_task`` (by id through ``task_keys``), ``list_tasks`` and
-``transitions_of``. Calls :class:`~scheduler.store.postgres._db.Db`, :mod:`.rows`,
-:mod:`.notices`, the ``partitions`` and ``tenants`` parts (days and tenants an insert
-needs) and the shared validation; called by the facade
-:class:`~scheduler.store.postgres.PostgresStore`.
+owner), ``get_task`` (by id through ``task_keys``), ``list_tasks``, ``count_tasks`` and
+``forecast``. Calls :class:`~scheduler.store.postgres._db.Db`, :mod:`.rows`,
+:mod:`.notices`, the shared validation and, on the store, the ``tenants`` and
+``partitions`` parts (the tenants and days an insert needs: it inherits them);
+inherited by :class:`~scheduler.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,13 +22,13 @@ from scheduler._aio import slices
 from scheduler._errors import InvalidArgument, NotFound, StoreError, TenantMoving
 from scheduler.states import TaskState
 from scheduler.store import _common, _validate
-from scheduler.store._config import StoreConfig
 from scheduler.store._records import record_from_new, unresolved
 from scheduler.store.postgres import rows
-from scheduler.store.postgres._db import SYSTEM, Db, column, scope_of, scope_of_all, uniform
+from scheduler.store.postgres._db import column, scope_of, scope_of_all, uniform
 from scheduler.store.postgres.notices import notify_work
 from scheduler.store.postgres.partitions import Partitions, utc_day
 from scheduler.store.postgres.tenants import Tenants
+from scheduler.store.protocol.tasks import TaskStore
 from scheduler.types import (
     MAX_COUNT_GROUPS,
     Forecast,
@@ -40,7 +39,6 @@ from scheduler.types import (
     TaskCounts,
     TaskFilter,
     TaskRecord,
-    Transition,
 )
 
 
@@ -74,42 +72,29 @@ def insert_args(
     )
 
 
-class Tasks:
-    """Inserts and reads of ``tasks`` and ``task_transitions``."""
-
-    def __init__(
-        self,
-        db: Db,
-        q: Mapping[str, str],
-        config: StoreConfig,
-        partitions: Partitions,
-        tenants: Tenants,
-    ) -> None:
-        self._db = db
-        self._q = q
-        self._config = config
-        self._partitions = partitions
-        self._tenants = tenants
+class Tasks(Tenants, Partitions, TaskStore):
+    """Inserts and reads of ``tasks``. An insert needs the tenants and the day
+    partitions it lands in: it inherits those parts and calls them on the store."""
 
     async def insert_tasks(self, tasks: Sequence[NewTask], now: datetime) -> list[InsertResult]:
         """Insert many in one statement; a result per item (created or duplicate)."""
         _validate.aware("now", now)
         if not tasks:
             return []
-        encoded = _validate.new_tasks(tasks, self._config.payload_limit_bytes)
-        await self._tenants.check_tenants({t.tenant_id for t in tasks})
-        await self._partitions.ensure_days({utc_day(t.scheduled_at) for t in tasks})
+        encoded = _validate.new_tasks(tasks, self.config.payload_limit_bytes)
+        await self.check_tenants({t.tenant_id for t in tasks})
+        await self.ensure_days({utc_day(t.scheduled_at) for t in tasks})
         try:
-            return await self._insert(tasks, encoded, now)
+            return await self._insert_rows(tasks, encoded, now)
         except StoreError as exc:
             # A partition detached or dropped behind our back: forget, re-create, retry.
             if not isinstance(exc.__cause__, asyncpg.CheckViolationError):
                 raise
-            await self._partitions.load()
-            await self._partitions.ensure_days({utc_day(t.scheduled_at) for t in tasks})
-            return await self._insert(tasks, encoded, now)
+            await self.load_partitions()
+            await self.ensure_days({utc_day(t.scheduled_at) for t in tasks})
+            return await self._insert_rows(tasks, encoded, now)
 
-    async def _insert(
+    async def _insert_rows(
         self, tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[InsertResult]:
         q = self._q
@@ -258,12 +243,3 @@ class Tasks:
                 [p.value for p in pools] or None,
             )
         return _common.forecast_of((r["kind"], r["bucket"], r["pool"], r["n"]) for r in found)
-
-    async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
-        """The audit trail of a task."""
-        async with self._db.conn(SYSTEM) as conn:
-            found = await conn.fetch(self._q["transitions_of"], task_id)
-        return [
-            Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], r[4], r[5], r[6])
-            for r in found
-        ]

@@ -1,9 +1,9 @@
 """Tenants and API keys on PostgreSQL (:class:`~scheduler.store.protocol.TenantStore`).
 
 Owns :class:`Tenants`, including the cache of tenant ids known to exist that
-``check_tenants`` consults before an insert (the ``tasks`` part calls it). Calls
-:class:`~scheduler.store.postgres._db.Db`, :mod:`.rows` and the shared checks; called by
-the facade :class:`~scheduler.store.postgres.PostgresStore`.
+``check_tenants`` consults before an insert (the ``tasks`` part calls it on the store).
+Calls :class:`~scheduler.store.postgres._db.Db`, :mod:`.rows` and the shared checks;
+inherited by :class:`~scheduler.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import asyncpg
 
 from scheduler._errors import AlreadyExists, NotFound
 from scheduler.store import _common, _validate
+from scheduler.store._config import StoreConfig
 from scheduler.store.postgres import rows
-from scheduler.store.postgres._db import SYSTEM, Db, scope_of_all
-from scheduler.store.protocol.tenants import MoveState
+from scheduler.store.postgres._db import SYSTEM, Db, Part, scope_of_all
+from scheduler.store.protocol.tenants import MoveState, TenantStore
 from scheduler.types import DEFAULT_SCOPES, ApiKey, Scope, Tenant
 
 
@@ -44,12 +45,11 @@ def _scopes(scopes: frozenset[Scope]) -> list[str]:
     return sorted(s.value for s in scopes)
 
 
-class Tenants:
+class Tenants(Part, TenantStore):
     """The tenant statements."""
 
-    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
-        self._db = db
-        self._q = q
+    def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
+        super().__init__(db, q, config)
         self._known: set[uuid.UUID] = set()
 
     async def create_tenant(self, tenant: Tenant) -> Tenant:

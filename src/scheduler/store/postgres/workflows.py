@@ -3,27 +3,23 @@
 Owns :class:`Workflows`: ``create_workflow`` (idempotent per tenant and key) and
 ``get_workflow`` (the workflow, its tasks and edges). The upstream policy is
 :mod:`.upstream`, applied by the task writes. Calls
-:class:`~scheduler.store.postgres._db.Db` and :mod:`.rows`; called by the facade
-:class:`~scheduler.store.postgres.PostgresStore`.
+:class:`~scheduler.store.postgres._db.Db` and :mod:`.rows`;
+inherited by :class:`~scheduler.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 
 from scheduler._errors import NotFound
 from scheduler.store.postgres import rows
-from scheduler.store.postgres._db import Db, scope_of
+from scheduler.store.postgres._db import Part, scope_of
+from scheduler.store.protocol.workflows import WorkflowStore
 from scheduler.types import Workflow, WorkflowView
 
 
-class Workflows:
+class Workflows(Part, WorkflowStore):
     """Workflow inserts and views."""
-
-    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
-        self._db = db
-        self._q = q
 
     # -- workflows ----------------------------------------------------------------------
     async def create_workflow(self, workflow: Workflow) -> tuple[Workflow, bool]:

@@ -1,5 +1,5 @@
 """Fenced worker writes on PostgreSQL: ack, heartbeat, checkpoint, complete, fail,
-release and confirm_cancel (part of :class:`~scheduler.store.protocol.TaskStore`).
+release and confirm_cancel (:class:`~scheduler.store.protocol.WriteStore`).
 
 Owns :class:`WorkerWrites` and :func:`outcomes` (OK, or STALE / NOT_FOUND for an item
 whose ``(id, token)`` did not match: one extra query only when something missed). Every
@@ -7,7 +7,7 @@ batch is one ``UPDATE … FROM unnest`` guarded by token, status and the batch's
 ``scheduled_at`` bounds. Calls :class:`~scheduler.store.postgres._db.Db`, :mod:`.rows`,
 :mod:`.notices` (children released by a completion) and, for workflow tasks moved to
 DEAD_LETTER or CANCELLED, :func:`.upstream.apply_upstream` in the same transaction;
-called by the facade :class:`~scheduler.store.postgres.PostgresStore`.
+inherited by :class:`~scheduler.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.states import TaskState
 from scheduler.store import _common, _validate
-from scheduler.store._config import StoreConfig
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import SYSTEM, Db, column, uniform
+from scheduler.store.postgres._db import SYSTEM, Part, column, uniform
 from scheduler.store.postgres.notices import notify_work
+from scheduler.store.protocol.writes import WriteStore
 from scheduler.types import (
     CompleteResult,
     Completion,
@@ -62,13 +62,8 @@ async def outcomes(
     ]
 
 
-class WorkerWrites:
+class WorkerWrites(Part, WriteStore):
     """The writes a worker makes with its fencing token."""
-
-    def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
-        self._db = db
-        self._q = q
-        self._config = config
 
     async def _fenced(
         self, name: str, writes: Sequence[FencedWrite], lease: datetime, now: datetime
@@ -124,7 +119,7 @@ class WorkerWrites:
         """Save a RUNNING task's progress (fenced)."""
         _validate.keys("key", [FencedWrite(key=key, token=token)])
         _validate.aware("now", now)
-        encoded = _validate.json_object("data", data, self._config.payload_limit_bytes)
+        encoded = _validate.json_object("data", data, self.config.payload_limit_bytes)
         async with self._db.conn(SYSTEM, by_key=True) as conn:
             row = await conn.fetchval(
                 self._q["checkpoint"], key.id, key.scheduled_at, token, encoded, now
@@ -140,7 +135,7 @@ class WorkerWrites:
         if not items:
             return []
         _validate.keys("items", items)
-        limit = self._config.payload_limit_bytes
+        limit = self.config.payload_limit_bytes
         results = [
             None
             if c.result is None
@@ -191,7 +186,7 @@ class WorkerWrites:
             children: dict[uuid.UUID, list[Preloaded]] = {}
             if parents:
                 ready = await conn.fetch(
-                    self._q["release_children"], parents, now, self._config.actor
+                    self._q["release_children"], parents, now, self.config.actor
                 )
                 await notify_work(conn, {r["shard_id"] for r in ready}, reconcile=True)
                 order = [r[0] for r in found]
@@ -230,7 +225,7 @@ class WorkerWrites:
             dead = [r for r in found if r["status"] == TaskState.DEAD_LETTER]
             if wf := [r for r in dead if r["workflow_id"] is not None]:
                 await upstream.apply_upstream(
-                    conn, self._q, rows.keys_of(keys, wf), now, self._config.actor
+                    conn, self._q, rows.keys_of(keys, wf), now, self.config.actor
                 )
             tokens = [f.token for f in items]
             outs = await outcomes(conn, self._q, keys, tokens, {(r[0], r[1]) for r in found})
@@ -246,7 +241,7 @@ class WorkerWrites:
         if not items:
             return []
         _validate.keys("items", items)
-        limit = self._config.payload_limit_bytes
+        limit = self.config.payload_limit_bytes
         cps = [
             None
             if r.checkpoint is None
@@ -271,7 +266,7 @@ class WorkerWrites:
             gone = [r for r in found if r["status"] == TaskState.CANCELLED]
             if wf := [r for r in gone if r["workflow_id"] is not None]:
                 await upstream.apply_upstream(
-                    conn, self._q, rows.keys_of(keys, wf), now, self._config.actor
+                    conn, self._q, rows.keys_of(keys, wf), now, self.config.actor
                 )
             tokens = [r.token for r in items]
             return await outcomes(conn, self._q, keys, tokens, {(r[0], r[1]) for r in found})
@@ -297,7 +292,7 @@ class WorkerWrites:
             )
             if wf := [r for r in found if r["workflow_id"] is not None]:
                 await upstream.apply_upstream(
-                    conn, self._q, rows.keys_of(keys, wf), now, self._config.actor
+                    conn, self._q, rows.keys_of(keys, wf), now, self.config.actor
                 )
             tokens = [w.token for w in writes]
             return await outcomes(conn, self._q, keys, tokens, {(r[0], r[1]) for r in found})

@@ -1,47 +1,56 @@
 """The :class:`Store` protocol: the composition of one protocol per concern.
 
-Owns :class:`Store` only: the lifecycle (``close``) and upkeep (``maintain``) methods and
-the inheritance of :class:`~scheduler.store.protocol.tasks.TaskStore`,
-:class:`~scheduler.store.protocol.tenants.TenantStore`,
-:class:`~scheduler.store.protocol.shards.ShardStore`,
-:class:`~scheduler.store.protocol.workflows.WorkflowStore`,
-:class:`~scheduler.store.protocol.schedules.ScheduleStore`,
-:class:`~scheduler.store.protocol.notices.NoticeStore` and
-:class:`~scheduler.store.protocol.metrics.MetricsStore`. Imports those modules and the
-value types; ``PostgresStore`` and ``SqliteStore`` satisfy it; the engine, the server and
-the CLI hold a ``Store``.
+Owns :class:`Store` only: the lifecycle methods (``close``, ``on_fence``) and the
+inheritance of one protocol per concern: :class:`~.tasks.TaskStore`,
+:class:`~.dispatch.DispatchStore`, :class:`~.writes.WriteStore`,
+:class:`~.actions.ActionStore`, :class:`~.history.HistoryStore`,
+:class:`~.tenants.TenantStore`, :class:`~.shards.ShardStore`,
+:class:`~.workflows.WorkflowStore`, :class:`~.schedules.ScheduleStore`,
+:class:`~.notices.NoticeStore`, :class:`~.metrics.MetricsStore` and
+:class:`~.partitions.PartitionStore`. Each backend has one part per protocol file, of the
+same name (``postgres/tasks.py`` implements ``protocol/tasks.py``), and its
+``PostgresStore`` / ``SqliteStore`` inherits them all. Imports those modules; the engine,
+the server and the CLI hold a ``Store``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Protocol
 
+from scheduler.store.protocol.actions import ActionStore
+from scheduler.store.protocol.dispatch import DispatchStore
+from scheduler.store.protocol.history import HistoryStore
 from scheduler.store.protocol.metrics import MetricsStore
 from scheduler.store.protocol.notices import NoticeStore
+from scheduler.store.protocol.partitions import PartitionStore
 from scheduler.store.protocol.schedules import ScheduleStore
 from scheduler.store.protocol.shards import ShardStore
 from scheduler.store.protocol.tasks import TaskStore
 from scheduler.store.protocol.tenants import TenantStore
 from scheduler.store.protocol.workflows import WorkflowStore
-from scheduler.types import MaintenanceResult
+from scheduler.store.protocol.writes import WriteStore
 
 
 class Store(
     TaskStore,
+    DispatchStore,
+    WriteStore,
+    ActionStore,
+    HistoryStore,
     TenantStore,
     ShardStore,
     WorkflowStore,
     ScheduleStore,
     NoticeStore,
     MetricsStore,
+    PartitionStore,
     Protocol,
 ):
     """The durable record. Every method is a coroutine and safe to call concurrently.
 
     Two implementations satisfy it (PostgreSQL for production, SQLite for the embedded
-    default) and one conformance suite runs against both.
+    default) and one conformance suite, a file per protocol, runs against both.
     """
 
     async def close(self) -> None:
@@ -52,8 +61,4 @@ class Store(
         """Call ``callback(generation)`` when the store finds the fencing generation
         raised under it (its PostgreSQL promoted by Patroni or ``dr promote``): shard
         epochs claimed before are refused from then on (never on SQLite)."""
-        ...
-
-    async def maintain(self, now: datetime) -> MaintenanceResult:
-        """Create partitions ahead, detach expired ones (PostgreSQL); no-op for SQLite."""
         ...

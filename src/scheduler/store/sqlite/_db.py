@@ -1,9 +1,10 @@
 """The SQLite connection handle the parts share: one thread, one connection, one SQL map.
 
-Owns :class:`Db` (open, ``tx``, close) and :data:`SQL`, every named section of
+Owns :class:`Db` (open, ``tx``, close), :class:`Part` (the base of every part: the
+handle, the SQL and the config) and :data:`SQL`, every named section of
 ``sql/sqlite/{queries,orchestration}.sql`` with its state-machine guards expanded. Calls
-only :mod:`sqlite3` and :mod:`scheduler.store._sql`; the facade
-(:class:`~scheduler.store.sqlite.SqliteStore`) opens it and hands it to every part.
+only :mod:`sqlite3` and :mod:`scheduler.store._sql`;
+:class:`~scheduler.store.sqlite.SqliteStore` opens the handle and inherits every part.
 Driver errors become :class:`StoreError` here, at the adapter boundary.
 """
 
@@ -17,6 +18,7 @@ from typing import TypeVar
 
 from scheduler._errors import StoreError, TickwheelError
 from scheduler.store import _sql
+from scheduler.store._config import StoreConfig
 
 T = TypeVar("T")
 
@@ -99,3 +101,15 @@ class Db:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._conn.close)
         self._executor.shutdown(wait=True)
+
+
+class Part:
+    """The base of every SQLite part (``tasks``, ``dispatch``, ``writes``, …): the
+    handle, the SQL and the config. :class:`~scheduler.store.sqlite.SqliteStore`
+    inherits every part, so one object holds them once and a part calls another part's
+    method on ``self``."""
+
+    def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
+        self._db = db
+        self._q = q
+        self.config = config

@@ -1,10 +1,10 @@
 """Operator actions on SQLite: cancel, redrive and the repair tool's ``transition``
-(part of :class:`~scheduler.store.protocol.TaskStore`).
+(:class:`~scheduler.store.protocol.ActionStore`).
 
 Owns :class:`Actions`. Every move is checked against the state machine in code and again
 by the SQL guard (``set_status``). Calls :class:`~scheduler.store.sqlite._db.Db`,
 :mod:`.rows`, :mod:`.audit` and :func:`.upstream.apply_upstream` (same transaction);
-called by the facade :class:`~scheduler.store.sqlite.SqliteStore`.
+inherited by :class:`~scheduler.store.sqlite.SqliteStore`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from datetime import datetime
 from scheduler._errors import InvalidTransition, NotFound
 from scheduler.states import TaskState, check_transition, sources
 from scheduler.store import _validate
-from scheduler.store._config import StoreConfig
 from scheduler.store._records import FAILED
+from scheduler.store.protocol.actions import ActionStore
 from scheduler.store.sqlite import rows, upstream
-from scheduler.store.sqlite._db import Db
+from scheduler.store.sqlite._db import Part
 from scheduler.store.sqlite.audit import audit
 from scheduler.types import CancelResult, FencedWrite, TaskKey, TaskRecord
 
@@ -69,20 +69,15 @@ def find(
     return row
 
 
-class Actions:
+class Actions(Part, ActionStore):
     """Cancel, redrive, transition."""
-
-    def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
-        self._db = db
-        self._q = q
-        self._config = config
 
     async def cancel(
         self, tenant_id: uuid.UUID | None, task_id: uuid.UUID, now: datetime
     ) -> CancelResult:
         """Immediate from SCHEDULED/PRELOADED/RETRYING; requested from DISPATCHED/RUNNING."""
         n = rows.us(_validate.aware("now", now))
-        actor = self._config.actor
+        actor = self.config.actor
         q = self._q
 
         def fn(c: sqlite3.Connection) -> CancelResult:
@@ -120,7 +115,7 @@ class Actions:
         """Operator move to ``to_state``; InvalidTransition (nothing written) if illegal."""
         n = rows.us(_validate.aware("now", now))
         _validate.keys("key", [FencedWrite(key=key, token=0)])
-        policy_actor = self._config.actor
+        policy_actor = self.config.actor
         q = self._q
 
         def fn(c: sqlite3.Connection) -> TaskRecord:
@@ -136,7 +131,7 @@ class Actions:
 
         return await self._db.tx(fn)
 
-    async def guarded_set_status_unchecked(
+    async def _guarded_set_status_unchecked(
         self, key: TaskKey, to_state: TaskState, now: datetime
     ) -> bool:
         """The SQL guard alone, without the check in code (for tests of the guard)."""

@@ -1,25 +1,25 @@
 """The scheduler's own task moves on SQLite: pre-load, dispatch and lease expiry.
 
 Owns :class:`Dispatch`: ``claim_preload``, ``load_preloaded``, ``mark_dispatched`` and
-``reclaim_expired`` (part of :class:`~scheduler.store.protocol.TaskStore`). Calls
+``reclaim_expired`` (:class:`~scheduler.store.protocol.DispatchStore`). Calls
 :class:`~scheduler.store.sqlite._db.Db`, :mod:`.rows`, :mod:`.audit` and, for workflow
 tasks that lapse into DEAD_LETTER or CANCELLED, :func:`.upstream.apply_upstream` in the
-same transaction; called by the facade :class:`~scheduler.store.sqlite.SqliteStore`.
+same transaction; inherited by :class:`~scheduler.store.sqlite.SqliteStore`.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from scheduler.states import TaskState
 from scheduler.store import _common, _validate
-from scheduler.store._config import StoreConfig
 from scheduler.store._records import FAILED
+from scheduler.store.protocol.dispatch import DispatchStore
 from scheduler.store.sqlite import rows, upstream
-from scheduler.store.sqlite._db import Db
+from scheduler.store.sqlite._db import Part
 from scheduler.store.sqlite.audit import audit, lease_expired
 from scheduler.types import (
     Assignment,
@@ -31,13 +31,8 @@ from scheduler.types import (
 )
 
 
-class Dispatch:
+class Dispatch(Part, DispatchStore):
     """SCHEDULED/RETRYING -> PRELOADED -> DISPATCHED, and back on lease expiry."""
-
-    def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
-        self._db = db
-        self._q = q
-        self._config = config
 
     async def claim_preload(
         self,
@@ -55,7 +50,7 @@ class Dispatch:
             rh = rows.us(_validate.aware("retry_horizon", retry_horizon))
         n = rows.us(_validate.aware("now", now))
         allowed = None if shards is None else set(shards)
-        actor = self._config.actor
+        actor = self.config.actor
         q = self._q
 
         def fn(c: sqlite3.Connection) -> list[Preloaded]:
@@ -137,7 +132,7 @@ class Dispatch:
         n = rows.us(_validate.aware("now", now))
         _validate.keys("requests", requests)
         _validate.dispatch_requests(requests)
-        actor = self._config.actor
+        actor = self.config.actor
         q = self._q
 
         def fn(c: sqlite3.Connection) -> list[Assignment | None]:
@@ -184,7 +179,7 @@ class Dispatch:
         """Apply lease expiry per the state table."""
         n = rows.us(_validate.aware("now", now))
         allowed = None if shards is None else set(shards)
-        actor = self._config.actor
+        actor = self.config.actor
         q = self._q
 
         def fn(c: sqlite3.Connection) -> ReclaimResult:

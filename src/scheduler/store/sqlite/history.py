@@ -1,9 +1,10 @@
-"""A task's history beyond its transitions, and recent activity, on SQLite.
+"""A task's audit trail and refused writes, and recent activity, on SQLite
+(:class:`~scheduler.store.protocol.HistoryStore`).
 
-Owns :class:`History`: ``record_refused`` (a refused worker write, only on refusal),
-``refused_writes_of`` and ``activity`` (GetActivity's buckets from the audit, read by
-the index on ``task_transitions.at``; percentiles ranked here). Calls
-:class:`~scheduler.store.sqlite._db.Db` and :mod:`.rows`; called by the facade
+Owns :class:`History`: ``transitions_of``, ``record_refused`` (a refused worker write,
+only on refusal), ``refused_writes_of`` and ``activity`` (GetActivity's buckets from the
+audit, read by the index on ``task_transitions.at``; percentiles ranked here). Calls
+:class:`~scheduler.store.sqlite._db.Db` and :mod:`.rows`; inherited by
 :class:`~scheduler.store.sqlite.SqliteStore`.
 """
 
@@ -11,13 +12,15 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
+from scheduler.states import TaskState
 from scheduler.store import _common, _validate
+from scheduler.store.protocol.history import HistoryStore
 from scheduler.store.sqlite import rows
-from scheduler.store.sqlite._db import Db
-from scheduler.types import ActivityBucket, RefusedWrite, TaskKey
+from scheduler.store.sqlite._db import Part
+from scheduler.types import ActivityBucket, RefusedWrite, TaskKey, Transition
 
 
 def percentile(ordered: Sequence[float], p: float) -> float:
@@ -30,12 +33,21 @@ def percentile(ordered: Sequence[float], p: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-class History:
-    """Refused writes and activity."""
+class History(Part, HistoryStore):
+    """The audit trail, refused writes and activity."""
 
-    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
-        self._db = db
-        self._q = q
+    async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
+        """The audit trail of a task."""
+        q = self._q
+
+        def fn(c: sqlite3.Connection) -> list[Transition]:
+            found = c.execute(q["transitions_of"], (str(task_id),)).fetchall()
+            return [
+                Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], rows.dt(r[4]), None, r[5])
+                for r in found
+            ]
+
+        return await self._db.tx(fn)
 
     async def record_refused(self, writes: Sequence[RefusedWrite]) -> None:
         """Append one row per refused write (a task that no longer exists gets none)."""

@@ -4,7 +4,7 @@ MetricsStore`).
 Owns :class:`Metrics`: ``queue_depth`` (one grouped scan of the open rows) and
 ``replication_lag`` (always None: SQLite has no standby). SQL in
 ``sql/sqlite/metrics.sql``. Calls :class:`~scheduler.store.sqlite._db.Db` and
-:mod:`.rows`; called by the facade.
+:mod:`.rows`; inherited by the store.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from datetime import datetime
 
 from scheduler.store import _validate
 from scheduler.store._sql import parse_sections, read_text
-from scheduler.store.protocol.metrics import DepthRow, ReplicationLag
+from scheduler.store.protocol.metrics import DepthRow, MetricsStore, ReplicationLag
 from scheduler.store.sqlite import rows
-from scheduler.store.sqlite._db import Db
+from scheduler.store.sqlite._db import Part
 
 
 @functools.cache
@@ -25,17 +25,13 @@ def _queries() -> dict[str, str]:
     return parse_sections(read_text("sqlite", "metrics.sql"))
 
 
-class Metrics:
+class Metrics(Part, MetricsStore):
     """Queue depth (and no replication)."""
-
-    def __init__(self, db: Db) -> None:
-        self._db = db
-        self._q = _queries()
 
     async def queue_depth(self, now: datetime) -> list[DepthRow]:
         """Open tasks per (pool, state, horizon)."""
         n = rows.us(_validate.aware("now", now))
-        sql = self._q["queue_depth"]
+        sql = _queries()["queue_depth"]
 
         def fn(c: sqlite3.Connection) -> list[DepthRow]:
             return [

@@ -2,7 +2,7 @@
 (:class:`~scheduler.store.protocol.ScheduleStore`).
 
 Owns :class:`Schedules`. Calls :class:`~scheduler.store.sqlite._db.Db` and :mod:`.rows`;
-called by the facade :class:`~scheduler.store.sqlite.SqliteStore`.
+inherited by :class:`~scheduler.store.sqlite.SqliteStore`.
 """
 
 from __future__ import annotations
@@ -10,22 +10,19 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from scheduler._errors import AlreadyExists, NotFound
 from scheduler.store._facts import JobFacts, sqlite_job_facts
+from scheduler.store.protocol.schedules import ScheduleStore
 from scheduler.store.sqlite import rows
-from scheduler.store.sqlite._db import Db
+from scheduler.store.sqlite._db import Part
 from scheduler.types import Expectation, Schedule
 
 
-class Schedules:
+class Schedules(Part, ScheduleStore):
     """Schedules, expectations and canaries; each call one transaction."""
-
-    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
-        self._db = db
-        self._q = q
 
     # -- schedules ----------------------------------------------------------------------
     async def create_schedule(self, schedule: Schedule) -> Schedule:

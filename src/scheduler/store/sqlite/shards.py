@@ -1,27 +1,24 @@
 """Shard epochs on SQLite (:class:`~scheduler.store.protocol.ShardStore`).
 
 Owns :class:`Shards`. Calls :class:`~scheduler.store.sqlite._db.Db` and :mod:`.rows`;
-called by the facade :class:`~scheduler.store.sqlite.SqliteStore`.
+inherited by :class:`~scheduler.store.sqlite.SqliteStore`.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from scheduler.store import _validate
+from scheduler.store.protocol.shards import ShardStore
 from scheduler.store.sqlite import rows
-from scheduler.store.sqlite._db import Db
+from scheduler.store.sqlite._db import Part
 from scheduler.types import ShardClaim
 
 
-class Shards:
+class Shards(Part, ShardStore):
     """Epoch claims and their history."""
-
-    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
-        self._db = db
-        self._q = q
 
     async def claim_shards(
         self, shards: Sequence[int], owner: str, now: datetime

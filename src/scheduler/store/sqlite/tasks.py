@@ -1,9 +1,9 @@
-"""Task submission and reads on SQLite (part of :class:`~scheduler.store.protocol.TaskStore`).
+"""Task submission and reads on SQLite (:class:`~scheduler.store.protocol.TaskStore`).
 
 Owns :class:`Tasks`: ``insert_tasks`` (idempotent per tenant and key, DAG edges),
-``get_task``, ``list_tasks`` and ``transitions_of``. Calls
-:class:`~scheduler.store.sqlite._db.Db`, :mod:`.rows` and the shared validation; called
-by the facade :class:`~scheduler.store.sqlite.SqliteStore`.
+``get_task``, ``list_tasks``, ``count_tasks`` and ``forecast``. Calls
+:class:`~scheduler.store.sqlite._db.Db`, :mod:`.rows` and the shared validation;
+inherited by :class:`~scheduler.store.sqlite.SqliteStore`.
 """
 
 from __future__ import annotations
@@ -11,16 +11,15 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from scheduler._errors import InvalidArgument, NotFound, StoreError
-from scheduler.states import TaskState
 from scheduler.store import _common, _validate
-from scheduler.store._config import StoreConfig
 from scheduler.store._records import unresolved
+from scheduler.store.protocol.tasks import TaskStore
 from scheduler.store.sqlite import rows
-from scheduler.store.sqlite._db import Db
+from scheduler.store.sqlite._db import Part
 from scheduler.types import (
     Forecast,
     InsertResult,
@@ -30,24 +29,18 @@ from scheduler.types import (
     TaskCounts,
     TaskFilter,
     TaskRecord,
-    Transition,
 )
 
 
-class Tasks:
+class Tasks(Part, TaskStore):
     """Inserts and reads of ``tasks`` and ``task_transitions``."""
-
-    def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
-        self._db = db
-        self._q = q
-        self._config = config
 
     async def insert_tasks(self, tasks: Sequence[NewTask], now: datetime) -> list[InsertResult]:
         """Insert many in one transaction; a result per item (created or duplicate)."""
         _validate.aware("now", now)
         if not tasks:
             return []
-        encoded = _validate.new_tasks(tasks, self._config.payload_limit_bytes)
+        encoded = _validate.new_tasks(tasks, self.config.payload_limit_bytes)
         n = rows.us(now)
         q = self._q
 
@@ -203,16 +196,3 @@ class Tasks:
 
         found = await self._db.tx(fn)
         return _common.forecast_of((r[0], r[1], r[2], r[3]) for r in found)
-
-    async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
-        """The audit trail of a task."""
-        q = self._q
-
-        def fn(c: sqlite3.Connection) -> list[Transition]:
-            found = c.execute(q["transitions_of"], (str(task_id),)).fetchall()
-            return [
-                Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], rows.dt(r[4]), None, r[5])
-                for r in found
-            ]
-
-        return await self._db.tx(fn)

@@ -2,7 +2,7 @@
 
 Owns :class:`Tenants`. Calls :class:`~scheduler.store.sqlite._db.Db`, :mod:`.rows`, and
 the shared checks of :mod:`scheduler.store._common` / :mod:`scheduler.store._validate`;
-called by the facade :class:`~scheduler.store.sqlite.SqliteStore`.
+inherited by :class:`~scheduler.store.sqlite.SqliteStore`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 
 from scheduler._errors import AlreadyExists, NotFound
 from scheduler.store import _common, _validate
+from scheduler.store.protocol.tenants import MoveState, TenantStore
 from scheduler.store.sqlite import rows
-from scheduler.store.sqlite._db import Db
+from scheduler.store.sqlite._db import Part
 from scheduler.types import DEFAULT_SCOPES, ApiKey, Scope, Tenant
 
 
@@ -41,12 +42,8 @@ def _scopes(scopes: frozenset[Scope]) -> str:
     return ",".join(sorted(s.value for s in scopes))
 
 
-class Tenants:
+class Tenants(Part, TenantStore):
     """The tenant statements, each one transaction."""
-
-    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
-        self._db = db
-        self._q = q
 
     async def create_tenant(self, tenant: Tenant) -> Tenant:
         """Insert a tenant."""
@@ -259,3 +256,7 @@ class Tenants:
             return [rows.tenant(r) for r in c.execute(q["list_tenants"], (start, limit))]
 
         return await self._db.tx(fn)
+
+    async def tenant_moves(self) -> dict[uuid.UUID, MoveState]:
+        """None: moving a tenant's home needs PostgreSQL in both regions."""
+        return {}

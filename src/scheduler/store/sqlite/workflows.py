@@ -3,28 +3,24 @@
 Owns :class:`Workflows`: ``create_workflow`` (idempotent per tenant and key) and
 ``get_workflow`` (the workflow, its tasks and edges). The upstream policy is
 :mod:`.upstream`, applied by the task writes. Calls
-:class:`~scheduler.store.sqlite._db.Db` and :mod:`.rows`; called by the facade
-:class:`~scheduler.store.sqlite.SqliteStore`.
+:class:`~scheduler.store.sqlite._db.Db` and :mod:`.rows`;
+inherited by :class:`~scheduler.store.sqlite.SqliteStore`.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Mapping
 
 from scheduler._errors import NotFound
+from scheduler.store.protocol.workflows import WorkflowStore
 from scheduler.store.sqlite import rows
-from scheduler.store.sqlite._db import Db
+from scheduler.store.sqlite._db import Part
 from scheduler.types import Workflow, WorkflowView
 
 
-class Workflows:
+class Workflows(Part, WorkflowStore):
     """Workflow inserts and views."""
-
-    def __init__(self, db: Db, q: Mapping[str, str]) -> None:
-        self._db = db
-        self._q = q
 
     async def create_workflow(self, workflow: Workflow) -> tuple[Workflow, bool]:
         """Insert, or return the existing workflow of the same idempotency key."""

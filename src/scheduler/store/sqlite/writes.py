@@ -1,11 +1,11 @@
 """Fenced worker writes on SQLite: ack, heartbeat, checkpoint, complete, fail, release and
-confirm_cancel (part of :class:`~scheduler.store.protocol.TaskStore`).
+confirm_cancel (:class:`~scheduler.store.protocol.WriteStore`).
 
 Owns :class:`WorkerWrites`. Each batch is a loop inside one transaction; an item that
 misses gets STALE (the task exists) or NOT_FOUND. Calls
 :class:`~scheduler.store.sqlite._db.Db`, :mod:`.rows`, :mod:`.audit` and, for workflow
 tasks moved to DEAD_LETTER or CANCELLED, :func:`.upstream.apply_upstream` in the same
-transaction; called by the facade :class:`~scheduler.store.sqlite.SqliteStore`.
+transaction; inherited by :class:`~scheduler.store.sqlite.SqliteStore`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 
 from scheduler.states import TaskState
 from scheduler.store import _common, _validate
-from scheduler.store._config import StoreConfig
+from scheduler.store.protocol.writes import WriteStore
 from scheduler.store.sqlite import rows, upstream
-from scheduler.store.sqlite._db import Db
+from scheduler.store.sqlite._db import Part
 from scheduler.store.sqlite.audit import audit, fail_reason
 from scheduler.types import (
     CompleteResult,
@@ -65,13 +65,8 @@ def ack_one(
     return True
 
 
-class WorkerWrites:
+class WorkerWrites(Part, WriteStore):
     """The writes a worker makes with its fencing token."""
-
-    def __init__(self, db: Db, q: Mapping[str, str], config: StoreConfig) -> None:
-        self._db = db
-        self._q = q
-        self._config = config
 
     async def ack(
         self, writes: Sequence[FencedWrite], lease_expires_at: datetime, now: datetime
@@ -123,7 +118,7 @@ class WorkerWrites:
         """Save a RUNNING task's progress (fenced)."""
         _validate.keys("key", [FencedWrite(key=key, token=token)])
         n = rows.us(_validate.aware("now", now))
-        encoded = _validate.json_object("data", data, self._config.payload_limit_bytes)
+        encoded = _validate.json_object("data", data, self.config.payload_limit_bytes)
         q = self._q
 
         def fn(c: sqlite3.Connection) -> Outcome:
@@ -143,11 +138,11 @@ class WorkerWrites:
                 _validate.aware(f"items[{i}].acked_at", item.acked_at)
         results = [
             _validate.json_object(
-                f"items[{i}].result", c.result, self._config.payload_limit_bytes, optional=True
+                f"items[{i}].result", c.result, self.config.payload_limit_bytes, optional=True
             )
             for i, c in enumerate(items)
         ]
-        actor = self._config.actor
+        actor = self.config.actor
         q = self._q
 
         def fn(c: sqlite3.Connection) -> list[CompleteResult]:
@@ -222,7 +217,7 @@ class WorkerWrites:
         n = rows.us(_validate.aware("now", now))
         _validate.keys("items", items)
         _validate.failures(items)
-        actor = self._config.actor
+        actor = self.config.actor
         q = self._q
 
         def fn(c: sqlite3.Connection) -> list[FailResult]:
@@ -283,12 +278,12 @@ class WorkerWrites:
             _validate.json_object(
                 f"items[{i}].checkpoint",
                 r.checkpoint,
-                self._config.payload_limit_bytes,
+                self.config.payload_limit_bytes,
                 optional=True,
             )
             for i, r in enumerate(items)
         ]
-        actor = self._config.actor
+        actor = self.config.actor
         q = self._q
 
         def fn(c: sqlite3.Connection) -> list[Outcome]:
@@ -333,7 +328,7 @@ class WorkerWrites:
         tasks in the same transaction."""
         n = rows.us(_validate.aware("now", now))
         _validate.keys("writes", writes)
-        actor = self._config.actor
+        actor = self.config.actor
         q = self._q
 
         def fn(c: sqlite3.Connection) -> list[Outcome]:

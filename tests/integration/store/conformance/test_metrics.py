@@ -1,4 +1,5 @@
-"""``queue_depth`` and ``replication_lag`` (the ``/metrics`` reads) on both stores."""
+"""The metrics protocol (``protocol/metrics.py``): ``queue_depth`` and ``replication_lag``
+(the ``/metrics`` reads)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from scheduler.states import TaskState
 from scheduler.store import Store
 from scheduler.store.postgres import PostgresStore
 from scheduler.types import Pool, Tenant
-from tests.integration.store.conftest import NOW, force_status, new_task
+from tests.support.stores import NOW, force_status, new_task
 
 
 async def test_queue_depth_groups_open_tasks_by_pool_state_and_horizon(

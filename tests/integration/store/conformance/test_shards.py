@@ -1,10 +1,11 @@
-"""Shard epochs: a dispatch carries its node's epoch and is refused once it is stale."""
+"""The shard protocol (``protocol/shards.py``): epochs rise per claim, and a dispatch with
+a stale epoch is refused."""
 
 from __future__ import annotations
 
 from scheduler.store import Store
 from scheduler.types import DispatchRequest, Tenant
-from tests.integration.store.conftest import NOW, new_task
+from tests.support.stores import NOW, new_task
 
 
 async def test_dispatch_with_a_stale_epoch_is_refused(store: Store, tenant: Tenant) -> None:

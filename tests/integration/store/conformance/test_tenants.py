@@ -1,18 +1,16 @@
-"""API keys in the store, on both backends: scopes, expiry, revocation, rotation, last
-use, the tenant list; and an SQLite file made before key scopes existed (issue 15)."""
+"""The tenant protocol (``protocol/tenants.py``): tenants, their home moves, and API keys
+(scopes, expiry, revocation, rotation, last use; issue 15), the tenant list."""
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from scheduler._errors import NotFound
-from scheduler.store import Store, open_store
+from scheduler._errors import AlreadyExists, InvalidArgument, NotFound
+from scheduler.store import Store
 from scheduler.types import DEFAULT_SCOPES, Scope, Tenant
 
 
@@ -138,42 +136,15 @@ async def test_tenants_are_listed_in_id_order_a_page_at_a_time(store: Store) -> 
     assert [t.id for t in rest] == made[2:]
 
 
-async def test_an_sqlite_file_from_before_key_scopes_is_upgraded(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
-    conn = sqlite3.connect(path)
-    conn.executescript(
-        """
-        CREATE TABLE tenants (
-            id TEXT PRIMARY KEY, name TEXT NOT NULL, tier TEXT NOT NULL DEFAULT 'STANDARD',
-            rate_limit_rps INTEGER NOT NULL DEFAULT 1000,
-            max_concurrent_workers INTEGER NOT NULL DEFAULT 200,
-            home_region TEXT NOT NULL DEFAULT 'local', created_at INTEGER NOT NULL);
-        CREATE TABLE api_keys (
-            id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL REFERENCES tenants(id),
-            name TEXT NOT NULL, secret_hash BLOB NOT NULL UNIQUE,
-            created_at INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
-        """
-    )
-    tenant_id, key_id = uuid.uuid4(), uuid.uuid4()
-    conn.execute(
-        "INSERT INTO tenants (id, name, created_at) VALUES (?, 'old', 0)", (str(tenant_id),)
-    )
-    conn.execute(
-        "INSERT INTO api_keys (id, tenant_id, name, secret_hash, created_at)"
-        " VALUES (?, ?, 'k', ?, 0)",
-        (str(key_id), str(tenant_id), b"h-old"),
-    )
-    conn.commit()
-    conn.close()
-    store = await open_store(f"sqlite:///{path}")
-    try:
-        key = await store.api_key_for_hash(b"h-old")
-        assert key is not None
-        assert key.id == key_id
-        assert key.scopes == DEFAULT_SCOPES
-        assert key.expires_at is None
-        assert await store.tenant_for_key_hash(b"h-old") == tenant_id
-        await store.revoke_api_key(key_id, datetime.now(UTC))
-        assert await store.tenant_for_key_hash(b"h-old") is None
-    finally:
-        await store.close()
+async def test_tenants_and_their_moves(store: Store, tenant: Tenant) -> None:
+    assert (await store.get_tenant(tenant.id)).name == "acme"
+    upd = await store.update_tenant(tenant.id, {"rate_limit_rps": 5})
+    assert upd.rate_limit_rps == 5
+    assert (await store.get_tenant(tenant.id)).rate_limit_rps == 5
+    with pytest.raises(InvalidArgument):
+        await store.update_tenant(tenant.id, {"id": uuid.uuid4()})
+    with pytest.raises(NotFound):
+        await store.get_tenant(uuid.uuid4())
+    with pytest.raises(AlreadyExists):
+        await store.create_tenant(tenant)
+    assert await store.tenant_moves() == {}  # no home move touched this store
