@@ -1,0 +1,146 @@
+"""The TypeScript SDK (sdk/typescript, issue 39) in `make test`.
+
+``npm ci`` installs the committed lockfile; ``npm test`` checks the generated code
+for drift, type-checks, and runs the SDK's own tests (``node --test``) against real
+``tickwheel dev`` processes that the tests start. A second test follows
+docs/typescript.md: a task submitted from Python is completed by the TypeScript
+worker example, and the same task by a Python worker beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.client import Client, TaskState
+from tests.support.processes import CommandProcess, WorkerProcess, process_group
+from tests.support.servers import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+SDK = ROOT / "sdk" / "typescript"
+TICKWHEEL = Path(sys.executable).with_name("tickwheel")
+
+
+def _npm(*args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    npm = shutil.which("npm")
+    assert npm is not None, "npm is missing: run scripts/install-deps (make deps)"
+    env = {**os.environ, "TICKWHEEL_BIN": str(TICKWHEEL), "NO_COLOR": "1"}
+    return subprocess.run(
+        [npm, *args],
+        cwd=SDK,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def _ok(result: subprocess.CompletedProcess[str], what: str) -> None:
+    if result.returncode != 0:
+        pytest.fail(
+            f"{what} exited {result.returncode}:\n"
+            f"{result.stdout[-12000:]}\n{result.stderr[-6000:]}",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="module")
+def installed() -> None:
+    """``npm ci`` from the committed lockfile, once for this module."""
+    _ok(_npm("ci", "--no-audit", "--no-fund", timeout_s=240), "npm ci")
+
+
+def test_typescript_sdk_tests_pass(installed: None) -> None:
+    result = _npm("test", timeout_s=280)
+    _ok(result, "npm test (sdk/typescript)")
+    # node's test runner says how many ran (TAP "# pass N" off a terminal, "ℹ pass N"
+    # on one): none failed, and some did.
+    passed = re.findall(r"^(?:#|ℹ) pass (\d+)$", result.stdout, flags=re.M)
+    failed = re.findall(r"^(?:#|ℹ) fail (\d+)$", result.stdout, flags=re.M)
+    assert passed, result.stdout[-4000:]
+    assert int(passed[-1]) > 0, result.stdout[-4000:]
+    assert failed == ["0"], result.stdout[-4000:]
+
+
+def _spawn_node(args: list[str], env: dict[str, str], log: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        args, cwd=SDK, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+    )
+
+
+def _facts(proc: CommandProcess) -> dict[str, Any]:
+    (line,) = [ln for ln in proc.log().splitlines() if ln.startswith("{")]
+    facts = json.loads(line)
+    assert isinstance(facts, dict)
+    return facts
+
+
+async def test_python_submits_and_a_typescript_worker_completes(
+    installed: None, tmp_path: Path
+) -> None:
+    """docs/typescript.md, followed: `tickwheel dev`, the TypeScript worker example,
+    a task submitted from Python; then a Python worker runs the same task type."""
+    _ok(_npm("run", "build", timeout_s=120), "npm run build")
+    node = shutil.which("node")
+    assert node is not None
+    port = free_port()
+    args = ["dev", "--db", str(tmp_path / "dev.db"), "--listen", f"127.0.0.1:{port}"]
+    with process_group(tmp_path / "procs") as group:
+        dev = CommandProcess(
+            group.dir / "dev", "dev", [*args, "--no-ui", "--no-metrics", "--json"], ready_log="^{"
+        )
+        group.procs.append(dev)
+        await asyncio.to_thread(dev.start)
+        facts = _facts(dev)
+        env = {
+            **os.environ,
+            "TICKWHEEL_TARGET": facts["target"],
+            "TICKWHEEL_API_KEY": facts["api_key"],
+        }
+        log = (tmp_path / "ts-worker.log").open("w")
+        ts_worker = _spawn_node([node, str(SDK / "examples" / "worker.mjs")], env, log)
+        try:
+            client = await Client.connect(facts["target"], api_key=facts["api_key"])
+            try:
+                task = await client.submit("greet", {"name": "Ada"})
+                done = await client.wait(task.id, timeout_s=60)
+                assert done.state is TaskState.COMPLETED
+                assert done.result == {"greeting": "Hello, Ada!", "by": "typescript", "attempt": 1}
+                # SIGTERM drains the TypeScript worker; it exits 0.
+                ts_worker.send_signal(signal.SIGTERM)
+                assert await asyncio.to_thread(ts_worker.wait, 30) == 0
+                # The same task type, run by a Python worker (examples/greet.py).
+                py_env = {"PYTHONPATH": str(SDK / "examples")}
+                py_worker = WorkerProcess(
+                    group.dir / "py-worker",
+                    facts["target"],
+                    facts["api_key"],
+                    {"greet": "greet:greet"},
+                    name="py-worker",
+                    env=py_env,
+                )
+                group.procs.append(py_worker)
+                await asyncio.to_thread(py_worker.start)
+                task = await client.submit("greet", {"name": "Grace"})
+                done = await client.wait(task.id, timeout_s=60)
+                assert done.state is TaskState.COMPLETED
+                assert done.result == {"greeting": "Hello, Grace!", "by": "python", "attempt": 1}
+            finally:
+                await client.close()
+        finally:
+            if ts_worker.poll() is None:
+                ts_worker.kill()
+                ts_worker.wait()
+            log.close()
