@@ -26,6 +26,5 @@ export function openTransport(target: string, tls?: TlsOptions | boolean): Trans
     nodeOptions,
     pingIntervalMs: 10_000,
     pingTimeoutMs: 10_000,
-    idleConnectionTimeoutMs: 0,
   });
 }

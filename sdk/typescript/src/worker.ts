@@ -88,6 +88,8 @@ export interface DrainReport {
   uncommitted: number;
 }
 
+/** Longest a completion waits for an earlier Completions message's Result. */
+const COMPLETION_LINGER_MS = 5;
 const FATAL = [Unauthenticated, PermissionDenied, InvalidArgument];
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -96,6 +98,10 @@ class Outbox implements AsyncIterable<WorkerMessageInit> {
   private items: WorkerMessageInit[] = [];
   private waiter: ((v: IteratorResult<WorkerMessageInit>) => void) | undefined;
   private ended = false;
+  /** Whether `m` still waits here, unwritten. */
+  waiting(m: WorkerMessageInit): boolean {
+    return this.items.includes(m);
+  }
   push(m: WorkerMessageInit): void {
     if (this.ended) return;
     const w = this.waiter;
@@ -370,6 +376,23 @@ class Member {
     });
   }
 
+  private lastAck: { conn: Conn; msg: WorkerMessageInit; refs: Ref[]; answer: Promise<TaskResult[]> } | undefined;
+
+  /** Acknowledge `refs`: while an earlier ack still waits unwritten in the outbox, they
+   * join it (one message and one Result for every push that arrived meanwhile). */
+  ack(refs: Ref[]): Promise<TaskResult[]> {
+    const last = this.lastAck;
+    if (last && last.conn === this.conn && last.conn.outbox.waiting(last.msg)) {
+      last.refs.push(...refs);
+      return last.answer;
+    }
+    const tasks = [...refs];
+    const msg: WorkerMessageInit = { kind: { case: "ack", value: { tasks } } };
+    const answer = this.startRequest(msg);
+    if (this.conn) this.lastAck = { conn: this.conn, msg, refs: tasks, answer };
+    return answer;
+  }
+
   /** Send with a request id; its Result (fails when no stream is up or it breaks). */
   startRequest(m: WorkerMessageInit): Promise<TaskResult[]> {
     const conn = this.conn;
@@ -403,28 +426,46 @@ class Member {
     return this.startRequest(m);
   }
 
-  /** A completion joins the others finished in the same turn in one Completions. */
+  /** A completion joins the others finished meanwhile in one Completions message
+   * (Nagle's rule, as the Python SDK: with no Completions awaiting its Result the batch
+   * goes at the end of this turn of the event loop; with one, it waits for that Result,
+   * at most COMPLETION_LINGER_MS, gathering what finishes meanwhile). */
   complete(item: MessageInitShape<typeof WorkerMessageSchema>, taskId: string): Promise<TaskResult | undefined> {
     if (!this.completions) {
-      const batch: NonNullable<Member["completions"]> = { items: [], waiters: [] };
-      this.completions = batch;
-      setImmediate(() => {
-        this.completions = undefined;
-        const msg: WorkerMessageInit = { kind: { case: "completions", value: { items: batch.items as never } } };
-        this.startRequest(msg).then(
-          (results) => {
-            const by = new Map(results.map((r) => [r.taskId, r]));
-            for (const wt of batch.waiters) wt.resolve(by.get(wt.taskId));
-          },
-          (err: Error) => {
-            for (const wt of batch.waiters) wt.reject(err);
-          },
-        );
-      });
+      this.completions = { items: [], waiters: [] };
+      if (this.completionsInFlight) this.linger = setTimeout(() => this.flushCompletions(), COMPLETION_LINGER_MS);
+      else setImmediate(() => this.flushCompletions());
     }
     const batch = this.completions;
     batch.items.push(item);
     return new Promise((resolve, reject) => batch.waiters.push({ taskId, resolve, reject }));
+  }
+
+  private completionsInFlight = 0;
+  private linger: NodeJS.Timeout | undefined;
+
+  private flushCompletions(): void {
+    const batch = this.completions;
+    if (!batch) return;
+    this.completions = undefined;
+    clearTimeout(this.linger);
+    this.linger = undefined;
+    this.completionsInFlight += 1;
+    const msg: WorkerMessageInit = { kind: { case: "completions", value: { items: batch.items as never } } };
+    this.startRequest(msg)
+      .then(
+        (results) => {
+          const by = new Map(results.map((r) => [r.taskId, r]));
+          for (const wt of batch.waiters) wt.resolve(by.get(wt.taskId));
+        },
+        (err: Error) => {
+          for (const wt of batch.waiters) wt.reject(err);
+        },
+      )
+      .finally(() => {
+        this.completionsInFlight -= 1;
+        if (!this.completionsInFlight && this.completions) this.flushCompletions();
+      });
   }
 
   /** Stop reconnecting and half-close the current stream (the server ends it). */
@@ -465,6 +506,7 @@ export class Worker {
   private readonly up = new Set<Member>();
   private readonly members = new Map<string, Member>();
   private readonly seeds: string[];
+  private readonly membersClients = new Map<string, RpcClient<typeof WorkerService>>();
   private started = false;
   private closed = false;
   private wake: (() => void) | undefined;
@@ -568,7 +610,11 @@ export class Worker {
       const candidates = [...this.seeds, ...[...this.members.values()].map((m) => m.target).filter((t) => !this.seeds.includes(t))];
       for (const target of candidates) {
         try {
-          const rpc = createClient(WorkerService, openTransport(target, this.opts.tls));
+          let rpc = this.membersClients.get(target);
+          if (!rpc) {
+            rpc = createClient(WorkerService, openTransport(target, this.opts.tls));
+            this.membersClients.set(target, rpc);
+          }
           const r = await rpc.members({}, { headers: { [API_KEY_HEADER]: this.opts.apiKey }, timeoutMs: 5000 });
           live = new Map((r.members?.members ?? []).filter((m) => m.address).map((m) => [m.nodeId, m.address]));
           if (live.size) break;
@@ -717,7 +763,7 @@ export class Worker {
       }
       return;
     }
-    m.startRequest({ kind: { case: "ack", value: { tasks: fresh.map((h) => h.ref) } } }).then(
+    m.ack(fresh.map((h) => h.ref)).then(
       (results) => {
         const ok = new Map(results.map((r) => [r.taskId, r]));
         for (const h of fresh) {
