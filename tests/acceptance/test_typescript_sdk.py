@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from scheduler.client import Client, TaskState
+from tests.acceptance.conftest import Cluster
 from tests.support.processes import CommandProcess, WorkerProcess, process_group
 from tests.support.servers import free_port
 
@@ -58,8 +59,9 @@ def _ok(result: subprocess.CompletedProcess[str], what: str) -> None:
 
 @pytest.fixture(scope="module")
 def installed() -> None:
-    """``npm ci`` from the committed lockfile, once for this module."""
+    """``npm ci`` from the committed lockfile and a build, once for this module."""
     _ok(_npm("ci", "--no-audit", "--no-fund", timeout_s=240), "npm ci")
+    _ok(_npm("run", "build", timeout_s=120), "npm run build")
 
 
 def test_typescript_sdk_tests_pass(installed: None) -> None:
@@ -92,7 +94,6 @@ async def test_python_submits_and_a_typescript_worker_completes(
 ) -> None:
     """docs/typescript.md, followed: `tickwheel dev`, the TypeScript worker example,
     a task submitted from Python; then a Python worker runs the same task type."""
-    _ok(_npm("run", "build", timeout_s=120), "npm run build")
     node = shutil.which("node")
     assert node is not None
     port = free_port()
@@ -144,3 +145,41 @@ async def test_python_submits_and_a_typescript_worker_completes(
                 ts_worker.kill()
                 ts_worker.wait()
             log.close()
+
+
+def _run_node(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=SDK, env=env, capture_output=True, text=True, timeout=90, check=False
+    )
+
+
+async def test_typescript_worker_and_producer_on_a_postgres_served_node(
+    installed: None, cluster: Cluster, tmp_path: Path
+) -> None:
+    """The examples against `tickwheel serve` on PostgreSQL: the producer submits and
+    waits, the worker completes, and SIGTERM drains it (exit 0)."""
+    node = shutil.which("node")
+    assert node is not None
+    env = {
+        **os.environ,
+        "TICKWHEEL_TARGET": cluster.server.target,
+        "TICKWHEEL_API_KEY": cluster.api_key,
+    }
+    log = (tmp_path / "ts-worker.log").open("w")
+    worker = _spawn_node([node, str(SDK / "examples" / "worker.mjs")], env, log)
+    try:
+        produced = await asyncio.to_thread(
+            _run_node, [node, str(SDK / "examples" / "producer.mjs")], env
+        )
+        assert produced.returncode == 0, produced.stderr
+        result = json.loads(produced.stdout.strip().splitlines()[-1])
+        assert result == {"greeting": "Hello, Ada!", "by": "typescript", "attempt": 1}
+        done = [t async for t in cluster.client.list(type="greet")]
+        assert [t.state for t in done] == [TaskState.COMPLETED]
+        worker.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(worker.wait, 30) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        log.close()
