@@ -75,6 +75,13 @@ describe("worker", () => {
     }, "the task dead-letters");
     assert.equal(dead.retryCount, 1);
     assert.match(dead.lastError, /card declined/);
+    // The task's own policy names the error type the worker reports (err.name).
+    const listed = await client.submit("flaky", {}, { retryPolicy: { maxAttempts: 5, nonRetryableErrorTypes: ["TypeError"] } });
+    const deadToo = await eventually(async () => {
+      const x = await client.get(listed.id);
+      return x.state === "DEAD_LETTER" ? x : undefined;
+    }, "a listed error type dead-letters");
+    assert.equal(deadToo.retryCount, 1);
     await worker.shutdown(5);
     await run;
     const again = await client.redrive(d.id);
