@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,10 @@ import pytest
 
 from scheduler.client import Client, TaskState
 from tests.acceptance.conftest import Cluster
+from tests.support import cluster
 from tests.support.processes import CommandProcess, WorkerProcess, process_group
-from tests.support.servers import free_port
+from tests.support.servers import EtcdServer, RedisServer, free_port
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 SDK = ROOT / "sdk" / "typescript"
@@ -183,3 +186,54 @@ async def test_typescript_worker_and_producer_on_a_postgres_served_node(
             worker.kill()
             worker.wait()
         log.close()
+
+
+@pytest.mark.timeout(240)
+async def test_typescript_worker_reaches_every_node_of_a_cluster(
+    installed: None,
+    pg_dsn: str,
+    etcd_server: EtcdServer,
+    redis_server: RedisServer,
+    tmp_path: Path,
+) -> None:
+    """Two `serve --etcd` nodes; one TypeScript worker given n1's address only. Tasks
+    fall due on both nodes' shards: each completes exactly once, n2's too, which only
+    a stream to n2 can run (cluster reach, learned from WorkerService.Members)."""
+    node = shutil.which("node")
+    assert node is not None
+    with process_group(tmp_path / "procs") as group:
+        async with cluster.running(
+            group, pg_dsn, etcd_server, redis_server, 2, etcd_ttl_s=2, workers=False
+        ) as c:
+            env = {
+                **os.environ,
+                "TICKWHEEL_TARGET": c.nodes[0].target,
+                "TICKWHEEL_API_KEY": c.api_key,
+                "TW_SLOTS": "20",
+            }
+            log = (tmp_path / "ts-worker.log").open("w")
+            worker = _spawn_node([node, str(SDK / "dist" / "test" / "fixture-worker.js")], env, log)
+            try:
+                n = 60
+                await cluster.submit_due(c, [datetime.now(UTC)] * n)
+                await eventually(
+                    lambda: cluster.completed(c),
+                    until=lambda done: done == n,
+                    timeout_s=60,
+                    what=f"{n} tasks completed\n{group.explain()}",
+                )
+                owner = await cluster.owners(c.db)
+                rows = await c.db.fetch(
+                    "SELECT shard_id FROM tasks WHERE tenant_id = $1", c.tenant_id
+                )
+                assert any(owner[r[0]] == "n2" for r in rows), "no task fell on n2's shards"
+                await cluster.check_exactly_once(c, n, timeout_s=30)
+                text = (tmp_path / "ts-worker.log").read_text()
+                assert "streaming to member" in text, text[-3000:]
+                worker.send_signal(signal.SIGTERM)
+                assert await asyncio.to_thread(worker.wait, 30) == 0
+            finally:
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.wait()
+                log.close()
