@@ -16,6 +16,7 @@ from rich.table import Table
 
 from scheduler import logs
 from scheduler.client import ExpectationInfo, ScheduleInfo, Task, Transition, WorkflowInfo
+from scheduler.types import dispatch_note
 
 console = Console()
 err_console = Console(stderr=True)
@@ -148,7 +149,7 @@ def print_history(transitions: Iterable[Transition]) -> None:
             str(t.fencing_token),
             "" if t.epoch is None else str(t.epoch),
             t.actor,
-            t.reason,
+            "; ".join(part for part in (t.reason, dispatch_note(t.at, t.due_at)) if part),
         )
         for t in transitions
     ]

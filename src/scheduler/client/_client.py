@@ -57,6 +57,19 @@ from scheduler.types import (
 
 API_KEY_HEADER = "x-api-key"
 ADMIN_TOKEN_HEADER = "x-admin-token"
+
+
+def check_header_value(what: str, value: str | None) -> None:
+    """ValueError for a key or token a gRPC header cannot carry (printable ASCII only):
+    gRPC fails such a call with an internal error, not a message."""
+    for ch in value or "":
+        if not " " <= ch <= "~":
+            raise ValueError(
+                f"the {what} holds {ch!r} (U+{ord(ch):04X}), which a gRPC header cannot"
+                " carry: keys and tokens are printable ASCII"
+            )
+
+
 REGION_HEADER = "x-tickwheel-region"
 """With the admin token: the region its calls are for (docs/regions.md)."""
 
@@ -158,6 +171,7 @@ class Client(_Base):
         needed only for a key that names no listed region."""
         if not api_key:
             raise ValueError("api_key is required")
+        check_header_value("API key", api_key)
         if regions is not None:
             targets = region_targets(target, api_key, regions)
             failover = await connect_failover(targets, tls, connect_timeout_s)
@@ -354,9 +368,11 @@ class Client(_Base):
             if resp.done:
                 return conv.task_from_proto(resp.task)
             if deadline is not None and loop.time() >= deadline:
+                task = conv.task_from_proto(resp.task)
                 raise TimeoutError(
-                    f"task {task_id} still {conv.task_from_proto(resp.task).state.value} "
-                    f"after {timeout_s:g} s"
+                    f"task {task_id} ({task.type}) still {task.state.value} after {timeout_s:g} s"
+                    " of waiting for it to finish (COMPLETED, CANCELLED or DEAD_LETTER);"
+                    f" due_at {task.due_at.isoformat(timespec='milliseconds')}"
                 )
 
     async def list_page(
@@ -657,6 +673,7 @@ class Client(_Base):
                 at=conv.from_timestamp(t.at),
                 epoch=t.shard_epoch or None,
                 reason=t.reason,
+                due_at=conv.from_timestamp(t.due_at) if t.HasField("due_at") else None,
             )
             for t in resp.transitions
         ]
@@ -749,6 +766,8 @@ class AdminClient(_Base):
         """Open a channel to ``target`` and check the server answers. ``region``: with
         the admin token, the region the calls are for (``x-tickwheel-region``; the node
         forwards them there; default: the node's own)."""
+        check_header_value("admin token", admin_token)
+        check_header_value("API key", api_key)
         channel = open_channel(target, tls)
         try:
             await check_reachable(channel, target, connect_timeout_s)

@@ -8,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler._errors import InvalidArgument, InvalidTransition, NotFound, StaleFencingToken
+from scheduler._errors import (
+    AlreadyExists,
+    InvalidArgument,
+    InvalidTransition,
+    NotFound,
+    StaleFencingToken,
+)
 from scheduler.jsonbytes import as_dict
 from scheduler.states import TaskState
 from scheduler.store import Store
@@ -552,6 +558,20 @@ async def test_tenants_and_api_keys(store: Store, tenant: Tenant) -> None:
     assert key.tenant_id == tenant.id
     assert await store.tenant_for_key_hash(b"hash-1") == tenant.id
     assert await store.tenant_for_key_hash(b"nope") is None
+
+
+async def test_a_tenant_name_is_taken_once(store: Store, tenant: Tenant) -> None:
+    """Issue 40: `tenants create acme` twice made two tenants named acme."""
+    with pytest.raises(AlreadyExists, match=r"^tenant named 'acme' already exists$"):
+        await store.create_tenant(Tenant(id=uuid.uuid4(), name="acme"))
+    other = await store.create_tenant(Tenant(id=uuid.uuid4(), name="acme2"))
+    with pytest.raises(AlreadyExists, match=r"^tenant named 'acme' already exists$"):
+        await store.update_tenant(other.id, {"name": "acme"})
+    assert (await store.get_tenant(other.id)).name == "acme2"
+    # The same id under a new name is still told by its id.
+    with pytest.raises(AlreadyExists, match=str(tenant.id)):
+        await store.create_tenant(Tenant(id=tenant.id, name="fresh"))
+    assert sorted(t.name for t in await store.list_tenants(None, 10)) == ["acme", "acme2"]
 
 
 async def test_close_twice(store: Store) -> None:
