@@ -173,3 +173,32 @@ async def test_bulk_cancel_without_an_answer_is_one_error_line(stack: Stack) -> 
     assert errors == ["Error: no answer, so none cancelled; --yes cancels them without asking"]
     assert "Aborted" not in result.stdout + result.stderr
     assert json.loads(await _cli(stack, "get", task["id"], "--json"))["state"] != "CANCELLED"
+
+
+async def test_cancelling_a_finished_task_says_it_finished(stack: Stack) -> None:
+    """Found walking the README: cancelling a COMPLETED task said "illegal transition
+    COMPLETED -> CANCELLED"."""
+
+    async def hello(ctx: TaskContext) -> dict[str, Any]:
+        return {}
+
+    worker = Worker(stack.target, api_key=stack.key_a, handlers={"hello": hello}, slots=2)
+    run = asyncio.create_task(worker.run(), name="cancel-finished-worker")
+    try:
+        task = json.loads(await _cli(stack, "submit", "hello", "--strict", "--json"))
+        client = await stack.client()
+        try:
+            await eventually(
+                lambda: client.get(task["id"]), until=lambda t: t.state is TaskState.COMPLETED
+            )
+        finally:
+            await client.close()
+    finally:
+        await worker.shutdown(grace_s=1)
+        await asyncio.wait_for(run, 15)
+    auth = ("--target", stack.target, "--api-key", stack.key_a)
+    result = await asyncio.to_thread(run_cli_result, ["cancel", task["id"], *auth])
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"Error: task {task['id']} is already COMPLETED: a finished task cannot be cancelled"
+    ]
