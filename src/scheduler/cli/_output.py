@@ -26,7 +26,9 @@ def note(text: str) -> None:
     """A command's notice on stderr (serving on, drained): a JSON line of logger
     ``tickwheel.cli`` under ``--log-format json``, else plain text."""
     if not logs.json_notice("tickwheel.cli", text):
-        err_console.print(text)
+        # click, not rich: rich wraps at 80 columns when stderr is not a terminal (a
+        # log file, a pipe) and reads "[...]" as markup.
+        click.echo(text, err=True)
 
 
 def _plain(value: Any) -> Any:

@@ -231,3 +231,13 @@ def test_a_regions_file_that_is_not_text_is_a_usage_error(tmp_path: Path) -> Non
     result = _run("worker", "--type", "a=json:loads", "--api-key", "k", "--regions-file", str(path))
     assert result.exit_code == 2
     assert "--regions-file: not UTF-8 text" in _one_error_line(result)
+
+
+def test_a_notice_is_one_line_whatever_its_length(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found walking the README: the worker's "draining: … (signal again to release
+    them now)" was wrapped at 80 columns in a log file, and "[...]" read as markup."""
+    from scheduler.cli._output import note
+
+    text = "draining: taking no more work; 3 task(s) running, 30 s grace " + "x" * 80 + " [::1]"
+    note(text)
+    assert capsys.readouterr().err == text + "\n"
