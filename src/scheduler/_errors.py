@@ -64,6 +64,12 @@ class InvalidTransition(TickwheelError):
         if from_state == to_state:
             # Cancelling a cancelled task: say so, not "CANCELLED -> CANCELLED".
             super().__init__(f"task {task_id} is already {from_state}{detail}")
+        elif to_state == "CANCELLED" and from_state in ("COMPLETED", "DEAD_LETTER"):
+            # Cancelling a finished task: nothing left to cancel.
+            super().__init__(
+                f"task {task_id} is already {from_state}: a finished task cannot be "
+                f"cancelled{detail}"
+            )
         else:
             super().__init__(
                 f"task {task_id}: illegal transition {from_state} -> {to_state}{detail}"

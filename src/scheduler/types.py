@@ -600,6 +600,28 @@ class Transition:
     reason: str = ""
     """Why, in a few words ("dispatched", "failed: <error> (retry 1 of 3)", "lease
     expired"); empty for rows written before the store kept reasons."""
+    due_at: datetime | None = None
+    """On a dispatch row, the due time it was made for (the commit runs ahead of it:
+    see :func:`dispatch_note`); None on other rows."""
+
+
+def dispatch_note(at: datetime, due_at: datetime | None) -> str:
+    """What a dispatch row's time means beside its due time, for ``tickwheel history``
+    and the dashboard's timeline: the dispatch commit runs ahead of the due time (the
+    node commits a batch a few tens of ms early, then the timing wheel hands each task
+    to its worker at its due millisecond), so a history whose DISPATCHED row is earlier
+    than the task's due time does not mean it started early. Empty without a due time."""
+    if due_at is None:
+        return ""
+    due = due_at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3]
+    ms = round((due_at - at).total_seconds() * 1000)
+    if ms > 0:
+        return (
+            f"due {due}: committed {ms} ms ahead (the dispatch lead), pushed to the worker at due"
+        )
+    if ms < 0:
+        return f"due {due}: dispatched {-ms} ms late"
+    return f"due {due}: dispatched on time"
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -142,6 +142,9 @@ async def test_a_worker_logs_connect_failure_reconnect_and_drain(
     assert worker.log_has(r"INFO tickwheel.worker: worker w1: reconnecting to ")
     await asyncio.to_thread(worker.stop)
     assert worker.log_has(r"INFO tickwheel.worker: worker w1 draining")
+    # In words, as the summary on stdout (was the DrainReport(...) repr; issue 40's walk).
+    assert worker.log_has(r"INFO tickwheel.worker: worker w1 drained: 0 completed, 0 failed, ")
+    assert not worker.log_has(r"DrainReport\(")
 
 
 async def test_serve_before_migrate_says_run_migrate(pg_empty_dsn: str) -> None:

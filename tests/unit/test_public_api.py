@@ -91,6 +91,11 @@ def test_config_validation() -> None:
         ServerConfig(admin_token="short")
     with pytest.raises(ValueError, match="go together"):
         TLSConfig(client_cert=b"x")
+    # gRPC's C core aborts the process on an empty certificate chain (issue 40's fuzzer).
+    with pytest.raises(ValueError, match=r"TLSConfig\.client_cert is not PEM"):
+        TLSConfig(client_cert=b"", client_private_key=b"-----BEGIN PRIVATE KEY-----\n")
+    with pytest.raises(ValueError, match=r"TLSConfig\.server_root_ca_cert is not PEM"):
+        TLSConfig(server_root_ca_cert=b'{"us": 1}')
 
 
 def test_worker_arguments_are_checked_when_it_is_made() -> None:

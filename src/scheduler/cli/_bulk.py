@@ -16,7 +16,7 @@ import click
 
 from scheduler.cli._options import api_key_option, client_options, json_option
 from scheduler.cli._output import print_json
-from scheduler.cli._runner import run_coro, with_client
+from scheduler.cli._runner import fail, run_coro, with_client
 from scheduler.cli._tasks import parse_at
 from scheduler.client import BulkPlan, BulkResult, Client, Pool, TaskState
 
@@ -59,7 +59,12 @@ def _command(action: str, verb: str, done: str) -> Callable[..., None]:
             if plan.count == 0:
                 return plan, None
             if not yes:
-                ok = await asyncio.to_thread(click.confirm, f"{verb.capitalize()} them?")
+                try:
+                    ok = await asyncio.to_thread(click.confirm, f"{verb.capitalize()} them?")
+                except click.Abort:
+                    # No answer (stdin closed, as in a script, or Ctrl-C): one line.
+                    click.echo("", err=True)
+                    fail(f"no answer, so none {done}; --yes {verb}s them without asking")
                 if not ok:
                     return plan, None
             return plan, await c.run_bulk(plan.plan_token)

@@ -8,11 +8,10 @@ worker or node of the lost primary can write after it. Calls ``scheduler.store.d
 
 from __future__ import annotations
 
-import asyncio
-
 import click
 
 from scheduler.cli._output import console, print_json
+from scheduler.cli._runner import run_coro
 from scheduler.store import dr as _dr
 
 
@@ -36,7 +35,7 @@ def dr() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 def status(standby_dsn: str, primary_dsn: str | None, as_json: bool) -> None:
     """Replication state and lag; what a promote now would lose."""
-    result = asyncio.run(_dr.status(standby_dsn, primary_dsn))
+    result = run_coro(_dr.status(standby_dsn, primary_dsn))
     if as_json:
         print_json(result)
         return
@@ -77,7 +76,7 @@ def promote(standby_dsn: str, as_json: bool) -> None:
     jumps above every token the lost primary issued, and its lease expires now.
 
     Idempotent: on a database already promoted and fenced it changes nothing."""
-    report = asyncio.run(_dr.promote(standby_dsn))
+    report = run_coro(_dr.promote(standby_dsn))
     if as_json:
         print_json(report)
         return

@@ -216,3 +216,5 @@ def load_directory(regions: str | None, regions_file: str | None) -> Any:
     except InvalidArgument as exc:
         flag = "--regions-file" if regions_file else "--regions"
         raise click.UsageError(f"{flag}: {exc.problem}") from None
+    except UnicodeDecodeError as exc:
+        raise click.UsageError(f"--regions-file: not UTF-8 text ({exc.reason})") from None

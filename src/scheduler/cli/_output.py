@@ -16,6 +16,7 @@ from rich.table import Table
 
 from scheduler import logs
 from scheduler.client import ExpectationInfo, ScheduleInfo, Task, Transition, WorkflowInfo
+from scheduler.types import dispatch_note
 
 console = Console()
 err_console = Console(stderr=True)
@@ -25,7 +26,9 @@ def note(text: str) -> None:
     """A command's notice on stderr (serving on, drained): a JSON line of logger
     ``tickwheel.cli`` under ``--log-format json``, else plain text."""
     if not logs.json_notice("tickwheel.cli", text):
-        err_console.print(text)
+        # click, not rich: rich wraps at 80 columns when stderr is not a terminal (a
+        # log file, a pipe) and reads "[...]" as markup.
+        click.echo(text, err=True)
 
 
 def _plain(value: Any) -> Any:
@@ -148,7 +151,7 @@ def print_history(transitions: Iterable[Transition]) -> None:
             str(t.fencing_token),
             "" if t.epoch is None else str(t.epoch),
             t.actor,
-            t.reason,
+            "; ".join(part for part in (t.reason, dispatch_note(t.at, t.due_at)) if part),
         )
         for t in transitions
     ]

@@ -12,6 +12,7 @@ import gc
 import os
 import re
 import signal
+import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Literal, NoReturn, TypeVar, cast
@@ -20,6 +21,7 @@ import click
 
 from scheduler._errors import TickwheelError
 from scheduler.client import AdminClient, Client, TLSConfig
+from scheduler.client._tls import is_pem
 
 T = TypeVar("T")
 
@@ -57,6 +59,9 @@ def user_error(exc: BaseException) -> str | None:
         return hint
     if isinstance(exc, ListenError):
         return str(exc.args[-1])
+    if isinstance(exc, sqlite3.Error):
+        # A file that is not an SQLite database, or one another version wrote.
+        return f"SQLite: {exc}"
     if isinstance(exc, LeaseHeld):
         return str(exc)
     if isinstance(exc, TickwheelError):
@@ -157,8 +162,16 @@ def tls_config(kw: dict[str, Any]) -> TLSConfig | None:
     system = kw.pop("tls_system")
     if not (ca or cert or key or system):
         return None
+    if bool(cert) != bool(key):
+        fail("--tls-cert and --tls-key go together (mutual TLS)", 2)
+    files = {"--tls-ca": _read(ca), "--tls-cert": _read(cert), "--tls-key": _read(key)}
+    for flag, data in files.items():
+        if data is not None and not is_pem(data):
+            fail(f"{flag}: not a PEM file (no '-----BEGIN' line)", 2)
     return TLSConfig(
-        server_root_ca_cert=_read(ca), client_cert=_read(cert), client_private_key=_read(key)
+        server_root_ca_cert=files["--tls-ca"],
+        client_cert=files["--tls-cert"],
+        client_private_key=files["--tls-key"],
     )
 
 

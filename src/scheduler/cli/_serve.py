@@ -467,6 +467,7 @@ async def _serve(node_config: Any) -> None:
 @click.command()
 @click.option(
     "--listen",
+    envvar="TICKWHEEL_LISTEN",
     default="127.0.0.1:50051",
     show_default=True,
     callback=check_listen_flag,

@@ -12,8 +12,9 @@ import click
 
 from scheduler.cli._options import DEFAULT_TARGET
 from scheduler.cli._output import err_console
-from scheduler.cli._runner import run_coro, wait_for_signal
+from scheduler.cli._runner import fail, run_coro, wait_for_signal
 from scheduler.client import TLSConfig
+from scheduler.client._tls import is_pem
 
 DEFAULT_UI_PORT = 8090
 
@@ -83,7 +84,10 @@ def ui(
     --admin-token), or with a key or the admin token on /login."""
     from scheduler.ui import UIConfig
 
-    tls = TLSConfig(server_root_ca_cert=Path(tls_ca).read_bytes()) if tls_ca else None
+    ca = Path(tls_ca).read_bytes() if tls_ca else None
+    if ca is not None and not is_pem(ca):
+        fail("--tls-ca: not a PEM file (no '-----BEGIN' line)", 2)
+    tls = TLSConfig(server_root_ca_cert=ca) if ca is not None else None
     config = UIConfig(
         target=target,
         api_key=api_key,

@@ -11,7 +11,13 @@ import grpc
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import _convert as conv
-from scheduler.client._base import ADMIN_TOKEN_HEADER, API_KEY_HEADER, REGION_HEADER, _Base
+from scheduler.client._base import (
+    ADMIN_TOKEN_HEADER,
+    API_KEY_HEADER,
+    REGION_HEADER,
+    _Base,
+    check_header_value,
+)
 from scheduler.client._channel import check_reachable, open_channel
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import ApiKeyInfo, ApiKeySecret, RotatedApiKey, TenantInfo
@@ -60,6 +66,8 @@ class AdminClient(_Base):
         """Open a channel to ``target`` and check the server answers. ``region``: with
         the admin token, the region the calls are for (``x-tickwheel-region``; the node
         forwards them there; default: the node's own)."""
+        check_header_value("admin token", admin_token)
+        check_header_value("API key", api_key)
         channel = open_channel(target, tls)
         try:
             await check_reachable(channel, target, connect_timeout_s)

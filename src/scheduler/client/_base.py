@@ -16,6 +16,17 @@ ADMIN_TOKEN_HEADER = "x-admin-token"
 REGION_HEADER = "x-tickwheel-region"
 """With the admin token: the region its calls are for (docs/regions.md)."""
 
+
+def check_header_value(what: str, value: str | None) -> None:
+    """ValueError for a key or token a gRPC header cannot carry (printable ASCII only):
+    gRPC fails such a call with an internal error, not a message."""
+    for ch in value or "":
+        if not " " <= ch <= "~":
+            raise ValueError(
+                f"the {what} holds {ch!r} (U+{ord(ch):04X}), which a gRPC header cannot"
+                " carry: keys and tokens are printable ASCII"
+            )
+
 _T = TypeVar("_T")
 _W3C = TraceContextTextMapPropagator()
 

@@ -16,7 +16,12 @@ import grpc
 from scheduler import wire
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client._admin import AdminClient
-from scheduler.client._base import ADMIN_TOKEN_HEADER, API_KEY_HEADER, REGION_HEADER
+from scheduler.client._base import (
+    ADMIN_TOKEN_HEADER,
+    API_KEY_HEADER,
+    REGION_HEADER,
+    check_header_value,
+)
 from scheduler.client._channel import (
     check_reachable,
     connect_failover,
@@ -83,6 +88,7 @@ class Client(TaskCalls, WorkflowCalls, ScheduleCalls, ExpectationCalls):
         needed only for a key that names no listed region."""
         if not api_key:
             raise ValueError("api_key is required")
+        check_header_value("API key", api_key)
         if regions is not None:
             targets = region_targets(target, api_key, regions)
             failover = await connect_failover(targets, tls, connect_timeout_s)

@@ -53,12 +53,18 @@ class _LoopThread:
             else:
                 coro.close()
                 raise RuntimeError("SyncClient called inside a running event loop; use Client")
+        what = getattr(coro, "__qualname__", "the call")
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
+            # The same class as the builtin TimeoutError: the call's own (``wait``'s
+            # "task … still SCHEDULED after 0.5 s …") passes through as it is; only
+            # this bound on the call is reported here.
+            if future.done():
+                raise
             future.cancel()
-            raise TimeoutError("SyncClient call timed out") from None
+            raise TimeoutError(f"SyncClient: {what} did not answer in {timeout:g} s") from None
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)

@@ -135,9 +135,11 @@ class TaskCalls(_Base):
             if resp.done:
                 return conv.task_from_proto(resp.task)
             if deadline is not None and loop.time() >= deadline:
+                task = conv.task_from_proto(resp.task)
                 raise TimeoutError(
-                    f"task {task_id} still {conv.task_from_proto(resp.task).state.value} "
-                    f"after {timeout_s:g} s"
+                    f"task {task_id} ({task.type}) still {task.state.value} after {timeout_s:g} s"
+                    " of waiting for it to finish (COMPLETED, CANCELLED or DEAD_LETTER);"
+                    f" due_at {task.due_at.isoformat(timespec='milliseconds')}"
                 )
 
     async def list_page(
@@ -242,6 +244,7 @@ class TaskCalls(_Base):
                 at=conv.from_timestamp(t.at),
                 epoch=t.shard_epoch or None,
                 reason=t.reason,
+                due_at=conv.from_timestamp(t.due_at) if t.HasField("due_at") else None,
             )
             for t in resp.transitions
         ]

@@ -25,3 +25,14 @@ class TLSConfig:
     def __post_init__(self) -> None:
         if (self.client_cert is None) != (self.client_private_key is None):
             raise ValueError("TLSConfig.client_cert and client_private_key go together")
+        # gRPC's C core aborts the process (a core dump, not an exception) on an empty
+        # certificate chain, so what is not PEM is refused here.
+        for name in ("server_root_ca_cert", "client_cert", "client_private_key"):
+            value = getattr(self, name)
+            if value is not None and not is_pem(value):
+                raise ValueError(f"TLSConfig.{name} is not PEM (no '-----BEGIN' line)")
+
+
+def is_pem(data: bytes) -> bool:
+    """Whether ``data`` holds a PEM block (what gRPC takes for certificates and keys)."""
+    return b"-----BEGIN " in data

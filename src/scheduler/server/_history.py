@@ -35,6 +35,8 @@ def transition_to_proto(t: Transition) -> pb.TaskTransition:
         reason=t.reason,
     )
     out.at.CopyFrom(conv.from_datetime(t.at))
+    if t.due_at is not None:
+        out.due_at.CopyFrom(conv.from_datetime(t.due_at))
     return out
 
 

@@ -18,6 +18,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import struct_to_dict
+from scheduler.types import dispatch_note
 
 STATES = (
     "SCHEDULED",
@@ -206,7 +207,17 @@ def timeline(history: pb.GetTaskHistoryResponse) -> list[dict[str, Any]]:
                     "token": t.fencing_token,
                     "epoch": t.shard_epoch,
                     "actor": t.actor,
-                    "reason": t.reason,
+                    "reason": "; ".join(
+                        part
+                        for part in (
+                            t.reason,
+                            dispatch_note(
+                                t.at.ToDatetime(tzinfo=UTC),
+                                t.due_at.ToDatetime(tzinfo=UTC) if t.HasField("due_at") else None,
+                            ),
+                        )
+                        if part
+                    ),
                 },
             )
         )

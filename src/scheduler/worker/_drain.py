@@ -185,7 +185,7 @@ class Drain:
         _log.info(
             "worker %s drained: %s",
             self._worker_id,
-            report,
+            ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in dataclasses.asdict(report).items()),
             extra=task_extra(worker_id=self._worker_id),
         )
         return report

@@ -12,8 +12,10 @@ from typing import Any
 import asyncpg
 import pytest
 
+from scheduler._errors import AlreadyExists
 from scheduler.store import StoreConfig, _sql
 from scheduler.store.postgres import PostgresStore, Q, migrate
+from scheduler.store.postgres.migrate import MIGRATIONS_TABLE
 from scheduler.types import Completion, DispatchRequest, FencedWrite, TaskKey, Tenant
 from tests.support.servers import PostgresServer
 from tests.support.stores import NOW, force_status, new_task, system_conn
@@ -72,6 +74,53 @@ async def test_migrations_equal_fresh_schema_and_are_idempotent(
         assert migrated == installed
     finally:
         postgres_server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+async def test_migration_0016_renames_duplicate_tenant_names(pg_empty_dsn: str) -> None:
+    """Issue 40: a database made before names were unique migrates whatever it holds:
+    of the tenants that share a name the oldest keeps it, each other one gets
+    -<the first 8 hex digits of its id>, and the name is then taken once."""
+    conn = await asyncpg.connect(pg_empty_dsn, server_settings={"tickwheel.tenant": "*"})
+    try:
+        await conn.execute(
+            f"CREATE TABLE {MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+            " applied_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT NOW())"
+        )
+        for version, name, text in _sql.migrations():
+            if version < 16:
+                await conn.execute(text)
+                await conn.execute(
+                    f"INSERT INTO {MIGRATIONS_TABLE} (version, name) VALUES ($1, $2)", version, name
+                )
+        ids = [uuid.uuid4() for _ in range(4)]
+        for tenant_id, name, day in zip(
+            ids, ["acme", "acme", "solo", "acme"], [5, 7, 1, 3], strict=True
+        ):
+            await conn.execute(
+                "INSERT INTO tenants (id, name, created_at) VALUES ($1, $2, $3)",
+                tenant_id,
+                name,
+                NOW + timedelta(days=day),
+            )
+    finally:
+        await conn.close()
+    assert 16 in await migrate(pg_empty_dsn)
+    store = await PostgresStore.open(pg_empty_dsn, StoreConfig(preload_sweep_interval_s=0))
+    try:
+        names = {t.id: t.name for t in await store.list_tenants(None, 10)}
+        assert (
+            names
+            == {
+                ids[3]: "acme",  # the oldest
+                ids[0]: f"acme-{str(ids[0])[:8]}",
+                ids[1]: f"acme-{str(ids[1])[:8]}",
+                ids[2]: "solo",
+            }
+        )
+        with pytest.raises(AlreadyExists, match=r"^tenant named 'acme' already exists$"):
+            await store.create_tenant(Tenant(id=uuid.uuid4(), name="acme"))
+    finally:
+        await store.close()
 
 
 async def test_concurrent_migrate_runs_once(pg_empty_dsn: str) -> None:

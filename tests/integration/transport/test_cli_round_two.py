@@ -1,7 +1,8 @@
 """Issue 40 against a live node, through the real ``tickwheel`` command: ``--at`` with a
 bare time of day (item 1), expectations with their status (item 4), and whole ids from
 ``schedules list``, ``workflows submit/get`` and ``expectations list`` when piped, or with
-``--wide`` (item 7); cancelling a cancelled task (item 10)."""
+``--wide`` (item 7); cancelling a cancelled task, a second tenant of one name, and
+``history``'s dispatch row beside its due time (item 10)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from tests.integration.transport.conftest import Stack
+from scheduler.client import TaskState
+from scheduler.worker import TaskContext, Worker
+from tests.integration.transport.conftest import ADMIN_TOKEN, Stack
 from tests.support.processes import run_cli, run_cli_result
+from tests.support.waiting import eventually
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -97,3 +102,103 @@ async def test_cancelling_a_cancelled_task_says_it_is_already_cancelled(stack: S
     again = await asyncio.to_thread(run_cli_result, ["cancel", task["id"], *auth])
     assert again.returncode == 1
     assert again.stderr.splitlines() == [f"Error: task {task['id']} is already CANCELLED"]
+
+
+async def test_a_second_tenant_of_the_same_name_is_refused(stack: Stack) -> None:
+    """Issue 40: `tenants create acme` twice made two tenants named acme."""
+    admin = ("--target", stack.target, "--admin-token", ADMIN_TOKEN)
+    first = json.loads(
+        await asyncio.to_thread(run_cli, ["tenants", "create", "acme", "--json", *admin])
+    )
+    again = await asyncio.to_thread(run_cli_result, ["tenants", "create", "acme", *admin])
+    assert again.returncode == 1
+    assert again.stderr.splitlines() == ["Error: tenant named 'acme' already exists"]
+    listed = json.loads(await asyncio.to_thread(run_cli, ["tenants", "list", "--json", *admin]))
+    assert [t["id"] for t in listed if t["name"] == "acme"] == [first["id"]]
+
+
+async def test_history_says_a_dispatch_committed_ahead_of_due_ran_on_time(stack: Stack) -> None:
+    """Issue 40: the DISPATCHED row's time is the commit's, a few tens of ms before the
+    due time (the dispatch lead), which read as a task started early; the row now says
+    its due time and how far ahead (or late) the commit was."""
+
+    async def hello(ctx: TaskContext) -> dict[str, Any]:
+        return {}
+
+    worker = Worker(stack.target, api_key=stack.key_a, handlers={"hello": hello}, slots=2)
+    run = asyncio.create_task(worker.run(), name="history-worker")
+    try:
+        task = json.loads(await _cli(stack, "submit", "hello", "--in", "1", "--strict", "--json"))
+        client = await stack.client()
+        try:
+            await eventually(
+                lambda: client.get(task["id"]), until=lambda t: t.state is TaskState.COMPLETED
+            )
+            (dispatch,) = [
+                t for t in await client.history(task["id"]) if t.to_state is TaskState.DISPATCHED
+            ]
+        finally:
+            await client.close()
+    finally:
+        await worker.shutdown(grace_s=1)
+        await asyncio.wait_for(run, 15)
+    due = datetime.fromisoformat(task["due_at"])
+    assert dispatch.due_at == due
+    ahead_ms = round((due - dispatch.at).total_seconds() * 1000)
+    lines = (await _cli(stack, "history", task["id"])).splitlines()
+    (row,) = [ln for ln in lines[1:] if ln.split()[2] == "DISPATCHED"]
+    note = f"dispatched; due {due.strftime('%H:%M:%S.%f')[:-3]}: "
+    assert note in row, row
+    if ahead_ms > 0:
+        assert (
+            f"committed {ahead_ms} ms ahead (the dispatch lead), pushed to the worker at due"
+            in (row)
+        )
+    else:
+        assert ("dispatched on time" if ahead_ms == 0 else f"{-ahead_ms} ms late") in row
+    doc = json.loads(await _cli(stack, "history", task["id"], "--json"))
+    (row_json,) = [t for t in doc if t["to_state"] == "DISPATCHED"]
+    assert datetime.fromisoformat(row_json["due_at"]) == due
+
+
+async def test_bulk_cancel_without_an_answer_is_one_error_line(stack: Stack) -> None:
+    """Found by the CLI fuzzer: without a terminal (stdin closed, as in a script) and
+    without --yes, bulk-cancel printed click's bare "Aborted!"; now one Error line, and
+    nothing is cancelled."""
+    task = json.loads(await _cli(stack, "submit", "t", "--in", "3600", "--json"))
+    auth = ("--target", stack.target, "--api-key", stack.key_a)
+    result = await asyncio.to_thread(run_cli_result, ["bulk-cancel", *auth])
+    assert result.returncode == 1
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error:")]
+    assert errors == ["Error: no answer, so none cancelled; --yes cancels them without asking"]
+    assert "Aborted" not in result.stdout + result.stderr
+    assert json.loads(await _cli(stack, "get", task["id"], "--json"))["state"] != "CANCELLED"
+
+
+async def test_cancelling_a_finished_task_says_it_finished(stack: Stack) -> None:
+    """Found walking the README: cancelling a COMPLETED task said "illegal transition
+    COMPLETED -> CANCELLED"."""
+
+    async def hello(ctx: TaskContext) -> dict[str, Any]:
+        return {}
+
+    worker = Worker(stack.target, api_key=stack.key_a, handlers={"hello": hello}, slots=2)
+    run = asyncio.create_task(worker.run(), name="cancel-finished-worker")
+    try:
+        task = json.loads(await _cli(stack, "submit", "hello", "--strict", "--json"))
+        client = await stack.client()
+        try:
+            await eventually(
+                lambda: client.get(task["id"]), until=lambda t: t.state is TaskState.COMPLETED
+            )
+        finally:
+            await client.close()
+    finally:
+        await worker.shutdown(grace_s=1)
+        await asyncio.wait_for(run, 15)
+    auth = ("--target", stack.target, "--api-key", stack.key_a)
+    result = await asyncio.to_thread(run_cli_result, ["cancel", task["id"], *auth])
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"Error: task {task['id']} is already COMPLETED: a finished task cannot be cancelled"
+    ]

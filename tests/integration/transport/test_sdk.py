@@ -391,6 +391,34 @@ async def test_sync_client_for_scripts(stack: Stack) -> None:
     assert "task_id" in str(out["bad_id_error"])
 
 
+async def test_a_sync_wait_that_times_out_names_its_task(stack: Stack) -> None:
+    """Issue 40: a SyncClient timeout said only "SyncClient call timed out" (the wait's
+    own TimeoutError, which names the task, was caught as the call's)."""
+
+    def script() -> tuple[Task, list[str]]:
+        with SyncClient(stack.target, api_key=stack.key_a) as client:
+            later = datetime.now(UTC) + timedelta(hours=1)
+            handle = client.submit("sync.nobody", {}, scheduled_at=later)
+            errors = []
+            for wait in (
+                lambda: handle.result(timeout=0.3),
+                lambda: client.wait(handle.id, timeout=0.3),
+                lambda: client.result(str(handle.id), timeout=0.3),
+            ):
+                with pytest.raises(TimeoutError) as info:
+                    wait()
+                errors.append(str(info.value))
+            return client.get(handle.id), errors
+
+    task, errors = await asyncio.to_thread(script)
+    for error in errors:
+        assert error.startswith(f"task {task.id} (sync.nobody) still "), error
+        assert "after 0.3 s of waiting for it to finish (COMPLETED, CANCELLED or DEAD_LETTER)" in (
+            error
+        )
+        assert f"due_at {task.due_at.isoformat(timespec='milliseconds')}" in error
+
+
 async def test_sync_client_refuses_a_running_loop(stack: Stack) -> None:
     client = await asyncio.to_thread(SyncClient, stack.target, api_key=stack.key_a)
     try:

@@ -190,3 +190,54 @@ def test_list_has_sort_order_page_token_and_wide() -> None:
     assert {"sort", "order", "limit", "page_token", "wide"} <= names
     ctx = main.commands["list"].make_context("list", ["--api-key", "k"])
     assert (ctx.params["sort"], ctx.params["order"]) == ("created", "desc")  # newest first
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--tls-cert", "EMPTY", "--tls-key", "JSON"), "--tls-cert: not a PEM file"),
+        (("--tls-ca", "JSON"), "--tls-ca: not a PEM file"),
+        (("--tls-cert", "JSON"), "--tls-cert and --tls-key go together"),
+    ],
+)
+def test_tls_files_that_are_not_pem_are_a_usage_error(
+    tmp_path: Path, flags: tuple[str, ...], said: str
+) -> None:
+    """Issue 40's CLI fuzzer: an empty --tls-cert made gRPC's C core abort the process
+    (exit 134, a core dump); a file that is not PEM is now a one-line usage error."""
+    files = {"EMPTY": tmp_path / "empty", "JSON": tmp_path / "regions.json"}
+    files["EMPTY"].write_text("")
+    files["JSON"].write_text('{"us": {"target": "127.0.0.1:1"}}')
+    args = [str(files[f]) if f in files else f for f in flags]
+    result = _run("list", "--api-key", "k", "--target", "127.0.0.1:1", *args)
+    assert result.exit_code == 2
+    assert said in _one_error_line(result)
+
+
+@pytest.mark.parametrize("flag", ["--api-key", "--admin-token"])
+def test_a_key_a_header_cannot_carry_is_one_error_line(flag: str) -> None:
+    """Issue 40's CLI fuzzer: `--api-key $'\\x1f'` was a gRPC ExecuteBatchError traceback."""
+    command = ["tenants", "list"] if flag == "--admin-token" else ["list"]
+    result = _run(*command, "--target", "127.0.0.1:1", flag, "tw_\x1fkey")
+    assert result.exit_code == 1
+    line = _one_error_line(result)
+    assert "holds '\\x1f' (U+001F), which a gRPC header cannot carry" in line
+
+
+def test_a_regions_file_that_is_not_text_is_a_usage_error(tmp_path: Path) -> None:
+    """Issue 40's CLI fuzzer: a binary --regions-file was a UnicodeDecodeError traceback."""
+    path = tmp_path / "regions.json"
+    path.write_bytes(bytes(range(256)))
+    result = _run("worker", "--type", "a=json:loads", "--api-key", "k", "--regions-file", str(path))
+    assert result.exit_code == 2
+    assert "--regions-file: not UTF-8 text" in _one_error_line(result)
+
+
+def test_a_notice_is_one_line_whatever_its_length(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found walking the README: the worker's "draining: … (signal again to release
+    them now)" was wrapped at 80 columns in a log file, and "[...]" read as markup."""
+    from scheduler.cli._output import note
+
+    text = "draining: taking no more work; 3 task(s) running, 30 s grace " + "x" * 80 + " [::1]"
+    note(text)
+    assert capsys.readouterr().err == text + "\n"

@@ -83,3 +83,47 @@ def test_task_row_says_when_the_idempotency_key_differs_from_the_id() -> None:
     row = fmt.task_row(pb.Task(id=task_id, idempotency_key="order-42", max_retries=3))
     assert row["key_differs"]
     assert row["max_attempts"] == 4
+
+
+def test_a_dispatch_row_says_its_due_time_beside_its_commit() -> None:
+    """Issue 40: a DISPATCHED row 50 ms before the due time read as a task started
+    early; the timeline (as ``tickwheel history``) says the due time and the lead."""
+    history = pb.GetTaskHistoryResponse()
+    row = history.transitions.add(
+        from_state=pb.TASK_STATE_PRELOADED, to_state=pb.TASK_STATE_DISPATCHED, reason="dispatched"
+    )
+    row.at.FromDatetime(datetime(2026, 12, 6, 12, 0, 0, 950_000))
+    row.due_at.FromDatetime(datetime(2026, 12, 6, 12, 0, 1))
+    acked = history.transitions.add(
+        from_state=pb.TASK_STATE_DISPATCHED, to_state=pb.TASK_STATE_RUNNING, reason="acked"
+    )
+    acked.at.FromDatetime(datetime(2026, 12, 6, 12, 0, 1, 2_000))
+    first, second = fmt.timeline(history)
+    assert first["reason"] == (
+        "dispatched; due 12:00:01.000: committed 50 ms ahead (the dispatch lead),"
+        " pushed to the worker at due"
+    )
+    assert second["reason"] == "acked"
+
+
+@pytest.mark.parametrize(
+    ("at_ms", "note"),
+    [
+        (
+            950,
+            "due 12:00:01.000: committed 50 ms ahead (the dispatch lead),"
+            " pushed to the worker at due",
+        ),
+        (1000, "due 12:00:01.000: dispatched on time"),
+        (1012, "due 12:00:01.000: dispatched 12 ms late"),
+    ],
+)
+def test_dispatch_note(at_ms: int, note: str) -> None:
+    from datetime import timedelta
+
+    from scheduler.types import dispatch_note
+
+    base = datetime(2026, 12, 6, 12, 0, 0, tzinfo=UTC)
+    due = base + timedelta(seconds=1)
+    assert dispatch_note(base + timedelta(milliseconds=at_ms), due) == note
+    assert dispatch_note(base, None) == ""

@@ -29,7 +29,7 @@ class History(Part, HistoryStore):
         async with self._db.conn(SYSTEM) as conn:
             found = await conn.fetch(self._q["transitions_of"], task_id)
         return [
-            Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], r[4], r[5], r[6])
+            Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], r[4], r[5], r[6], r[7])
             for r in found
         ]
 

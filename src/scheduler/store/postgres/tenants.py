@@ -45,6 +45,10 @@ def _scopes(scopes: frozenset[Scope]) -> list[str]:
     return sorted(s.value for s in scopes)
 
 
+NAME_INDEX = "tenants_name_key"
+"""The unique index on tenant names (migration 0016): a second ``acme`` is AlreadyExists."""
+
+
 class Tenants(Part, TenantStore):
     """The tenant statements."""
 
@@ -69,6 +73,8 @@ class Tenants(Part, TenantStore):
                     created,
                 )
             except asyncpg.UniqueViolationError as exc:
+                if exc.constraint_name == NAME_INDEX:
+                    raise AlreadyExists("tenant", f"named {tenant.name!r}") from exc
                 raise AlreadyExists("tenant", str(tenant.id)) from exc
         assert row is not None
         self._known.add(tenant.id)
@@ -86,15 +92,18 @@ class Tenants(Part, TenantStore):
         """Change name, tier, quotas or home region."""
         t = _common.tenant_changes(await self.get_tenant(tenant_id), changes)
         async with self._db.conn(SYSTEM) as conn:
-            row = await conn.fetchrow(
-                self._q["update_tenant"],
-                tenant_id,
-                t.name,
-                t.tier,
-                t.rate_limit_rps,
-                t.max_concurrent_workers,
-                t.home_region,
-            )
+            try:
+                row = await conn.fetchrow(
+                    self._q["update_tenant"],
+                    tenant_id,
+                    t.name,
+                    t.tier,
+                    t.rate_limit_rps,
+                    t.max_concurrent_workers,
+                    t.home_region,
+                )
+            except asyncpg.UniqueViolationError as exc:
+                raise AlreadyExists("tenant", f"named {t.name!r}") from exc
         if row is None:
             raise NotFound("tenant", str(tenant_id))
         return rows.tenant(row)

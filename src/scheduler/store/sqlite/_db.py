@@ -54,12 +54,30 @@ UPGRADE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 :func:`upgrade` adds them to an older file, with the same definition."""
 
 
+UNIQUE_NAMES = (
+    # Tenant names are unique (issue 40), as on PostgreSQL (migration 0016): of an older
+    # file's tenants that share a name the oldest keeps it, each other one is renamed
+    # NAME-<the first 8 characters of its id>.
+    "UPDATE tenants SET name = substr(name, 1, 119) || '-' || substr(id, 1, 8)"
+    " WHERE EXISTS (SELECT 1 FROM tenants o WHERE o.name = tenants.name"
+    " AND (o.created_at < tenants.created_at"
+    " OR (o.created_at = tenants.created_at AND o.id < tenants.id)))",
+    "CREATE UNIQUE INDEX IF NOT EXISTS tenants_name_key ON tenants (name)",
+)
+"""What makes tenant names unique in a file made before they were."""
+
+
 def upgrade(conn: sqlite3.Connection) -> None:
-    """Add every column of :data:`UPGRADE_COLUMNS` that the file's table lacks."""
+    """Add every column of :data:`UPGRADE_COLUMNS` that the file's table lacks, and the
+    unique index on tenant names (:data:`UNIQUE_NAMES`) where it is missing."""
     for table, column, ddl in UPGRADE_COLUMNS:
         have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
         if column not in have:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
+    indexes = {r[1] for r in conn.execute("PRAGMA index_list(tenants)")}
+    if "tenants_name_key" not in indexes:
+        for statement in UNIQUE_NAMES:
+            conn.execute(statement)
 
 
 class Db:

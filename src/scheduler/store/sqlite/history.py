@@ -43,7 +43,16 @@ class History(Part, HistoryStore):
         def fn(c: sqlite3.Connection) -> list[Transition]:
             found = c.execute(q["transitions_of"], (str(task_id),)).fetchall()
             return [
-                Transition(TaskState(r[0]), TaskState(r[1]), r[2], r[3], rows.dt(r[4]), None, r[5])
+                Transition(
+                    TaskState(r[0]),
+                    TaskState(r[1]),
+                    r[2],
+                    r[3],
+                    rows.dt(r[4]),
+                    None,
+                    r[5],
+                    rows.opt_dt(r[6]),
+                )
                 for r in found
             ]
 

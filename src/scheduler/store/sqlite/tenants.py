@@ -66,6 +66,8 @@ class Tenants(Part, TenantStore):
                     ),
                 )
             except sqlite3.IntegrityError as exc:
+                if "tenants.name" in str(exc):
+                    raise AlreadyExists("tenant", f"named {tenant.name!r}") from exc
                 raise AlreadyExists("tenant", str(tenant.id)) from exc
             return rows.tenant(c.execute(q["get_tenant"], (str(tenant.id),)).fetchone())
 
@@ -89,17 +91,20 @@ class Tenants(Part, TenantStore):
         q = self._q
 
         def fn(c: sqlite3.Connection) -> Tenant:
-            c.execute(
-                q["update_tenant"],
-                (
-                    t.name,
-                    t.tier,
-                    t.rate_limit_rps,
-                    t.max_concurrent_workers,
-                    t.home_region,
-                    str(tenant_id),
-                ),
-            )
+            try:
+                c.execute(
+                    q["update_tenant"],
+                    (
+                        t.name,
+                        t.tier,
+                        t.rate_limit_rps,
+                        t.max_concurrent_workers,
+                        t.home_region,
+                        str(tenant_id),
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise AlreadyExists("tenant", f"named {t.name!r}") from exc
             return rows.tenant(c.execute(q["get_tenant"], (str(tenant_id),)).fetchone())
 
         return await self._db.tx(fn)

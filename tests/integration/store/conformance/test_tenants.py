@@ -148,3 +148,17 @@ async def test_tenants_and_their_moves(store: Store, tenant: Tenant) -> None:
     with pytest.raises(AlreadyExists):
         await store.create_tenant(tenant)
     assert await store.tenant_moves() == {}  # no home move touched this store
+
+
+async def test_a_tenant_name_is_taken_once(store: Store, tenant: Tenant) -> None:
+    """Issue 40: `tenants create acme` twice made two tenants named acme."""
+    with pytest.raises(AlreadyExists, match=r"^tenant named 'acme' already exists$"):
+        await store.create_tenant(Tenant(id=uuid.uuid4(), name="acme"))
+    other = await store.create_tenant(Tenant(id=uuid.uuid4(), name="acme2"))
+    with pytest.raises(AlreadyExists, match=r"^tenant named 'acme' already exists$"):
+        await store.update_tenant(other.id, {"name": "acme"})
+    assert (await store.get_tenant(other.id)).name == "acme2"
+    # The same id under a new name is still told by its id.
+    with pytest.raises(AlreadyExists, match=str(tenant.id)):
+        await store.create_tenant(Tenant(id=tenant.id, name="fresh"))
+    assert sorted(t.name for t in await store.list_tenants(None, 10)) == ["acme", "acme2"]

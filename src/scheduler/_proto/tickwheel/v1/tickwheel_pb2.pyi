@@ -1079,7 +1079,7 @@ class GetTaskHistoryRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class TaskTransition(_message.Message):
-    __slots__ = ("at", "from_state", "to_state", "fencing_token", "shard_epoch", "actor", "reason")
+    __slots__ = ("at", "from_state", "to_state", "fencing_token", "shard_epoch", "actor", "reason", "due_at")
     AT_FIELD_NUMBER: _ClassVar[int]
     FROM_STATE_FIELD_NUMBER: _ClassVar[int]
     TO_STATE_FIELD_NUMBER: _ClassVar[int]
@@ -1087,6 +1087,7 @@ class TaskTransition(_message.Message):
     SHARD_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    DUE_AT_FIELD_NUMBER: _ClassVar[int]
     at: _timestamp_pb2.Timestamp
     from_state: TaskState
     to_state: TaskState
@@ -1094,7 +1095,8 @@ class TaskTransition(_message.Message):
     shard_epoch: int
     actor: str
     reason: str
-    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., from_state: _Optional[_Union[TaskState, str]] = ..., to_state: _Optional[_Union[TaskState, str]] = ..., fencing_token: _Optional[int] = ..., shard_epoch: _Optional[int] = ..., actor: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    due_at: _timestamp_pb2.Timestamp
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., from_state: _Optional[_Union[TaskState, str]] = ..., to_state: _Optional[_Union[TaskState, str]] = ..., fencing_token: _Optional[int] = ..., shard_epoch: _Optional[int] = ..., actor: _Optional[str] = ..., reason: _Optional[str] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RefusedWrite(_message.Message):
     __slots__ = ("at", "fencing_token", "current_token", "actor", "write", "reason")

@@ -589,8 +589,8 @@ SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::
     $6::text[], $7::timestamptz[], $8::text[])
 
 -- name: transitions_of
-SELECT from_status, to_status, fencing_token, actor, at, epoch, reason FROM task_transitions
-WHERE task_id = $1 ORDER BY at, ctid
+SELECT from_status, to_status, fencing_token, actor, at, epoch, reason, due_at
+FROM task_transitions WHERE task_id = $1 ORDER BY at, ctid
 
 -- name: insert_dependencies
 INSERT INTO task_dependencies (workflow_id, parent_task_id, child_task_id, child_scheduled_at)

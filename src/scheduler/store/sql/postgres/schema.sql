@@ -572,3 +572,8 @@ ALTER TABLE tasks DROP CONSTRAINT tasks_pkey;
 ALTER TABLE tasks ADD PRIMARY KEY (id, scheduled_at);
 DROP INDEX idx_tasks_preloader;
 CREATE INDEX idx_tasks_preloaded ON tasks (scheduled_at, id) WHERE status = 'PRELOADED';
+
+-- == Unique tenant names (migrations/0016_unique_tenant_names.sql) ==
+-- 0016: tenant names are unique (issue 40); the migration first renames an older
+-- database's duplicates (all but the oldest of a name get -<8 hex digits of the id>).
+CREATE UNIQUE INDEX tenants_name_key ON tenants (name);

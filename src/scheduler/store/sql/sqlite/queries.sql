@@ -274,7 +274,7 @@ INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fen
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: transitions_of
-SELECT from_status, to_status, fencing_token, actor, at, reason FROM task_transitions
+SELECT from_status, to_status, fencing_token, actor, at, reason, due_at FROM task_transitions
 WHERE task_id = ? ORDER BY seq
 
 -- name: claim_shard
