@@ -1,4 +1,5 @@
-"""What the dashboard reads of a node: task counts, the forecast, the worker streams.
+"""What the dashboard reads of a node: task counts, the forecast, the worker streams,
+and the overdue tasks no worker stream connected here would take (``unserved``).
 
 Owns :class:`Watch`, a thin read-only part: counts and the forecast come from the store
 (for one tenant, or None for every tenant), the workers from this node's sessions.
@@ -22,7 +23,7 @@ from scheduler.engine._count_cache import SwrCache
 from scheduler.engine._registry import Sessions
 from scheduler.engine._sessions import WorkerSession
 from scheduler.store import Store
-from scheduler.types import Forecast, Pool, TaskCounts, TaskFilter, TaskOrder
+from scheduler.types import Forecast, OverdueGroup, Pool, TaskCounts, TaskFilter, TaskOrder
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -98,3 +99,24 @@ class Watch:
         by worker id (outlets' built-in sessions excluded)."""
         found = [s for s in self._sessions.streams() if tenant_id in (None, s.tenant_id)]
         return sorted(found, key=lambda s: (s.worker_id, s.session_id))
+
+    async def unserved(self, tenant_id: uuid.UUID | None) -> list[OverdueGroup]:
+        """The overdue groups (``Store.overdue``) of ``tenant_id`` (None: every
+        tenant) that no open session of this node takes: none of the tenant's streams
+        (or a shared worker's) names the type and the pool, and no broker outlet
+        publishes the pool (its consumers are not known here: any type counts)."""
+        groups = await self._store.overdue(tenant_id, self._now())
+        sessions = [s for s in self._sessions if not s.draining and not s.closed]
+        return [g for g in groups if not any(serves(s, g) for s in sessions)]
+
+
+def serves(session: WorkerSession, group: OverdueGroup) -> bool:
+    """Whether the dispatcher could hand ``session`` a task of ``group`` (its tenant,
+    type and pool), credit aside: the rule of ``Dispatcher`` and ``Ready.pop``."""
+    if group.pool not in session.pools:
+        return False
+    if session.outlet is not None:
+        return True
+    if session.scope is not None and session.scope != group.tenant_id:
+        return False
+    return session.task_types is None or group.type in session.task_types

@@ -220,6 +220,72 @@ async def test_fail_retries_then_dead_letters_then_redrive(store: Store, tenant:
         await store.redrive(tenant.id, key.id, NOW, NOW)
 
 
+async def test_a_failure_keeps_its_error_type_and_traceback_until_a_lease_expiry(
+    store: Store, tenant: Tenant
+) -> None:
+    key, token = await running(store, tenant, max_retries=2)
+    trace = "Traceback (most recent call last):\n  File \"h.py\", line 3\nKeyError: 'sku'\n"
+    [f] = await store.fail(
+        [Failure(key=key, token=token, error="'sku'", error_type="KeyError", traceback=trace)],
+        NOW,
+    )
+    assert f.outcome is Outcome.OK
+    t = await store.get_task(None, key.id)
+    assert (t.last_error, t.last_error_type, t.last_traceback) == ("'sku'", "KeyError", trace)
+    # A failure that names no type and sends no traceback clears both.
+    [p] = await store.claim_preload(None, t.due_at, 10, NOW)
+    [a] = await store.mark_dispatched(
+        [DispatchRequest(key=p.key, worker_id="w1", lease_expires_at=LEASE)], NOW
+    )
+    assert a is not None
+    await store.ack([FencedWrite(key=key, token=a.fencing_token)], LEASE, NOW)
+    await store.fail([Failure(key=key, token=a.fencing_token, error="plain")], NOW)
+    t = await store.get_task(None, key.id)
+    assert (t.last_error, t.last_error_type, t.last_traceback) == ("plain", None, None)
+    # A lease expiry is no worker's error: its type and traceback go with the old text.
+    key2, token2 = await running(store, tenant, max_retries=2)
+    await store.fail(
+        [Failure(key=key2, token=token2, error="x", error_type="ValueError", traceback="tb")],
+        NOW,
+    )
+    t2 = await store.get_task(None, key2.id)
+    claimed = await store.claim_preload(None, t2.due_at, 10, NOW)
+    [p2] = [c for c in claimed if c.key == key2]
+    [a2] = await store.mark_dispatched(
+        [DispatchRequest(key=p2.key, worker_id="w1", lease_expires_at=LEASE)], NOW
+    )
+    assert a2 is not None
+    await store.ack([FencedWrite(key=key2, token=a2.fencing_token)], LEASE, NOW)
+    await store.reclaim_expired(None, LEASE + timedelta(seconds=1), 100)
+    t2 = await store.get_task(None, key2.id)
+    assert (t2.last_error, t2.last_error_type, t2.last_traceback) == ("lease expired", None, None)
+
+
+async def test_overdue_groups_by_tenant_type_and_pool_oldest_first(
+    store: Store, tenant: Tenant
+) -> None:
+    early, late = NOW - timedelta(minutes=5), NOW - timedelta(minutes=1)
+    await store.insert_tasks(
+        [
+            new_task(tenant, early, type="orphan", pool=Pool.BULK),
+            new_task(tenant, late, type="orphan", pool=Pool.BULK),
+            new_task(tenant, late, type="served", pool=Pool.STANDARD),
+            new_task(tenant, NOW + timedelta(minutes=1), type="future"),
+        ],
+        NOW,
+    )
+    await running(store, tenant, type="running")
+    found = await store.overdue(tenant.id, NOW)
+    assert [(g.type, g.pool, g.count, g.oldest_due_at) for g in found] == [
+        ("orphan", Pool.BULK, 2, early),
+        ("served", Pool.STANDARD, 1, late),
+    ]
+    assert {g.tenant_id for g in found} == {tenant.id}
+    assert await store.overdue(uuid.uuid4(), NOW) == []
+    everyone = await store.overdue(None, NOW)
+    assert {(g.tenant_id, g.type) for g in everyone} >= {(tenant.id, "orphan")}
+
+
 async def test_non_retryable_failure_dead_letters(store: Store, tenant: Tenant) -> None:
     key, token = await running(store, tenant)
     [f] = await store.fail([Failure(key=key, token=token, error="bad", retryable=False)], NOW)

@@ -71,6 +71,7 @@ from scheduler.types import (
     MaintenanceResult,
     NewTask,
     Outcome,
+    OverdueGroup,
     Page,
     Pool,
     Preloaded,
@@ -344,6 +345,10 @@ class PostgresStore:
     ) -> Forecast:
         """Tasks still to fire per bucket of the window, firing and nominal."""
         return await self._tasks.forecast(tenant_id, start, bucket_s, buckets, pools)
+
+    async def overdue(self, tenant_id: uuid.UUID | None, now: datetime) -> list[OverdueGroup]:
+        """Tasks due before ``now`` and not yet dispatched, by tenant, type and pool."""
+        return await self._tasks.overdue(tenant_id, now)
 
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
         """The audit trail of a task."""

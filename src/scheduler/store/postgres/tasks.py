@@ -32,9 +32,11 @@ from scheduler.store.postgres.partitions import Partitions, utc_day
 from scheduler.store.postgres.tenants import Tenants
 from scheduler.types import (
     MAX_COUNT_GROUPS,
+    MAX_OVERDUE_GROUPS,
     Forecast,
     InsertResult,
     NewTask,
+    OverdueGroup,
     Page,
     Pool,
     TaskCounts,
@@ -258,6 +260,16 @@ class Tasks:
                 [p.value for p in pools] or None,
             )
         return _common.forecast_of((r["kind"], r["bucket"], r["pool"], r["n"]) for r in found)
+
+    async def overdue(self, tenant_id: uuid.UUID | None, now: datetime) -> list[OverdueGroup]:
+        """Tasks due before ``now`` and not yet dispatched, by tenant, type and pool."""
+        _validate.aware("now", now)
+        async with self._db.conn(scope_of(tenant_id)) as conn:
+            found = await conn.fetch(self._q["overdue"], tenant_id, now, MAX_OVERDUE_GROUPS)
+        return [
+            OverdueGroup(r["tenant_id"], r["type"], Pool(r["pool"]), int(r["n"]), r["oldest"])
+            for r in found
+        ]
 
     async def transitions_of(self, task_id: uuid.UUID) -> list[Transition]:
         """The audit trail of a task."""

@@ -241,6 +241,8 @@ class WorkerWrites:
                         n,
                         f.spread,
                         f.error,
+                        f.error_type,
+                        f.traceback,
                         n,
                         str(f.key.id),
                         rows.us(f.key.scheduled_at),
