@@ -64,6 +64,9 @@ async def test_with_no_session_every_overdue_group_is_unserved() -> None:
     assert await watch.unserved(None) == groups
     assert await watch.unserved(A) == [groups[0]]
     assert store.asked == [(None, NOW), (A, NOW)]
+    # Cached as the counts are (every browser's overview polls it): no new read.
+    assert await watch.unserved(A) == [groups[0]]
+    assert len(store.asked) == 2
 
 
 async def test_a_tenants_worker_serves_its_types_and_pools_only() -> None:
