@@ -100,8 +100,8 @@ class TaskStore(Protocol):
         ...
 
     async def overdue(self, tenant_id: uuid.UUID | None, now: datetime) -> list[OverdueGroup]:
-        """SCHEDULED (no unresolved dependency), PRELOADED and RETRYING tasks (of
-        ``tenant_id``, None: every tenant) with ``due_at`` before ``now``, grouped by
+        """SCHEDULED, PRELOADED and RETRYING tasks (of ``tenant_id``, None: every
+        tenant) with ``due_at`` before ``now`` (the forecast's overdue ones), grouped by
         tenant, type and pool: at most MAX_OVERDUE_GROUPS groups, the oldest first."""
         ...
 

@@ -206,12 +206,12 @@ GROUP BY 3
 
 -- name: overdue
 -- $1 tenant (NULL: every tenant), $2 now, $3 most groups. Tasks still to be dispatched
--- whose due_at has passed (a child still waiting for its parents is not overdue), by
--- tenant, type and pool, the oldest first: a range on idx_tasks_forecast_due.
+-- whose due_at has passed (as the forecast's overdue part counts them), by tenant, type
+-- and pool, the oldest first: an index-only range on idx_tasks_forecast_due.
 SELECT tenant_id, type, pool, count(*) AS n, min(due_at) AS oldest
 FROM tasks
 WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at < $2
-  AND unresolved_dependencies = 0 AND ($1::uuid IS NULL OR tenant_id = $1::uuid)
+  AND ($1::uuid IS NULL OR tenant_id = $1::uuid)
 GROUP BY tenant_id, type, pool
 ORDER BY oldest, tenant_id, type, pool
 LIMIT $3

@@ -109,7 +109,7 @@ GROUP BY 3
 SELECT tenant_id, type, pool, count(*) AS n, min(due_at) AS oldest
 FROM tasks
 WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at < ?2
-  AND unresolved_dependencies = 0 AND (?1 IS NULL OR tenant_id = ?1)
+  AND (?1 IS NULL OR tenant_id = ?1)
 GROUP BY tenant_id, type, pool
 ORDER BY oldest, tenant_id, type, pool
 LIMIT ?3
