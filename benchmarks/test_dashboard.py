@@ -8,7 +8,10 @@ position), with one tenant holding 900,000 tasks and another 100,000:
 - ``CountTasks`` for the big tenant's key, and with the admin token for every tenant;
 - ``GetForecast`` for the next hour by minute (60 x 60 s) and by second (3600 x 1 s);
 - ``ListTasks`` first page (100) with a filter (state, pool, type), and by idempotency
-  key.
+  key;
+- ``ListWorkers`` (the overview's and the task list's: the workers and the overdue
+  tasks no worker takes, from the count cache), and the store's ``overdue`` statement
+  itself, uncached, at a time when 0, 10 and 60 minutes of tasks are overdue.
 
 Set-up (not measured): the tasks are written by one ``INSERT ... SELECT
 generate_series`` through the store's schema (partitions, ``task_keys``), then
@@ -41,6 +44,7 @@ from tests.support.servers import PostgresServer
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import AdminClient
+from scheduler.store.postgres import Q
 
 TASKS = {"big": 900_000, "small": 100_000}
 BUDGET_MS = 300.0
@@ -103,7 +107,10 @@ def _seed(dsn: str, tenants: dict[str, uuid.UUID], now: datetime) -> None:
 class Dashboard:
     """The served database and the callers a dashboard would be."""
 
-    def __init__(self, target: str, key: str, tenant: uuid.UUID, now: datetime) -> None:
+    def __init__(
+        self, target: str, key: str, tenant: uuid.UUID, now: datetime, dsn: str = ""
+    ) -> None:
+        self.dsn = dsn
         self.channel = grpc.insecure_channel(target)
         self.stub = pbg.SchedulerServiceStub(self.channel)
         self.key = (("x-api-key", key),)
@@ -148,7 +155,7 @@ def dashboard(
         made, key = asyncio.run(tenants())
         now = datetime.now(UTC)
         _seed(dsn, made, now)
-        d = Dashboard(proc.target, key, made["big"], now)
+        d = Dashboard(proc.target, key, made["big"], now, dsn)
         try:
             yield d
         finally:
@@ -214,3 +221,31 @@ def test_list_tasks_by_idempotency_key(benchmark: Any, dashboard: Dashboard) -> 
     req = pb.ListTasksRequest(idempotency_key="key-4242")
     resp = _bench(benchmark, lambda: dashboard.call("ListTasks", req, dashboard.key))
     assert len(resp.tasks) == 1
+
+
+def test_list_workers(benchmark: Any, dashboard: Dashboard) -> None:
+    resp = _bench(
+        benchmark, lambda: dashboard.call("ListWorkers", pb.ListWorkersRequest(), dashboard.key)
+    )
+    assert not resp.workers
+
+
+@pytest.mark.parametrize("overdue_min", [0, 10, 60])
+def test_overdue_statement(benchmark: Any, dashboard: Dashboard, overdue_min: int) -> None:
+    """``Store.overdue``'s statement, uncached, for the big tenant as of a time when the
+    first ``overdue_min`` minutes of its waiting tasks are overdue (they start 5 minutes
+    after the seed's ``now``, some a minute earlier: half are on whole minutes)."""
+    at = dashboard.now + timedelta(minutes=4 + overdue_min)
+    loop = asyncio.new_event_loop()
+    conn = loop.run_until_complete(
+        asyncpg.connect(dashboard.dsn, server_settings={"tickwheel.tenant": str(dashboard.tenant)})
+    )
+    try:
+        run = lambda: loop.run_until_complete(  # noqa: E731
+            conn.fetch(Q["overdue"], dashboard.tenant, at, 1000)
+        )
+        found = _bench(benchmark, run)
+        assert (sum(r["n"] for r in found) > 0) == (overdue_min > 0)
+    finally:
+        loop.run_until_complete(conn.close())
+        loop.close()

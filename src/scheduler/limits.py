@@ -31,6 +31,8 @@ DEFAULT_PAGE_SIZE = 100
 """Rows in a page when the caller leaves the size unset."""
 MAX_ERROR_CHARS = 4096
 """A failure's error text."""
+MAX_TRACEBACK_CHARS = 16_384
+"""A failure's traceback (``Failure.traceback``)."""
 MAX_NAME_CHARS = 128
 """A tenant's, key's, schedule's or workflow's name."""
 MAX_WORKER_ID_CHARS = 256

@@ -215,6 +215,10 @@ class TaskRecord:
     updated_at: datetime
     retry_policy: RetryPolicy | None = None
     """The task's own retry policy (None: the server's defaults)."""
+    last_error_type: str | None = None
+    """The type the worker named for the last failed attempt's error (``Failure.error_type``)."""
+    last_traceback: str | None = None
+    """The traceback the worker sent with the last failed attempt (``Failure.traceback``)."""
 
     @property
     def key(self) -> TaskKey:
@@ -428,6 +432,8 @@ class Failure:
     spread: float = 1.0
     """The deterministic spread factor (1 to 1.25) the store applies to the backoff of
     a task with its own retry policy."""
+    traceback: str = ""
+    """The error's traceback as the worker sent it (kept as ``last_traceback``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -575,6 +581,22 @@ class Forecast:
     firing: dict[tuple[int, Pool], int]
     nominal: dict[tuple[int, Pool], int]
     overdue: dict[Pool, int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OverdueGroup:
+    """:meth:`Store.overdue`: the tasks of one (tenant, type, pool) still to be
+    dispatched whose ``due_at`` has passed."""
+
+    tenant_id: uuid.UUID
+    type: str
+    pool: Pool
+    count: int
+    oldest_due_at: datetime
+
+
+MAX_OVERDUE_GROUPS = 1000
+"""Groups :meth:`Store.overdue` answers at most (the oldest first)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

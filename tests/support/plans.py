@@ -225,7 +225,7 @@ class Probe:
             case "fail":
                 return name, (
                     *(r.ids, r.times, tokens, ["e"] * k, [True] * k, [None] * k, now),
-                    *(r.lo, r.hi, [""] * k, [1.0] * k),
+                    *(r.lo, r.hi, [""] * k, [1.0] * k, [""] * k),
                 )
             case "release":
                 return name, (r.ids, r.times, tokens, [None] * k, now, r.lo, r.hi, [False] * k)

@@ -27,6 +27,7 @@ def check_header_value(what: str, value: str | None) -> None:
                 " carry: keys and tokens are printable ASCII"
             )
 
+
 _T = TypeVar("_T")
 _W3C = TraceContextTextMapPropagator()
 

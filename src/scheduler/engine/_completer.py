@@ -305,6 +305,7 @@ class Completer:
                 retryable=f.retryable,
                 retry_at=self.retry_at(f.key, f.tenant_id or uuid.UUID(int=0), f.attempt or 1),
                 error_type=f.error_type,
+                traceback=f.traceback,
                 spread=spread(f.key, f.tenant_id or uuid.UUID(int=0), f.attempt or 1),
             )
             for f in items

@@ -458,6 +458,7 @@ class Engine:
         retryable: bool = True,
         scheduled_at: datetime | None = None,
         error_type: str = "",
+        traceback: str = "",
     ) -> TaskRecord:
         """Fenced failure from outside a stream; StaleFencingToken for a zombie."""
         task = await self.store.get_task(tenant_id, task_id)
@@ -467,6 +468,7 @@ class Engine:
             error=error,
             retryable=retryable,
             error_type=error_type,
+            traceback=traceback,
             attempt=task.retry_count + 1,
             tenant_id=tenant_id,
         )

@@ -90,6 +90,8 @@ class FailureReport:
     retryable: bool = True
     error_type: str = ""
     """The error's type (exception class name); one the task's policy lists dead-letters."""
+    traceback: str = ""
+    """The error's traceback as the worker sent it (shown by the dashboard)."""
     attempt: int = 0
     """The attempt that failed (1-based); 0 when unknown (the engine fills it)."""
     tenant_id: uuid.UUID | None = None

@@ -47,6 +47,7 @@ from scheduler.limits import (
     MAX_RETRIES,
     MAX_TIMEOUT_S,
     MAX_TIMESTAMP_SECONDS,
+    MAX_TRACEBACK_CHARS,
     MAX_TYPE_CHARS,
     MIN_TIMESTAMP_SECONDS,
     TIMESTAMP_RANGE_TEXT,
@@ -362,6 +363,14 @@ def task_to_proto(
     set_timestamp(task.updated_at, rec.updated_at)
     if rec.last_error:
         task.last_error = rec.last_error
+    if rec.last_error_type:
+        task.last_error_type = rec.last_error_type
+    if rec.last_traceback:
+        task.last_traceback = rec.last_traceback
+    if rec.workflow_id is not None:
+        task.workflow_id = str(rec.workflow_id)
+    if rec.schedule_id is not None:
+        task.schedule_id = str(rec.schedule_id)
     if rec.worker_id:
         task.worker_id = rec.worker_id
     if rec.cancel_requested:
@@ -541,7 +550,15 @@ def failure_from_proto(msg: pb.Failure, field: str) -> FailureReport:
         error=error_text(msg.error, f"{field}.error"),
         retryable=msg.retryable,
         error_type=error_type_text(msg.error_type, f"{field}.error_type"),
+        traceback=traceback_text(msg.traceback, f"{field}.traceback"),
     )
+
+
+def traceback_text(value: str, field: str) -> str:
+    """A failure's traceback, bounded."""
+    if len(value) > MAX_TRACEBACK_CHARS:
+        raise InvalidArgument(field, f"longer than {MAX_TRACEBACK_CHARS} characters")
+    return value
 
 
 def error_type_text(value: str, field: str) -> str:

@@ -143,10 +143,20 @@ class InsightRpcs:
     async def ListWorkers(
         self, request: pb.ListWorkersRequest, context: Context
     ) -> pb.ListWorkersResponse:
-        """The worker streams connected to this node (a key: its tenant's only)."""
+        """The worker streams connected to this node (a key: its tenant's only), and
+        the overdue tasks none of this node's streams takes."""
         tenant = await self._gate.reader_scope(context, Scope.READ)
         node = self._engine.node_id
-        return pb.ListWorkersResponse(
+        out = pb.ListWorkersResponse(
             workers=[worker_to_proto(s, node) for s in self._engine.watch.workers(tenant)],
             node_id=node,
         )
+        for g in await self._engine.watch.unserved(tenant):
+            u = out.unserved.add(
+                tenant_id=str(g.tenant_id),
+                type=g.type,
+                pool=conv.pool_to_proto(g.pool),
+                count=g.count,
+            )
+            u.oldest_due_at.CopyFrom(conv.from_datetime(g.oldest_due_at))
+        return out

@@ -87,6 +87,8 @@ def _fresh(rec: TaskRecord) -> bool:
         and not rec.last_error
         and not rec.worker_id
         and not rec.cancel_requested
+        and rec.workflow_id is None
+        and rec.schedule_id is None
     )
 
 

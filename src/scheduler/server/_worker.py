@@ -734,6 +734,7 @@ class WorkerService(pbg.WorkerServiceServicer):
             retryable=request.retryable,
             scheduled_at=when,
             error_type=conv.error_type_text(request.error_type, "error_type"),
+            traceback=conv.traceback_text(request.traceback, "traceback"),
         )
         json_bytes = conv.wants_json_bytes(context.invocation_metadata())
         return pb.FailTaskResponse(task=conv.task_to_proto(rec, json_bytes=json_bytes))

@@ -247,6 +247,7 @@ def dispatch_requests(requests: Sequence[Any]) -> None:
 
 ERROR_MAX_CHARS = 64 * 1024
 ERROR_TYPE_MAX_CHARS = 128
+TRACEBACK_MAX_CHARS = 64 * 1024
 
 
 def failures(items: Sequence[Any]) -> None:
@@ -261,6 +262,9 @@ def failures(items: Sequence[Any]) -> None:
             or type(f.error_type) is not str
             or len(f.error_type) > ERROR_TYPE_MAX_CHARS
             or "\x00" in f.error_type
+            or type(f.traceback) is not str
+            or len(f.traceback) > TRACEBACK_MAX_CHARS
+            or "\x00" in f.traceback
             or not 1.0 <= f.spread <= 2.0
         ):
             break
@@ -269,6 +273,7 @@ def failures(items: Sequence[Any]) -> None:
     for i, f in enumerate(items):
         text(f"items[{i}].error", f.error, ERROR_MAX_CHARS, allow_empty=True)
         text(f"items[{i}].error_type", f.error_type, ERROR_TYPE_MAX_CHARS, allow_empty=True)
+        text(f"items[{i}].traceback", f.traceback, TRACEBACK_MAX_CHARS, allow_empty=True)
         if not 1.0 <= f.spread <= 2.0:
             raise InvalidArgument(f"items[{i}].spread", "must be 1..2")
         if f.retry_at is not None:

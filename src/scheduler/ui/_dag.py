@@ -1,8 +1,10 @@
 """The layout of a workflow's DAG for the inline SVG of the workflow page.
 
-Owns :func:`layout`: each node's layer is its depth (the longest path from a root),
-nodes of a layer are ordered by the mean position of their parents (one sweep), and
-every node and edge gets coordinates. The template draws them; pure, no I/O.
+Owns :func:`layout`: left to right, each node's column is its depth (the longest path
+from a root), nodes of a column are ordered top to bottom by the mean position of their
+parents (one sweep), and every node and edge gets coordinates. The template draws them
+in an SVG whose viewBox fits the page's width (``static/dag.js`` pans and zooms it);
+pure, no I/O.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from collections.abc import Iterable, Sequence
 
 NODE_W = 168
 NODE_H = 46
-GAP_X = 32
-GAP_Y = 64
+GAP_X = 64
+"""Between two columns (depths): room for the edges' arrows."""
+GAP_Y = 16
+"""Between two nodes of a column."""
 MARGIN = 16
 MAX_DRAWN = 400
 """Above this many nodes the page shows the table only (an SVG that size is unreadable)."""
@@ -92,20 +96,20 @@ def layout(nodes: Sequence[tuple[str, str, str]], edges: Sequence[tuple[str, str
             members.sort(key=key)
         for i, n in enumerate(members):
             position[n] = float(i)
-    widest = max((len(m) for m in layers.values()), default=0)
-    width = MARGIN * 2 + widest * NODE_W + max(0, widest - 1) * GAP_X
-    height = MARGIN * 2 + len(layers) * NODE_H + max(0, len(layers) - 1) * GAP_Y
+    tallest = max((len(m) for m in layers.values()), default=0)
+    width = MARGIN * 2 + len(layers) * NODE_W + max(0, len(layers) - 1) * GAP_X
+    height = MARGIN * 2 + tallest * NODE_H + max(0, tallest - 1) * GAP_Y
     placed: dict[str, PlacedNode] = {}
     for level, members in layers.items():
-        row_w = len(members) * NODE_W + max(0, len(members) - 1) * GAP_X
-        left = (width - row_w) // 2
+        column_h = len(members) * NODE_H + max(0, len(members) - 1) * GAP_Y
+        top = (height - column_h) // 2
         for i, n in enumerate(members):
             placed[n] = PlacedNode(
                 id=n,
                 state="",
                 task_id="",
-                x=left + i * (NODE_W + GAP_X),
-                y=MARGIN + level * (NODE_H + GAP_Y),
+                x=MARGIN + level * (NODE_W + GAP_X),
+                y=top + i * (NODE_H + GAP_Y),
                 layer=level,
             )
     out_nodes = [
@@ -116,10 +120,10 @@ def layout(nodes: Sequence[tuple[str, str, str]], edges: Sequence[tuple[str, str
         PlacedEdge(
             parent=p,
             child=c,
-            x1=placed[p].x + NODE_W // 2,
-            y1=placed[p].y + NODE_H,
-            x2=placed[c].x + NODE_W // 2,
-            y2=placed[c].y,
+            x1=placed[p].x + NODE_W,
+            y1=placed[p].y + NODE_H // 2,
+            x2=placed[c].x,
+            y2=placed[c].y + NODE_H // 2,
         )
         for p, c in edges
         if p in placed and c in placed

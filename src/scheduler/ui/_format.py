@@ -181,7 +181,11 @@ def task_detail(task: pb.Task) -> dict[str, Any]:
         "result": struct_json(task, "result"),
         "checkpoint": struct_json(task, "checkpoint"),
         "last_error": task.last_error,
-        "error_type": error_type(task.last_error),
+        # The type the worker reported; an older server's task: the one its text names.
+        "error_type": task.last_error_type or error_type(task.last_error),
+        "traceback": task.last_traceback,
+        "workflow_id": task.workflow_id,
+        "schedule_id": task.schedule_id,
         "cancel_requested": task.cancel_requested,
         "shard_id": task.shard_id,
         "strict_timing": task.strict_timing,
@@ -241,6 +245,65 @@ def timeline(history: pb.GetTaskHistoryResponse) -> list[dict[str, Any]]:
     return [row for _, _, row in sorted(rows, key=lambda x: (x[0], x[1]))]
 
 
+_HELD = frozenset({"DISPATCHED", "RUNNING"})
+
+
+def _ms_between(start: str, end: str) -> int:
+    a = datetime.fromisoformat(start.replace("Z", "+00:00"))
+    b = datetime.fromisoformat(end.replace("Z", "+00:00"))
+    return round((b - a).total_seconds() * 1000)
+
+
+def attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The deliveries of a task from its :func:`timeline`: each dispatch (into
+    DISPATCHED, or RUNNING when started on delivery) until the task left the worker,
+    with when it was dispatched, started (acked) and ended, its duration in ms (from
+    the start, else the dispatch, to the end; None while it runs), the state it ended
+    in, the worker and the reason the audit gave."""
+    out: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for r in rows:
+        if r["kind"] != "transition":
+            continue
+        if current is None:
+            last = out[-1] if out else None
+            if last and r["from"] == last["outcome"] and r["at"] == last["ended_at"]:
+                # Written with the attempt's end (RETRYING -> DEAD_LETTER: no attempts
+                # left): where the attempt left the task.
+                last["outcome"] = r["to"]
+                last["reason"] = "; ".join(x for x in (last["reason"], r["reason"]) if x)
+            if r["to"] not in _HELD:
+                continue
+            current = {
+                "n": len(out) + 1,
+                "dispatched_at": r["at"],
+                "started_at": r["at"] if r["to"] == "RUNNING" else None,
+                "ended_at": None,
+                "duration_ms": None,
+                "outcome": None,
+                "worker": r["actor"] if r["to"] == "RUNNING" else "",
+                "reason": "",
+            }
+            out.append(current)
+            continue
+        if r["to"] == "RUNNING":
+            current["started_at"] = r["at"]
+            current["worker"] = r["actor"]
+            continue
+        if r["to"] in _HELD:
+            continue
+        current["ended_at"] = r["at"]
+        current["outcome"] = r["to"]
+        current["reason"] = r["reason"]
+        if not current["worker"] and r["actor"]:
+            current["worker"] = r["actor"]
+        begun = current["started_at"] or current["dispatched_at"]
+        if begun and r["at"]:
+            current["duration_ms"] = _ms_between(begun, r["at"])
+        current = None
+    return out
+
+
 def counts(response: pb.CountTasksResponse) -> dict[str, Any]:
     """Totals by state, by pool, by type (and by tenant for the admin) of CountTasks."""
     by_state = dict.fromkeys(STATES, 0)
@@ -285,6 +348,46 @@ def workers(response: pb.ListWorkersResponse) -> list[dict[str, Any]]:
         }
         for w in response.workers
     ]
+
+
+WAITING = frozenset({"SCHEDULED", "PRELOADED", "RETRYING"})
+"""States of a task still to be dispatched."""
+
+
+def unserved(response: pb.ListWorkersResponse) -> list[dict[str, Any]]:
+    """ListWorkers' overdue (tenant, type, pool) groups that no connected worker takes."""
+    return [
+        {
+            "tenant_id": u.tenant_id,
+            "type": u.type,
+            "pool": pool_name(u.pool),
+            "count": u.count,
+            "oldest_due_at": ts(u, "oldest_due_at"),
+        }
+        for u in response.unserved
+    ]
+
+
+def mark_unserved(
+    rows: list[dict[str, Any]], groups: list[dict[str, Any]], now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """``rows`` (of :func:`task_row`) with ``no_worker``: still to be dispatched, due
+    before ``now`` (default: the clock), of a (tenant, type, pool) in ``groups``."""
+    served_not = {(g["tenant_id"], g["type"], g["pool"]) for g in groups}
+    at = iso_of(now or datetime.now(UTC))
+    for row in rows:
+        row["no_worker"] = (
+            row["state"] in WAITING
+            and row["due_at"] is not None
+            and row["due_at"] < at
+            and (row["tenant_id"], row["type"], row["pool"]) in served_not
+        )
+    return rows
+
+
+def iso_of(dt: datetime) -> str:
+    """``dt`` as :func:`iso` writes a Timestamp (comparable with it as text)."""
+    return dt.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def activity(response: pb.GetActivityResponse) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The overview and forecast pages and their live JSON.
 
 Overview: CountTasks (by state and pool), GetActivity (throughput and lateness over
-the last minutes), ListWorkers and a forecast of the next hour. Forecast: GetForecast
+the last minutes), ListWorkers (the workers, and the overdue tasks none of them takes)
+and a forecast of the next hour. Forecast: GetForecast
 by second or minute, per pool, firing (after jitter) against nominal (before).
 """
 
@@ -54,6 +55,7 @@ async def overview_data(ctx: Ctx) -> dict[str, Any]:
         "counts": _shown(count, fmt.counts),
         "activity": _shown(act, fmt.activity),
         "workers": _shown(work, fmt.workers),
+        "unserved": _shown(work, fmt.unserved),
         "forecast": _shown(fore, fmt.forecast),
         "states": list(fmt.STATES),
         "pools": list(fmt.POOLS),

@@ -123,6 +123,7 @@ async def tasks_data(ctx: Ctx) -> tuple[dict[str, Any], int]:
             "filter": empty,
             "error": str(exc),
             "tasks": [],
+            "unserved": [],
             "next": None,
             "q": "",
         }
@@ -142,22 +143,34 @@ async def tasks_data(ctx: Ctx) -> tuple[dict[str, Any], int]:
         else None
     )
     listed = api.call(api.scheduler.ListTasks, request, ctx.metadata)
+    # The overdue (type, pool) groups no connected worker takes: the "no worker" badge.
+    workers = api.section(api.scheduler.ListWorkers, pb.ListWorkersRequest(), ctx.metadata)
     try:
         if counted is None:
-            resp, count = await listed, None
+            resp, served = await asyncio.gather(listed, workers)
+            count = None
         else:
-            resp, count = await asyncio.gather(listed, counted)
+            resp, count, served = await asyncio.gather(listed, counted, workers)
     except ApiError as exc:
         if exc.unauthenticated:
             raise
         status = 400 if exc.code.name == "INVALID_ARGUMENT" else 502
-        failed: dict[str, Any] = {"filter": f, "error": str(exc), "tasks": [], "next": None, "q": q}
+        failed: dict[str, Any] = {
+            "filter": f,
+            "error": str(exc),
+            "tasks": [],
+            "unserved": [],
+            "next": None,
+            "q": q,
+        }
         return {**failed, "total": None}, status
     found = list(resp.tasks)
     if q:
         # A server that predates the idempotency_key filter answers every task.
         found = [t for t in found if t.idempotency_key == q]
     total = len(found) if q else (count.value.total if count is not None and count.ok else None)
+    unserved = fmt.unserved(served.value) if served.ok else []
+    rows = fmt.mark_unserved([fmt.task_row(t) for t in found], unserved)
     params = filter_params(f)
     next_url = None
     if resp.next_page_token:
@@ -167,7 +180,8 @@ async def tasks_data(ctx: Ctx) -> tuple[dict[str, Any], int]:
         "filter": f,
         "params": params,
         "error": None,
-        "tasks": [fmt.task_row(t) for t in found],
+        "tasks": rows,
+        "unserved": unserved,
         "total": total,
         "next": next_url,
         "first": ctx.url("/tasks", params) if query.get("page_token") else None,
@@ -209,7 +223,7 @@ def _form_values(f: Mapping[str, Any]) -> dict[str, Any]:
 
 async def tasks_json(request: web.Request) -> web.Response:
     data, status = await tasks_data(ctx_of(request))
-    data = {k: v for k, v in data.items() if k in ("tasks", "total", "next", "error")}
+    data = {k: v for k, v in data.items() if k in ("tasks", "total", "next", "error", "unserved")}
     return web.json_response(data, status=status)
 
 
@@ -243,6 +257,7 @@ async def task_detail(request: web.Request) -> web.StreamResponse:
             "title": f"Task {task_id}",
             "task": detail,
             "timeline": rows,
+            "attempts": fmt.attempts(rows),
             "history": history,
             "failure": next(
                 (
@@ -269,7 +284,9 @@ async def task_json(request: web.Request) -> web.Response:
         if exc.not_found or exc.code.name == "INVALID_ARGUMENT":
             return web.json_response({"error": "not found"}, status=404)
         raise
-    return web.json_response({"task": fmt.task_detail(task), "timeline": rows})
+    return web.json_response(
+        {"task": fmt.task_detail(task), "timeline": rows, "attempts": fmt.attempts(rows)}
+    )
 
 
 async def _act(request: web.Request, action: str) -> web.StreamResponse:

@@ -1,5 +1,7 @@
-"""What a task handler receives: :class:`TaskContext`, the cancel reasons, and the two
-exceptions a handler raises on purpose (:class:`Interrupted`, :class:`ApplicationError`).
+"""What a task handler receives: :class:`TaskContext`, the cancel reasons, the two
+exceptions a handler raises on purpose (:class:`Interrupted`, :class:`ApplicationError`),
+and how a failure's type, message and traceback are sent (:func:`error_of`,
+:func:`traceback_of`).
 
 May call: nothing in the worker SDK (a checkpoint goes through the ``checkpointer`` it
 is given). Called by: handlers, and the handler runner and the drain, which make the
@@ -9,6 +11,7 @@ contexts and cancel them (:func:`cancel`).
 from __future__ import annotations
 
 import asyncio
+import traceback
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -145,3 +148,28 @@ def cancel(ctx: TaskContext, reason: str) -> None:
     """Set ``ctx.cancelled`` with ``reason`` (the first reason wins). The SDK's way to
     tell a handler to stop; not part of the handler's API."""
     ctx._cancel(reason)
+
+
+def error_of(exc: BaseException) -> tuple[str, str]:
+    """A failure's type as the wire takes it (its class name when printable ASCII, else
+    "") and its message (the type when the exception says nothing)."""
+    error_type = type(exc).__name__
+    if not (error_type.isascii() and error_type.isprintable()):
+        error_type = ""
+    return error_type, str(exc) or error_type
+
+
+MAX_TRACEBACK_CHARS = 16_384
+"""The server's bound on ``Failure.traceback``."""
+
+
+def traceback_of(exc: BaseException) -> str:
+    """``exc`` formatted as Python prints it, chained causes included; past the
+    server's bound its start is cut (the frames nearest the error stay)."""
+    try:
+        text = "".join(traceback.format_exception(exc))
+    except Exception:  # a broken __str__ must not lose the failure itself
+        return ""
+    if len(text) > MAX_TRACEBACK_CHARS:
+        text = "…" + text[-(MAX_TRACEBACK_CHARS - 1) :]
+    return text

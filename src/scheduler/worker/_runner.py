@@ -50,6 +50,8 @@ from scheduler.worker._context import (
     Interrupted,
     TaskContext,
     cancel,
+    error_of,
+    traceback_of,
 )
 from scheduler.worker._drain import Drain
 from scheduler.worker._outbox import Completed
@@ -482,16 +484,14 @@ class HandlerRunner:
             retryable = not (
                 isinstance(outcome, ApplicationError) and outcome.non_retryable
             ) and not _listed(outcome, self._non_retryable.get(ctx.type, ()))
-            error_type = type(outcome).__name__
-            if not (error_type.isascii() and error_type.isprintable()):
-                error_type = ""  # the wire takes printable ASCII names only
-            text = str(outcome) or error_type
+            error_type, text = error_of(outcome)
             msg = pb.WorkerMessage(
                 failure=pb.Failure(
                     task=held.ref,
                     error=text[:4000],
                     retryable=retryable,
                     error_type=error_type[:128],
+                    traceback=traceback_of(outcome),
                 )
             )
             span.record_exception(outcome)

@@ -108,7 +108,7 @@ async def test_forecast_reads_indexes_only(conn: Any) -> None:
     raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {Q['forecast']}", *args)
     firing, nominal, _overdue = json.loads(raw)[0]["Plan"]["Plans"]
     for part, index in (
-        (firing, "due_at_pool_tenant_id_idx"),
+        (firing, "due_at_pool_tenant_id_type_idx"),
         (nominal, "scheduled_at_pool_tenant_id_idx"),
     ):
         scans = _scans(part)
@@ -116,10 +116,27 @@ async def test_forecast_reads_indexes_only(conn: Any) -> None:
         assert all(s.startswith("Index Only Scan") and index in s for s in scans), scans
 
 
-def _scans(node: dict[str, Any]) -> list[str]:
+@pytest.mark.parametrize("stale", [False, True], ids=["fresh-stats", "stale-stats"])
+async def test_overdue_groups_read_the_forecast_index_only(conn: Any, stale: bool) -> None:
+    """ListWorkers' overdue groups (tenant, type, pool) read a range of
+    idx_tasks_forecast_due (index only, or a bitmap of it) while the stampede's 50,000
+    waiting tasks are not due yet: not a sequential scan of every task (the planner took
+    one on 1,000,000 tasks before the index carried the type). Once all of them are
+    overdue a scan of the partition is the right plan, and it is cached (Watch)."""
+    await _stampede(conn, stale=stale)
+    now = NOW - timedelta(minutes=5)
+    raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {Q['overdue']}", None, now, 1000)
+    scans = _scans(json.loads(raw)[0]["Plan"], f"tasks_p{NOW:%Y%m%d}")
+    assert scans, raw
+    assert not [s for s in scans if s.startswith("Seq Scan")], scans
+    assert f"tasks_p{NOW:%Y%m%d}_due_at_pool_tenant_id_type_idx" in raw, scans
+
+
+def _scans(node: dict[str, Any], relation: str = "tasks") -> list[str]:
+    """The scans of the relations whose name starts with ``relation``."""
     out: list[str] = []
-    if str(node.get("Relation Name", "")).startswith("tasks"):
+    if str(node.get("Relation Name", "")).startswith(relation):
         out.append(f"{node['Node Type']} {node.get('Index Name', '')}")
     for child in node.get("Plans", []) or []:
-        out += _scans(child)
+        out += _scans(child, relation)
     return out

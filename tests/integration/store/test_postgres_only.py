@@ -212,7 +212,7 @@ async def test_hot_path_statements_touch_one_partition(pg: PostgresStore, plan_m
         "complete": (ids, times, tokens, [None] * 3, NOW, lo, hi, [None] * 3),
         "fail": (
             *(ids, times, tokens, ["e"] * 3, [True] * 3, [None] * 3, NOW, lo, hi),
-            *([""] * 3, [1.0] * 3),  # error types, spread factors
+            *([""] * 3, [1.0] * 3, [""] * 3),  # error types, spread factors, tracebacks
         ),
         "release": (ids, times, tokens, [None] * 3, NOW, lo, hi, [False] * 3),
         "existing_keys": (ids, times, lo, hi),

@@ -419,6 +419,72 @@ async def test_list_workers_shows_slots_move(any_stack: Stack) -> None:
         assert [w.worker_id for w in acting.workers] == ["worker-b"]
 
 
+async def test_list_workers_names_the_overdue_tasks_no_worker_takes(any_stack: Stack) -> None:
+    """``unserved``: tenant A's overdue orphan (a type no worker names) and its BULK
+    email (a pool its worker does not take); not A's future orphan, not what the worker
+    takes; B sees none of A's; the admin sees A's with its tenant."""
+    past = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=3)
+    async with apis(any_stack) as api, _worker(any_stack, any_stack.key_a, "worker-a", 4):
+        client = await any_stack.client()
+        try:
+            await client.submit("orphan", {}, scheduled_at=past, strict_timing=True)
+            await client.submit("orphan", {}, scheduled_at=past + timedelta(hours=2))
+            await client.submit("email", {}, scheduled_at=past, strict_timing=True, pool=Pool.BULK)
+        finally:
+            await client.close()
+
+        async def listed() -> pb.ListWorkersResponse:
+            return await api["a"]("ListWorkers", pb.ListWorkersRequest())
+
+        got = await eventually(listed, lambda r: len(r.unserved) == 2)
+        assert [(u.type, u.pool, u.count) for u in got.unserved] == [
+            ("email", pb.POOL_BULK, 1),
+            ("orphan", pb.POOL_STANDARD, 1),
+        ]
+        assert {u.tenant_id for u in got.unserved} == {any_stack.tenant_a}
+        assert {u.oldest_due_at.ToDatetime(tzinfo=UTC) for u in got.unserved} == {past}
+        assert not (await api["b"]("ListWorkers", pb.ListWorkersRequest())).unserved
+        every = await api["admin"]("ListWorkers", pb.ListWorkersRequest())
+        assert {(u.tenant_id, u.type) for u in every.unserved} == {
+            (any_stack.tenant_a, "email"),
+            (any_stack.tenant_a, "orphan"),
+        }
+
+
+async def test_a_failed_attempts_type_and_traceback_reach_get_task(any_stack: Stack) -> None:
+    async with apis(any_stack) as api, _worker(any_stack, any_stack.key_a, "worker-a", 4) as w:
+        client = await any_stack.client()
+        try:
+            task = await client.submit("email", {}, strict_timing=True, max_retries=0)
+        finally:
+            await client.close()
+        a = await asyncio.wait_for(w.assignments.get(), 15)
+        assert a.task_id == str(task.id)
+        ref = pb.TaskRef(
+            task_id=a.task_id, fencing_token=a.fencing_token, scheduled_at=a.scheduled_at
+        )
+        await w.ask(pb.WorkerMessage(request_id=1, ack=pb.Ack(tasks=[ref])))
+        trace = "Traceback (most recent call last):\n  ...\nKeyError: 'sku'\n"
+        failure = pb.Failure(task=ref, error="'sku'", error_type="KeyError", traceback=trace)
+        res = await w.ask(pb.WorkerMessage(request_id=2, failure=failure))
+        assert [r.ok for r in res.results] == [True]
+        got = (await api["a"]("GetTask", pb.GetTaskRequest(task_id=a.task_id))).task
+        assert (got.state, got.last_error, got.last_error_type, got.last_traceback) == (
+            pb.TASK_STATE_DEAD_LETTER,
+            "'sku'",
+            "KeyError",
+            trace,
+        )
+        too_long = pb.FailTaskRequest(task=ref, error="x", traceback="t" * 16_385)
+        async with grpc.aio.insecure_channel(any_stack.target) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await pbg.WorkerServiceStub(channel).FailTask(
+                    too_long, metadata=(("x-api-key", any_stack.key_a),)
+                )
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "traceback" in str(refused.value.details())
+
+
 async def test_list_tasks_by_pool_and_idempotency_key(any_stack: Stack) -> None:
     when = datetime.now(UTC) + timedelta(hours=2)
     client = await any_stack.client()

@@ -127,3 +127,75 @@ def test_dispatch_note(at_ms: int, note: str) -> None:
     due = base + timedelta(seconds=1)
     assert dispatch_note(base + timedelta(milliseconds=at_ms), due) == note
     assert dispatch_note(base, None) == ""
+
+
+def _tr(at: str, frm: str, to: str, actor: str = "node-1", reason: str = "") -> dict[str, object]:
+    return {"kind": "transition", "at": at, "from": frm, "to": to, "actor": actor, "reason": reason}
+
+
+def test_attempts_group_the_history_by_dispatch_with_ms_durations() -> None:
+    rows = [
+        _tr("2026-12-06T12:00:00.000Z", "SCHEDULED", "PRELOADED", reason="preloaded"),
+        _tr("2026-12-06T12:00:00.010Z", "PRELOADED", "DISPATCHED", reason="dispatched"),
+        _tr("2026-12-06T12:00:00.025Z", "DISPATCHED", "RUNNING", "w-1", "acked"),
+        {"kind": "refused-write", "at": "2026-12-06T12:00:00.030Z"},
+        _tr("2026-12-06T12:00:01.275Z", "RUNNING", "RETRYING", "w-1", "failed: boom"),
+        _tr("2026-12-06T12:00:02.000Z", "RETRYING", "PRELOADED", reason="retry due"),
+        _tr("2026-12-06T12:00:02.004Z", "PRELOADED", "DISPATCHED", reason="dispatched"),
+        _tr("2026-12-06T12:00:07.004Z", "DISPATCHED", "PRELOADED", reason="lease expired"),
+        _tr("2026-12-06T12:00:08.000Z", "PRELOADED", "RUNNING", "w-2", "started on delivery"),
+    ]
+    last = [
+        _tr("2026-12-06T12:00:09.500Z", "RUNNING", "RETRYING", "w-2", "failed: bad"),
+        _tr("2026-12-06T12:00:09.500Z", "RETRYING", "DEAD_LETTER", "w-2", "no attempts left"),
+    ]
+    (*_, ended) = fmt.attempts([*rows, *last])  # type: ignore[arg-type]
+    assert (ended["outcome"], ended["duration_ms"]) == ("DEAD_LETTER", 1500)
+    assert ended["reason"] == "failed: bad; no attempts left"
+    got = fmt.attempts(rows)  # type: ignore[arg-type]
+    assert [(a["n"], a["outcome"], a["duration_ms"], a["worker"]) for a in got] == [
+        (1, "RETRYING", 1250, "w-1"),  # from the ack to the failure
+        (2, "PRELOADED", 5000, "node-1"),  # never acked: from the dispatch
+        (3, None, None, "w-2"),  # still running
+    ]
+    assert got[0]["dispatched_at"] == "2026-12-06T12:00:00.010Z"
+    assert got[0]["started_at"] == "2026-12-06T12:00:00.025Z"
+    assert got[0]["reason"] == "failed: boom"
+    assert got[2]["started_at"] == got[2]["dispatched_at"]
+    assert fmt.attempts([]) == []
+
+
+def test_mark_unserved_flags_overdue_waiting_rows_of_an_unserved_group() -> None:
+    tenant = "0d6f7c1e-0000-4000-8000-000000000001"
+
+    def row(state: str, type_: str, due: str, pool: str = "STANDARD") -> dict[str, object]:
+        return {"tenant_id": tenant, "state": state, "type": type_, "pool": pool, "due_at": due}
+
+    past, future = "2026-12-06T11:59:00.000Z", "2026-12-06T12:01:00.000Z"
+    rows = [
+        row("PRELOADED", "orphan", past),  # flagged
+        row("RETRYING", "orphan", past),  # flagged
+        row("PRELOADED", "orphan", future),  # not due yet
+        row("DEAD_LETTER", "orphan", past),  # not waiting
+        row("PRELOADED", "orphan", past, "BULK"),  # another pool: a worker takes it
+        row("PRELOADED", "served", past),  # a type some worker takes
+    ]
+    groups = [{"tenant_id": tenant, "type": "orphan", "pool": "STANDARD", "count": 2}]
+    marked = fmt.mark_unserved(rows, groups, NOW)  # type: ignore[arg-type]
+    assert [r["no_worker"] for r in marked] == [True, True, False, False, False, False]
+    assert not any(r["no_worker"] for r in fmt.mark_unserved(rows, [], NOW))  # type: ignore[arg-type]
+
+
+def test_unserved_groups_from_list_workers() -> None:
+    resp = pb.ListWorkersResponse()
+    u = resp.unserved.add(tenant_id="t", type="orphan", pool=pb.POOL_BULK, count=4)
+    u.oldest_due_at.FromDatetime(NOW)
+    assert fmt.unserved(resp) == [
+        {
+            "tenant_id": "t",
+            "type": "orphan",
+            "pool": "BULK",
+            "count": 4,
+            "oldest_due_at": "2026-12-06T12:00:00.000Z",
+        }
+    ]

@@ -68,6 +68,8 @@ def task(row: asyncpg.Record) -> TaskRecord:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         retry_policy=_common.retry_policy_of(row["retry_policy"]),
+        last_error_type=row["last_error_type"],
+        last_traceback=row["last_traceback"],
     )
 
 

@@ -31,9 +31,11 @@ from scheduler.store.postgres.tenants import Tenants
 from scheduler.store.protocol.tasks import TaskStore
 from scheduler.types import (
     MAX_COUNT_GROUPS,
+    MAX_OVERDUE_GROUPS,
     Forecast,
     InsertResult,
     NewTask,
+    OverdueGroup,
     Page,
     Pool,
     TaskCounts,
@@ -243,3 +245,13 @@ class Tasks(Tenants, Partitions, TaskStore):
                 [p.value for p in pools] or None,
             )
         return _common.forecast_of((r["kind"], r["bucket"], r["pool"], r["n"]) for r in found)
+
+    async def overdue(self, tenant_id: uuid.UUID | None, now: datetime) -> list[OverdueGroup]:
+        """Tasks due before ``now`` and not yet dispatched, by tenant, type and pool."""
+        _validate.aware("now", now)
+        async with self._db.conn(scope_of(tenant_id)) as conn:
+            found = await conn.fetch(self._q["overdue"], tenant_id, now, MAX_OVERDUE_GROUPS)
+        return [
+            OverdueGroup(r["tenant_id"], r["type"], Pool(r["pool"]), int(r["n"]), r["oldest"])
+            for r in found
+        ]

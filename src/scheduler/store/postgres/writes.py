@@ -220,6 +220,7 @@ class WorkerWrites(Part, WriteStore):
                 hi,
                 [f.error_type for f in items],
                 [f.spread for f in items],
+                [f.traceback for f in items],
             )
             state = {r[0]: TaskState(r[2]) for r in found}
             dead = [r for r in found if r["status"] == TaskState.DEAD_LETTER]

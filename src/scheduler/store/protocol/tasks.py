@@ -19,6 +19,7 @@ from scheduler.types import (
     Forecast,
     InsertResult,
     NewTask,
+    OverdueGroup,
     Page,
     Pool,
     TaskCounts,
@@ -65,4 +66,10 @@ class TaskStore(Protocol):
         start + (i + 1) * bucket_s)``: by ``due_at`` (firing, jitter applied) and by
         ``scheduled_at`` (nominal); and per pool those with ``due_at`` before ``start``
         (overdue). ``bucket_s`` 1 or 60, ``buckets`` 1-3600 (InvalidArgument else)."""
+        ...
+
+    async def overdue(self, tenant_id: uuid.UUID | None, now: datetime) -> list[OverdueGroup]:
+        """SCHEDULED, PRELOADED and RETRYING tasks (of ``tenant_id``, None: every
+        tenant) with ``due_at`` before ``now`` (the forecast's overdue ones), grouped by
+        tenant, type and pool: at most MAX_OVERDUE_GROUPS groups, the oldest first."""
         ...

@@ -46,6 +46,8 @@ UPGRADE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("api_keys", "last_used_at", "INTEGER"),
     ("api_keys", "rotated_from", "TEXT"),
     ("tasks", "retry_policy", "TEXT"),
+    ("tasks", "last_error_type", "TEXT"),
+    ("tasks", "last_traceback", "TEXT"),
     ("task_transitions", "reason", "TEXT NOT NULL DEFAULT ''"),
     ("task_transitions", "due_at", "INTEGER"),
 )

@@ -93,6 +93,8 @@ def task(r: sqlite3.Row) -> TaskRecord:
         created_at=dt(r["created_at"]),
         updated_at=dt(r["updated_at"]),
         retry_policy=_common.retry_policy_of(r["retry_policy"]),
+        last_error_type=r["last_error_type"],
+        last_traceback=r["last_traceback"],
     )
 
 

@@ -21,9 +21,11 @@ from scheduler.store.protocol.tasks import TaskStore
 from scheduler.store.sqlite import rows
 from scheduler.store.sqlite._db import Part
 from scheduler.types import (
+    MAX_OVERDUE_GROUPS,
     Forecast,
     InsertResult,
     NewTask,
+    OverdueGroup,
     Page,
     Pool,
     TaskCounts,
@@ -196,3 +198,20 @@ class Tasks(Part, TaskStore):
 
         found = await self._db.tx(fn)
         return _common.forecast_of((r[0], r[1], r[2], r[3]) for r in found)
+
+    async def overdue(self, tenant_id: uuid.UUID | None, now: datetime) -> list[OverdueGroup]:
+        """Tasks due before ``now`` and not yet dispatched, by tenant, type and pool."""
+        args = (
+            None if tenant_id is None else str(tenant_id),
+            rows.us(_validate.aware("now", now)),
+            MAX_OVERDUE_GROUPS,
+        )
+        q = self._q
+
+        def fn(c: sqlite3.Connection) -> list[sqlite3.Row]:
+            return c.execute(q["overdue"], args).fetchall()
+
+        found = await self._db.tx(fn)
+        return [
+            OverdueGroup(uuid.UUID(r[0]), r[1], Pool(r[2]), int(r[3]), rows.dt(r[4])) for r in found
+        ]

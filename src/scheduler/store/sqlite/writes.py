@@ -236,6 +236,8 @@ class WorkerWrites(Part, WriteStore):
                         n,
                         f.spread,
                         f.error,
+                        f.error_type,
+                        f.traceback,
                         n,
                         str(f.key.id),
                         rows.us(f.key.scheduled_at),

@@ -119,6 +119,42 @@
     }
   }
 
+  /* "5m ago" / "in 3s", as the server's relative times read. */
+  function relative(iso) {
+    var delta = (Date.parse(iso) - Date.now()) / 1000, n = Math.abs(delta);
+    if (n < 1) { return "now"; }
+    var units = [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]], text = "";
+    for (var i = 0; i < units.length; i++) {
+      if (n >= units[i][1]) { text = Math.floor(n / units[i][1]) + units[i][0]; break; }
+    }
+    return delta < 0 ? text + " ago" : "in " + text;
+  }
+
+  function updateUnserved(groups) {
+    var section = document.getElementById("unserved"), body = document.getElementById("unserved-rows");
+    if (!section || !body) { return; }
+    var here = new URLSearchParams(location.search).get("tenant");
+    body.textContent = "";
+    var total = 0;
+    groups.forEach(function (g) {
+      total += g.count;
+      var tr = document.createElement("tr"); tr.dataset.testid = "unserved-" + g.type;
+      if (allTenants) { cell(tr, tenantNames[g.tenant_id] || g.tenant_id.slice(0, 8)).title = g.tenant_id; }
+      var th = cell(tr, "", true), a = document.createElement("a");
+      var params = new URLSearchParams({ type: g.type, pool: g.pool });
+      var tenant = allTenants ? g.tenant_id : here;
+      if (tenant) { params.set("tenant", tenant); }
+      a.href = "/tasks?" + params.toString(); a.textContent = g.type; th.appendChild(a);
+      cell(tr, g.pool); cell(tr, g.count).className = "num";
+      var td = cell(tr, ""), t = document.createElement("time");
+      t.dateTime = g.oldest_due_at; t.title = g.oldest_due_at.replace("T", " ").replace("Z", "") + " UTC";
+      t.textContent = relative(g.oldest_due_at); td.appendChild(t);
+      body.appendChild(tr);
+    });
+    setText("unserved-total", total);
+    section.hidden = groups.length === 0;
+  }
+
   function updateOverview(d) {
     status("counts-status", d.counts, "Counts");
     status("activity-status", d.activity, "Activity");
@@ -152,6 +188,7 @@
       var none = document.getElementById("no-workers");
       if (none) { none.hidden = d.workers.data.length > 0; }
     }
+    if (d.unserved && d.unserved.data) { updateUnserved(d.unserved.data); }
     if (d.activity.data) {
       var ab = document.getElementById("activity-rows");
       if (ab) {
@@ -172,10 +209,13 @@
     miniForecast(d.forecast);
   }
 
+  function live() { return !window.tickwheelLive || window.tickwheelLive.on(); }
+
   function poll() {
+    if (!live() || document.hidden) { setTimeout(poll, 2000); return; }
     fetch(liveUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (d) { if (d) { updateOverview(d); } })
+      .then(function (d) { if (d && live()) { updateOverview(d); } })
       .catch(function () { /* the next poll tries again */ })
       .finally(function () { setTimeout(poll, 2000); });
   }

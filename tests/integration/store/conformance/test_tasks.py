@@ -24,6 +24,7 @@ from tests.support.stores import (
     force_status,
     new_task,
     new_tenant,
+    running,
 )
 
 S = TaskState
@@ -176,3 +177,28 @@ def test_record_fields_cover_new_task() -> None:
     new = {f.name for f in dataclasses.fields(NewTask)} - {"initial_state", "depends_on"}
     assert new <= {f.name for f in dataclasses.fields(TaskRecord)}
     assert UTC
+
+
+async def test_overdue_groups_by_tenant_type_and_pool_oldest_first(
+    store: Store, tenant: Tenant
+) -> None:
+    early, late = NOW - timedelta(minutes=5), NOW - timedelta(minutes=1)
+    await store.insert_tasks(
+        [
+            new_task(tenant, early, type="orphan", pool=Pool.BULK),
+            new_task(tenant, late, type="orphan", pool=Pool.BULK),
+            new_task(tenant, late, type="served", pool=Pool.STANDARD),
+            new_task(tenant, NOW + timedelta(minutes=1), type="future"),
+        ],
+        NOW,
+    )
+    await running(store, tenant, type="running")
+    found = await store.overdue(tenant.id, NOW)
+    assert [(g.type, g.pool, g.count, g.oldest_due_at) for g in found] == [
+        ("orphan", Pool.BULK, 2, early),
+        ("served", Pool.STANDARD, 1, late),
+    ]
+    assert {g.tenant_id for g in found} == {tenant.id}
+    assert await store.overdue(uuid.uuid4(), NOW) == []
+    everyone = await store.overdue(None, NOW)
+    assert {(g.tenant_id, g.type) for g in everyone} >= {(tenant.id, "orphan")}

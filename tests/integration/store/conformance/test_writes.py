@@ -217,3 +217,44 @@ async def test_dag_children_released_in_completing_transaction(
     assert (await store.get_task(None, d.id)).unresolved_dependencies == 1
     assert await run_and_complete(c.id) == {d.id}
     assert (await store.get_task(None, d.id)).status is S.PRELOADED
+
+
+async def test_a_failure_keeps_its_error_type_and_traceback_until_a_lease_expiry(
+    store: Store, tenant: Tenant
+) -> None:
+    key, token = await running(store, tenant, max_retries=2)
+    trace = "Traceback (most recent call last):\n  File \"h.py\", line 3\nKeyError: 'sku'\n"
+    [f] = await store.fail(
+        [Failure(key=key, token=token, error="'sku'", error_type="KeyError", traceback=trace)],
+        NOW,
+    )
+    assert f.outcome is Outcome.OK
+    t = await store.get_task(None, key.id)
+    assert (t.last_error, t.last_error_type, t.last_traceback) == ("'sku'", "KeyError", trace)
+    # A failure that names no type and sends no traceback clears both.
+    [p] = await store.claim_preload(None, t.due_at, 10, NOW)
+    [a] = await store.mark_dispatched(
+        [DispatchRequest(key=p.key, worker_id="w1", lease_expires_at=LEASE)], NOW
+    )
+    assert a is not None
+    await store.ack([FencedWrite(key=key, token=a.fencing_token)], LEASE, NOW)
+    await store.fail([Failure(key=key, token=a.fencing_token, error="plain")], NOW)
+    t = await store.get_task(None, key.id)
+    assert (t.last_error, t.last_error_type, t.last_traceback) == ("plain", None, None)
+    # A lease expiry is no worker's error: its type and traceback go with the old text.
+    key2, token2 = await running(store, tenant, max_retries=2)
+    await store.fail(
+        [Failure(key=key2, token=token2, error="x", error_type="ValueError", traceback="tb")],
+        NOW,
+    )
+    t2 = await store.get_task(None, key2.id)
+    claimed = await store.claim_preload(None, t2.due_at, 10, NOW)
+    [p2] = [c for c in claimed if c.key == key2]
+    [a2] = await store.mark_dispatched(
+        [DispatchRequest(key=p2.key, worker_id="w1", lease_expires_at=LEASE)], NOW
+    )
+    assert a2 is not None
+    await store.ack([FencedWrite(key=key2, token=a2.fencing_token)], LEASE, NOW)
+    await store.reclaim_expired(None, LEASE + timedelta(seconds=1), 100)
+    t2 = await store.get_task(None, key2.id)
+    assert (t2.last_error, t2.last_error_type, t2.last_traceback) == ("lease expired", None, None)

@@ -159,7 +159,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, initial_backoff_s: _Optional[float] = ..., max_backoff_s: _Optional[float] = ..., max_attempts: _Optional[int] = ..., non_retryable_error_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("id", "tenant_id", "type", "state", "scheduled_at", "due_at", "idempotency_key", "pool", "fencing_token", "retry_count", "max_retries", "payload", "result", "last_error", "checkpoint", "worker_id", "cancel_requested", "shard_id", "created_at", "updated_at", "strict_timing", "trace_context", "retry_policy", "payload_json", "result_json", "checkpoint_json")
+    __slots__ = ("id", "tenant_id", "type", "state", "scheduled_at", "due_at", "idempotency_key", "pool", "fencing_token", "retry_count", "max_retries", "payload", "result", "last_error", "checkpoint", "worker_id", "cancel_requested", "shard_id", "created_at", "updated_at", "strict_timing", "trace_context", "retry_policy", "payload_json", "result_json", "checkpoint_json", "last_error_type", "last_traceback", "workflow_id", "schedule_id")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +186,10 @@ class Task(_message.Message):
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_JSON_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LAST_TRACEBACK_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     type: str
@@ -212,7 +216,11 @@ class Task(_message.Message):
     payload_json: bytes
     result_json: bytes
     checkpoint_json: bytes
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., fencing_token: _Optional[int] = ..., retry_count: _Optional[int] = ..., max_retries: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., worker_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., shard_id: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., strict_timing: _Optional[bool] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., result_json: _Optional[bytes] = ..., checkpoint_json: _Optional[bytes] = ...) -> None: ...
+    last_error_type: str
+    last_traceback: str
+    workflow_id: str
+    schedule_id: str
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., fencing_token: _Optional[int] = ..., retry_count: _Optional[int] = ..., max_retries: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., worker_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., shard_id: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., strict_timing: _Optional[bool] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., result_json: _Optional[bytes] = ..., checkpoint_json: _Optional[bytes] = ..., last_error_type: _Optional[str] = ..., last_traceback: _Optional[str] = ..., workflow_id: _Optional[str] = ..., schedule_id: _Optional[str] = ...) -> None: ...
 
 class SubmitTaskRequest(_message.Message):
     __slots__ = ("task",)
@@ -709,16 +717,18 @@ class Completions(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[Completion, _Mapping]]] = ...) -> None: ...
 
 class Failure(_message.Message):
-    __slots__ = ("task", "error", "retryable", "error_type")
+    __slots__ = ("task", "error", "retryable", "error_type", "traceback")
     TASK_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
     ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TRACEBACK_FIELD_NUMBER: _ClassVar[int]
     task: TaskRef
     error: str
     retryable: bool
     error_type: str
-    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ..., error_type: _Optional[str] = ...) -> None: ...
+    traceback: str
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ..., error_type: _Optional[str] = ..., traceback: _Optional[str] = ...) -> None: ...
 
 class Release(_message.Message):
     __slots__ = ("task", "checkpoint", "checkpoint_json")
@@ -893,16 +903,18 @@ class CompleteTaskResponse(_message.Message):
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class FailTaskRequest(_message.Message):
-    __slots__ = ("task", "error", "retryable", "error_type")
+    __slots__ = ("task", "error", "retryable", "error_type", "traceback")
     TASK_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
     ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TRACEBACK_FIELD_NUMBER: _ClassVar[int]
     task: TaskRef
     error: str
     retryable: bool
     error_type: str
-    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ..., error_type: _Optional[str] = ...) -> None: ...
+    traceback: str
+    def __init__(self, task: _Optional[_Union[TaskRef, _Mapping]] = ..., error: _Optional[str] = ..., retryable: _Optional[bool] = ..., error_type: _Optional[str] = ..., traceback: _Optional[str] = ...) -> None: ...
 
 class FailTaskResponse(_message.Message):
     __slots__ = ("task",)
@@ -1235,12 +1247,28 @@ class WorkerInfo(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., slots_free: _Optional[int] = ..., start_on_delivery: _Optional[bool] = ..., connected_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class ListWorkersResponse(_message.Message):
-    __slots__ = ("workers", "node_id")
+    __slots__ = ("workers", "node_id", "unserved")
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    UNSERVED_FIELD_NUMBER: _ClassVar[int]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
     node_id: str
-    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ..., node_id: _Optional[str] = ...) -> None: ...
+    unserved: _containers.RepeatedCompositeFieldContainer[UnservedTasks]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ..., node_id: _Optional[str] = ..., unserved: _Optional[_Iterable[_Union[UnservedTasks, _Mapping]]] = ...) -> None: ...
+
+class UnservedTasks(_message.Message):
+    __slots__ = ("tenant_id", "type", "pool", "count", "oldest_due_at")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_DUE_AT_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    type: str
+    pool: Pool
+    count: int
+    oldest_due_at: _timestamp_pb2.Timestamp
+    def __init__(self, tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., count: _Optional[int] = ..., oldest_due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetActivityRequest(_message.Message):
     __slots__ = ("window_s", "bucket_s")

@@ -41,7 +41,8 @@ WITH RECURSIVE down(id, scheduled_at) AS (
     SELECT d.child_task_id, d.child_scheduled_at
     FROM task_dependencies d JOIN down ON d.parent_task_id = down.id
 ), c AS (
-    UPDATE tasks t SET status = 'CANCELLED', last_error = $3, updated_at = $2
+    UPDATE tasks t SET status = 'CANCELLED', last_error = $3, last_error_type = NULL,
+        last_traceback = NULL, updated_at = $2
     FROM down
     WHERE t.id = down.id AND t.scheduled_at = down.scheduled_at
       AND t.status IN ({{from:SCHEDULED|to:CANCELLED}})

@@ -204,6 +204,18 @@ WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at < $2
   AND ($1::uuid IS NULL OR tenant_id = $1::uuid) AND ($5::text[] IS NULL OR pool = ANY($5::text[]))
 GROUP BY 3
 
+-- name: overdue
+-- $1 tenant (NULL: every tenant), $2 now, $3 most groups. Tasks still to be dispatched
+-- whose due_at has passed (as the forecast's overdue part counts them), by tenant, type
+-- and pool, the oldest first: an index-only range on idx_tasks_forecast_due.
+SELECT tenant_id, type, pool, count(*) AS n, min(due_at) AS oldest
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at < $2
+  AND ($1::uuid IS NULL OR tenant_id = $1::uuid)
+GROUP BY tenant_id, type, pool
+ORDER BY oldest, tenant_id, type, pool
+LIMIT $3
+
 -- name: claim_preload
 -- $1 horizon, $2 shards (NULL = all), $3/$4 scheduled_at window, $5 limit, $6 now, $7 actor,
 -- $8 retry horizon (a RETRYING task waits out its backoff as RETRYING)
@@ -430,7 +442,7 @@ FROM dec WHERE status = 'PRELOADED'
 
 -- name: fail
 -- $1 ids, $2 scheduled_at, $3 tokens, $4 errors, $5 retryable, $6 retry_at, $7 now, $8/$9 bounds,
--- $10 error types, $11 spread factors (1 + up to 0.25). A task with its own retry policy
+-- $10 error types, $11 spread factors (1 + up to 0.25), $12 tracebacks ('' for none). A task with its own retry policy
 -- (retry_policy.base_s/cap_s) gets its backoff here; an error type its policy lists
 -- dead-letters at once.
 WITH f AS (
@@ -449,10 +461,11 @@ WITH f AS (
                                     * u.spread)
                                 ELSE coalesce(u.retry_at, $7) END
                       ELSE t.due_at END,
-        last_error = u.error, lease_expires_at = NULL, updated_at = $7
+        last_error = u.error, last_error_type = nullif(u.error_type, ''),
+        last_traceback = nullif(u.traceback, ''), lease_expires_at = NULL, updated_at = $7
     FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $5::bool[],
-                $6::timestamptz[], $10::text[], $11::float8[])
-        AS u(id, scheduled_at, token, error, retryable, retry_at, error_type, spread)
+                $6::timestamptz[], $10::text[], $11::float8[], $12::text[])
+        AS u(id, scheduled_at, token, error, retryable, retry_at, error_type, spread, traceback)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
       AND t.id = ANY($1::uuid[])
       AND t.status = ANY((SELECT ARRAY[{{from:RUNNING|to:RETRYING}}])::text[])
@@ -551,6 +564,10 @@ WITH x AS (
                       AND x.retry_count < x.max_retries THEN $1 ELSE t.due_at END,
         last_error = CASE WHEN x.status = 'RUNNING' AND NOT x.cancel_requested
                           THEN 'lease expired' ELSE t.last_error END,
+        last_error_type = CASE WHEN x.status = 'RUNNING' AND NOT x.cancel_requested
+                               THEN NULL ELSE t.last_error_type END,
+        last_traceback = CASE WHEN x.status = 'RUNNING' AND NOT x.cancel_requested
+                              THEN NULL ELSE t.last_traceback END,
         lease_expires_at = NULL, updated_at = $1
     FROM x
     WHERE t.id = x.id AND t.scheduled_at = x.scheduled_at

@@ -31,7 +31,8 @@ UPDATE tasks SET unresolved_dependencies = max(unresolved_dependencies - 1, 0), 
 WHERE id = ? AND unresolved_dependencies > 0
 
 -- name: cancel_waiting
-UPDATE tasks SET status = 'CANCELLED', last_error = ?, updated_at = ?
+UPDATE tasks SET status = 'CANCELLED', last_error = ?, last_error_type = NULL,
+    last_traceback = NULL, updated_at = ?
 WHERE id = ? AND status IN ({{from:SCHEDULED|to:CANCELLED}})
 RETURNING id, scheduled_at, fencing_token
 

@@ -104,6 +104,16 @@ WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at < ?2
   AND (?1 IS NULL OR tenant_id = ?1) AND (?5 IS NULL OR pool IN (SELECT value FROM json_each(?5)))
 GROUP BY 3
 
+-- name: overdue
+-- ?1 tenant (NULL: every tenant), ?2 now (us), ?3 most groups; rows as PostgreSQL's
+SELECT tenant_id, type, pool, count(*) AS n, min(due_at) AS oldest
+FROM tasks
+WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING') AND due_at < ?2
+  AND (?1 IS NULL OR tenant_id = ?1)
+GROUP BY tenant_id, type, pool
+ORDER BY oldest, tenant_id, type, pool
+LIMIT ?3
+
 -- name: insert_dependency
 INSERT OR IGNORE INTO task_dependencies VALUES (?, ?, ?)
 
@@ -208,7 +218,8 @@ UPDATE tasks SET
                                           * ? * 1000000 AS INTEGER) END
                   ELSE due_at END,
     retry_count = retry_count + 1,
-    last_error = ?, lease_expires_at = NULL, updated_at = ?
+    last_error = ?, last_error_type = nullif(?, ''), last_traceback = nullif(?, ''),
+    lease_expires_at = NULL, updated_at = ?
 WHERE id = ? AND scheduled_at = ? AND fencing_token = ?
   AND status IN ({{from:RUNNING|to:RETRYING}})
 RETURNING status, fencing_token, worker_id, workflow_id, retry_count, max_retries
@@ -247,6 +258,10 @@ UPDATE tasks SET
                   AND retry_count < max_retries THEN ? ELSE due_at END,
     last_error = CASE WHEN status = 'RUNNING' AND NOT cancel_requested
                       THEN 'lease expired' ELSE last_error END,
+    last_error_type = CASE WHEN status = 'RUNNING' AND NOT cancel_requested
+                           THEN NULL ELSE last_error_type END,
+    last_traceback = CASE WHEN status = 'RUNNING' AND NOT cancel_requested
+                          THEN NULL ELSE last_traceback END,
     retry_count = CASE WHEN status = 'RUNNING' AND NOT cancel_requested
                        THEN retry_count + 1 ELSE retry_count END,
     lease_expires_at = NULL, updated_at = ?

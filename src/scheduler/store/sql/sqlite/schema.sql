@@ -57,6 +57,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     workflow_id TEXT,
     schedule_id TEXT,
     retry_policy TEXT, -- a task's own retry policy (JSON: base_s, cap_s, errors); NULL: defaults
+    last_error_type TEXT, -- the last failed attempt's error type (Failure.error_type)
+    last_traceback TEXT, -- and its traceback (Failure.traceback); NULL: none sent
     UNIQUE (tenant_id, idempotency_key)
 );
 CREATE INDEX IF NOT EXISTS idx_tasks_claimable ON tasks (due_at)
