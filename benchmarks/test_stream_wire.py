@@ -29,7 +29,8 @@ from scheduler.engine import AssignmentBatch
 from scheduler.server import _convert as conv
 from scheduler.server import _stream_wire
 from scheduler.server._stream_wire import Writes, decode_worker_message, encode_result
-from scheduler.server._worker import _parse, event_to_proto
+from scheduler.server._worker import event_to_proto
+from scheduler.server._worker_messages import _parse
 from scheduler.types import Outcome, RawJSON
 
 BATCH = 100

@@ -13,7 +13,7 @@ import pytest
 from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as cconv
-from scheduler.server._worker import apply_inbox, handle_message, handle_messages
+from scheduler.server._worker_messages import apply_inbox, handle_message, handle_messages
 from scheduler.types import Completion, Outcome
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

@@ -1,6 +1,6 @@
 """An ack the session answers from memory goes out of its turn on the stream: it is
 answered while the writes sent before it are still being applied, unless one of them
-names the same task (``scheduler.server._worker.receive``)."""
+names the same task (``scheduler.server._worker_messages.receive``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as cconv
 from scheduler.server._stream_wire import WorkerMessage, Writes
-from scheduler.server._worker import Inbox, _ack_at_once, apply_inbox, receive
+from scheduler.server._worker_messages import Inbox, _ack_at_once, apply_inbox, receive
 from scheduler.types import Completion, FencedWrite, Outcome, TaskKey
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

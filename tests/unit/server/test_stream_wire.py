@@ -41,7 +41,8 @@ from scheduler.server._stream_wire import (
     encode_assignments,
     encode_result,
 )
-from scheduler.server._worker import _parse, _traced_assignment, event_to_proto, handle_messages
+from scheduler.server._worker import _traced_assignment, event_to_proto
+from scheduler.server._worker_messages import _parse, handle_messages
 from scheduler.types import (
     Assignment,
     Completion,
