@@ -68,7 +68,13 @@ WIRE_FIELDS = {
             "strict_timing": 168, "trace_context": 178, "payload_json": 194,
             "result_json": 202, "checkpoint_json": 210,
         },
-        ("payload", "result", "checkpoint", "retry_policy"),
+        # The failure's type and traceback and the workflow and schedule links are not
+        # in the client's Task yet (the dashboard reads them from the proto): skipped
+        # here as by the general path.
+        (
+            "payload", "result", "checkpoint", "retry_policy", "last_error_type",
+            "last_traceback", "workflow_id", "schedule_id",
+        ),
     ),
 }
 
