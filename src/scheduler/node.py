@@ -18,7 +18,9 @@ A standby node (``NodeConfig.standby``: a region's DR node on its PostgreSQL sta
 docs/regions.md "Disaster recovery") first holds its port with a
 :class:`~scheduler.server.NotPromotedServer` (NOT_SERVING, every RPC UNAVAILABLE) and
 polls the database until it is promoted and its fence raised (``tickwheel dr
-promote``); only then does it open everything as above, on the same port.
+promote``); only then does it open everything as above, on the same port: the real
+server binds it beside the holder (SO_REUSEPORT) and the holder stops once the real
+server serves, so the port never stops listening.
 
 So a node that cannot serve claims nothing, and a second node on one database without
 etcd is refused instead of silently stopping the first one's dispatch. On PostgreSQL
@@ -277,22 +279,20 @@ class Node:
         port = await holder.start()
         _log.warning("standby node on port %d: waiting for the database's promote", port)
         seen = 0
-        try:
-            while True:
-                state = await fence_state(cfg.store_url)
-                if state is not None:
-                    recovering, generation = state
-                    if recovering:
-                        seen = max(seen, generation)
-                    elif generation > seen:
-                        _log.warning("standby node: promoted, generation %d", generation)
-                        break
-                await asyncio.sleep(cfg.standby_poll_interval_s)
-        finally:
-            await holder.stop()
-            self._placeholder = None
+        while True:
+            state = await fence_state(cfg.store_url)
+            if state is not None:
+                recovering, generation = state
+                if recovering:
+                    seen = max(seen, generation)
+                elif generation > seen:
+                    _log.warning("standby node: promoted, generation %d", generation)
+                    break
+            await asyncio.sleep(cfg.standby_poll_interval_s)
+        # The holder keeps listening until the real server serves beside it on the same
+        # port (SO_REUSEPORT; _open stops the holder then): no refused connection.
         host = cfg.server.listen.rpartition(":")[0]
-        return dataclasses.replace(cfg.server, listen=f"{host}:{port}")
+        return dataclasses.replace(cfg.server, listen=f"{host}:{port}", reuse_port=True)
 
     async def _open(self) -> None:
         cfg = self.config
@@ -338,6 +338,9 @@ class Node:
         await self._take_lease(port, db_file)
         await self._engine.start()
         await self._server.start()
+        if self._placeholder is not None:  # a promoted standby: the real server serves
+            placeholder, self._placeholder = self._placeholder, None
+            await placeholder.stop()
         if cfg.metrics is not None:
             from scheduler.metrics import node_endpoint
 
