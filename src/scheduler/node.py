@@ -57,6 +57,7 @@ from scheduler.store import Store, open_store
 
 if TYPE_CHECKING:
     from scheduler.cluster import ClusterConfig
+    from scheduler.dr import WitnessConfig
     from scheduler.index import TimeIndex
     from scheduler.kafka import KafkaConfig, KafkaOutlet
     from scheduler.metrics import MetricsConfig, MetricsEndpoint
@@ -118,6 +119,10 @@ class NodeConfig:
     database is promoted and its fencing generation raised, then start."""
     standby_poll_interval_s: float = 0.5
     """How often a standby node polls ``pg_is_in_recovery()`` and the generation."""
+    witness: WitnessConfig | None = None
+    """The region lease of a witnessed etcd cluster (``scheduler.dr``, docs/regions.md
+    "Automatic failover"): the node dispatches only while it holds it, besides the
+    database lease. Needs PostgreSQL and no ``cluster``."""
 
     def __post_init__(self) -> None:
         if not (is_postgres(self.store_url) or self.store_url.startswith("sqlite://")):
@@ -130,6 +135,10 @@ class NodeConfig:
             raise ValueError("a cluster (etcd) needs a PostgreSQL store")
         if self.standby and not is_postgres(self.store_url):
             raise ValueError("a standby node needs a PostgreSQL store")
+        if self.witness is not None and (
+            self.cluster is not None or not is_postgres(self.store_url)
+        ):
+            raise ValueError("a witness (region lease) needs PostgreSQL and no etcd cluster")
         if self.standby_poll_interval_s <= 0:
             raise ValueError("NodeConfig.standby_poll_interval_s must be positive")
         if self.engine.region != self.server.region:
@@ -361,8 +370,13 @@ class Node:
             check_interval_s=cfg.lease_check_interval_s,
         )
         self._lease = lease
+        guard: Any = lease
+        if cfg.witness is not None:
+            from scheduler.dr import BothLeases, RegionLease
+
+            guard = BothLeases(lease, RegionLease(cfg.witness, cfg.node_id))
         return LeasedMembership(
-            lease,
+            guard,
             cfg.engine.shard_count,
             node_id=cfg.node_id,
             retry_interval_s=cfg.lease_retry_interval_s,
