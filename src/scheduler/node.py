@@ -396,6 +396,16 @@ class Node:
 
     async def _on_lease_change(self, serving: bool) -> None:
         self._lease_serving = serving
+        witness = self.config.witness
+        if witness is not None and self._server is not None:
+            # Without the region lease the node takes no call of its region: clients
+            # move on to the region's next endpoints (the other site's).
+            self._server.set_fenced(
+                None
+                if serving
+                else f"region {witness.region}: this node of site {witness.site} does not "
+                "hold the region lease (tickwheel dr status)"
+            )
         await self._report_serving()
 
     async def _on_engine_health(self, serving: bool) -> None:

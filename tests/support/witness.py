@@ -219,7 +219,17 @@ async def sites(
                 group.dir / "node-b",
                 pair.standby_dsn,
                 name="node-b",
-                extra_args=(*NODE_ARGS, "--standby"),
+                # B's nodes hold the region lease too once promoted (site b), so a
+                # failback moves it back the same way.
+                extra_args=(
+                    *NODE_ARGS,
+                    "--standby",
+                    "--witness-etcd",
+                    etcd["b"].endpoint,
+                    "--witness-site",
+                    "b",
+                    *witness,
+                ),
             )
             group.procs.append(node_b)
             await asyncio.to_thread(node_b.start)

@@ -106,11 +106,9 @@ def status(
     if witness_etcd:
         held = asyncio.run(_region_state(_witness_config(witness_etcd, region, site, prefix)))
     if as_json:
-        doc: dict[str, Any] = dict(result.__dict__) if hasattr(result, "__dict__") else {}
-        if not doc:
-            import dataclasses
+        import dataclasses
 
-            doc = dataclasses.asdict(result)
+        doc: dict[str, Any] = dataclasses.asdict(result)
         if witness_etcd:
             doc["region"] = (
                 {"reachable": False}

@@ -26,7 +26,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import AdminClient, Client
+from tests.support.dr import tickwheel_json
 from tests.support.processes import ADMIN_TOKEN
 from tests.support.waiting import eventually
 from tests.support.witness import Sites, dispatch_times, generation, sites
@@ -101,6 +104,19 @@ async def test_a_lost_b_is_promoted_by_itself(tmp_path: Path) -> None:
         )
         serving_at = time.time()
         assert (await s.decisions()).get("promote", 0) == 1
+        # `dr status --etcd` shows who holds the region: site b, with B's node.
+        doc = await asyncio.to_thread(
+            tickwheel_json,
+            "dr",
+            "status",
+            "--standby-dsn",
+            s.pair.standby_dsn,
+            "--etcd",
+            f"{s.etcd['b'].endpoint},{s.etcd['w'].endpoint}",
+        )
+        assert doc["standby_in_recovery"] is False
+        assert doc["region"]["active"] == "b"
+        assert list(doc["region"]["alive"]) == ["b"]
         await s.worker(s.node_b.target, key, "worker-b")
         db = await asyncpg.connect(s.pair.standby_admin_dsn)
         try:
@@ -138,6 +154,17 @@ async def test_partitioned_a_stops_before_b_starts(tmp_path: Path) -> None:
             timeout_s=30,
             what="A's node to fence itself",
         )
+        # The fenced node refuses its region's calls (clients move to B's endpoints).
+        async with grpc.aio.insecure_channel(s.node_a.target) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await pbg.SchedulerServiceStub(channel).GetTask(  # type: ignore[no-untyped-call]
+                    pb.GetTaskRequest(task_id=str(uuid.uuid4())),
+                    metadata=(("x-api-key", key),),
+                    timeout=10,
+                )
+        assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
+        assert "does not hold the region lease" in str(refused.value.details())
+        assert await _health(s.node_a.target) == health_pb2.HealthCheckResponse.NOT_SERVING
         await eventually(
             lambda: _health(s.node_b.target),
             until=lambda st: st == health_pb2.HealthCheckResponse.SERVING,
