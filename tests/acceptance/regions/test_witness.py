@@ -29,10 +29,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler.client import AdminClient, Client
-from tests.support.dr import tickwheel_json
+from tests.support.dr import DATABASE, StandbyServeProcess, tickwheel_json
 from tests.support.processes import ADMIN_TOKEN
+from tests.support.servers import StandbyServer, start_server
 from tests.support.waiting import eventually
-from tests.support.witness import Sites, dispatch_times, generation, sites
+from tests.support.witness import NODE_ARGS, Sites, dispatch_times, generation, sites
 
 pytestmark = pytest.mark.postgres
 
@@ -250,3 +251,118 @@ async def test_witness_lost_nobody_promotes(tmp_path: Path) -> None:
         )
         assert (await s.decisions()).get("promote", 0) == 0
         assert await s.in_recovery()
+
+
+async def test_failback_to_a(tmp_path: Path) -> None:
+    """After an automatic failover to B: A's database rebuilt as B's standby (a fresh
+    base backup, the docs' command), A's DR node on it, B's node stopped, then the
+    planned switch back with the manual override (`dr promote --etcd --site a`): the
+    tasks B held run in A, once."""
+    async with sites(tmp_path) as s:
+        key = await _tenant_key(s)
+        worker_a = await s.worker(s.node_a.target, key, "worker-a")
+        await _submit(s, key, 5, span_s=1.0)
+        await eventually(lambda: _started_by(s, "worker-a"), until=lambda n: n >= 5, what="A runs")
+        worker_a.kill9()
+        s.node_a.kill9()
+        s.pair.kill_primary()
+        await eventually(
+            lambda: _health(s.node_b.target),
+            until=lambda st: st == health_pb2.HealthCheckResponse.SERVING,
+            timeout_s=60,
+            what="B to serve",
+        )
+        # B holds tasks no worker ran yet (no worker in B).
+        async with await Client.connect(s.node_b.target, api_key=key) as client:
+            held = [(await client.submit("work", {"b": i})).id for i in range(10)]
+        b_server = s.pair.standby
+        a_again = start_server(
+            lambda: StandbyServer(b_server, "tw_failback", application_name="region_a")
+        )
+        try:
+            await eventually(
+                lambda: asyncio.to_thread(a_again.streaming), what="A's new standby to stream"
+            )
+            a_dsn, a_admin = a_again.app_dsn(DATABASE), a_again.dsn(DATABASE)
+            node_a2 = StandbyServeProcess(
+                s.group.dir / "node-a2",
+                a_dsn,
+                name="node-a2",
+                extra_args=(
+                    *NODE_ARGS,
+                    "--standby",
+                    "--witness-etcd",
+                    s.proxy.endpoint,
+                    "--witness-site",
+                    "a",
+                    "--witness-lease-ttl-s",
+                    "2",
+                    "--witness-margin-s",
+                    "0.5",
+                ),
+            )
+            s.group.procs.append(node_a2)
+            await asyncio.to_thread(node_a2.start)
+            # The planned switch back: B's orchestrator and node stopped, nothing to lose.
+            await asyncio.to_thread(s.watch.stop)
+            await asyncio.to_thread(s.node_b.stop)
+            await eventually(
+                lambda: asyncio.to_thread(
+                    tickwheel_json,
+                    "dr",
+                    "status",
+                    "--standby-dsn",
+                    a_dsn,
+                    "--primary-dsn",
+                    s.pair.standby_dsn,
+                ),
+                until=lambda d: d["lag_bytes"] == 0,
+                what="A's standby to replay everything",
+            )
+            members = f"{s.etcd['a'].endpoint},{s.etcd['w'].endpoint}"
+            report = await asyncio.to_thread(
+                tickwheel_json,
+                "dr",
+                "promote",
+                "--standby-dsn",
+                a_admin,
+                "--etcd",
+                members,
+                "--site",
+                "a",
+            )
+            assert report["fenced"] is True
+            await eventually(
+                lambda: _health(node_a2.target),
+                until=lambda st: st == health_pb2.HealthCheckResponse.SERVING,
+                timeout_s=60,
+                what="A's DR node to serve after the switch back",
+            )
+            await s.worker(node_a2.target, key, "worker-a2")
+            db = await asyncpg.connect(a_admin)
+            try:
+                await eventually(
+                    lambda: db.fetchval(
+                        "SELECT count(*) FROM tasks WHERE id = ANY($1) AND status = 'COMPLETED'",
+                        held,
+                    ),
+                    until=lambda n: n == len(held),
+                    timeout_s=60,
+                    what="B's tasks to complete in A",
+                )
+                ledger = await db.fetch(
+                    "SELECT task_id, count(*) AS n FROM task_completions"
+                    " WHERE task_id = ANY($1) GROUP BY task_id",
+                    held,
+                )
+            finally:
+                await db.close()
+            assert {r["task_id"]: r["n"] for r in ledger} == {i: 1 for i in held}
+            doc = await asyncio.to_thread(
+                tickwheel_json, "dr", "status", "--standby-dsn", a_dsn, "--etcd", members
+            )
+            assert doc["region"]["active"] == "a"
+            assert list(doc["region"]["alive"]) == ["a"]
+        finally:
+            await asyncio.to_thread(s.group.stop_all)
+            a_again.cleanup()
