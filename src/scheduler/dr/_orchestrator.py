@@ -7,6 +7,7 @@ linearizable read, so it needs the quorum) and decides:
 
 - ``no-quorum``: etcd cannot be read (the witness and the primary site both out of
   reach, or this site cut off): do nothing, forget any absence seen so far;
+- ``unclaimed``: no site ever took the region (``active`` absent): do nothing;
 - ``primary-alive``: a node of the serving site holds its lease: do nothing;
 - ``primary-absent``: no node of the serving site has a live lease (etcd expired them
   all, so every one of them stopped trusting its lease ``safety_margin_s`` before):
@@ -41,6 +42,7 @@ _log = logging.getLogger("tickwheel.dr")
 
 DECISIONS = (
     "no-quorum",
+    "unclaimed",
     "primary-alive",
     "primary-absent",
     "would-promote",
@@ -126,7 +128,12 @@ class Orchestrator:
             if self.promoted_at is None and not cfg.dry_run:
                 await self._promote()
             return self._decide("holding", f"site {cfg.witness.site} holds the region")
-        if state.active not in (cfg.from_site, None):
+        if state.active is None:
+            # No site ever held the region (A's nodes not started yet): nothing to take
+            # over; taking it would promote a standby nobody lost.
+            self.absent_since = None
+            return self._decide("unclaimed", f"no site holds region {cfg.witness.region} yet")
+        if state.active != cfg.from_site:
             self.absent_since = None
             return self._decide("primary-alive", f"site {state.active} holds the region")
         nodes = state.alive.get(cfg.from_site, ())
@@ -152,7 +159,7 @@ class Orchestrator:
                 self._client(),
                 cfg.witness,
                 from_site=cfg.from_site,
-                revision=self.absent_revision if state.active is not None else None,
+                revision=self.absent_revision,
             )
         except ERRORS as exc:
             self.absent_since = None

@@ -102,3 +102,26 @@ async def test_the_orchestrator_waits_out_the_lease_then_takes_the_region(
         await lease.release()
         if watch.client is not None:
             await watch.client.close()
+
+
+async def test_a_region_nobody_took_is_not_taken(etcd_server: EtcdServer, etcd_prefix: str) -> None:
+    """Before A's first node registered there is nothing to fail over from."""
+    watch = Orchestrator(
+        OrchestratorConfig(
+            witness=_config(etcd_server, etcd_prefix, "b"),
+            from_site="a",
+            standby_dsn="postgresql://unused",
+            detection_s=0.0,
+        )
+    )
+    try:
+        assert await watch.step() == "unclaimed"
+        assert await watch.step() == "unclaimed"
+        client = new_client(etcd_server.endpoint, 1.0)
+        try:
+            assert (await read_state(client, _config(etcd_server, etcd_prefix, "b"))).active is None
+        finally:
+            await client.close()
+    finally:
+        if watch.client is not None:
+            await watch.client.close()
