@@ -302,6 +302,11 @@ class RegionLease:
                     active = await client.get(cfg.key("active"))
             except ERRORS as exc:
                 _log.warning("region lease: renewal failed (%s)", exc)
+                if len(cfg.etcd_endpoints) > 1:  # try the next member next time
+                    old, client = client, self._next_client()
+                    self._client = client
+                    with contextlib.suppress(Exception):
+                        await old.close()
                 continue
             if reply is None or reply.TTL <= 0:
                 self._lose("etcd expired its lease")
