@@ -119,13 +119,13 @@ def test_a_lost(benchmark: Any, tmp_path: Path) -> None:
 
 
 async def _partition_once(base: Path) -> dict[str, float]:
-    async with sites(base) as s:
+    async with sites(base, peer_proxies=True) as s:
         key = await _tenant_key(s)
         await s.worker(s.node_a.target, key, "worker-a")
         await _submit(s, key, 300, span_s=30.0)
         await eventually(lambda: _started_by(s, "worker-a"), until=lambda n: n >= 5)
         cut_at = datetime.now(UTC)
-        s.proxy.cut()
+        s.partition_a()
         await eventually(
             lambda: _health(s.node_b.target),
             until=lambda st: st == health_pb2.HealthCheckResponse.SERVING,

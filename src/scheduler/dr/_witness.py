@@ -299,6 +299,9 @@ class RegionLease:
             try:
                 async with asyncio.timeout(cfg.etcd_timeout_s):
                     reply = await client.refresh_lease(lease)
+                    # A linearizable read after the renewal: it needs the majority, so
+                    # an old leader cut off from it (which may still renew leases on its
+                    # own for an election timeout) extends no trust.
                     active = await client.get(cfg.key("active"))
             except ERRORS as exc:
                 _log.warning("region lease: renewal failed (%s)", exc)

@@ -142,14 +142,15 @@ async def test_a_lost_b_is_promoted_by_itself(tmp_path: Path) -> None:
 
 
 async def test_partitioned_a_stops_before_b_starts(tmp_path: Path) -> None:
-    async with sites(tmp_path) as s:
+    async with sites(tmp_path, peer_proxies=True) as s:
         key = await _tenant_key(s)
         await s.worker(s.node_a.target, key, "worker-a")
         await _submit(s, key, 150, span_s=15.0)
         await eventually(lambda: _started_by(s, "worker-a"), until=lambda n: n >= 3, what="A runs")
-        # A is cut from the witness and from B; its processes all keep running.
+        # Site A is cut from the witness and from B (its etcd member's peer links); its
+        # node, worker, PostgreSQL and etcd member all keep running.
         cut_at = datetime.now(UTC)
-        s.proxy.cut()
+        s.partition_a()
         await eventually(
             lambda: asyncio.to_thread(s.node_a.log_has, "lost region"),
             timeout_s=30,
