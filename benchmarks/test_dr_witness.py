@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import statistics
 import time
@@ -37,7 +38,8 @@ from tests.support.waiting import eventually
 from tests.support.witness import dispatch_times, generation, sites
 
 LOST_DRILLS = 3
-PARTITION_DRILLS = 20
+PARTITION_DRILLS = int(os.environ.get("TW_DRILLS", "20"))
+"""``TW_DRILLS`` runs fewer (a quick check of the harness)."""
 SLOW_DRILLS = 20
 
 

@@ -123,7 +123,7 @@ class PeerProxy(PartitionProxy):
             await asyncio.wait(accepting)
         await super().stop()
         for w in self._closed:
-            w.close()
+            w.transport.abort()
             with contextlib.suppress(OSError, RuntimeError, asyncio.CancelledError):
                 await w.wait_closed()
 
@@ -335,7 +335,7 @@ async def sites(
                     f"ALTER SYSTEM SET synchronous_standby_names = '{SYNCHRONOUS_SETTING}'"
                 )
                 pair.primary.psql("SELECT pg_reload_conf()")
-            proxy = PartitionProxy("127.0.0.1", etcd["a"].port)
+            proxy = PeerProxy(etcd["a"].port)  # its stop() closes every connection
             await proxy.start()
             try:
                 witness = (

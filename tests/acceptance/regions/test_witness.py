@@ -166,7 +166,11 @@ async def test_partitioned_a_stops_before_b_starts(tmp_path: Path) -> None:
                 )
         assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
         assert "does not hold the region lease" in str(refused.value.details())
-        assert await _health(s.node_a.target) == health_pb2.HealthCheckResponse.NOT_SERVING
+        await eventually(
+            lambda: _health(s.node_a.target),
+            until=lambda st: st == health_pb2.HealthCheckResponse.NOT_SERVING,
+            what="A's node to report NOT_SERVING",
+        )
         await eventually(
             lambda: _health(s.node_b.target),
             until=lambda st: st == health_pb2.HealthCheckResponse.SERVING,
