@@ -18,7 +18,9 @@ A standby node (``NodeConfig.standby``: a region's DR node on its PostgreSQL sta
 docs/regions.md "Disaster recovery") first holds its port with a
 :class:`~scheduler.server.NotPromotedServer` (NOT_SERVING, every RPC UNAVAILABLE) and
 polls the database until it is promoted and its fence raised (``tickwheel dr
-promote``); only then does it open everything as above, on the same port.
+promote``); only then does it open everything as above, on the same port: the real
+server binds it beside the holder (SO_REUSEPORT) and the holder stops once the real
+server serves, so the port never stops listening.
 
 So a node that cannot serve claims nothing, and a second node on one database without
 etcd is refused instead of silently stopping the first one's dispatch. On PostgreSQL
@@ -55,6 +57,7 @@ from scheduler.store import Store, open_store
 
 if TYPE_CHECKING:
     from scheduler.cluster import ClusterConfig
+    from scheduler.dr import WitnessConfig
     from scheduler.index import TimeIndex
     from scheduler.kafka import KafkaConfig, KafkaOutlet
     from scheduler.metrics import MetricsConfig, MetricsEndpoint
@@ -116,6 +119,10 @@ class NodeConfig:
     database is promoted and its fencing generation raised, then start."""
     standby_poll_interval_s: float = 0.5
     """How often a standby node polls ``pg_is_in_recovery()`` and the generation."""
+    witness: WitnessConfig | None = None
+    """The region lease of a witnessed etcd cluster (``scheduler.dr``, docs/regions.md
+    "Automatic failover"): the node dispatches only while it holds it, besides the
+    database lease. Needs PostgreSQL and no ``cluster``."""
 
     def __post_init__(self) -> None:
         if not (is_postgres(self.store_url) or self.store_url.startswith("sqlite://")):
@@ -128,6 +135,10 @@ class NodeConfig:
             raise ValueError("a cluster (etcd) needs a PostgreSQL store")
         if self.standby and not is_postgres(self.store_url):
             raise ValueError("a standby node needs a PostgreSQL store")
+        if self.witness is not None and (
+            self.cluster is not None or not is_postgres(self.store_url)
+        ):
+            raise ValueError("a witness (region lease) needs PostgreSQL and no etcd cluster")
         if self.standby_poll_interval_s <= 0:
             raise ValueError("NodeConfig.standby_poll_interval_s must be positive")
         if self.engine.region != self.server.region:
@@ -277,22 +288,20 @@ class Node:
         port = await holder.start()
         _log.warning("standby node on port %d: waiting for the database's promote", port)
         seen = 0
-        try:
-            while True:
-                state = await fence_state(cfg.store_url)
-                if state is not None:
-                    recovering, generation = state
-                    if recovering:
-                        seen = max(seen, generation)
-                    elif generation > seen:
-                        _log.warning("standby node: promoted, generation %d", generation)
-                        break
-                await asyncio.sleep(cfg.standby_poll_interval_s)
-        finally:
-            await holder.stop()
-            self._placeholder = None
+        while True:
+            state = await fence_state(cfg.store_url)
+            if state is not None:
+                recovering, generation = state
+                if recovering:
+                    seen = max(seen, generation)
+                elif generation > seen:
+                    _log.warning("standby node: promoted, generation %d", generation)
+                    break
+            await asyncio.sleep(cfg.standby_poll_interval_s)
+        # The holder keeps listening until the real server serves beside it on the same
+        # port (SO_REUSEPORT; _open stops the holder then): no refused connection.
         host = cfg.server.listen.rpartition(":")[0]
-        return dataclasses.replace(cfg.server, listen=f"{host}:{port}")
+        return dataclasses.replace(cfg.server, listen=f"{host}:{port}", reuse_port=True)
 
     async def _open(self) -> None:
         cfg = self.config
@@ -338,6 +347,9 @@ class Node:
         await self._take_lease(port, db_file)
         await self._engine.start()
         await self._server.start()
+        if self._placeholder is not None:  # a promoted standby: the real server serves
+            placeholder, self._placeholder = self._placeholder, None
+            await placeholder.stop()
         if cfg.metrics is not None:
             from scheduler.metrics import node_endpoint
 
@@ -358,8 +370,13 @@ class Node:
             check_interval_s=cfg.lease_check_interval_s,
         )
         self._lease = lease
+        guard: Any = lease
+        if cfg.witness is not None:
+            from scheduler.dr import BothLeases, RegionLease
+
+            guard = BothLeases(lease, RegionLease(cfg.witness, cfg.node_id))
         return LeasedMembership(
-            lease,
+            guard,
             cfg.engine.shard_count,
             node_id=cfg.node_id,
             retry_interval_s=cfg.lease_retry_interval_s,
@@ -379,6 +396,16 @@ class Node:
 
     async def _on_lease_change(self, serving: bool) -> None:
         self._lease_serving = serving
+        witness = self.config.witness
+        if witness is not None and self._server is not None:
+            # Without the region lease the node takes no call of its region: clients
+            # move on to the region's next endpoints (the other site's).
+            self._server.set_fenced(
+                None
+                if serving
+                else f"region {witness.region}: this node of site {witness.site} does not "
+                "hold the region lease (tickwheel dr status)"
+            )
         await self._report_serving()
 
     async def _on_engine_health(self, serving: bool) -> None:

@@ -30,6 +30,11 @@ from tests.support.waiting import eventually
 
 DATABASE = "tickwheel_dr"
 TICKWHEEL = str(Path(sys.executable).with_name("tickwheel"))
+STANDBY_NAME = "region_b"
+"""The standby's application_name, as docs/regions.md's set-up gives it."""
+SYNCHRONOUS_SETTING = f"FIRST 1 ({STANDBY_NAME})"
+"""docs/regions.md's ``synchronous_standby_names`` (tests/integration/dr checks the docs
+say so)."""
 
 
 @dataclasses.dataclass
@@ -66,15 +71,20 @@ class Pair:
 
 
 @contextlib.contextmanager
-def replicated_pair(slot: str = "tickwheel_dr") -> Iterator[Pair]:
-    """A migrated primary and a standby streaming from it; both removed after."""
+def replicated_pair(
+    slot: str = "tickwheel_dr", application_name: str = STANDBY_NAME
+) -> Iterator[Pair]:
+    """A migrated primary and a standby streaming from it, reporting itself as
+    ``application_name`` (docs/regions.md's set-up); both removed after."""
     primary = start_server(PostgresServer)
     try:
         primary.ensure_app_role()
         primary.psql(f"GRANT pg_monitor TO {primary.app_user}")
         primary.psql(f"CREATE DATABASE {DATABASE} OWNER {primary.app_user}")
         migrate_sync(primary.app_dsn(DATABASE))
-        standby = start_server(lambda: StandbyServer(primary, slot))
+        standby = start_server(
+            lambda: StandbyServer(primary, slot, application_name=application_name)
+        )
         try:
             deadline = time.monotonic() + 60
             while not standby.streaming():
@@ -123,7 +133,7 @@ async def synchronous_loss(pair: Pair, writers: int = 4, at_least: int = 500) ->
     from scheduler.types import Tenant
     from tests.support.stores import new_task
 
-    pair.primary.psql("ALTER SYSTEM SET synchronous_standby_names = '*'")
+    pair.primary.psql(f"ALTER SYSTEM SET synchronous_standby_names = '{SYNCHRONOUS_SETTING}'")
     pair.primary.psql("SELECT pg_reload_conf()")
 
     async def sync_state() -> str:

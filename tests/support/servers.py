@@ -403,10 +403,20 @@ class StandbyServer(PostgresServer):
     name = "standby"
     replication_user = "tickwheel_replicator"
 
-    def __init__(self, primary: PostgresServer, slot: str, base_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        primary: PostgresServer,
+        slot: str,
+        base_dir: Path | None = None,
+        application_name: str | None = None,
+    ) -> None:
         super().__init__(base_dir)
         self.primary = primary
         self.slot = slot
+        self.application_name = application_name
+        """Given: ``pg_basebackup -d 'application_name=NAME'`` (docs/regions.md,
+        Synchronous mode), so ``-R`` writes it into ``primary_conninfo`` and the
+        primary's ``synchronous_standby_names`` can name this standby."""
         self._slot_created = False
 
     def ensure_replication_role(self) -> None:
@@ -448,6 +458,11 @@ class StandbyServer(PostgresServer):
                 # minutes on an idle cluster).
                 "--checkpoint=fast",
                 "--no-sync",
+                *(
+                    ("-d", f"application_name={self.application_name}")
+                    if self.application_name
+                    else ()
+                ),
             ],
             capture_output=True,
             text=True,

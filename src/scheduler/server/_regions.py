@@ -38,7 +38,7 @@ from typing import Any
 
 import grpc
 
-from scheduler._errors import FailedPrecondition, UnknownRegion, WrongRegion
+from scheduler._errors import FailedPrecondition, Unavailable, UnknownRegion, WrongRegion
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.engine import Engine
 from scheduler.regions import DEFAULT_REGION, RegionDirectory, check_region_name, key_region
@@ -180,6 +180,10 @@ class Router:
         self.region = region
         self.directory = directory
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self.fenced: str | None = None
+        """Set while the node lost its region lease (docs/regions.md "Automatic
+        failover"): every call of this region answers UNAVAILABLE with it, so clients
+        move on to the region's next endpoints."""
 
     async def home(self, path: str, context: Context, request: bytes = b"") -> str:
         """The home region of the call to ``path`` (``/tickwheel.v1.Service/Method``)."""
@@ -232,6 +236,8 @@ class Router:
         are relayed as they came, through ``context.abort``); None to serve it here."""
         home = await self.home(path, context, request)
         if home == self.region:
+            if self.fenced is not None:
+                raise Unavailable(self.fenced)
             return None
         self._loop_guard(context, home)
         return await self._forward(home, path, request, context)
@@ -295,6 +301,8 @@ class Router:
         home = await self.home(path, context)
         if home != self.region:
             raise WrongRegion(home, ",".join(self.directory.endpoints(home)))
+        if self.fenced is not None:
+            raise Unavailable(self.fenced)
 
     async def close(self) -> None:
         """Close the forwarding channels."""

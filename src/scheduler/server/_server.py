@@ -202,6 +202,7 @@ class Server:
         self._health: HealthServicer | None = None
         self._port = 0
         self._serving = True
+        self._fenced: str | None = None
         self._lock = asyncio.Lock()
 
     @property
@@ -224,6 +225,7 @@ class Server:
         if self._bound is None and self._server is None:
             self._bound = _assemble(self._engine, self._config)
             self._port = self._bound[1]
+            self._bound[3].fenced = self._fenced
         return self._port
 
     async def start(self) -> int:
@@ -247,6 +249,15 @@ class Server:
         self._serving = serving
         if self._health is not None:
             await self._report()
+
+    def set_fenced(self, message: str | None) -> None:
+        """With a message: answer every call of this node's region UNAVAILABLE with it
+        (the node lost its region lease, docs/regions.md "Automatic failover"); None:
+        serve again. Remembered across :meth:`start`."""
+        self._fenced = message
+        for router in (self._router, self._bound[3] if self._bound else None):
+            if router is not None:
+                router.fenced = message
 
     async def _report(self) -> None:
         health_servicer = self._health

@@ -49,8 +49,9 @@ class _Refuse(grpc.GenericRpcHandler):  # type: ignore[type-arg]
 class NotPromotedServer:
     """Holds ``config.listen`` for a standby node until its database is promoted.
 
-    :meth:`start` binds and serves (ListenError when the address is in use);
-    :meth:`stop` frees the port for the node's real :class:`~scheduler.server.Server`.
+    :meth:`start` binds and serves (ListenError when the address is in use), with
+    SO_REUSEPORT: the node's real :class:`~scheduler.server.Server` binds the same port
+    (``reuse_port``) and starts before :meth:`stop` closes this one.
     """
 
     def __init__(self, config: ServerConfig, message: str) -> None:
@@ -64,9 +65,10 @@ class NotPromotedServer:
         from scheduler.server._server import ListenError
 
         check_listen(self._config.listen, reuse_port=self._config.reuse_port)
-        server = grpc.aio.server(
-            options=[("grpc.so_reuseport", 1 if self._config.reuse_port else 0)]
-        )
+        # SO_REUSEPORT always: at the promote the node's real server binds the same
+        # port beside this one, starts, and only then is this one stopped, so the port
+        # never stops listening (no "connection refused" across the promote).
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
         server.add_generic_rpc_handlers((_Refuse(self._message),))
         health_servicer = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -8,6 +8,8 @@ same state almost surely differ; never a timeline id, which collides, nor an etc
 revision, which a restored etcd reuses) and, in the same transaction, jumps every
 in-flight task's token to the new base + 1 and expires its lease now, so a worker of
 the lost primary holding token N is refused even before the new primary re-dispatches.
+A DISPATCHED task becomes RUNNING (it may have started there, its ack unreplicated), so
+its re-run counts an attempt.
 
 Called by ``tickwheel dr`` (``scheduler.cli._dr``) and the standby node's wait.
 """
@@ -239,16 +241,22 @@ async def _raise_fence(
     )
     fenced = await conn.fetchval(
         """
-        WITH f AS (
+        WITH x AS (
+            SELECT id, scheduled_at, status FROM tasks
+            WHERE status IN ('DISPATCHED', 'RUNNING') FOR UPDATE
+        ), f AS (
+            -- A DISPATCHED task may have started in the lost region (its ack not
+            -- replicated): it is RUNNING from here, so its re-run counts an attempt,
+            -- as a lease expiry of a started task does (issue 38).
             UPDATE tasks t SET fencing_token = GREATEST(t.fencing_token, $1) + 1,
-                lease_expires_at = $2, updated_at = $2
-            WHERE t.status IN ('DISPATCHED', 'RUNNING')
-            RETURNING t.id, t.scheduled_at, t.status, t.fencing_token, t.worker_id
+                status = 'RUNNING', lease_expires_at = $2, updated_at = $2
+            FROM x WHERE t.id = x.id AND t.scheduled_at = x.scheduled_at
+            RETURNING t.id, t.scheduled_at, x.status AS from_status, t.fencing_token
         ), a AS (
             INSERT INTO task_transitions
                 (task_id, scheduled_at, from_status, to_status, fencing_token,
                  actor, at, reason)
-            SELECT id, scheduled_at, status, status, fencing_token, $3, $2, $4
+            SELECT id, scheduled_at, from_status, 'RUNNING', fencing_token, $3, $2, $4
             FROM f
         )
         SELECT count(*) FROM f

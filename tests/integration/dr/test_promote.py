@@ -5,9 +5,11 @@ second promote changes nothing."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -16,7 +18,13 @@ from scheduler.states import TaskState
 from scheduler.store import StoreConfig, open_store
 from scheduler.store.dr import FENCE_REASON, NEW_TIMELINE_ACTOR, SALT_RANGE, TOKEN_SHIFT
 from scheduler.types import Completion, DispatchRequest, FencedWrite, Outcome, Tenant
-from tests.support.dr import Pair, replicated_pair, synchronous_loss, tickwheel_json
+from tests.support.dr import (
+    SYNCHRONOUS_SETTING,
+    Pair,
+    replicated_pair,
+    synchronous_loss,
+    tickwheel_json,
+)
 from tests.support.stores import new_task
 from tests.support.waiting import eventually
 
@@ -105,10 +113,23 @@ async def test_promote_fences_the_lost_primarys_tokens_and_epochs(pair: Pair) ->
         assert fenced.status is TaskState.RUNNING
         trail = await b_store.transitions_of(run.task.id)
         assert trail[-1].reason == FENCE_REASON
-        # The leases expired at the promote: B's reaper takes both at once.
+        # The DISPATCHED one may have started in A (its ack lost with A): the fence
+        # makes it RUNNING, so its re-run in B counts an attempt (issue 38).
+        fenced_d = await b_store.get_task(None, disp.task.id)
+        assert fenced_d.status is TaskState.RUNNING
+        trail_d = await b_store.transitions_of(disp.task.id)
+        assert (trail_d[-1].from_state, trail_d[-1].to_state, trail_d[-1].reason) == (
+            TaskState.DISPATCHED,
+            TaskState.RUNNING,
+            FENCE_REASON,
+        )
+        # The leases expired at the promote: B's reaper takes both at once, each with
+        # its attempt counted.
         reclaimed = await b_store.reclaim_expired(None, later_now, 100)
-        assert reclaimed.retrying == (r.key,)
-        assert [p.key for p in reclaimed.requeued] == [d.key]
+        assert set(reclaimed.retrying) == {r.key, d.key}
+        assert reclaimed.requeued == ()
+        again = await b_store.claim_preload(None, later_now, 10, later_now)
+        assert {p.key for p in again} >= {r.key, d.key}
         # A node of A with its old epoch cannot dispatch; B's first claim is above base.
         [refused] = await b_store.mark_dispatched(
             [DispatchRequest(key=d.key, worker_id="w", lease_expires_at=lease, epoch=1)],
@@ -127,6 +148,7 @@ async def test_promote_fences_the_lost_primarys_tokens_and_epochs(pair: Pair) ->
         )
         assert again_d is not None
         assert again_d.fencing_token > base + 1
+        assert again_d.attempt == 2  # the attempt that may have run in A counted
         # B dispatched the task again: A's token is still refused, B's accepted.
         await b_store.ack([FencedWrite(key=d.key, token=again_d.fencing_token)], lease, later_now)
         [zombie] = await b_store.complete([Completion(key=d.key, token=2)], later_now)
@@ -233,3 +255,61 @@ async def test_a_primary_promoted_by_something_else_is_fenced_by_the_first_node(
     assert report["promoted"] is False
     assert report["fenced"] is False
     assert report["generation"] == g
+
+
+def _docs_set_up() -> tuple[str, str]:
+    """docs/regions.md's base backup command and synchronous_standby_names, as written."""
+    text = (Path(__file__).parents[3] / "docs" / "regions.md").read_text()
+    backup = re.search(r"`(pg_basebackup [^`]+)`", text)
+    names = re.search(r"synchronous_standby_names = '([^']+)'", text)
+    assert backup is not None
+    assert names is not None
+    return " ".join(backup.group(1).split()), names.group(1)
+
+
+async def test_the_docs_synchronous_set_up_commits() -> None:
+    """The set-up docs/regions.md gives (issue 38): a base backup with ``-d
+    'application_name=region_b'`` and ``synchronous_standby_names = 'FIRST 1
+    (region_b)'`` makes the standby synchronous, and a commit in A returns."""
+    backup, names = _docs_set_up()
+    assert names == SYNCHRONOUS_SETTING
+    name = re.search(r"-d 'application_name=(\w+)'", backup)
+    assert name is not None, backup
+    assert re.search(r"\(([^)]+)\)", names).group(1) == name.group(1)  # type: ignore[union-attr]
+    with replicated_pair("tickwheel_dr_docs", application_name=name.group(1)) as pair:
+        pair.primary.psql(f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
+        pair.primary.psql("ALTER SYSTEM SET synchronous_commit = on")
+        pair.primary.psql("SELECT pg_reload_conf()")
+
+        async def replication() -> str:
+            return pair.primary.psql(
+                "SELECT application_name || ' ' || sync_state FROM pg_stat_replication"
+            ).strip()
+
+        await eventually(
+            replication, until=lambda s: s == f"{name.group(1)} sync", what="a sync standby"
+        )
+        conn = await asyncpg.connect(pair.primary_dsn)
+        try:
+            # A commit that waited for a standby matching nothing would hang here.
+            await conn.execute("CREATE TABLE sync_probe (x int)", timeout=30)
+            await conn.execute("INSERT INTO sync_probe VALUES (1)", timeout=30)
+        finally:
+            await conn.close()
+        standby = await asyncpg.connect(pair.standby_dsn)
+        try:
+            # on = flushed on the standby; its replay follows.
+            await eventually(
+                lambda: standby.fetchval(
+                    "SELECT count(*) FROM pg_class WHERE relname = 'sync_probe'"
+                ),
+                until=lambda n: n == 1,
+                what="the probe replayed",
+            )
+            await eventually(
+                lambda: standby.fetchval("SELECT count(*) FROM sync_probe"),
+                until=lambda n: n == 1,
+                what="the probe's row replayed",
+            )
+        finally:
+            await standby.close()

@@ -35,7 +35,7 @@ def test_every_command_is_registered() -> None:
     ]
     groups = {n: c for n, c in main.commands.items() if isinstance(c, click.Group)}
     assert {n: sorted(g.commands) for n, g in groups.items()} == {
-        "dr": ["promote", "status"],
+        "dr": ["promote", "status", "watch"],
         "expectations": ["delete", "list", "register"],
         "keys": ["create", "list", "revoke", "rotate"],
         "schedules": ["create", "delete", "get", "list", "pause", "resume"],
