@@ -28,6 +28,7 @@ from scheduler.cli._options import (
 from scheduler.cli._output import note
 from scheduler.cli._pools import pool_options
 from scheduler.cli._runner import flag_words, run_coro, run_node, tune_gc, wait_for_signal
+from scheduler.cli._witness_options import witness_config, witness_options
 from scheduler.client import Pool
 
 
@@ -302,36 +303,7 @@ MIN_ADMIN_TOKEN_CHARS = 16
     "UNAVAILABLE (NOT_SERVING) until `tickwheel dr promote`, then serve "
     "(docs/regions.md, Disaster recovery).",
 )
-@click.option(
-    "--witness-etcd",
-    envvar="TICKWHEEL_WITNESS_ETCD",
-    help="Comma-separated host:port of the witnessed etcd cluster that holds the region "
-    "lease (docs/regions.md, Automatic failover): the node dispatches only while it holds "
-    "the lease of its --region for --witness-site. Needs --postgres-dsn, no --etcd.",
-)
-@click.option(
-    "--witness-site",
-    envvar="TICKWHEEL_WITNESS_SITE",
-    default="a",
-    show_default=True,
-    help="This node's site in the region lease.",
-)
-@click.option(
-    "--witness-lease-ttl-s",
-    envvar="TICKWHEEL_WITNESS_LEASE_TTL_S",
-    type=float,
-    default=5.0,
-    show_default=True,
-    help="TTL of the node's region lease; it stops dispatching --witness-margin-s before.",
-)
-@click.option(
-    "--witness-margin-s",
-    envvar="TICKWHEEL_WITNESS_MARGIN_S",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="How long before its region lease can expire the node stops trusting it.",
-)
+@witness_options
 def serve(
     listen: str,
     advertise: str | None,
@@ -467,7 +439,7 @@ def serve(
             quota=quota_config,
             kafka=kafka_config,
             standby=standby,
-            witness=_witness(
+            witness=witness_config(
                 witness_etcd, region, witness_site, witness_lease_ttl_s, witness_margin_s
             ),
         )
@@ -477,20 +449,6 @@ def serve(
     if standby:
         note(f"standby node on {listen}: refusing every call until the database is promoted")
     run_node(_serve(node_config))
-
-
-def _witness(etcd: str | None, region: str, site: str, ttl_s: float, margin_s: float) -> Any:
-    if not etcd:
-        return None
-    from scheduler.dr import WitnessConfig
-
-    return WitnessConfig(
-        etcd_endpoints=tuple(e.strip() for e in etcd.split(",") if e.strip()),
-        region=region,
-        site=site,
-        lease_ttl_s=ttl_s,
-        safety_margin_s=margin_s,
-    )
 
 
 async def _serve(node_config: Any) -> None:
