@@ -277,7 +277,7 @@ class Node:
         """Hold the port, refusing every RPC, until the standby database is promoted
         and fenced; the server config to serve with (on the port held)."""
         from scheduler.server import NotPromotedServer
-        from scheduler.store.dr import fence_state
+        from scheduler.store.postgres.dr import fence_state
 
         cfg = self.config
         region = f"region {cfg.server.region}'s" if cfg.server.region else "this region's"

@@ -13,7 +13,7 @@ one of two ways:
   20 s at least).
 
 Either way the node finds the new primary through the DSN and, on its first connection
-there, raises the fencing generation (``scheduler.store.dr.fence_new_timeline``): every
+there, raises the fencing generation (``scheduler.store.postgres.dr.fence_new_timeline``): every
 task completes exactly once, every accepted dispatch comes from its shard's owner, and
 a token handed out before the failover is refused. The drill's figures (how long until
 dispatch resumed, how late the tasks due meanwhile fired) are printed here.
@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.store import StoreConfig, open_store
-from scheduler.store.dr import NEW_TIMELINE_ACTOR, TOKEN_SHIFT
+from scheduler.store.postgres.dr import NEW_TIMELINE_ACTOR, TOKEN_SHIFT
 from scheduler.types import Completion, Outcome, TaskKey
 from tests.support import cluster
 from tests.support.outage import answering, connected, node_with_tasks, starts

@@ -3,7 +3,7 @@ docs/regions.md "Disaster recovery").
 
 ``dr status`` shows a standby's replication state and lag (so what a promote now would
 lose); ``dr promote`` promotes the standby and raises the fencing generation, so no
-worker or node of the lost primary can write after it. Calls ``scheduler.store.dr``.
+worker or node of the lost primary can write after it. Calls ``scheduler.store.postgres.dr``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import click
 
 from scheduler.cli._output import console, print_json
 from scheduler.cli._runner import run_coro
-from scheduler.store import dr as _dr
+from scheduler.store.postgres import dr as _dr
 
 
 def _witness_options(fn: Any) -> Any:

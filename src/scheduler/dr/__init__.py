@@ -3,7 +3,7 @@ failover"): the region lease a witnessed etcd cluster holds (:class:`RegionLease
 a region's nodes must hold to dispatch) and the orchestrator that promotes the standby
 site once the serving site's leases have expired (:class:`Orchestrator`).
 
-The database side of a promote (pg_promote and the fence) is ``scheduler.store.dr``.
+The database side of a promote (pg_promote and the fence) is ``scheduler.store.postgres.dr``.
 """
 
 from __future__ import annotations

@@ -15,14 +15,14 @@ linearizable read, so it needs the quorum) and decides:
 - ``promote``: absent for ``detection_s`` in a row: move ``active`` to this site with a
   transaction that compares that ``mod_revision`` (a node that registered since
   rewrote it: the transaction fails, ``lost-race``), then ``tickwheel dr promote``
-  (pg_promote and the fence, ``scheduler.store.dr.promote``), which the site's standby
+  (pg_promote and the fence, ``scheduler.store.postgres.dr.promote``), which the site's standby
   nodes wait for;
 - ``would-promote``: the same decision with ``dry_run``: logged, nothing changed;
 - ``holding``: ``active`` names this site (promoted by this orchestrator or by hand):
   make sure the database is promoted and fenced (idempotent), then nothing.
 
 Each decision is counted (``tickwheel_dr_decisions_total{decision}``) and logged when it
-changes. Calls ``scheduler.dr._witness`` and ``scheduler.store.dr``; run by
+changes. Calls ``scheduler.dr._witness`` and ``scheduler.store.postgres.dr``; run by
 ``scheduler.cli._dr``.
 """
 
@@ -178,7 +178,7 @@ class Orchestrator:
         return self._decide("promote", f"promoted; site {cfg.witness.site} holds the region")
 
     async def _promote(self) -> None:
-        from scheduler.store import dr
+        from scheduler.store.postgres import dr
 
         started = time.monotonic()
         while True:

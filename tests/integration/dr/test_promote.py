@@ -16,7 +16,7 @@ import pytest
 
 from scheduler.states import TaskState
 from scheduler.store import StoreConfig, open_store
-from scheduler.store.dr import FENCE_REASON, NEW_TIMELINE_ACTOR, SALT_RANGE, TOKEN_SHIFT
+from scheduler.store.postgres.dr import FENCE_REASON, NEW_TIMELINE_ACTOR, SALT_RANGE, TOKEN_SHIFT
 from scheduler.types import Completion, DispatchRequest, FencedWrite, Outcome, Tenant
 from tests.support.dr import (
     SYNCHRONOUS_SETTING,

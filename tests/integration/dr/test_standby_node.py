@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from scheduler.node import Node, NodeConfig
 from scheduler.server import ServerConfig
-from scheduler.store import dr
+from scheduler.store.postgres import dr
 from tests.support.dr import Pair, replicated_pair
 from tests.support.servers import free_port, port_open
 from tests.support.waiting import eventually

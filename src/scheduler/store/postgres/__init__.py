@@ -29,7 +29,6 @@ from typing import Any
 import asyncpg
 
 from scheduler.store._config import StoreConfig
-from scheduler.store.dr import FenceWatch
 from scheduler.store.postgres._db import (
     POOL_TAKES_RESET,
     SCOPE_SETTING,
@@ -41,6 +40,7 @@ from scheduler.store.postgres._db import (
 )
 from scheduler.store.postgres.actions import Actions
 from scheduler.store.postgres.dispatch import Dispatch
+from scheduler.store.postgres.dr import FenceWatch
 from scheduler.store.postgres.history import History
 from scheduler.store.postgres.metrics import Metrics
 from scheduler.store.postgres.migrate import migrate
