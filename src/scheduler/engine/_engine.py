@@ -138,6 +138,7 @@ class Engine:
         """Whether the dispatch, pre-load and store-write loops make progress."""
         parts = (self._shards, self._timeline, self._mirror, self._background)
         self._preloader = Preloader(store, cfg, self.now, *parts, self.health.preloader)
+        self.preloader = self._preloader  # the door to a reconcile pass run now
         self._slots = Slots(self._slot_freed)
         self._waiters = Waiters()
         self._completer = Completer(
@@ -323,11 +324,6 @@ class Engine:
         """Shards whose Redis index is being rebuilt from the store right now."""
         return len(self._mirror.rebuilding)
 
-    async def reconcile(self, *, full: bool = False) -> None:
-        """Run a reconcile pass now (``full``: every PRELOADED row of the owned shards,
-        not only those changed since the last pass)."""
-        await self._preloader.reconcile(full=full)
-
     @property
     def shards_owned(self) -> int:
         """Shards this node serves now."""
@@ -365,10 +361,6 @@ class Engine:
         return results
 
     # ------------------------------------------------------------------ reads and operator actions
-    async def get_task(self, tenant_id: uuid.UUID, task_id: uuid.UUID) -> TaskRecord:
-        """One task of ``tenant_id`` (NotFound for any other tenant's)."""
-        return await self.store.get_task(tenant_id, task_id)
-
     async def list_tasks(
         self, tenant_id: uuid.UUID, flt: TaskFilter, page_size: int, page_token: str
     ) -> Page:

@@ -169,7 +169,7 @@ class SchedulerService(
         """Read one task of the caller's tenant."""
         tenant = await tenant_of(self._gate, context, Scope.READ)
         task_id = conv.parse_uuid(request.task_id, "task_id")
-        rec = await self._engine.get_task(tenant, task_id)
+        rec = await self._engine.store.get_task(tenant, task_id)
         json_bytes = conv.wants_json_bytes(context.invocation_metadata())
         return pb.GetTaskResponse(task=conv.task_to_proto(rec, json_bytes=json_bytes))
 

@@ -62,10 +62,10 @@ async def test_an_ack_is_answered_at_once_and_written_by_the_completion(
     write = FencedWrite(key=a.key, token=a.fencing_token)
     assert await session.ack([write]) == [Outcome.OK]
     # Answered, not written yet: the task is still DISPATCHED in the store.
-    assert (await engine.get_task(tenant, a.key.id)).status is S.DISPATCHED
+    assert (await engine.store.get_task(tenant, a.key.id)).status is S.DISPATCHED
     done = Completion(key=a.key, token=a.fencing_token, result={"ok": 1})
     assert await session.complete([done]) == [Outcome.OK]
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert (task.status, task.result_payload) == (S.COMPLETED, {"ok": 1})
     steps = [
         (t.from_state, t.to_state, t.fencing_token, t.actor, t.reason)
@@ -94,11 +94,11 @@ async def test_a_folded_ack_is_refused_from_another_session(
     done = Completion(key=a.key, token=a.fencing_token, result={"by": "intruder"})
     assert await other.complete([done]) == [Outcome.STALE]
     await other.close()
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert task.status in (S.DISPATCHED, S.RUNNING)  # the owner's ack, maybe written
     assert task.result_payload is None
     assert await owner.complete([dataclasses.replace(done, result={"by": "w"})]) == [Outcome.OK]
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert (task.status, task.result_payload) == (S.COMPLETED, {"by": "w"})
     steps = [(t.from_state, t.to_state) for t in await engine.store.transitions_of(a.key.id)]
     assert steps.count((S.DISPATCHED, S.RUNNING)) == 1
@@ -117,11 +117,11 @@ async def test_a_folded_ack_is_refused_with_a_stale_token(
     assert await session.ack([FencedWrite(key=a.key, token=a.fencing_token)]) == [Outcome.OK]
     old = Completion(key=a.key, token=a.fencing_token - 1, result={"zombie": True})
     assert await session.complete([old]) == [Outcome.STALE]
-    assert (await engine.get_task(tenant, a.key.id)).result_payload is None
+    assert (await engine.store.get_task(tenant, a.key.id)).result_payload is None
     assert acks_folded(engine) == 0
     done = Completion(key=a.key, token=a.fencing_token)
     assert await session.complete([done]) == [Outcome.OK]
-    assert (await engine.get_task(tenant, a.key.id)).status is S.COMPLETED
+    assert (await engine.store.get_task(tenant, a.key.id)).status is S.COMPLETED
     await session.close()
 
 
@@ -136,7 +136,7 @@ async def test_a_folded_ack_is_refused_when_the_store_moved_the_task(
     await engine.store.transition(a.key, S.PRELOADED, clock())
     done = Completion(key=a.key, token=a.fencing_token, result={"late": True})
     assert await session.complete([done]) == [Outcome.STALE]
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert task.status is not S.COMPLETED
     assert task.result_payload is None
     for _ in range(100):  # the ack's refusal is recorded by a background task
@@ -159,9 +159,9 @@ async def test_a_reconnect_sees_the_ack_it_was_answered(engine: Engine, tenant: 
     await first.close()
     second = await engine.open_session(hello(tenant, slots=0))
     assert await second.heartbeat([write]) == [Outcome.OK]
-    assert (await engine.get_task(tenant, a.key.id)).status is S.RUNNING
+    assert (await engine.store.get_task(tenant, a.key.id)).status is S.RUNNING
     await second.close()
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert (task.status, task.fencing_token) == (S.RUNNING, a.fencing_token)
 
 
@@ -177,14 +177,14 @@ async def test_a_completion_writes_an_ack_that_was_answered_but_lost(
     assert isinstance(engine, _Engine)
     assert engine._completer.acks.take(a.key.id, a.fencing_token) is not None  # lost
     await first.close()
-    assert (await engine.get_task(tenant, a.key.id)).status is S.DISPATCHED
+    assert (await engine.store.get_task(tenant, a.key.id)).status is S.DISPATCHED
     intruder = await engine.open_session(hello(tenant, worker_id="intruder", slots=0))
     done = Completion(key=a.key, token=a.fencing_token)
     assert await intruder.complete([done]) == [Outcome.STALE]
     await intruder.close()
     second = await engine.open_session(hello(tenant, slots=0))
     assert await second.complete([done]) == [Outcome.OK]
-    assert (await engine.get_task(tenant, a.key.id)).status is S.COMPLETED
+    assert (await engine.store.get_task(tenant, a.key.id)).status is S.COMPLETED
     steps = [(t.from_state, t.to_state) for t in await engine.store.transitions_of(a.key.id)]
     assert steps[-2:] == [(S.DISPATCHED, S.RUNNING), (S.RUNNING, S.COMPLETED)]
     await second.close()

@@ -181,7 +181,7 @@ async def test_every_path_to_the_ready_queue_keeps_due_order(
         released = _row(tenant, MINE, t0 - timedelta(seconds=100))
         await insert([released], "release")
         holder = await engine.open_session(hello("holder", 1))
-        await engine.reconcile(full=True)
+        await engine.preloader.reconcile(full=True)
         held = await _one(holder)
         assert held.key.id == released.id
 
@@ -194,7 +194,7 @@ async def test_every_path_to_the_ready_queue_keeps_due_order(
         )
         await insert([retried], "retry")
         failer = await engine.open_session(hello("failer", 1))
-        await engine.reconcile(full=True)
+        await engine.preloader.reconcile(full=True)
         attempt = await _one(failer)
         assert await failer.ack([attempt]) == ["ok"]
         (outcome,) = await failer.fail(
@@ -202,7 +202,7 @@ async def test_every_path_to_the_ready_queue_keeps_due_order(
         )
         assert outcome == "ok"
         await failer.close()
-        retry_due = (await engine.get_task(tenant, retried.id)).due_at
+        retry_due = (await engine.store.get_task(tenant, retried.id)).due_at
         due[retried.id] = (retry_due, "retry")
         assert retry_due >= t0 + timedelta(seconds=BACKOFF_S)
 
@@ -211,7 +211,7 @@ async def test_every_path_to_the_ready_queue_keeps_due_order(
             _row(tenant, MINE, retry_due + timedelta(milliseconds=100 + 20 * i)) for i in range(5)
         ]
         await insert(wheel, "wheel")
-        await engine.reconcile(full=True)
+        await engine.preloader.reconcile(full=True)
         assert all(engine.in_wheel(r.id) for r in wheel)
         clock.current = retry_due - timedelta(seconds=0.8)
         await waiting(5, "the wheel")
@@ -223,7 +223,7 @@ async def test_every_path_to_the_ready_queue_keeps_due_order(
         # 3. A reconcile: rows another node wrote for our shard, a minute overdue.
         reconciled = [_row(tenant, MINE, t0 - timedelta(seconds=60 - i)) for i in range(5)]
         await insert(reconciled, "reconcile")
-        await engine.reconcile(full=True)
+        await engine.preloader.reconcile(full=True)
         await waiting(11, "the reconcile")
 
         # 4. A release: the holder closes its stream with the task unacked.
@@ -236,7 +236,7 @@ async def test_every_path_to_the_ready_queue_keeps_due_order(
         unindexed = [_row(tenant, TAKEN_OVER, t0 - timedelta(seconds=120 - i)) for i in range(3)]
         await insert(indexed, "takeover index")
         await insert(unindexed, "takeover store check")
-        records = [await engine.get_task(tenant, r.id) for r in indexed]
+        records = [await engine.store.get_task(tenant, r.id) for r in indexed]
         await index.replace(
             TAKEN_OVER,
             [

@@ -93,7 +93,7 @@ async def test_submit_dispatch_ack_complete(engine: Engine, tenant: uuid.UUID) -
         [Completion(key=a.key, token=a.fencing_token, result={"sent": True})]
     )
     assert outcome == "ok"
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert task.status is TaskState.COMPLETED
     assert task.result_payload == {"sent": True}
     assert engine.stats.delivered == 1
@@ -121,7 +121,7 @@ async def test_a_dispatch_round_takes_a_window_and_delivers_each_on_time(
         e.wake()
         await eventually(lambda: asyncio.sleep(0, e.stats.dispatched), until=lambda n: n == 2)
         assert e.stats.dispatch_rounds == 1
-        records = [await e.get_task(tenant, t) for t in (first, second, third)]
+        records = [await e.store.get_task(tenant, t) for t in (first, second, third)]
         assert [r.status for r in records] == [
             TaskState.DISPATCHED,
             TaskState.DISPATCHED,
@@ -177,7 +177,7 @@ async def test_zombie_write_is_rejected_after_lease_expiry(
     clock.advance(CONFIG.lease_ttl_s + 1)
     engine.wake()
     await eventually(
-        lambda: engine.get_task(tenant, a.key.id),
+        lambda: engine.store.get_task(tenant, a.key.id),
         until=lambda t: t.status in (TaskState.RETRYING, TaskState.PRELOADED),
         what="lease expiry",
     )
@@ -199,7 +199,7 @@ async def test_zombie_write_is_rejected_after_lease_expiry(
     ) == ["stale"]
     with pytest.raises(StaleFencingToken):
         await engine.complete(tenant, a.key.id, a.fencing_token, {"by": "A"})
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert task.status is TaskState.COMPLETED
     assert task.result_payload == {"by": "B"}
 
@@ -214,7 +214,7 @@ async def test_retry_then_dead_letter_then_redrive(
     a = await run_to_running(engine, session)
     report = FailureReport(key=a.key, token=a.fencing_token, error="boom")
     assert await session.fail([report]) == ["ok"]
-    t = await engine.get_task(tenant, res.task.id)
+    t = await engine.store.get_task(tenant, res.task.id)
     # RETRYING, or already claimed back into the wheel for its backoff instant.
     assert t.status in (TaskState.RETRYING, TaskState.PRELOADED)
     assert t.retry_count == 1
@@ -232,7 +232,7 @@ async def test_retry_then_dead_letter_then_redrive(
     assert await session.fail(
         [FailureReport(key=a2.key, token=a2.fencing_token, error="boom")]
     ) == ["ok"]
-    t = await engine.get_task(tenant, res.task.id)
+    t = await engine.store.get_task(tenant, res.task.id)
     assert t.status is TaskState.DEAD_LETTER
     assert t.last_error == "boom"
     t = await engine.redrive(tenant, res.task.id)
@@ -279,7 +279,7 @@ async def test_cancel_in_every_state(engine: Engine, tenant: uuid.UUID, clock: F
     assert isinstance(notice, CancelNotice)
     assert notice.key.id == run.task.id
     assert await session.confirm_cancel([FencedWrite(key=r.key, token=r.fencing_token)]) == ["ok"]
-    assert (await engine.get_task(tenant, run.task.id)).status is TaskState.CANCELLED
+    assert (await engine.store.get_task(tenant, run.task.id)).status is TaskState.CANCELLED
     await session.close()
 
 
@@ -299,10 +299,10 @@ async def test_other_tenant_cannot_touch_tasks(engine: Engine, tenant: uuid.UUID
     from scheduler import NotFound
 
     with pytest.raises(NotFound):
-        await engine.get_task(other, res.task.id)
+        await engine.store.get_task(other, res.task.id)
     with pytest.raises(NotFound):
         await engine.cancel(other, res.task.id)
-    assert (await engine.get_task(tenant, res.task.id)).status is TaskState.RUNNING
+    assert (await engine.store.get_task(tenant, res.task.id)).status is TaskState.RUNNING
     await mine.close()
     await theirs.close()
 
@@ -314,7 +314,7 @@ async def test_closed_session_returns_unacked_tasks(engine: Engine, tenant: uuid
     (res,) = await engine.submit(tenant, [now_spec()])
     (a,) = (await next_batch(s1)).assignments
     await s1.close()
-    t = await engine.get_task(tenant, res.task.id)
+    t = await engine.store.get_task(tenant, res.task.id)
     assert t.status is TaskState.PRELOADED
     s2 = await engine.open_session(
         WorkerHello(worker_id="w2", tenant_id=tenant, task_types=frozenset({"email"}), slots=1)
@@ -344,20 +344,20 @@ async def test_a_worker_that_starts_on_delivery_needs_no_ack(
         got.extend((await next_batch(s1)).assignments)
     done, lost = got
     for a in got:
-        assert (await engine.get_task(tenant, a.key.id)).status is TaskState.RUNNING
+        assert (await engine.store.get_task(tenant, a.key.id)).status is TaskState.RUNNING
     assert await s1.complete([Completion(key=done.key, token=done.fencing_token)]) == ["ok"]
-    assert (await engine.get_task(tenant, done.key.id)).status is TaskState.COMPLETED
+    assert (await engine.store.get_task(tenant, done.key.id)).status is TaskState.COMPLETED
     moves = [(x.from_state, x.to_state) for x in await engine.store.transitions_of(done.key.id)]
     assert (TaskState.PRELOADED, TaskState.RUNNING) in moves
     assert (TaskState.DISPATCHED, TaskState.RUNNING) not in moves
     # The worker vanishes with the other task pushed to it: that one may be running,
     # so it is not handed back; its lease expires and the attempt counts.
     await s1.close()
-    assert (await engine.get_task(tenant, lost.key.id)).status is TaskState.RUNNING
+    assert (await engine.store.get_task(tenant, lost.key.id)).status is TaskState.RUNNING
     clock.advance(CONFIG.lease_ttl_s + 1)
     engine.wake()
     await eventually(
-        lambda: engine.get_task(tenant, lost.key.id),
+        lambda: engine.store.get_task(tenant, lost.key.id),
         until=lambda t: t.retry_count == 1,
         what="lease expiry",
     )
@@ -394,7 +394,7 @@ async def test_a_worker_silent_for_a_whole_lease_gets_nothing_more_until_it_show
     clock.advance(CONFIG.lease_ttl_s + 1)
     engine.wake()
     await eventually(
-        lambda: engine.get_task(tenant, first.key.id),
+        lambda: engine.store.get_task(tenant, first.key.id),
         until=lambda t: t.retry_count == 1,
         what="lease expiry",
     )
@@ -429,9 +429,9 @@ async def test_tasks_committed_ahead_but_never_pushed_go_back_when_the_stream_cl
             )
         )
         res = await committed_ahead(e, tenant, clock)
-        assert (await e.get_task(tenant, res.task.id)).status is TaskState.RUNNING
+        assert (await e.store.get_task(tenant, res.task.id)).status is TaskState.RUNNING
         await session.close()
-        task = await e.get_task(tenant, res.task.id)
+        task = await e.store.get_task(tenant, res.task.id)
         assert task.status is TaskState.PRELOADED
         assert task.retry_count == 0
 
@@ -508,7 +508,7 @@ async def test_restart_loses_nothing_and_runs_nothing_twice(store: Store, clock:
     assert set(seen) == {r.task.id for r in results}
     assert set(seen.values()) == {1}
     for r in results[:20]:
-        assert (await e2.get_task(tenant, r.task.id)).status is TaskState.COMPLETED
+        assert (await e2.store.get_task(tenant, r.task.id)).status is TaskState.COMPLETED
     await e2.stop()
 
 
@@ -558,5 +558,5 @@ async def test_cancel_reaches_a_worker_that_reconnected(engine: Engine, tenant: 
     assert isinstance(notice, CancelNotice)
     assert notice.key.id == res.task.id
     assert await second.confirm_cancel([FencedWrite(key=a.key, token=a.fencing_token)]) == ["ok"]
-    assert (await engine.get_task(tenant, res.task.id)).status is TaskState.CANCELLED
+    assert (await engine.store.get_task(tenant, res.task.id)).status is TaskState.CANCELLED
     await second.close()

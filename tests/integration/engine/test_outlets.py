@@ -82,14 +82,14 @@ async def test_outlet_pool_goes_to_the_broker_and_commits_stay_fenced(store: Sto
         await eventually(lambda: _n(outlet), until=lambda n: n == 4, what="4th published")
         # A duplicate delivery (at-least-once) is rejected by the fencing rule.
         assert await consumer.complete([done]) == ["stale"]
-        assert (await engine.get_task(tenant, first.key.id)).status is TaskState.COMPLETED
+        assert (await engine.store.get_task(tenant, first.key.id)).status is TaskState.COMPLETED
         # A failed publish costs a lease expiry, then the task goes out again, token + 1.
         outlet.fail = True
         lost = outlet.published[1]
         clock.advance(CONFIG.lease_ttl_s + 1)
         engine.wake()
         await eventually(
-            lambda: engine.get_task(tenant, lost.key.id),
+            lambda: engine.store.get_task(tenant, lost.key.id),
             until=lambda t: t.fencing_token > lost.fencing_token or t.status is TaskState.PRELOADED,
             what="requeue after lease expiry",
         )

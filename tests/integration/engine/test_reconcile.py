@@ -48,7 +48,7 @@ async def test_reconcile_reads_recent_changes_and_everything_on_the_full_pass(
     await engine.start()
     try:
         tenant = (await engine.tenancy.create_tenant(name="t")).id
-        await engine.reconcile()  # a first pass: from now on, passes are incremental
+        await engine.preloader.reconcile()  # a first pass: from now on, passes are incremental
         fresh = _written_elsewhere(tenant, engine)
         stale = _written_elsewhere(tenant, engine)
         await store.insert_tasks([fresh], engine.now())
@@ -56,11 +56,11 @@ async def test_reconcile_reads_recent_changes_and_everything_on_the_full_pass(
         await store.insert_tasks([stale], engine.now() - timedelta(hours=1))
         assert not engine.in_wheel(fresh.id)
 
-        await engine.reconcile()
+        await engine.preloader.reconcile()
         assert engine.in_wheel(fresh.id)
         assert not engine.in_wheel(stale.id)
 
-        await engine.reconcile(full=True)
+        await engine.preloader.reconcile(full=True)
         assert engine.in_wheel(stale.id)
     finally:
         await engine.stop()

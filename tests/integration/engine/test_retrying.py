@@ -52,7 +52,7 @@ async def test_unary_fail_answers_and_stores_retrying_until_the_backoff(
     assert rec.due_at > clock()
     # Several pre-load passes later (the clock has not moved) it is still RETRYING.
     await asyncio.sleep(CONFIG.preload_interval_s * 6)
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert (task.status, task.retry_count) == (S.RETRYING, 1)
     # The backoff elapses: pre-loaded, dispatched again with a new token, attempt 2.
     clock.advance((rec.due_at - clock()).total_seconds() + 0.1)
@@ -78,7 +78,7 @@ async def test_a_stream_failure_stores_retrying(
     report = FailureReport(key=a.key, token=a.fencing_token, error="boom")
     assert await session.fail([report]) == ["ok"]
     await asyncio.sleep(CONFIG.preload_interval_s * 6)
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert task.status is S.RETRYING
     assert task.due_at > clock()
     await session.close()

@@ -44,12 +44,12 @@ async def test_a_reconnect_that_heartbeats_keeps_the_task_running(
     second = await engine.open_session(hello(tenant, slots=0))
     assert await second.heartbeat([write]) == ["ok"]
     await second.close()
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert (task.status, task.fencing_token) == (TaskState.RUNNING, a.fencing_token)
     third = await engine.open_session(hello(tenant, slots=0))
     done = Completion(key=a.key, token=a.fencing_token, result={"ok": True})
     assert await third.complete([done]) == ["ok"]
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert (task.status, task.fencing_token) == (TaskState.COMPLETED, a.fencing_token)
     assert task.retry_count == 0
     await third.close()
@@ -68,13 +68,13 @@ async def test_another_worker_of_the_tenant_cannot_touch_the_task(
     done = Completion(key=a.key, token=a.fencing_token, result={"by": "intruder"})
     assert await other.complete([done]) == ["stale"]
     await other.close()
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert (task.status, task.fencing_token) == (TaskState.RUNNING, a.fencing_token)
     assert task.result_payload is None
     # The worker that holds it still completes it.
     owner = await engine.open_session(hello(tenant, slots=0))
     assert await owner.complete([dataclasses.replace(done, result={"by": "w"})]) == ["ok"]
-    assert (await engine.get_task(tenant, a.key.id)).result_payload == {"by": "w"}
+    assert (await engine.store.get_task(tenant, a.key.id)).result_payload == {"by": "w"}
     await owner.close()
 
 
@@ -93,7 +93,7 @@ async def test_a_stream_whose_task_was_adopted_does_not_release_it(
     second = await engine.open_session(hello(tenant, slots=0))
     assert await second.ack([write]) == ["ok"]
     await first.close()
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert (task.status, task.fencing_token) == (TaskState.RUNNING, a.fencing_token)
     done = Completion(key=a.key, token=a.fencing_token, result=None)
     assert await second.complete([done]) == ["ok"]
@@ -112,11 +112,11 @@ async def test_a_reconnected_worker_still_gives_back_what_it_never_acked(
     (a,) = event.assignments
     # The first stream is gone without a close (a dead connection); a second stream of
     # the same worker heartbeats the task it never acked, then breaks too.
-    assert (await engine.get_task(tenant, a.key.id)).status is TaskState.DISPATCHED
+    assert (await engine.store.get_task(tenant, a.key.id)).status is TaskState.DISPATCHED
     second = await engine.open_session(hello(tenant, slots=0))
     assert await second.heartbeat([FencedWrite(key=a.key, token=a.fencing_token)]) == ["ok"]
     await second.close()
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert task.status is TaskState.PRELOADED
     await first.close()
 
@@ -135,7 +135,7 @@ async def test_a_close_never_releases_a_task_acked_elsewhere(
     lease = a.lease_expires_at
     assert await store.ack([FencedWrite(key=a.key, token=a.fencing_token)], lease, lease) == ["ok"]
     await first.close()
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert (task.status, task.fencing_token) == (TaskState.RUNNING, a.fencing_token)
 
 
@@ -169,6 +169,6 @@ async def test_a_task_committed_to_a_stream_that_closed_meanwhile_goes_back(
     assert isinstance(event, AssignmentBatch)
     (a,) = event.assignments
     assert a.key.id == made.task.id
-    task = await engine.get_task(tenant, a.key.id)
+    task = await engine.store.get_task(tenant, a.key.id)
     assert (task.status, task.worker_id) == (TaskState.DISPATCHED, "other")
     await other.close()

@@ -145,4 +145,4 @@ async def test_pause_resume_delete(engine: Engine, tenant: uuid.UUID, clock: Fak
     assert task.status is TaskState.PRELOADED
     await engine.schedules.delete(tenant, s.id)
     assert await engine.schedules.list(tenant) == []
-    assert (await engine.get_task(tenant, task.id)).schedule_id == s.id
+    assert (await engine.store.get_task(tenant, task.id)).schedule_id == s.id

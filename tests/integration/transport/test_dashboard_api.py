@@ -200,7 +200,7 @@ async def test_bulk_redrive_and_bad_tokens(any_stack: Stack, api: Api) -> None:
     )
     assert (ran.matched, ran.changed) == (3, 3)
     for task_id in dead:
-        task = await any_stack.engine.get_task(uuid.UUID(any_stack.tenant_a), task_id)
+        task = await any_stack.engine.store.get_task(uuid.UUID(any_stack.tenant_a), task_id)
         assert task.status.value != "DEAD_LETTER"
 
     async def run(token: str) -> grpc.StatusCode:
