@@ -36,6 +36,7 @@ def test_patroni_failover(
     def go() -> list[FailoverFigures]:
         out = []
         for i in range(ROUNDS):
+            (tmp_path / f"round{i}").mkdir()
             with patroni_pair(etcd_server.endpoint) as pair:
                 f = asyncio.run(
                     failover_round(

@@ -83,7 +83,6 @@ async def failover_round(
     span_s: float,
 ) -> FailoverFigures:
     """Run one round (asserting exactly-once completion) and return its figures."""
-    workdir.mkdir(parents=True, exist_ok=True)
     dsn = await asyncio.to_thread(app_database, pair)
     records = workdir / "records.jsonl"
     with process_group(workdir / "procs") as group:
@@ -109,11 +108,14 @@ async def failover_round(
             await cluster.check_exactly_once(after, tasks, timeout_s=120)
             late = await cluster.latest_first_dispatch_s(after)
             fence = await db.fetchrow("SELECT generation, raised_by FROM fencing_generation")
+            # The first dispatch on the new primary: the first with a token above the
+            # fence's base (a commit the old primary made as it died may come after
+            # the fault's instant).
             resumed = await db.fetchval(
                 "SELECT min(at) FROM task_transitions"
                 " WHERE to_status IN ('DISPATCHED', 'RUNNING') AND from_status = 'PRELOADED'"
-                " AND at > $1",
-                killed_at,
+                " AND fencing_token > $1",
+                int(fence["generation"]) << TOKEN_SHIFT,
             )
         ran = starts(records)
     store = await open_store(dsn, config=StoreConfig(preload_sweep_interval_s=0))
