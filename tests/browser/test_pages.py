@@ -25,6 +25,7 @@ from selenium.webdriver.common.by import By
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import SyncClient, TaskSpec
+from scheduler.types import dispatch_note
 from tests.browser._chrome import Browser
 from tests.browser._devserver import (
     STATES,
@@ -273,7 +274,18 @@ def test_task_detail_and_timeline_equal_the_api(
             "token": str(tr.fencing_token),
             "epoch": str(tr.shard_epoch),
             "actor": tr.actor,
-            "reason": tr.reason,
+            # The API's reason, and beside a dispatch its due time (issue 40).
+            "reason": "; ".join(
+                part
+                for part in (
+                    tr.reason,
+                    dispatch_note(
+                        tr.at.ToDatetime(tzinfo=UTC),
+                        tr.due_at.ToDatetime(tzinfo=UTC) if tr.HasField("due_at") else None,
+                    ),
+                )
+                if part
+            ),
         }
         if tr.from_state:
             assert row.get_attribute("data-from") == state_name(tr.from_state)

@@ -210,7 +210,7 @@ async def test_a_flooded_worker_starts_a_critical_task_while_its_bulk_tasks_run(
     engine = Engine(store, config)
     await engine.start()
     try:
-        tenant = (await engine.create_tenant(name="t")).id
+        tenant = (await engine.tenancy.create_tenant(name="t")).id
         s = await engine.open_session(
             WorkerHello(worker_id="w", tenant_id=tenant, task_types=frozenset({"std"}), slots=20)
         )

@@ -80,7 +80,7 @@ async def test_streams_per_tenant_are_capped_and_named(tmp_path: Path) -> None:
 async def test_unary_calls_in_flight_per_key_are_capped_and_named(tmp_path: Path) -> None:
     async with keyed_stack(_url(tmp_path), max_inflight_calls_per_key=2) as stack:
         engine: Any = stack.engine
-        real = engine.get_task
+        real = engine.store.get_task
         release = asyncio.Event()
         waiting = 0
 
@@ -90,7 +90,7 @@ async def test_unary_calls_in_flight_per_key_are_capped_and_named(tmp_path: Path
             await release.wait()
             return await real(tenant, task_id)
 
-        engine.get_task = slow_get
+        engine.store.get_task = slow_get
         other_key = (await stack.admin.create_api_key(stack.tenant_a, "a2")).secret
         async with grpc.aio.insecure_channel(stack.target) as channel:
             stub = pbg.SchedulerServiceStub(channel)  # type: ignore[no-untyped-call]
@@ -108,7 +108,7 @@ async def test_unary_calls_in_flight_per_key_are_capped_and_named(tmp_path: Path
             assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "max_inflight_calls_per_key" in details
             # The cap is per key: another key of the same tenant is served.
-            engine.get_task = real
+            engine.store.get_task = real
             code, _ = await _code(stub.GetTask(req, metadata=_md(other_key), timeout=10))
             assert code is grpc.StatusCode.NOT_FOUND
             release.set()
