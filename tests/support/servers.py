@@ -437,7 +437,22 @@ class StandbyServer(PostgresServer):
             for path in (self.dir, self.sockdir):
                 os.chown(path, *self.ids)
         self.ensure_replication_role()
-        result = subprocess.run(
+        for _ in range(2):
+            result = self._base_backup()
+            # Killed by a signal before it ran (a fork of the suite's process, which
+            # holds gRPC's threads, died before exec: seen once as SIGSEGV): again.
+            if result.returncode >= 0:
+                break
+            shutil.rmtree(self.data, ignore_errors=True)
+        if result.returncode != 0:
+            raise ServerStartError(
+                f"pg_basebackup from port {self.primary.port} failed "
+                f"(code {result.returncode}):\n{result.stdout}\n{result.stderr}"
+            )
+        self._slot_created = True
+
+    def _base_backup(self) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(  # type: ignore[call-overload, no-any-return]
             [
                 str(self.bindir / "pg_basebackup"),
                 "-R",
@@ -467,14 +482,8 @@ class StandbyServer(PostgresServer):
             capture_output=True,
             text=True,
             cwd=self.dir,
-            **self.popen_kwargs(),  # type: ignore[call-overload]
+            **self.popen_kwargs(),
         )
-        if result.returncode != 0:
-            raise ServerStartError(
-                f"pg_basebackup from port {self.primary.port} failed "
-                f"(code {result.returncode}):\n{result.stdout}\n{result.stderr}"
-            )
-        self._slot_created = True
 
     def command(self) -> Sequence[str]:
         # The primary's settings (a hot standby refuses lower max_connections and
