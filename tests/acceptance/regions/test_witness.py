@@ -242,8 +242,12 @@ async def test_witness_lost_nobody_promotes(tmp_path: Path) -> None:
             until=lambda n: n >= 3,
             what="A to run tasks without the witness",
         )
-        assert not s.node_a.log_has("lost region")
+        # A may drop its lease for a renewal while its etcd client moves off the dead
+        # member (at this test's 2 s TTL and 0.5 s margin on a loaded machine: seen
+        # once, retaken a second later); what must hold is that nobody promotes and A
+        # keeps running tasks, checked above and here.
         assert (await s.decisions()).get("promote", 0) == 0
+        assert await s.in_recovery()
         # Then A is lost too: B alone has no quorum, so it cannot take the region.
         s.node_a.kill9()
         s.etcd["a"].kill9()
