@@ -33,17 +33,16 @@ from tests.support.processes import (
     WorkerProcess,
     process_group,
 )
-from tests.support.servers import ServerProcess, ServerStartError, free_port
+from tests.support.servers import EtcdServer, ServerStartError, free_port
 from tests.support.waiting import eventually
 
 HANDLER = {"work": "tests.acceptance.handlers:work"}
 NODE_ARGS = ("--preload-interval-s", "0.2", "--canary-interval-s", "0")
 
 
-class EtcdMember(ServerProcess):
-    """One member of a static 3-member etcd cluster (all ports chosen up front)."""
-
-    name = "etcd"
+class EtcdMember(EtcdServer):
+    """One member of a static 3-member etcd cluster (all ports chosen up front); its
+    health check and endpoint are the single-member server's."""
 
     def __init__(
         self, base_dir: Path, member: str, peer_port: int, cluster: str, advertise_port: int
@@ -83,19 +82,6 @@ class EtcdMember(ServerProcess):
             "--log-level",
             "warn",
         ]
-
-    def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(
-                f"http://{self.host}:{self.port}/health", timeout=1
-            ) as resp:
-                return b'"health":"true"' in resp.read()
-        except OSError:
-            return False
-
-    @property
-    def endpoint(self) -> str:
-        return f"{self.host}:{self.port}"
 
 
 class PeerProxy(PartitionProxy):
