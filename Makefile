@@ -23,7 +23,7 @@ help:
 	@echo "make lint         - ruff check and ruff format --check (make fmt fixes); make typecheck: mypy"
 	@echo "make fuzz         - the fuzzers with FUZZ_EXAMPLES examples each (default $(FUZZ_EXAMPLES))"
 	@echo "make bench        - the benchmarks (pytest-benchmark); one file: make bench BENCH=benchmarks/test_wheel.py"
-	@echo "make proto        - regenerate src/scheduler/_proto from proto/ (proto-check: is it current?)"
+	@echo "make proto        - regenerate src/scheduler/_proto and sdk/typescript/src/gen from proto/ (proto-check: is it current?)"
 	@echo "make clean        - remove build output, built extensions and caches (not .venv)"
 
 ## Set-up ------------------------------------------------------------------
@@ -62,6 +62,10 @@ annotate: venv
 
 proto: venv
 	$(PYTHON) scripts/gen-proto
+	@# The TypeScript SDK's generated code follows the same proto (its drift check runs in make test).
+	@if command -v npm >/dev/null 2>&1; then \
+		cd sdk/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund --silent; } && npm run --silent generate; \
+	else echo "npm not found: sdk/typescript not regenerated (run npm run generate there)"; fi
 
 proto-check: venv
 	$(PYTHON) scripts/gen-proto --check

@@ -3,13 +3,24 @@
 A pass-through is a method whose body, docstring aside, is one statement that only
 calls a method of one of the instance's parts (``self.part.method(...)``, optionally
 ``return``/``await``-ed) with the method's own parameters (names or ``k=name``), and
-does nothing else.  Usage: python scripts/count_doors.py FILE CLASS [FILE CLASS ...]
+does nothing else.
+
+    python scripts/count_doors.py [FILE CLASS ...]
+
+With no argument: the two store backends and the Engine. One line a class, then the
+total of pass-through methods.
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+
+DEFAULT = (
+    "src/scheduler/store/postgres/__init__.py", "PostgresStore",
+    "src/scheduler/store/sqlite/__init__.py", "SqliteStore",
+    "src/scheduler/engine/_engine.py", "Engine",
+)
 
 
 def _is_forward(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -29,7 +40,7 @@ def _is_forward(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         return False
     if owner.value.id != "self":
         return False
-    params = {a.arg for a in fn.args.args + fn.args.kwonlyargs} - {"self"}
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} - {"self"}
     args = list(value.args) + [k.value for k in value.keywords]
     return all(isinstance(a, ast.Name) and a.id in params for a in args)
 
@@ -45,7 +56,10 @@ def count(path: str, name: str) -> tuple[int, list[str]]:
 
 
 if __name__ == "__main__":
-    argv = sys.argv[1:]
+    argv = sys.argv[1:] or list(DEFAULT)
+    total = 0
     for path, cls in zip(argv[::2], argv[1::2], strict=True):
         n, fwd = count(path, cls)
+        total += len(fwd)
         print(f"{cls} ({path}): {n} methods, {len(fwd)} pass-through: {', '.join(fwd)}")
+    print(f"total: {total} pass-through")
