@@ -17,9 +17,9 @@ import ast
 import sys
 
 DEFAULT = (
-    "src/scheduler/store/postgres/__init__.py", "PostgresStore",
-    "src/scheduler/store/sqlite/__init__.py", "SqliteStore",
-    "src/scheduler/engine/_engine.py", "Engine",
+    ("src/scheduler/store/postgres/__init__.py", "PostgresStore"),
+    ("src/scheduler/store/sqlite/__init__.py", "SqliteStore"),
+    ("src/scheduler/engine/_engine.py", "Engine"),
 )
 
 
@@ -56,9 +56,10 @@ def count(path: str, name: str) -> tuple[int, list[str]]:
 
 
 if __name__ == "__main__":
-    argv = sys.argv[1:] or list(DEFAULT)
+    argv = sys.argv[1:]
+    pairs = list(zip(argv[::2], argv[1::2], strict=True)) if argv else list(DEFAULT)
     total = 0
-    for path, cls in zip(argv[::2], argv[1::2], strict=True):
+    for path, cls in pairs:
         n, fwd = count(path, cls)
         total += len(fwd)
         print(f"{cls} ({path}): {n} methods, {len(fwd)} pass-through: {', '.join(fwd)}")
