@@ -35,6 +35,12 @@ async def test_retry_then_dead_letter_then_redrive(cluster: Cluster, tmp_path: P
     assert dead.retry_count == 3  # attempts 1, 2, 3: max_retries=2 means two retries
     assert dead.last_error is not None
     assert "flag" in dead.last_error
+    # The client's Task carries what the worker sent with the failure (issue 36).
+    assert dead.last_error_type == "ApplicationError"
+    assert dead.last_traceback is not None
+    assert "ApplicationError" in dead.last_traceback
+    assert dead.workflow_id is None
+    assert dead.schedule_id is None
     failed = cluster.records("failed")
     assert [r["attempt"] for r in failed] == [1, 2, 3]
     tokens = [r["token"] for r in failed]

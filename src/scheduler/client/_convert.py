@@ -173,6 +173,10 @@ def task_from_proto(msg: pb.Task, *, created: bool = True) -> Task:
             if msg.HasField("retry_policy")
             else None
         ),
+        last_error_type=msg.last_error_type or None,
+        last_traceback=msg.last_traceback or None,
+        workflow_id=uuid.UUID(msg.workflow_id) if msg.workflow_id else None,
+        schedule_id=uuid.UUID(msg.schedule_id) if msg.schedule_id else None,
     )
 
 

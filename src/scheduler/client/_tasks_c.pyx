@@ -47,7 +47,7 @@ _FIELDS = (
     "pool", "fencing_token", "retry_count", "max_retries", "payload", "result",
     "last_error", "checkpoint", "worker_id", "cancel_requested", "shard_id",
     "strict_timing", "trace_context", "created_at", "updated_at", "created",
-    "retry_policy",
+    "retry_policy", "last_error_type", "last_traceback", "workflow_id", "schedule_id",
 )
 if tuple(f.name for f in dataclasses.fields(Task)) != _FIELDS:
     raise ImportError("Task's fields changed: update scheduler.client._tasks_c")
@@ -66,15 +66,10 @@ WIRE_FIELDS = {
             "retry_count": 0x50, "max_retries": 0x58, "last_error": 0x72, "worker_id": 130,
             "cancel_requested": 136, "shard_id": 144, "created_at": 154, "updated_at": 162,
             "strict_timing": 168, "trace_context": 178, "payload_json": 194,
-            "result_json": 202, "checkpoint_json": 210,
+            "result_json": 202, "checkpoint_json": 210, "last_error_type": 218,
+            "last_traceback": 226, "workflow_id": 234, "schedule_id": 242,
         },
-        # The failure's type and traceback and the workflow and schedule links are not
-        # in the client's Task yet (the dashboard reads them from the proto): skipped
-        # here as by the general path.
-        (
-            "payload", "result", "checkpoint", "retry_policy", "last_error_type",
-            "last_traceback", "workflow_id", "schedule_id",
-        ),
+        ("payload", "result", "checkpoint", "retry_policy"),
     ),
 }
 
@@ -117,11 +112,12 @@ cdef object _task(Reader* r, Py_ssize_t stop, bint created, _Seen seen):
     cdef unsigned int seen_fields = 0
     task_id = tenant = type_text = state = None
     scheduled_at = due_at = created_at = updated_at = None
-    key = last_error = worker_id = _EMPTY_TEXT
+    key = last_error = worker_id = error_type = traceback = _EMPTY_TEXT
+    workflow_id = schedule_id = None
     pool = _STANDARD
     payload = result = checkpoint = trace = None
     while r.pos < stop:
-        tag = _once(r, &seen_fields, 26)
+        tag = _once(r, &seen_fields, 30)
         if tag == 0:
             return None
         if tag == 0x0A or tag == 0x12:  # 1: id, 2: tenant_id
@@ -193,6 +189,30 @@ cdef object _task(Reader* r, Py_ssize_t stop, bint created, _Seen seen):
                 last_error = text
             else:
                 worker_id = text
+        elif tag == 218 or tag == 226:  # 27: last_error_type, 28: last_traceback
+            n = _within(r, stop)
+            text = read_text(r, n) if n >= 0 else None
+            if text is None:
+                return None
+            if tag == 218:
+                error_type = text
+            else:
+                traceback = text
+        elif tag == 234 or tag == 242:  # 29: workflow_id, 30: schedule_id (may be empty)
+            n = _length(r)
+            if n < 0 or r.pos + n > stop:
+                return None
+            if n:
+                if n != 36:
+                    return None
+                link = read_uuid(r.buf + r.pos)
+                if link is None:
+                    return None
+                if tag == 234:
+                    workflow_id = link
+                else:
+                    schedule_id = link
+            r.pos += n
         elif tag == 0x40:  # 8: pool
             v = _varint(r)
             if r.bad or v > 0x7FFFFFFF:
@@ -279,6 +299,10 @@ cdef object _task(Reader* r, Py_ssize_t stop, bint created, _Seen seen):
     PyObject_GenericSetAttr(t, names[21], updated_at if updated_at is not None else epoch)
     PyObject_GenericSetAttr(t, names[22], created)
     PyObject_GenericSetAttr(t, names[23], None)
+    PyObject_GenericSetAttr(t, names[24], error_type or None)
+    PyObject_GenericSetAttr(t, names[25], traceback or None)
+    PyObject_GenericSetAttr(t, names[26], workflow_id)
+    PyObject_GenericSetAttr(t, names[27], schedule_id)
     return t
 
 

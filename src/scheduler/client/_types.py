@@ -69,6 +69,15 @@ class Task:
     """From a submit: False when the idempotency key already named this task."""
     retry_policy: RetryPolicy | None = None
     """The task's own retry policy (None: the server's defaults)."""
+    last_error_type: str | None = None
+    """The error type the worker reported with the last failed attempt
+    (``Failure.error_type``; the Python SDK sends the exception's class name)."""
+    last_traceback: str | None = None
+    """The traceback the worker sent with the last failed attempt."""
+    workflow_id: uuid.UUID | None = None
+    """The DAG workflow this task is a node of (None: not part of one)."""
+    schedule_id: uuid.UUID | None = None
+    """The schedule that fired this task (None: submitted directly)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

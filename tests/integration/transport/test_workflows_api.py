@@ -86,8 +86,11 @@ async def test_diamond_runs_in_dependency_order(stack: Stack, client: Client) ->
     assert order[0] == "a"
     assert order[-1] == "d"
     assert done.state_counts() == {TaskState.COMPLETED: 4}
-    # The node tasks are ordinary tasks of the tenant.
-    assert (await client.get(done.nodes["d"].id)).result == {"ok": True}
+    # The node tasks are ordinary tasks of the tenant, linked to their workflow.
+    node = await client.get(done.nodes["d"].id)
+    assert node.result == {"ok": True}
+    assert node.workflow_id == wf.id
+    assert node.schedule_id is None
 
 
 async def test_failed_parent_cancels_descendants(stack: Stack, client: Client) -> None:

@@ -7,6 +7,7 @@ item differently, or return tasks where the general path raises.
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -94,6 +95,17 @@ SHAPES: list[tuple[dict[str, Any], bool]] = [
         },
         False,
     ),
+    (
+        {
+            "status": TaskState.RETRYING,
+            "last_error": "card declined",
+            "last_error_type": "billing.CardDeclined",
+            "last_traceback": "Traceback (most recent call last):\n  ...\nCardDeclined",
+            "workflow_id": uuid.UUID("0190b5d2-7c1e-7a3b-9c4d-5e6f7a8b9c0d"),
+            "schedule_id": uuid.UUID("0190b5d2-7c1e-7a3b-9c4d-5e6f7a8b9c0e"),
+        },
+        False,
+    ),
 ]
 
 
@@ -176,6 +188,10 @@ task_messages = messages(
         "result_json": json_bytes,
         "checkpoint_json": json_bytes,
         "trace_context": traces,
+        "last_error_type": texts,
+        "last_traceback": texts,
+        "workflow_id": st.one_of(st.just(""), ids),
+        "schedule_id": st.one_of(st.just(""), ids),
     },
     rare=("payload", "result", "checkpoint", "retry_policy"),
 )
@@ -198,6 +214,10 @@ plain_task_messages = messages(
         "result_json": st.sampled_from([b"", b'{"a": [1, 2.5, null]}', b'{"s": "\xc3\xbc"}']),
         "checkpoint_json": st.sampled_from([b"", b'{"a": [1, 2.5, null]}', b'{"s": "\xc3\xbc"}']),
         "trace_context": traces,
+        "last_error_type": texts,
+        "last_traceback": texts,
+        "workflow_id": st.one_of(st.just(""), st.uuids().map(str)),
+        "schedule_id": st.one_of(st.just(""), st.uuids().map(str)),
     },
     only=NATIVE_FIELDS,
     always=("id", "tenant_id", "type", "state"),
