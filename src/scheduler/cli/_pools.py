@@ -21,6 +21,8 @@ def parse_reserves(value: str | None) -> tuple[Any, ...]:
     """``--reserve`` as SlotReserve values; a bad one is a usage error naming the flag."""
     from scheduler.engine import SlotReserve
 
+    if (value or "").strip().lower() in ("none", "off", "0"):
+        return ()
     try:
         return SlotReserve.parse(value or "")
     except ValueError as exc:
@@ -28,7 +30,8 @@ def parse_reserves(value: str | None) -> tuple[Any, ...]:
 
 
 def pool_options(fn: F) -> F:
-    """Add ``--critical-reserved-slots``, ``--bulk-max-slots`` and ``--reserve``; the
+    """Add ``--critical-reserved-slots``, ``--bulk-max-slots``, ``--reserve`` and
+    ``--reserve-always``; the
     command receives them as one ``pools_config`` mapping."""
 
     @functools.wraps(fn)
@@ -37,6 +40,7 @@ def pool_options(fn: F) -> F:
             "critical_reserved_slots": kwargs.pop("critical_reserved_slots"),
             "bulk_max_slots": kwargs.pop("bulk_max_slots"),
             "reserves": parse_reserves(kwargs.pop("reserve")),
+            "reserve_linger_s": None if kwargs.pop("reserve_always") else 300.0,
         }
         return fn(*args, **kwargs)
 
@@ -63,12 +67,22 @@ def pool_options(fn: F) -> F:
         click.option(
             "--reserve",
             envvar="TICKWHEEL_RESERVE",
-            default="",
+            default="critical=10%",
+            show_default=True,
             show_envvar=True,
-            metavar="POOL=N|POOL=P%,...",
-            help="Free slots every worker keeps idle for a pool at all times, as a number "
-            "or a share of its slots (e.g. critical=10%,standard=2): a critical task then "
-            "starts at once however long bulk tasks run. None by default.",
+            metavar="POOL=N|POOL=P%,...|none",
+            help="Free slots every worker keeps idle for a pool, as a number or a share of "
+            "its slots (e.g. critical=10%,standard=2; none: no reserve): a critical task "
+            "then starts at once however long bulk tasks run. Held while the pool has "
+            "work in sight (a task of it waiting, in the wheel, or due in the last 5 minutes).",
+        ),
+        click.option(
+            "--reserve-always",
+            envvar="TICKWHEEL_RESERVE_ALWAYS",
+            is_flag=True,
+            default=False,
+            show_envvar=True,
+            help="Hold the reserves at all times, not only while their pool has work in sight.",
         ),
     ]
     command: Any = wrapper

@@ -172,10 +172,17 @@ class EngineConfig:
     (the seed's 500): standard and bulk may not grow into them then."""
     bulk_max_slots: int = 150
     """Most bulk tasks on this node's workers at once (the seed's 150)."""
-    reserves: tuple[SlotReserve, ...] = ()
-    """Free slots each worker stream keeps idle for a pool, at all times (none by
-    default): the bound on a critical task's wait that does not depend on how long
-    bulk tasks run (docs/flow-control.md, "Reservation")."""
+    reserves: tuple[SlotReserve, ...] = (SlotReserve(pool=Pool.CRITICAL, share=0.10),)
+    """Free slots each worker stream keeps idle for a pool (by default 10% of each
+    worker's slots for critical work): the bound on a critical task's wait that does
+    not depend on how long bulk tasks run (docs/flow-control.md, "Reservation"). A
+    pool's reserve is held only while that pool has work in sight (see
+    ``reserve_linger_s``), so a deployment that schedules no critical work keeps no
+    slot idle."""
+    reserve_linger_s: float | None = 300.0
+    """A pool's reserve is held while a task of that pool waits in this node's ready
+    queues, or one was due (or will be: it is in the wheel) less than this long ago.
+    None: held at all times."""
     tier_weights: tuple[tuple[str, int], ...] = (("STANDARD", 1), ("ENTERPRISE", 4), ("SYSTEM", 8))
     """Fair-share weight of a tenant by tier inside a pool."""
 
@@ -230,12 +237,21 @@ class EngineConfig:
     reached the node meanwhile land first, so an outage reruns nothing (None: one
     ``lease_ttl_s``, time for every live worker to heartbeat once more)."""
 
-    def kept_free(self, pool: Pool, worker_slots: int, worker_pools: frozenset[Pool]) -> int:
+    def kept_free(
+        self,
+        pool: Pool,
+        worker_slots: int,
+        worker_pools: frozenset[Pool],
+        held: frozenset[Pool] | None = None,
+    ) -> int:
         """Free slots a worker stream of ``worker_slots`` slots that runs
         ``worker_pools`` keeps before it takes a task of ``pool``: the reserves of the
-        pools ahead of ``pool`` that it runs (at most ``worker_slots - 1``)."""
+        pools ahead of ``pool`` that it runs and that are held now (``held``; None:
+        every reserve), at most ``worker_slots - 1``."""
         kept = 0
         for r in self.reserves:
+            if held is not None and r.pool not in held:
+                continue
             if r.pool in worker_pools and _POOL_RANK[r.pool] < _POOL_RANK[pool]:
                 kept += r.of(worker_slots)
         return min(kept, max(worker_slots - 1, 0))
@@ -283,6 +299,8 @@ class EngineConfig:
             raise ValueError("EngineConfig: slot reservations must not be negative")
         if len({r.pool for r in self.reserves}) != len(self.reserves):
             raise ValueError("EngineConfig.reserves: one SlotReserve per pool")
+        if self.reserve_linger_s is not None and self.reserve_linger_s < 0:
+            raise ValueError("EngineConfig.reserve_linger_s must be >= 0 or None")
         if any(w <= 0 for _, w in self.tier_weights):
             raise ValueError("EngineConfig.tier_weights must be positive")
         if self.backlog_interval_s < 0:

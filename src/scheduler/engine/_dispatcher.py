@@ -88,9 +88,11 @@ class Dispatcher:
         self._behind = False
         """The last round's tasks were all due when it committed: rounds take up to
         ``max_batch`` (see :meth:`round_limit`)."""
-        self._kept: dict[tuple[Pool, int, frozenset[Pool]], int] = {}
-        """``EngineConfig.kept_free`` by (pool, worker size, worker pools): a few
-        entries, read once per matched slot."""
+        self._kept: dict[tuple[Pool, int, frozenset[Pool], frozenset[Pool]], int] = {}
+        """``EngineConfig.kept_free`` by (pool, worker size, worker pools, reserves
+        held): a few entries, read once per matched slot."""
+        self._held: frozenset[Pool] = frozenset()
+        """The pools whose reserve this round holds (:meth:`held_reserves`)."""
 
     def wake(self) -> None:
         """Look at the wheel, the ready queues and the sessions' credit now."""
@@ -206,17 +208,33 @@ class Dispatcher:
         noncritical = slots.in_pool(Pool.STANDARD) + slots.in_pool(Pool.BULK)
         return noncritical < capacity - self._config.critical_reserved_slots
 
+    def held_reserves(self, now_ms: int) -> frozenset[Pool]:
+        """The pools whose reserve is held now: every pool with one when
+        ``reserve_linger_s`` is None, else those with a task waiting in the ready
+        queues or due in the wheel, or due less than the linger ago."""
+        cfg = self._config
+        if cfg.reserve_linger_s is None:
+            return frozenset(r.pool for r in cfg.reserves)
+        linger_ms = int(cfg.reserve_linger_s * 1000)
+        latest = self._timeline.latest_due_ms
+        return frozenset(
+            r.pool
+            for r in cfg.reserves
+            if self._ready.depth(r.pool) > 0
+            or latest.get(r.pool, -linger_ms - 1) + linger_ms >= now_ms
+        )
+
     def _room(self, s: WorkerSession, pool: Pool) -> bool:
         """Whether stream ``s`` may take a ``pool`` task and still keep the free slots
-        ``EngineConfig.reserves`` hold for the pools ahead of it (critical takes any
-        free slot; a broker outlet keeps none)."""
+        the held reserves keep for the pools ahead of it (critical takes any free
+        slot; a broker outlet keeps none)."""
         if pool is Pool.CRITICAL or s.outlet is not None:
             return True
         size = max(s.slots, s.credits + s.held)
-        key = (pool, size, s.pools)
+        key = (pool, size, s.pools, self._held)
         kept = self._kept.get(key)
         if kept is None:
-            kept = self._kept[key] = self._config.kept_free(pool, size, s.pools)
+            kept = self._kept[key] = self._config.kept_free(pool, size, s.pools, self._held)
         return s.credits > kept
 
     def _undo(self, s: WorkerSession, p: Preloaded) -> None:
@@ -276,7 +294,9 @@ class Dispatcher:
             return grants.get(tenant_id, 0) > 0
 
         picks: list[tuple[WorkerSession, Preloaded]] = []
-        reserving = bool(cfg.reserves)  # off (the default): not a call more per slot
+        # No reserve held (no critical work in sight, say): not a call more per slot.
+        self._held = self.held_reserves(to_ms(now)) if cfg.reserves else frozenset()
+        reserving = bool(self._held)
         active = collections.deque(sessions)
         while active and len(picks) < limit and len(self._ready):
             s = active.popleft()

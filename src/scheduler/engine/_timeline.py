@@ -85,6 +85,11 @@ class Timeline:
         # every row (and every rebuilt ``Preloaded``) of the group.
         self._groups: list[tuple[uuid.UUID, str, Pool]] = []
         self._group_of: dict[tuple[uuid.UUID, str, Pool], int] = {}
+        self._watched = frozenset(r.pool for r in config.reserves)
+        self.latest_due_ms: dict[Pool, int] = {}
+        """Per pool that has a reserve: the latest due time (ms since the epoch) of a
+        task of that pool that entered the wheel (the dispatcher holds the pool's
+        reserve while this is in sight, ``EngineConfig.reserve_linger_s``)."""
 
     def __len__(self) -> int:
         return len(self._wheel)
@@ -148,6 +153,8 @@ class Timeline:
             # Only our shards: the rest belong to other nodes, whose reconcile finds them.
             owned = self._shards.owned_or_gaining()
             items = [p for p in items if p.shard_id in owned]
+        if self._watched:
+            self._see(items)
         cap = self._config.wheel_max_timers
         if cap and spill and self._mirror.enabled:
             table = self._table
@@ -225,10 +232,28 @@ class Timeline:
             if keys:
                 self._wheel.add_many(keys, dues)
                 added += len(keys)
+                if group.pool in self._watched:
+                    self._saw(group.pool, max(dues))
         if added:
             self._stats.preloaded += added
             self._wake_dispatcher()
         return added
+
+    def _see(self, items: Sequence[Preloaded]) -> None:
+        """Note the latest due time of each watched pool among ``items``."""
+        watched = self._watched
+        latest: dict[Pool, datetime] = {}
+        for p in items:
+            if p.pool in watched:
+                due = latest.get(p.pool)
+                if due is None or p.due_at > due:
+                    latest[p.pool] = p.due_at
+        for pool, due in latest.items():
+            self._saw(pool, (due - _EPOCH) // _MS)
+
+    def _saw(self, pool: Pool, due_ms: int) -> None:
+        if due_ms > self.latest_due_ms.get(pool, -1):
+            self.latest_due_ms[pool] = due_ms
 
     def _add_unspilled(self, items: Sequence[Preloaded]) -> None:
         self.add(items, index=False, spill=False)

@@ -22,6 +22,7 @@ async def reserved(tmp_path: Path) -> AsyncIterator[Stack]:
     config = EngineConfig(
         preload_interval_s=0.2,
         reserves=(SlotReserve(pool=Pool.CRITICAL, share=0.1),),
+        reserve_linger_s=None,  # held before any critical task exists
     )
     async for s in _stack(tmp_path, config, None):
         yield s

@@ -49,14 +49,28 @@ def test_serve_takes_the_pool_settings_from_flags_and_env(captured: dict[str, An
 
 
 def test_serve_keeps_the_defaults_without_flags(captured: dict[str, Any]) -> None:
-    result = CliRunner().invoke(main, ["serve"], env={"TICKWHEEL_RESERVE": ""})
+    env = {"TICKWHEEL_RESERVE": None, "TICKWHEEL_RESERVE_ALWAYS": None}
+    result = CliRunner().invoke(main, ["serve"], env=env)
     assert result.exit_code == 0, result.output
     engine = captured["engine"]
-    assert (engine.reserves, engine.critical_reserved_slots, engine.bulk_max_slots) == (
-        (),
-        500,
-        150,
-    )
+    # The defaults are EngineConfig's: 10% of each worker for critical, while in sight.
+    assert engine.reserves == (SlotReserve(pool=Pool.CRITICAL, share=0.1),)
+    assert engine.reserves == type(engine)().reserves
+    assert engine.reserve_linger_s == 300.0
+    assert (engine.critical_reserved_slots, engine.bulk_max_slots) == (500, 150)
+
+
+@pytest.mark.parametrize("value", ["none", "off", "0", ""])
+def test_serve_reserve_none_turns_it_off(captured: dict[str, Any], value: str) -> None:
+    result = CliRunner().invoke(main, ["serve", "--reserve", value])
+    assert result.exit_code == 0, result.output
+    assert captured["engine"].reserves == ()
+
+
+def test_serve_reserve_always_holds_it_at_all_times(captured: dict[str, Any]) -> None:
+    result = CliRunner().invoke(main, ["serve"], env={"TICKWHEEL_RESERVE_ALWAYS": "1"})
+    assert result.exit_code == 0, result.output
+    assert captured["engine"].reserve_linger_s is None
 
 
 def test_dev_takes_a_reserve_from_env(captured: dict[str, Any]) -> None:

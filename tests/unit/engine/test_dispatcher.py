@@ -302,9 +302,13 @@ async def test_critical_takes_a_free_slot_first_whatever_the_reserve() -> None:
 
 
 async def test_a_worker_keeps_its_reserved_slots_free_for_critical_while_stealing() -> None:
-    # 20 slots, 10% kept for critical: bulk and standard fill 18, never the last two,
-    # even with no critical task anywhere (the per-worker reserve does not steal).
-    cfg = EngineConfig(bulk_max_slots=1000, reserves=(SlotReserve(pool=Pool.CRITICAL, share=0.1),))
+    # 20 slots, 10% kept for critical at all times: bulk and standard fill 18, never
+    # the last two, even with no critical task anywhere (the reserve does not steal).
+    cfg = EngineConfig(
+        bulk_max_slots=1000,
+        reserves=(SlotReserve(pool=Pool.CRITICAL, share=0.1),),
+        reserve_linger_s=None,
+    )
     rig = Rig(cfg)
     s = rig.session(20)
     rig.ready.extend([task(Pool.BULK, at_ms=i) for i in range(100)])
@@ -329,6 +333,7 @@ async def test_reserves_keep_slots_from_every_pool_behind_and_only_on_workers_of
             SlotReserve(pool=Pool.CRITICAL, slots=1),
             SlotReserve(pool=Pool.STANDARD, slots=2),
         ),
+        reserve_linger_s=None,
     )
     rig = Rig(cfg)
     both = rig.session(10)
@@ -342,6 +347,35 @@ async def test_reserves_keep_slots_from_every_pool_behind_and_only_on_workers_of
     assert await rig.dispatcher.match_and_commit() == 10
     assert bulk_only.credits == 0
     assert rig.ready.depth(Pool.STANDARD) == 3
+
+
+async def test_the_default_reserve_is_held_only_while_critical_work_is_in_sight() -> None:
+    # The default: 10% of each worker's slots for critical, held while a critical task
+    # waits, is in the wheel, or was due less than reserve_linger_s (300 s) ago.
+    rig = Rig(EngineConfig(bulk_max_slots=1000))
+    first = rig.session(20)
+    rig.ready.extend([task(Pool.BULK, at_ms=i) for i in range(100)])
+    assert rig.dispatcher.held_reserves(to_ms(T0)) == frozenset()
+    assert await rig.dispatcher.match_and_commit() == 20  # nothing critical: no slot idle
+    assert first.credits == 0
+    # A critical task enters the wheel, due in ten minutes: the reserve is held from now.
+    rig.timeline.add([task(Pool.CRITICAL, at_ms=600_000)])
+    assert rig.dispatcher.held_reserves(to_ms(T0)) == frozenset({Pool.CRITICAL})
+    assert rig.dispatcher.held_reserves(to_ms(T0) + 900_000) == frozenset({Pool.CRITICAL})
+    assert rig.dispatcher.held_reserves(to_ms(T0) + 900_001) == frozenset()
+    fresh = rig.session(20)
+    assert await rig.dispatcher.match_and_commit() == 18
+    assert fresh.credits == 2
+    # A critical task waiting in the ready queues holds it too, whatever the wheel saw.
+    other = Rig(EngineConfig(bulk_max_slots=1000))
+    other.ready.push(task(Pool.CRITICAL, at_ms=0))
+    assert other.dispatcher.held_reserves(to_ms(T0)) == frozenset({Pool.CRITICAL})
+    # Held at all times with reserve_linger_s=None; none at all with reserves=().
+    always = Rig(EngineConfig(reserve_linger_s=None))
+    assert always.dispatcher.held_reserves(to_ms(T0)) == frozenset({Pool.CRITICAL})
+    off = Rig(EngineConfig(reserves=()))
+    off.timeline.add([task(Pool.CRITICAL, at_ms=0)])
+    assert off.dispatcher.held_reserves(to_ms(T0)) == frozenset()
 
 
 def test_slot_reserve_sizes_parses_and_refuses() -> None:
