@@ -92,6 +92,12 @@ class EngineConfig:
     takeover, a reconcile): read packed, so a page costs a few objects, not one per row."""
     lease_ttl_s: float = 30.0
     """Lease granted at dispatch and extended by each heartbeat."""
+    ack_timeout_s: float = 5.0
+    """A task pushed to an ack-first worker stream and not acked within this long goes
+    back (DISPATCHED-only in the store, so an ack that won the race keeps it) and the
+    stream gets nothing more until it shows life: a frozen worker holds a due task
+    this long, not a whole lease. Its late ack is refused, so it never runs it.
+    Streams that start on delivery wait out the lease as before. 0: off."""
     heartbeat_interval_s: float = 10.0
     """Interval suggested to workers (a third of the lease by default)."""
     dispatch_lead_ms: int = 50
@@ -299,6 +305,8 @@ class EngineConfig:
             raise ValueError("EngineConfig: slot reservations must not be negative")
         if len({r.pool for r in self.reserves}) != len(self.reserves):
             raise ValueError("EngineConfig.reserves: one SlotReserve per pool")
+        if self.ack_timeout_s < 0:
+            raise ValueError("EngineConfig.ack_timeout_s must be >= 0")
         if self.reserve_linger_s is not None and self.reserve_linger_s < 0:
             raise ValueError("EngineConfig.reserve_linger_s must be >= 0 or None")
         if any(w <= 0 for _, w in self.tier_weights):

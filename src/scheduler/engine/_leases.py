@@ -76,6 +76,8 @@ class Reaper:
         worker's heartbeats and completion could not be written is not the worker's
         silence. The writes held through the outage commit first, and every live
         worker gets a grace period to heartbeat again (``Health.reaping_allowed``)."""
+        if self._config.ack_timeout_s > 0:
+            self._stats.lease_expiries["ack_timeout"] += await self._sessions.release_overdue()
         scope = self._shards.scope()
         if scope == []:
             return

@@ -8,6 +8,8 @@ reaper, the watch, moves, the backlog reports and the facade's ``open_session``.
 from __future__ import annotations
 
 import asyncio
+import collections
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -17,7 +19,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._sessions import OUTLET_WORKER_PREFIX, Publish, WorkerSession
 from scheduler.engine._types import Outlet, WorkerHello
 from scheduler.store import Store
-from scheduler.types import Pool
+from scheduler.types import Assignment, Pool, TaskKey
 
 
 class Sessions:
@@ -40,6 +42,11 @@ class Sessions:
         self._outlets: list[WorkerSession] = []
         self.background: set[asyncio.Task[None]] = set()
         """Refusals of acks answered before their write, being recorded."""
+        self._pushes: collections.deque[tuple[float, WorkerSession, list[tuple[TaskKey, int]]]] = (
+            collections.deque()
+        )
+        """Pushes to ack-first streams, oldest first: (when, session, its tasks and
+        tokens), for :meth:`release_overdue` (``EngineConfig.ack_timeout_s``)."""
 
     def __iter__(self) -> Iterator[WorkerSession]:
         return iter(list(self._sessions.values()))
@@ -101,6 +108,36 @@ class Sessions:
                 session.end(error)
                 ended += 1
         return ended
+
+    def pushed(self, session: WorkerSession, batch: tuple[Assignment, ...]) -> None:
+        """``batch`` went to ``session``'s worker, which acks before it runs a task."""
+        if self.config.ack_timeout_s > 0:
+            keys = [(a.key, a.fencing_token) for a in batch]
+            self._pushes.append((time.monotonic(), session, keys))
+
+    async def release_overdue(self) -> int:
+        """Tasks pushed more than ``ack_timeout_s`` ago and still not acked go back to
+        PRELOADED (DISPATCHED-only in the store: an ack written meanwhile keeps its
+        task) and their session stalls until its worker shows life. A worker frozen
+        with due tasks so holds them for the ack timeout, not for a whole lease; its
+        late ack is refused, and an ack-first worker never runs a task whose ack was
+        refused. How many went back."""
+        pushes = self._pushes
+        cutoff = time.monotonic() - self.config.ack_timeout_s
+        overdue: dict[WorkerSession, list[tuple[TaskKey, int]]] = {}
+        while pushes and pushes[0][0] <= cutoff:
+            _, session, keys = pushes.popleft()
+            late = [(k, t) for k, t in keys if session.awaits_ack(k.id, t)]
+            if late and not session.closed:
+                overdue.setdefault(session, []).extend(late)
+        n = 0
+        for session, late in overdue.items():
+            for key, _ in late:
+                session.let_go(key.id)
+            session.stall()
+            await self.completer.release_unacked(late, dispatched_only=True)
+            n += len(late)
+        return n
 
     def takers(self) -> list[WorkerSession]:
         """Sessions that may be given a task now, in registration order."""

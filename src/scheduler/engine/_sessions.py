@@ -64,6 +64,7 @@ class Registry(Protocol):
 
     def closed(self, session: WorkerSession) -> None: ...
     def hand_over(self, task_id: uuid.UUID, to: WorkerSession) -> None: ...
+    def pushed(self, session: WorkerSession, batch: tuple[Assignment, ...]) -> None: ...
 
 
 OUTLET_WORKER_PREFIX = "outlet:"
@@ -171,6 +172,8 @@ class WorkerSession:
             self._push_held_back()  # a cancel notice follows the push of its task
         if self.outlet is None:
             self._queue.put_nowait(event)
+            if type(event) is AssignmentBatch and not self.start_on_delivery:
+                self._registry.pushed(self, event.assignments)  # its ack deadline
         elif isinstance(event, AssignmentBatch):
             self._registry.publish(self.outlet, event.assignments)
         # A broker worker learns of a cancel when it next writes (see _own).
@@ -285,6 +288,11 @@ class WorkerSession:
     def holding(self, task_id: uuid.UUID) -> tuple[TaskKey, int] | None:
         """The key and token of ``task_id`` if this session holds it."""
         return self._held.get(task_id)
+
+    def awaits_ack(self, task_id: uuid.UUID, token: int) -> bool:
+        """Whether this session holds ``task_id`` under ``token`` and has no ack of it."""
+        h = self._held.get(task_id)
+        return h is not None and h[1] == token and task_id not in self._acked
 
     def let_go(self, task_id: uuid.UUID) -> bool:
         """Forget ``task_id`` (its lease lapsed, or another session took it over);

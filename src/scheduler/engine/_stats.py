@@ -43,7 +43,13 @@ WRITE_KINDS: tuple[str, ...] = (
     "release",
 )
 """The kinds of batched store write whose latency and size are measured."""
-LEASE_OUTCOMES: tuple[str, ...] = ("requeued", "retrying", "dead_letter", "cancelled")
+LEASE_OUTCOMES: tuple[str, ...] = (
+    "requeued",
+    "retrying",
+    "dead_letter",
+    "cancelled",
+    "ack_timeout",
+)
 """What the reaper did with a task whose lease lapsed."""
 
 

@@ -107,7 +107,7 @@ class EngineCollector(Collector):
         stale.add_metric([], stats.stale_writes)
         yield stale
         expiries = _counter("tickwheel_lease_expiries", ("outcome",))
-        for outcome in ("requeued", "retrying", "dead_letter", "cancelled"):
+        for outcome in ("requeued", "retrying", "dead_letter", "cancelled", "ack_timeout"):
             expiries.add_metric([outcome], stats.lease_expiries[outcome])
         yield expiries
         stalled = _gauge("tickwheel_engine_loop_stalled_seconds", ("loop",))

@@ -137,6 +137,9 @@ class FakeSessions:
     def expired(self, task_id: uuid.UUID, *, requeued: bool) -> None:
         self.expired_calls.append((task_id, requeued))
 
+    async def release_overdue(self) -> int:
+        return 0  # no stream here: nothing pushed, nothing overdue
+
 
 class Rig:
     def __init__(
