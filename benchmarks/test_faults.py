@@ -8,8 +8,9 @@ seconds (default 22), injects one fault ``FAULT_AT_S`` (5 s) after the first due
 undoes it (restart, SIGCONT), waits until every task completed and the cluster is whole
 again (three owners, 256 shards), then the next segment starts. The faults: none (the
 control), worker kill -9 (started again 3 s later), worker SIGSTOP past its task lease
-(3 s lease, 6 s frozen), Redis FLUSHALL, etcd kill -9 and restart, node kill -9
-(started again TTL + 3 s later), node SIGSTOP past its etcd lease (TTL 5 s, 7 s frozen).
+(lease + 3 s frozen: 33 s at serve's 30 s lease), Redis FLUSHALL, etcd kill -9 and
+restart, node kill -9 (started again TTL + 3 s later), node SIGSTOP past its etcd lease
+(TTL 5 s, 7 s frozen).
 
 Per segment, over the tasks due from 2 s before the fault to the segment's end:
 - lateness: the handler's first start (``TW_RECORD_FILE``, written by the handler in the
@@ -34,8 +35,10 @@ are asserted after the table is printed. The machine's CPU use (all processes, s
 other sessions sharing it too) and the cluster's are recorded per segment.
 
 Run: ``.venv/bin/pytest benchmarks/test_faults.py --benchmark-only -p no:cacheprovider -s``
-(``TW_BENCH_FAULTS=control,node_kill`` picks segments; ``TW_BENCH_FAULT_TASK_LEASE_S``
-sets the nodes' task lease, 3 s by default as in the other cluster scenarios;
+(``TW_BENCH_FAULTS=control,node_kill`` picks segments; the nodes run ``tickwheel serve``'s
+own defaults, what a user following the README runs: etcd lease TTL 5 s, task lease 30 s,
+pre-load interval 1 s; ``TW_BENCH_FAULT_TASK_LEASE_S`` and ``TW_BENCH_FAULT_PRELOAD_S``
+override the last two (the harness's short timings are 3 and 0.2);
 ``TW_BENCH_FAULT_WORKER_ARGS`` adds worker arguments (``--start-on-delivery``);
 ``TW_BENCH_FAULT_IDLE_S`` (default 10) measures the cores of an idle cluster first, per
 role; ``TW_BENCH_FAULT_EXPLAIN=1`` prints the audit rows of the inverted pairs and of the
@@ -68,8 +71,10 @@ from tests.support.waiting import eventually
 from scheduler.client import Client, TaskSpec
 
 ETCD_TTL_S = 5.0
-#: the nodes' task lease (``serve --lease-ttl-s``; its default is 30 s)
-TASK_LEASE_S = float(os.environ.get("TW_BENCH_FAULT_TASK_LEASE_S", "3"))
+#: the nodes' task lease (``serve --lease-ttl-s``; serve's default, 30 s, unless overridden)
+TASK_LEASE_S = float(os.environ.get("TW_BENCH_FAULT_TASK_LEASE_S", "30"))
+#: the nodes' pre-load interval (``serve --preload-interval-s``; serve's default, 1 s)
+PRELOAD_S = float(os.environ.get("TW_BENCH_FAULT_PRELOAD_S", "1"))
 RATE = float(os.environ.get("TW_BENCH_FAULT_RATE", "333"))
 SEGMENT_S = float(os.environ.get("TW_BENCH_FAULT_SEGMENT_S", "22"))
 FAULT_AT_S = 5.0
@@ -564,6 +569,7 @@ def _segments(
             worker_args=WORKER_ARGS,
             worker_env={"TW_RECORD_FILE": str(record)},
             task_lease_s=TASK_LEASE_S,
+            preload_interval_s=PRELOAD_S,
         ) as c:
             run = Run(group, c, etcd, redis, postgres_pid)
             for w in run.workers:
@@ -601,7 +607,8 @@ def print_table(figs: Sequence[Figures], segs: Sequence[Segment]) -> None:
     print(
         f"\nfaults: {RATE:.0f} tasks/s due over {SEGMENT_S:.0f} s segments, fault at "
         f"+{FAULT_AT_S:.0f} s; lateness over tasks due from {WINDOW_BEFORE_S:.0f} s before "
-        f"the fault; etcd TTL {ETCD_TTL_S:.0f} s, task lease {TASK_LEASE_S:.0f} s; "
+        f"the fault; etcd TTL {ETCD_TTL_S:.0f} s, task lease {TASK_LEASE_S:.0f} s, "
+        f"pre-load {PRELOAD_S:g} s; "
         f"load avg {os.getloadavg()[0]:.2f}"
     )
     print(HEADER)

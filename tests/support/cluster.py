@@ -75,14 +75,16 @@ async def start_cluster(
     workers: bool = True,
     worker_args: Sequence[str] = (),
     worker_env: Mapping[str, str] | None = None,
+    node_dsns: Mapping[str, str] | None = None,
 ) -> Cluster:
-    """Start one node and one worker per name; return once every shard is spread."""
+    """Start one node and one worker per name; return once every shard is spread.
+    ``node_dsns``: a node's own DSN for the shared database (through a proxy, say)."""
     nodes: list[ServeProcess] = []
     cluster_name = f"c{uuid.uuid4().hex[:10]}"  # its own etcd and Redis keys
     for name in names:
         proc = ServeProcess(
             group.dir / name,
-            pg_dsn,
+            (node_dsns or {}).get(name, pg_dsn),
             name=name,
             lease_ttl_s=task_lease_s,
             extra_args=(

@@ -49,6 +49,10 @@ ERRORS: tuple[type[BaseException], ...] = (
 )
 """What an etcd call raises when the cluster (or its quorum) cannot be reached."""
 
+RENEW_RETRY_S = 0.05
+"""After a failed renewal the next try (on the next member, when there are several)
+goes out this soon, not a keep-alive period later: the margin is for that try."""
+
 _CHANNEL_OPTIONS = {
     "grpc.initial_reconnect_backoff_ms": 100,
     "grpc.min_reconnect_backoff_ms": 100,
@@ -293,24 +297,31 @@ class RegionLease:
     async def _renew_forever(self) -> None:
         cfg = self.config
         client, lease = self._client, self._lease_id
+        wait_s, failures = cfg.keepalive_every_s, 0
         while not self._lost.is_set():
-            await asyncio.sleep(cfg.keepalive_every_s)
+            await asyncio.sleep(wait_s)
             sent = time.monotonic()
             try:
-                async with asyncio.timeout(cfg.etcd_timeout_s):
+                async with asyncio.timeout(self._attempt_s(sent)):
                     reply = await client.refresh_lease(lease)
                     # A linearizable read after the renewal: it needs the majority, so
                     # an old leader cut off from it (which may still renew leases on its
                     # own for an election timeout) extends no trust.
                     active = await client.get(cfg.key("active"))
             except ERRORS as exc:
-                _log.warning("region lease: renewal failed (%s)", exc)
-                if len(cfg.etcd_endpoints) > 1:  # try the next member next time
+                if failures == 0:
+                    _log.warning("region lease: renewal failed (%s); trying again", exc)
+                failures += 1
+                if len(cfg.etcd_endpoints) > 1:  # the next member, at once
                     old, client = client, self._next_client()
                     self._client = client
                     with contextlib.suppress(Exception):
                         await old.close()
+                wait_s = RENEW_RETRY_S
                 continue
+            if failures:
+                _log.warning("region lease: renewed again after %d failed tries", failures)
+            wait_s, failures = cfg.keepalive_every_s, 0
             if reply is None or reply.TTL <= 0:
                 self._lose("etcd expired its lease")
                 return
@@ -321,6 +332,13 @@ class RegionLease:
             self.renewals += 1
             until = sent + min(float(reply.TTL), cfg.lease_ttl_s) - cfg.safety_margin_s
             self._trusted_until = max(self._trusted_until, until)
+
+    def _attempt_s(self, now: float) -> float:
+        """One renewal's deadline: ``etcd_timeout_s``, but never more than half the
+        trust left, so a member that died or hangs under the call leaves time to try
+        the next one before the node stops trusting its lease."""
+        left = self._trusted_until - now
+        return min(self.config.etcd_timeout_s, max(RENEW_RETRY_S, left / 2))
 
 
 class BothLeases:

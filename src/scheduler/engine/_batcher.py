@@ -29,8 +29,10 @@ from scheduler.store import StoreUnavailable
 
 RETRY_S = 0.05
 """The first wait before a flush that found no store is tried again."""
-RETRY_MAX_S = 1.0
-"""The longest wait between two tries of a flush while the store is away."""
+RETRY_MAX_S = 0.25
+"""The longest wait between two tries of a flush while the store is away: the held
+writes land within this of PostgreSQL answering again (a try that finds no server
+costs one refused connect)."""
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -257,6 +257,7 @@ class Engine:
         if self._shards.shared:
             loops["notices"] = self._preloader.hear_notices
         restarts = self.stats.loop_restarts
+        restarts.update(dict.fromkeys(loops, 0))  # every loop's series exists from the start
         self._tasks = [
             asyncio.create_task(supervised(n, run, log, restarts.update), name=f"tickwheel-{n}")
             for n, run in loops.items()

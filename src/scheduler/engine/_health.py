@@ -20,6 +20,7 @@ catches (docs/cluster.md, "What a stalled node does").
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -104,6 +105,11 @@ class Health:
         """Told each change of :attr:`serving` (the node sets the gRPC health status)."""
         self.stalls = 0
         """Times the verdict went from serving to stalled."""
+        self.loop_stalls: collections.Counter[str] = collections.Counter()
+        """Times each watched loop became stalled (``tickwheel_engine_loop_stalls_total``):
+        one per stall, counted when it crosses ``stall_after_s``, even if another loop
+        was stalled already."""
+        self._stalled_now: frozenset[str] = frozenset()
         self.pending_writes: Callable[[], bool] = lambda: False
         """Whether writes that waited through an outage are still queued (the completer)."""
         self._grace_s = (
@@ -155,6 +161,19 @@ class Health:
         now = time.monotonic() if mono is None else mono
         cfg = self._config
         stalled = {n: s for n, s in self.stalled(now).items() if s >= cfg.stall_after_s}
+        for name in sorted(stalled.keys() - self._stalled_now):
+            # Each loop that stalls is named once per stall, with what it last failed on.
+            self.loop_stalls[name] += 1
+            log.error(
+                "engine: the %s loop has made no progress for %.1f s (%s)%s",
+                name,
+                stalled[name],
+                self.beats[name].last_error or "a round still running",
+                "; reporting NOT_SERVING" if self.serving else "",
+            )
+        for name in sorted(self._stalled_now - stalled.keys()):
+            log.warning("engine: the %s loop makes progress again", name)
+        self._stalled_now = frozenset(stalled)
         serving = not stalled
         if serving != self.serving:
             self.serving = serving
@@ -162,14 +181,6 @@ class Health:
                 log.warning("engine: every loop makes progress again; serving")
             else:
                 self.stalls += 1
-                for name, secs in stalled.items():
-                    log.error(
-                        "engine: the %s loop has made no progress for %.1f s (%s); "
-                        "reporting NOT_SERVING",
-                        name,
-                        secs,
-                        self.beats[name].last_error or "a round still running",
-                    )
             if self.on_serving is not None:
                 await self.on_serving(serving)
         worst = max(stalled.values(), default=0.0)

@@ -22,6 +22,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._ready import ReadyQueues
 from scheduler.engine._registry import Sessions
 from scheduler.engine._tenancy import Tenancy
+from scheduler.store import StoreUnavailable
 
 log = logging.getLogger("tickwheel.engine")
 
@@ -49,10 +50,17 @@ class MoveWatch:
         """Poll until cancelled; a store error is logged and the next poll tries again
         (a freeze missed for a poll only costs the move a second copy)."""
         interval = self._config.move_poll_interval_s
-        warned = False
+        warned = failing = False
         while True:
             try:
                 await self.poll()
+                if failing:
+                    log.warning("tenant moves read again")
+                    failing = False
+            except StoreUnavailable as exc:
+                if not failing:  # once per outage, not every poll
+                    log.warning("could not read tenant moves: %s; trying each poll", exc)
+                    failing = True
             except StoreError as exc:
                 if "tenant_moves" in str(exc) and "does not exist" in str(exc):
                     # A database without migration 0012 has no moves at all: dispatch

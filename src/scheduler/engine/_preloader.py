@@ -34,6 +34,13 @@ from scheduler.types import Preloaded, Release, TaskKey
 
 log = logging.getLogger("tickwheel.engine")
 
+OUTAGE_RETRY_S = 0.25
+"""While its cycles fail for want of the store, the pre-loader tries again this often
+rather than once an interval: the first cycle after PostgreSQL answers again claims,
+reaps and reconciles within this (a try that finds no server costs one refused
+connect)."""
+NOTICE_RETRY_S = 1.0
+"""How soon the work-notice listener tries to listen again after it could not."""
 RETRY_LEAD_S = 0.5
 """A RETRYING task waits out its backoff as RETRYING (brief §3: RETRYING -> PRELOADED
 when the backoff has elapsed); a claim pass takes it into the wheel once its retry
@@ -91,6 +98,7 @@ class Preloader:
             # notice for rows the pass's claim did not see yet) runs another pass.
             self._wake.clear()
             self._beat.begin()
+            wait_s = self._config.preload_interval_s
             try:
                 await self._preload_once()
                 if self._reaper is not None:
@@ -104,12 +112,14 @@ class Preloader:
             except Exception as exc:
                 if not isinstance(exc, StoreUnavailable):
                     log.exception("pre-load cycle failed; retrying next interval")
-                elif not self._beat.failing:  # once per outage, without the traceback
-                    log.warning("pre-load cycle failed (%s); retrying each interval", exc)
+                else:
+                    if not self._beat.failing:  # once per outage, without the traceback
+                        log.warning("pre-load cycle failed (%s); retrying until it is back", exc)
+                    wait_s = min(wait_s, OUTAGE_RETRY_S)
                 self._beat.failed(exc)
             else:
                 self._beat.ok()
-            await wait_event(self._wake, self._config.preload_interval_s)
+            await wait_event(self._wake, wait_s)
 
     async def _preload_once(self) -> None:
         horizon = self._horizon()
@@ -179,8 +189,8 @@ class Preloader:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("work notices unavailable (%s); retrying in 5 s", exc)
-                await asyncio.sleep(5.0)
+                log.warning("work notices unavailable (%s); retrying in %g s", exc, NOTICE_RETRY_S)
+                await asyncio.sleep(NOTICE_RETRY_S)
                 continue
             if notices is None:
                 return  # the store has no channel: nothing to hear

@@ -45,7 +45,7 @@ from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
 from scheduler.jitter import stable_hash
 from scheduler.logs import task_extra
-from scheduler.store import Store
+from scheduler.store import Store, StoreUnavailable
 from scheduler.types import JSON, Expectation, NewTask, OverlapPolicy, Pool, Schedule
 
 log = logging.getLogger("tickwheel.engine.schedules")
@@ -336,11 +336,17 @@ class Schedules:
     # -- the loop ------------------------------------------------------------------------
     async def run(self) -> None:
         """Fire due occurrences every ``schedule_interval_s`` until cancelled."""
+        failing = False
         while True:
             try:
                 await self.run_once()
+                failing = False
             except asyncio.CancelledError:
                 raise
+            except StoreUnavailable as exc:
+                if not failing:  # once per outage, without the traceback
+                    log.warning("schedule pass failed (%s); retrying each interval", exc)
+                    failing = True
             except Exception:
                 log.exception("schedule pass failed; retrying next interval")
             self._wake.clear()

@@ -70,6 +70,12 @@ CATALOG: tuple[Metric, ...] = (
        "Seconds a loop that holds the node's promise (dispatcher, preloader, store "
        "writes) has had work and made no progress; 0 while it does. Past "
        "stall_after_s the node reports NOT_SERVING."),
+    _m("tickwheel_engine_loop_stalls_total", "counter", "loop", "node",
+       "Times a loop that holds the node's promise crossed stall_after_s without progress "
+       "(one per stall, with an error log line naming the loop and its last error)."),
+    _m("tickwheel_engine_loop_restarts_total", "counter", "loop", "node",
+       "Times a supervised background loop of the engine died on an exception and was "
+       "started again (each logged with its traceback)."),
     _m("tickwheel_store_commit_seconds", "histogram", "kind", "node",
        "Latency of the batched store writes by kind (insert, dispatch, ack, heartbeat, "
        "complete, fail, release)."),

@@ -114,6 +114,14 @@ class EngineCollector(Collector):
         for loop, seconds in engine.health.stalled().items():
             stalled.add_metric([loop], seconds)
         yield stalled
+        stalls = _counter("tickwheel_engine_loop_stalls", ("loop",))
+        for loop in engine.health.beats:
+            stalls.add_metric([loop], engine.health.loop_stalls[loop])
+        yield stalls
+        restarts = _counter("tickwheel_engine_loop_restarts", ("loop",))
+        for loop, n in sorted(stats.loop_restarts.items()):
+            restarts.add_metric([loop], n)
+        yield restarts
         commit = _histogram("tickwheel_store_commit_seconds", ("kind",))
         for kind, buckets in stats.commit_s.items():
             _add(commit, [kind], buckets)

@@ -4,6 +4,8 @@ same with two sites, a witness and partitions is tests/acceptance/regions/test_w
 from __future__ import annotations
 
 import asyncio
+import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,7 @@ from scheduler.dr import (
 from scheduler.dr._witness import new_client
 from tests.support.servers import EtcdServer
 from tests.support.waiting import eventually
+from tests.support.witness import witness_cluster
 
 
 def _config(etcd: EtcdServer, prefix: str, site: str) -> WitnessConfig:
@@ -125,3 +128,50 @@ async def test_a_region_nobody_took_is_not_taken(etcd_server: EtcdServer, etcd_p
     finally:
         if watch.client is not None:
             await watch.client.close()
+
+
+@pytest.mark.parametrize("fault", ["kill", "freeze"])
+async def test_the_lease_never_drops_when_the_member_it_renews_through_is_lost(
+    tmp_path: Path, fault: str
+) -> None:
+    """A 3-member etcd; the node's client renews through a member that is not the
+    leader, which is then killed -9 (calls fail) or SIGSTOPped (calls hang). The next
+    renewal goes to the next member within the margin: the lease is held throughout.
+    (A lost leader stops every renewal for an election, which the TTL and margin must
+    cover: docs/ha.md.)"""
+    with witness_cluster(tmp_path / "etcd") as etcd:
+        probe = new_client(etcd["a"].endpoint, 2.0)
+        try:
+            leader = (await probe.status()).leader.name
+        finally:
+            await probe.close()
+        victim = next(n for n in ("w", "b", "a") if n != leader)
+        others = [n for n in ("a", "b", "w") if n != victim]
+        config = WitnessConfig(
+            etcd_endpoints=tuple(etcd[n].endpoint for n in (victim, *others)),
+            region="r1",
+            site="a",
+            prefix="/flap",
+            lease_ttl_s=2,
+            safety_margin_s=0.5,
+        )
+        lease = RegionLease(config, "node-1")
+        await lease.acquire()
+        try:
+            await eventually(lambda: asyncio.sleep(0, lease.renewals), until=lambda n: n >= 2)
+            if fault == "kill":
+                etcd[victim].kill9()
+            else:
+                etcd[victim].pause()
+            before = lease.renewals
+            dropped = 0
+            end = time.monotonic() + 5.0  # ten renewals' worth
+            while time.monotonic() < end:
+                dropped += not lease.held
+                await asyncio.sleep(0.01)
+            assert dropped == 0, f"the lease dropped for {dropped} samples after the {fault}"
+            assert lease.renewals >= before + 5
+        finally:
+            if fault == "freeze":
+                etcd[victim].resume()
+            await lease.release()

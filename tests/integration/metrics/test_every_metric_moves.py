@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -83,7 +84,9 @@ async def running(worker: Worker) -> AsyncIterator[Worker]:
             await asyncio.wait_for(run, 15)
 
 
-async def test_every_documented_metric_is_exported_and_moves(pg_dsn: str) -> None:
+async def test_every_documented_metric_is_exported_and_moves(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     table = documented()
     assert len(table) >= 30, "the table of docs/observability.md was not found"
     node = Node(
@@ -218,7 +221,33 @@ async def test_every_documented_metric_is_exported_and_moves(pg_dsn: str) -> Non
                 until=lambda s: total(s, "tickwheel_engine_loop_stalled_seconds", "gauge") > 0,
                 what="a stalled loop's gauge",
             )
+            # ... and past stall_after_s (5 s) the stall is counted, for its loop. The
+            # verdict is drawn as of 10 s on (the real pre-loader's next round would end
+            # the failure first); the health loop's next check ends the stall.
+            node.engine.health.preloader.failed(StoreUnavailable("metrics test"))
+            await node.engine.health.check(time.monotonic() + 10)
+            await eventually(
+                lambda: snap("node", node_url),
+                until=lambda s: total(s, "tickwheel_engine_loop_stalls_total", "counter") > 0,
+                timeout_s=30,
+                what="the stall counted",
+            )
             node.engine.health.preloader.ok()
+            # A supervised loop that dies: the backlog loop's round raises once; the
+            # supervisor logs it, counts it and starts the loop again.
+            backlog = node.engine.backlog
+            real_round = backlog.report_once
+
+            def dies_once() -> int:
+                monkeypatch.setattr(backlog, "report_once", real_round)
+                raise RuntimeError("metrics test: the backlog loop dies once")
+
+            monkeypatch.setattr(backlog, "report_once", dies_once)
+            await eventually(
+                lambda: snap("node", node_url),
+                until=lambda s: total(s, "tickwheel_engine_loop_restarts_total", "counter") > 0,
+                what="a loop's restart counted",
+            )
             dog = Watchdog(WatchdogConfig(database_url=pg_dsn, canary_max_lag_s=1e-6))
             dend: MetricsEndpoint = watchdog_endpoint(dog, MetricsConfig(port=0))
             await dend.start()

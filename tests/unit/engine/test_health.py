@@ -108,3 +108,23 @@ def test_the_grace_can_be_set_apart_from_the_lease() -> None:
     assert not rig.health.reaping_allowed()
     rig.health.store.ok()
     assert rig.health.reaping_allowed()
+
+
+async def test_each_loop_that_stalls_is_counted_once_per_stall() -> None:
+    rig = Rig()
+    health = rig.health
+    t0 = time.monotonic()
+    health.dispatcher.failed(StoreUnavailable("refused"))
+    await health.check(t0 + 6)
+    await health.check(t0 + 7)  # the same stall: not counted again
+    health.store.failed(StoreUnavailable("refused"))  # a second loop, while not serving
+    await health.check(time.monotonic() + 6)
+    assert health.loop_stalls == {"dispatcher": 1, "store": 1}
+    assert health.stalls == 1  # the verdict changed once
+    health.dispatcher.ok()
+    health.store.ok()
+    await health.check(time.monotonic())
+    health.dispatcher.failed(StoreUnavailable("again"))
+    await health.check(time.monotonic() + 6)
+    assert health.loop_stalls == {"dispatcher": 2, "store": 1}
+    assert health.stalls == 2
