@@ -60,7 +60,7 @@ from scheduler.engine._shards import ShardHandler
 from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats, PoolMetrics
 from scheduler.engine._tenancy import Tenancy
-from scheduler.engine._timeline import Timeline, to_ms, to_us
+from scheduler.engine._timeline import Timeline, preloaded, to_ms, to_us
 from scheduler.engine._types import FailureReport, Outlet, SubmitSpec, WorkerHello
 from scheduler.engine._waiters import MAX_WAIT_S, SETTLED, Waiters
 from scheduler.engine._watch import Watch
@@ -138,6 +138,7 @@ class Engine:
         """Whether the dispatch, pre-load and store-write loops make progress."""
         parts = (self._shards, self._timeline, self._mirror, self._background)
         self._preloader = Preloader(store, cfg, self.now, *parts, self.health.preloader)
+        self._preloader.on_move = self._moved
         self.preloader = self._preloader  # the door to a reconcile pass run now
         self._slots = Slots(self._slot_freed)
         self._waiters = Waiters()
@@ -358,7 +359,24 @@ class Engine:
         self.stats.write("insert", len(new), time.perf_counter() - started)
         async for part in slices(len(results)):
             self._timeline.admit(results[part.start : part.stop])
+        for r in results:
+            if r.debounced and r.task.status is TaskState.PRELOADED:
+                self._moved(r.task.shard_id, r.task.id, to_us(r.task.due_at), r.task)
         return results
+
+    def _moved(
+        self, shard: int, task_id: uuid.UUID, due_us: int, task: TaskRecord | None = None
+    ) -> None:
+        """A debounced submission pushed a PRELOADED task's due time (here, or another
+        node's, heard as a move notice): its timer follows, if the task is ours. One that
+        fired already and waits for a slot goes back to the wheel at its new time."""
+        if not self._shards.serves(shard) or self._timeline.postpone(task_id, due_us):
+            return
+        if self._ready.remove(task_id):
+            if task is not None:
+                self._timeline.add([preloaded(task)])
+            else:
+                self._preloader.reconcile_soon()
 
     # ------------------------------------------------------------------ reads and operator actions
     async def list_tasks(

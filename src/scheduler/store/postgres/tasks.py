@@ -23,7 +23,7 @@ from scheduler._errors import InvalidArgument, NotFound, StoreError, TenantMovin
 from scheduler.states import TaskState
 from scheduler.store import _common, _validate
 from scheduler.store._records import record_from_new, unresolved
-from scheduler.store.postgres import rows
+from scheduler.store.postgres import flow, rows
 from scheduler.store.postgres._db import column, scope_of, scope_of_all, uniform
 from scheduler.store.postgres.notices import notify_work
 from scheduler.store.postgres.partitions import Partitions, utc_day
@@ -99,6 +99,47 @@ class Tasks(Tenants, Partitions, TaskStore):
     async def _insert_rows(
         self, tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[InsertResult]:
+        if any(t.flow is not None and t.flow.debounce is not None for t in tasks):
+            return await self._insert_flow(tasks, encoded, now)
+        scope = scope_of_all(t.tenant_id for t in tasks)
+        async with self._db.conn(scope, tx=True) as conn:
+            return await self._insert_in(conn, tasks, encoded, now)
+
+    async def _insert_flow(
+        self, tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
+    ) -> list[InsertResult]:
+        """A batch with debounced tasks: each of those alone, in its own transaction
+        (its key's lock held as briefly as can be); the rest together."""
+        out: list[InsertResult | None] = [None] * len(tasks)
+        plain = [i for i, t in enumerate(tasks) if t.flow is None or t.flow.debounce is None]
+        if plain:
+            done = await self._insert_rows(
+                [tasks[i] for i in plain], [encoded[i] for i in plain], now
+            )
+            for i, r in zip(plain, done, strict=True):
+                out[i] = r
+        for i, t in enumerate(tasks):
+            if out[i] is not None:
+                continue
+            async with self._db.conn(t.tenant_id, tx=True) as conn:
+                pending = await flow.debounce(conn, self._q, t, encoded[i][0], now)
+                if pending is None:
+                    (made,) = await self._insert_in(conn, [t], [encoded[i]], now)
+                    out[i] = made
+                    continue
+            async with self._db.conn(t.tenant_id) as conn:
+                row = await conn.fetchrow(self._q["get_task_by_key"], *pending)
+            assert row is not None  # a row is never deleted (partitions are detached)
+            out[i] = InsertResult(rows.task(row), False, debounced=True)
+        return [r for r in out if r is not None]
+
+    async def _insert_in(
+        self,
+        conn: Any,
+        tasks: Sequence[NewTask],
+        encoded: Sequence[tuple[str, str | None]],
+        now: datetime,
+    ) -> list[InsertResult]:
         q = self._q
         args = insert_args(tasks, encoded, now)
         edges = [
@@ -106,44 +147,42 @@ class Tasks(Tenants, Partitions, TaskStore):
             for t in tasks
             for parent in dict.fromkeys(t.depends_on)
         ]
-        scope = scope_of_all(t.tenant_id for t in tasks)
-        async with self._db.conn(scope, tx=True) as conn:
-            created = {r[0] for r in await conn.fetch(q["insert_tasks"], *args)}
-            await notify_work(
-                conn,
-                {
-                    t.shard_id
-                    for t in tasks
-                    if t.id in created and t.initial_state is TaskState.SCHEDULED
-                },
-                reconcile=False,
+        created = {r[0] for r in await conn.fetch(q["insert_tasks"], *args)}
+        await notify_work(
+            conn,
+            {
+                t.shard_id
+                for t in tasks
+                if t.id in created and t.initial_state is TaskState.SCHEDULED
+            },
+            reconcile=False,
+        )
+        if edges:
+            created_edges = [e for e in edges if e[2] in created]
+            if created_edges:
+                await conn.execute(
+                    q["insert_dependencies"],
+                    [e[0] for e in created_edges],
+                    [e[1] for e in created_edges],
+                    [e[2] for e in created_edges],
+                    [e[3] for e in created_edges],
+                )
+        dups = [i for i, t in enumerate(tasks) if t.id not in created]
+        existing: dict[int, TaskRecord] = {}
+        if dups:
+            found = await conn.fetch(
+                q["tasks_by_idempotency"],
+                [tasks[i].tenant_id for i in dups],
+                [tasks[i].idempotency_key for i in dups],
             )
-            if edges:
-                created_edges = [e for e in edges if e[2] in created]
-                if created_edges:
-                    await conn.execute(
-                        q["insert_dependencies"],
-                        [e[0] for e in created_edges],
-                        [e[1] for e in created_edges],
-                        [e[2] for e in created_edges],
-                        [e[3] for e in created_edges],
-                    )
-            dups = [i for i, t in enumerate(tasks) if t.id not in created]
-            existing: dict[int, TaskRecord] = {}
-            if dups:
-                found = await conn.fetch(
-                    q["tasks_by_idempotency"],
-                    [tasks[i].tenant_id for i in dups],
-                    [tasks[i].idempotency_key for i in dups],
-                )
-                existing = {dups[r["ord"] - 1]: rows.task(r) for r in found}
-            if len(existing) < len(dups):
-                # Neither made nor a duplicate: its tenant is moving away (or moved).
-                moving = await conn.fetchval(
-                    q["moving_tenant"], list({tasks[i].tenant_id for i in dups})
-                )
-                if moving is not None:
-                    raise TenantMoving(str(moving))
+            existing = {dups[r["ord"] - 1]: rows.task(r) for r in found}
+        if len(existing) < len(dups):
+            # Neither made nor a duplicate: its tenant is moving away (or moved).
+            moving = await conn.fetchval(
+                q["moving_tenant"], list({tasks[i].tenant_id for i in dups})
+            )
+            if moving is not None:
+                raise TenantMoving(str(moving))
         out = []
         seen: set[uuid.UUID] = set()
         async for part in slices(len(tasks)):

@@ -22,6 +22,7 @@ from scheduler.store.sqlite import rows
 from scheduler.store.sqlite._db import Part
 from scheduler.types import (
     MAX_OVERDUE_GROUPS,
+    DebouncePayload,
     Forecast,
     InsertResult,
     NewTask,
@@ -31,6 +32,7 @@ from scheduler.types import (
     TaskCounts,
     TaskFilter,
     TaskRecord,
+    debounced_due,
 )
 
 
@@ -53,6 +55,11 @@ class Tasks(Part, TaskStore):
                     raise NotFound("tenant", tid)
             out = []
             for t, (payload, trace) in zip(tasks, encoded, strict=True):
+                if t.flow is not None and t.flow.debounce is not None:
+                    pushed = _debounce(c, t, payload, now)
+                    if pushed is not None:
+                        out.append(InsertResult(rows.task(pushed), False, debounced=True))
+                        continue
                 cur = c.execute(
                     q["insert_task"],
                     (
@@ -93,6 +100,26 @@ class Tasks(Part, TaskStore):
                 ).fetchone()
                 out.append(InsertResult(rows.task(row), created))
             return out
+
+        def _debounce(
+            c: sqlite3.Connection, t: NewTask, payload: str, now: datetime
+        ) -> sqlite3.Row | None:
+            # One writer at a time (the store's transaction): the burst's task, if still
+            # pending, takes the submission; else the key points at the new task.
+            assert t.flow is not None
+            assert t.flow.debounce is not None
+            d = t.flow.debounce
+            tenant = str(t.tenant_id)
+            key = c.execute(q["debounce_key"], (tenant, d.key)).fetchone()
+            if key is not None:
+                due = debounced_due(now, rows.dt(key["first_at"]), d)
+                latest = None if d.payload is DebouncePayload.FIRST else payload
+                cur = c.execute(q["debounce_push"], (rows.us(due), latest, n, key["task_id"]))
+                if cur.rowcount == 1:
+                    pushed: sqlite3.Row = c.execute(q["get_task"], (key["task_id"],)).fetchone()
+                    return pushed
+            c.execute(q["set_debounce_key"], (tenant, d.key, str(t.id), n))
+            return None
 
         try:
             return await self._db.tx(fn)

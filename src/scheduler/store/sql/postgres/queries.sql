@@ -110,6 +110,11 @@ SELECT t.* FROM task_keys k
 JOIN tasks t ON t.id = k.task_id AND t.scheduled_at = k.scheduled_at
 WHERE k.task_id = $1
 
+-- name: debounce
+-- One debounced submission (migration 0020): the burst's task, and whether it is new.
+SELECT r_task, r_scheduled, r_due, r_shard, r_created
+FROM tickwheel_debounce($1, $2, $3, $4, $5, $6, $7, $8, $9)
+
 -- name: get_task_by_key
 SELECT * FROM tasks WHERE id = $1 AND scheduled_at = $2
 
