@@ -23,7 +23,16 @@ from scheduler.cli._output import (
     task_doc,
 )
 from scheduler.cli._runner import run_coro, with_client
-from scheduler.client import Client, JitterMode, Pool, Task, TaskOrder, TaskState
+from scheduler.client import (
+    Client,
+    Debounce,
+    DebouncePayload,
+    JitterMode,
+    Pool,
+    Task,
+    TaskOrder,
+    TaskState,
+)
 from scheduler.limits import MAX_TIMESTAMP_SECONDS, TIMESTAMP_RANGE_TEXT
 
 
@@ -124,6 +133,26 @@ def _next_occurrence(clock: time, now: datetime | None = None) -> datetime:
 )
 @click.option("--max-retries", type=int)
 @click.option("--timeout-s", type=float, default=0.0)
+@click.option(
+    "--debounce-key",
+    help="Debounce by key: replace the key's pending task instead of adding one "
+    "(docs/flow-control.md). Needs --debounce-s.",
+)
+@click.option(
+    "--debounce-s", type=float, help="Debounce period: due this long after the last submit."
+)
+@click.option(
+    "--debounce-max-s",
+    type=float,
+    default=0.0,
+    help="Never later than this long after the burst's first submit (0: no cap).",
+)
+@click.option(
+    "--debounce-keep",
+    type=click.Choice([p.value for p in DebouncePayload]),
+    default=DebouncePayload.LATEST.value,
+    help="Which submission's payload the task runs with.",
+)
 @client_options
 @api_key_option
 @json_option
@@ -138,6 +167,10 @@ def submit(
     jitter: str | None,
     max_retries: int | None,
     timeout_s: float,
+    debounce_key: str | None,
+    debounce_s: float | None,
+    debounce_max_s: float,
+    debounce_keep: str,
     as_json: bool,
     **kw: Any,
 ) -> None:
@@ -149,6 +182,16 @@ def submit(
     if not isinstance(data, dict):
         raise click.BadParameter("must be a JSON object", param_hint="--payload")
     when = _when(at, in_s)
+    debounce = None
+    if debounce_key is not None or debounce_s is not None:
+        if not debounce_key or debounce_s is None:
+            raise click.UsageError("--debounce-key and --debounce-s go together")
+        debounce = Debounce(
+            key=debounce_key,
+            period_s=debounce_s,
+            max_delay_s=debounce_max_s,
+            payload=DebouncePayload(debounce_keep),
+        )
     task = run_coro(
         with_client(
             kw,
@@ -162,6 +205,7 @@ def submit(
                 jitter_mode=JitterMode(jitter) if jitter else None,
                 max_retries=max_retries,
                 timeout_s=timeout_s,
+                debounce=debounce,
             ),
         )
     )

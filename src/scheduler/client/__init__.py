@@ -47,6 +47,8 @@ from scheduler.client._types import (
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
 from scheduler.types import (
+    Debounce,
+    DebouncePayload,
     OverlapPolicy,
     Pool,
     RetryPolicy,
@@ -66,6 +68,8 @@ __all__ = [
     "BulkPlan",
     "BulkResult",
     "Client",
+    "Debounce",
+    "DebouncePayload",
     "ExpectationInfo",
     "FunctionHandle",
     "InvalidArgument",

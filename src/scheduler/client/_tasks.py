@@ -18,7 +18,7 @@ from scheduler.client._types import JSON, BulkPlan, BulkResult, Task, TaskPage, 
 from scheduler.jitter import JitterMode
 from scheduler.limits import MAX_SUBMIT_BATCH
 from scheduler.states import TaskState
-from scheduler.types import Pool, RetryPolicy, TaskOrder, Transition
+from scheduler.types import Debounce, Pool, RetryPolicy, TaskOrder, Transition
 
 WAIT_SLICE_S = 60.0
 """The longest one WaitTask call asks the server to wait (the server's own bound)."""
@@ -55,6 +55,7 @@ class TaskCalls(_Base):
         timeout_s: float = 0.0,
         trace_context: dict[str, str] | None = None,
         retry_policy: RetryPolicy | None = None,
+        debounce: Debounce | None = None,
     ) -> Task:
         """Submit one task.
 
@@ -66,6 +67,8 @@ class TaskCalls(_Base):
         OpenTelemetry span, sent as call metadata; workers' spans join that trace.
         An idempotent resubmit returns the existing task with ``created=False``.
         ``retry_policy``: this task's own backoff, attempts and non-retryable errors.
+        ``debounce``: replace the pending task of ``debounce.key`` instead of adding one
+        (the answer is that task, ``debounced=True``; docs/flow-control.md).
         """
         spec = TaskSpec(
             type=type,
@@ -79,11 +82,12 @@ class TaskCalls(_Base):
             timeout_s=timeout_s,
             trace_context=trace_context,
             retry_policy=retry_policy,
+            debounce=debounce,
         )
         resp = await self._rpc(
             self._sched.SubmitTask, pb.SubmitTaskRequest(task=conv.spec_to_proto(spec)), trace=True
         )
-        return conv.task_from_proto(resp.task, created=resp.created)
+        return conv.task_from_proto(resp.task, created=resp.created, debounced=resp.debounced)
 
     async def submit_many(self, specs: Iterable[TaskSpec]) -> builtins.list[Task]:
         """Submit many tasks, in batched calls of up to 10,000; results in order."""

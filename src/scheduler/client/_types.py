@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, RetryPolicy, Scope, UpstreamPolicy
+from scheduler.types import Debounce, OverlapPolicy, Pool, RetryPolicy, Scope, UpstreamPolicy
 
 JSON = dict[str, Any]
 
@@ -30,6 +30,8 @@ class TaskSpec:
     trace_context: dict[str, str] | None = None
     retry_policy: RetryPolicy | None = None
     """This task's own backoff, attempts and non-retryable error types."""
+    debounce: Debounce | None = None
+    """Debounce by key (docs/flow-control.md): replace the key's pending task."""
 
     def __post_init__(self) -> None:
         if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:
@@ -69,6 +71,9 @@ class Task:
     """From a submit: False when the idempotency key already named this task."""
     retry_policy: RetryPolicy | None = None
     """The task's own retry policy (None: the server's defaults)."""
+    debounced: bool = False
+    """From a submit: True when the submission joined its debounce key's pending task
+    (this one: due time pushed, payload replaced unless the first one is kept)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -129,7 +129,16 @@ from scheduler.server._convert_writes import (
 from scheduler.server._convert_writes import (
     writes_from_proto as writes_from_proto,
 )
-from scheduler.types import JSON, RetryPolicy, TaskRecord, Tenant
+from scheduler.types import (
+    JSON,
+    Debounce,
+    DebouncePayload,
+    FlowOptions,
+    RetryPolicy,
+    TaskRecord,
+    Tenant,
+    check_flow,
+)
 
 TIERS = frozenset({"STANDARD", "ENTERPRISE", "SYSTEM"})
 _JITTER_TO_PROTO = wire.JITTER_TO_PROTO
@@ -214,7 +223,37 @@ def spec_from_proto(
         timeout_s=spec.timeout_s,
         trace_context=trace if trace is not None else default_trace,
         retry_policy=policy,
+        flow=flow_from_proto(spec, field),
     )
+
+
+_DEBOUNCE_PAYLOAD = {
+    pb.DEBOUNCE_PAYLOAD_UNSPECIFIED: DebouncePayload.LATEST,
+    pb.DEBOUNCE_PAYLOAD_LATEST: DebouncePayload.LATEST,
+    pb.DEBOUNCE_PAYLOAD_FIRST: DebouncePayload.FIRST,
+}
+
+
+def flow_from_proto(spec: pb.TaskSpec, field: str) -> FlowOptions | None:
+    """A task's flow control (issue 43), checked (``check_flow``), or None."""
+    if not spec.HasField("debounce"):
+        return None
+    d = spec.debounce
+    try:
+        keep = _DEBOUNCE_PAYLOAD[d.payload]
+    except KeyError:
+        raise InvalidArgument(f"{field}.debounce.payload", f"unknown mode {d.payload}") from None
+    flow = FlowOptions(
+        debounce=Debounce(key=d.key, period_s=d.period_s, max_delay_s=d.max_delay_s, payload=keep)
+    )
+    check_flow(flow, field, idempotency_key=bool(spec.idempotency_key))
+    if spec.HasField("scheduled_at"):
+        raise InvalidArgument(
+            f"{field}.scheduled_at",
+            "a debounced task is due debounce.period_s after its"
+            " last submission: leave scheduled_at unset",
+        )
+    return flow
 
 
 def retry_policy_from_proto(msg: pb.RetryPolicy, field: str) -> RetryPolicy | None:

@@ -51,11 +51,13 @@ async def test_a_burst_keeps_one_task_with_the_latest_payload_due_after_the_last
     store: Store, tenant: Tenant
 ) -> None:
     [first] = await store.insert_tasks([_debounced(tenant, NOW, {"n": 0})], NOW)
-    assert first.created and not first.debounced
+    assert first.created
+    assert not first.debounced
     for n in range(1, 4):
         at = NOW + timedelta(seconds=0.3 * n)
         [r] = await store.insert_tasks([_debounced(tenant, at, {"n": n})], at)
-        assert not r.created and r.debounced
+        assert not r.created
+        assert r.debounced
         assert r.task.id == first.task.id
     task = await store.get_task(tenant.id, first.task.id)
     assert task.payload == {"n": 3}
@@ -86,11 +88,13 @@ async def test_a_dispatched_task_ends_the_burst(store: Store, tenant: Tenant) ->
     assert a is not None
     at = NOW + timedelta(seconds=0.5)
     [r] = await store.insert_tasks([_debounced(tenant, at, {"n": 1}, key="d")], at)
-    assert r.created and r.task.id != first.task.id
+    assert r.created
+    assert r.task.id != first.task.id
     # and the new burst is the one a later submission joins
     later = at + timedelta(seconds=0.1)
     [r2] = await store.insert_tasks([_debounced(tenant, later, {"n": 2}, key="d")], later)
-    assert r2.debounced and r2.task.id == r.task.id
+    assert r2.debounced
+    assert r2.task.id == r.task.id
 
 
 async def test_keys_are_per_tenant_and_per_key(store: Store, tenant: Tenant) -> None:
@@ -98,7 +102,9 @@ async def test_keys_are_per_tenant_and_per_key(store: Store, tenant: Tenant) -> 
     [a] = await store.insert_tasks([_debounced(tenant, NOW, {}, key="x")], NOW)
     [b] = await store.insert_tasks([_debounced(tenant, NOW, {}, key="y")], NOW)
     [c] = await store.insert_tasks([_debounced(other_tenant, NOW, {}, key="x")], NOW)
-    assert a.created and b.created and c.created
+    assert a.created
+    assert b.created
+    assert c.created
     assert len({a.task.id, b.task.id, c.task.id}) == 3
 
 

@@ -38,6 +38,12 @@ class JitterMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JITTER_MODE_LATE_ONLY: _ClassVar[JitterMode]
     JITTER_MODE_NONE: _ClassVar[JitterMode]
 
+class DebouncePayload(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DEBOUNCE_PAYLOAD_UNSPECIFIED: _ClassVar[DebouncePayload]
+    DEBOUNCE_PAYLOAD_LATEST: _ClassVar[DebouncePayload]
+    DEBOUNCE_PAYLOAD_FIRST: _ClassVar[DebouncePayload]
+
 class UpstreamPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     UPSTREAM_POLICY_UNSPECIFIED: _ClassVar[UpstreamPolicy]
@@ -88,6 +94,9 @@ JITTER_MODE_UNSPECIFIED: JitterMode
 JITTER_MODE_SYMMETRIC: JitterMode
 JITTER_MODE_LATE_ONLY: JitterMode
 JITTER_MODE_NONE: JitterMode
+DEBOUNCE_PAYLOAD_UNSPECIFIED: DebouncePayload
+DEBOUNCE_PAYLOAD_LATEST: DebouncePayload
+DEBOUNCE_PAYLOAD_FIRST: DebouncePayload
 UPSTREAM_POLICY_UNSPECIFIED: UpstreamPolicy
 UPSTREAM_POLICY_CANCEL: UpstreamPolicy
 UPSTREAM_POLICY_CONTINUE: UpstreamPolicy
@@ -117,7 +126,7 @@ class TraceContext(_message.Message):
     def __init__(self, traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy", "payload_json")
+    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy", "payload_json", "debounce")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +140,7 @@ class TaskSpec(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCE_FIELD_NUMBER: _ClassVar[int]
     type: str
     payload: _struct_pb2.Struct
     scheduled_at: _timestamp_pb2.Timestamp
@@ -144,7 +154,20 @@ class TaskSpec(_message.Message):
     trace_context: TraceContext
     retry_policy: RetryPolicy
     payload_json: bytes
-    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ...) -> None: ...
+    debounce: Debounce
+    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., debounce: _Optional[_Union[Debounce, _Mapping]] = ...) -> None: ...
+
+class Debounce(_message.Message):
+    __slots__ = ("key", "period_s", "max_delay_s", "payload")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELAY_S_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    period_s: float
+    max_delay_s: float
+    payload: DebouncePayload
+    def __init__(self, key: _Optional[str] = ..., period_s: _Optional[float] = ..., max_delay_s: _Optional[float] = ..., payload: _Optional[_Union[DebouncePayload, str]] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("initial_backoff_s", "max_backoff_s", "max_attempts", "non_retryable_error_types")
@@ -229,12 +252,14 @@ class SubmitTaskRequest(_message.Message):
     def __init__(self, task: _Optional[_Union[TaskSpec, _Mapping]] = ...) -> None: ...
 
 class SubmitTaskResponse(_message.Message):
-    __slots__ = ("task", "created")
+    __slots__ = ("task", "created", "debounced")
     TASK_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCED_FIELD_NUMBER: _ClassVar[int]
     task: Task
     created: bool
-    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+    debounced: bool
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., created: _Optional[bool] = ..., debounced: _Optional[bool] = ...) -> None: ...
 
 class SubmitTasksRequest(_message.Message):
     __slots__ = ("tasks",)

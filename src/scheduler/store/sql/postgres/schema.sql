@@ -638,11 +638,13 @@ BEGIN
     SELECT d.task_id, d.scheduled_at, d.first_at INTO k FROM debounce_keys d
     WHERE d.tenant_id = p_tenant AND d.debounce_key = p_key
     FOR UPDATE;
+    -- The due time never moves back: two nodes' submissions may commit out of the
+    -- order of their clocks' readings.
     UPDATE tasks t SET
-        due_at = CASE WHEN p_max_delay > 0
+        due_at = GREATEST(t.due_at, CASE WHEN p_max_delay > 0
             THEN LEAST(p_now + make_interval(secs => p_period),
                        GREATEST(p_now, k.first_at + make_interval(secs => p_max_delay)))
-            ELSE p_now + make_interval(secs => p_period) END,
+            ELSE p_now + make_interval(secs => p_period) END),
         payload = CASE WHEN p_first THEN t.payload ELSE p_payload::jsonb END,
         updated_at = p_now
     WHERE t.id = k.task_id AND t.scheduled_at = k.scheduled_at

@@ -42,7 +42,7 @@ DO UPDATE SET task_id = excluded.task_id, first_at = excluded.first_at
 -- name: debounce_push
 -- The burst's task, if still pending: its new due time, and the latest payload (or NULL
 -- to keep the first).
-UPDATE tasks SET due_at = ?, payload = coalesce(?, payload), updated_at = ?
+UPDATE tasks SET due_at = max(due_at, ?), payload = coalesce(?, payload), updated_at = ?
 WHERE id = ? AND status IN ('SCHEDULED', 'PRELOADED')
 
 -- name: task_by_idempotency
