@@ -71,6 +71,7 @@ def task_doc(task: Task, *, submitted: bool = False) -> dict[str, Any]:
     if not submitted:
         del doc["created"]
         del doc["debounced"]
+        del doc["throttled"]
     return doc
 
 
@@ -103,6 +104,8 @@ def print_task(task: Task, *, submitted: bool = False) -> None:
     console.print(table)
     if submitted and task.debounced:
         console.print("(debounced: this pending task of the key took the submission)")
+    elif submitted and task.throttled:
+        console.print("(throttled: inside the key's period; this is its task, nothing new)")
     elif submitted and not task.created:
         console.print("(existing task: the idempotency key matched; nothing was submitted)")
 

@@ -27,11 +27,13 @@ from scheduler.client import (
     Client,
     Debounce,
     DebouncePayload,
+    IdempotencyScope,
     JitterMode,
     Pool,
     Task,
     TaskOrder,
     TaskState,
+    Throttle,
 )
 from scheduler.limits import MAX_TIMESTAMP_SECONDS, TIMESTAMP_RANGE_TEXT
 
@@ -153,6 +155,23 @@ def _next_occurrence(clock: time, now: datetime | None = None) -> datetime:
     default=DebouncePayload.LATEST.value,
     help="Which submission's payload the task runs with.",
 )
+@click.option(
+    "--throttle-key",
+    help="Throttle by key: at most one task per --throttle-s of due time per key.",
+)
+@click.option("--throttle-s", type=float, help="Throttle period in seconds.")
+@click.option(
+    "--idempotency-ttl",
+    "idempotency_ttl_s",
+    type=float,
+    default=0.0,
+    help="Seconds the --idempotency-key dedupes for (0: as long as its task is kept).",
+)
+@click.option(
+    "--idempotency-until-finished",
+    is_flag=True,
+    help="The --idempotency-key dedupes only while its task is not finished.",
+)
 @client_options
 @api_key_option
 @json_option
@@ -171,6 +190,10 @@ def submit(
     debounce_s: float | None,
     debounce_max_s: float,
     debounce_keep: str,
+    throttle_key: str | None,
+    throttle_s: float | None,
+    idempotency_ttl_s: float,
+    idempotency_until_finished: bool,
     as_json: bool,
     **kw: Any,
 ) -> None:
@@ -192,6 +215,14 @@ def submit(
             max_delay_s=debounce_max_s,
             payload=DebouncePayload(debounce_keep),
         )
+    throttle = None
+    if throttle_key is not None or throttle_s is not None:
+        if not throttle_key or throttle_s is None:
+            raise click.UsageError("--throttle-key and --throttle-s go together")
+        throttle = Throttle(key=throttle_key, period_s=throttle_s)
+    scope = (
+        IdempotencyScope.UNTIL_FINISHED if idempotency_until_finished else IdempotencyScope.FOREVER
+    )
     task = run_coro(
         with_client(
             kw,
@@ -206,6 +237,9 @@ def submit(
                 max_retries=max_retries,
                 timeout_s=timeout_s,
                 debounce=debounce,
+                throttle=throttle,
+                idempotency_ttl_s=idempotency_ttl_s,
+                idempotency_scope=scope,
             ),
         )
     )

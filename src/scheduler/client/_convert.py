@@ -30,6 +30,7 @@ from scheduler.states import TaskState
 from scheduler.types import (
     JSON,
     DebouncePayload,
+    IdempotencyScope,
     OverlapPolicy,
     Pool,
     RetryPolicy,
@@ -133,6 +134,13 @@ def spec_into_proto(spec: TaskSpec, msg: pb.TaskSpec) -> None:
             if d.payload is DebouncePayload.FIRST
             else pb.DEBOUNCE_PAYLOAD_LATEST
         )
+    if spec.throttle is not None:
+        msg.throttle.key = spec.throttle.key
+        msg.throttle.period_s = spec.throttle.period_s
+    if spec.idempotency_ttl_s:
+        msg.idempotency_ttl_s = spec.idempotency_ttl_s
+    if spec.idempotency_scope is IdempotencyScope.UNTIL_FINISHED:
+        msg.idempotency_scope = pb.IDEMPOTENCY_SCOPE_UNTIL_FINISHED
 
 
 def trace_from_proto(tc: pb.TraceContext) -> dict[str, str] | None:
@@ -155,7 +163,9 @@ def json_fields(value: Mapping[str, Any] | None) -> bytes:
     return jsonbytes.dumps(value) if value else b""
 
 
-def task_from_proto(msg: pb.Task, *, created: bool = True, debounced: bool = False) -> Task:
+def task_from_proto(
+    msg: pb.Task, *, created: bool = True, debounced: bool = False, throttled: bool = False
+) -> Task:
     """A :class:`Task` from its wire form."""
     return Task(
         id=uuid.UUID(msg.id),
@@ -182,6 +192,7 @@ def task_from_proto(msg: pb.Task, *, created: bool = True, debounced: bool = Fal
         updated_at=utc_datetime(msg.updated_at),
         created=created,
         debounced=debounced,
+        throttled=throttled,
         retry_policy=(
             RetryPolicy(
                 initial_backoff_s=msg.retry_policy.initial_backoff_s,

@@ -47,7 +47,7 @@ _FIELDS = (
     "pool", "fencing_token", "retry_count", "max_retries", "payload", "result",
     "last_error", "checkpoint", "worker_id", "cancel_requested", "shard_id",
     "strict_timing", "trace_context", "created_at", "updated_at", "created",
-    "retry_policy", "debounced",
+    "retry_policy", "debounced", "throttled",
 )
 if tuple(f.name for f in dataclasses.fields(Task)) != _FIELDS:
     raise ImportError("Task's fields changed: update scheduler.client._tasks_c")
@@ -58,8 +58,10 @@ if tuple(f.name for f in dataclasses.fields(Task)) != _FIELDS:
 # trace contexts inside these are read by scheduler._pbread, which declares them.)
 WIRE_FIELDS = {
     "tickwheel.v1.SubmitTasksResponse": ({"results": 0x0A}, ()),
-    # An answer with `debounced` set takes the general path (rare: a debounced submit).
-    "tickwheel.v1.SubmitTaskResponse": ({"task": 0x0A, "created": 0x10}, ("debounced",)),
+    # An answer with `debounced` or `throttled` set takes the general path.
+    "tickwheel.v1.SubmitTaskResponse": (
+        {"task": 0x0A, "created": 0x10}, ("debounced", "throttled"),
+    ),
     "tickwheel.v1.Task": (
         {
             "id": 0x0A, "tenant_id": 0x12, "type": 0x1A, "state": 0x20, "scheduled_at": 0x2A,
@@ -281,6 +283,7 @@ cdef object _task(Reader* r, Py_ssize_t stop, bint created, _Seen seen):
     PyObject_GenericSetAttr(t, names[22], created)
     PyObject_GenericSetAttr(t, names[23], None)
     PyObject_GenericSetAttr(t, names[24], False)
+    PyObject_GenericSetAttr(t, names[25], False)
     return t
 
 

@@ -9,7 +9,16 @@ from typing import Any
 
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import Debounce, OverlapPolicy, Pool, RetryPolicy, Scope, UpstreamPolicy
+from scheduler.types import (
+    Debounce,
+    IdempotencyScope,
+    OverlapPolicy,
+    Pool,
+    RetryPolicy,
+    Scope,
+    Throttle,
+    UpstreamPolicy,
+)
 
 JSON = dict[str, Any]
 
@@ -32,6 +41,12 @@ class TaskSpec:
     """This task's own backoff, attempts and non-retryable error types."""
     debounce: Debounce | None = None
     """Debounce by key (docs/flow-control.md): replace the key's pending task."""
+    throttle: Throttle | None = None
+    """Throttle by key: at most one task per period of due time per key."""
+    idempotency_ttl_s: float = 0.0
+    """The idempotency key dedupes for this long (0: as long as its task is kept)."""
+    idempotency_scope: IdempotencyScope = IdempotencyScope.FOREVER
+    """UNTIL_FINISHED: the key dedupes only while its task is not finished."""
 
     def __post_init__(self) -> None:
         if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:
@@ -74,6 +89,9 @@ class Task:
     debounced: bool = False
     """From a submit: True when the submission joined its debounce key's pending task
     (this one: due time pushed, payload replaced unless the first one is kept)."""
+    throttled: bool = False
+    """From a submit: True when the submission fell inside its throttle key's period
+    (this is the task that opened it; nothing was created)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -134,9 +134,11 @@ from scheduler.types import (
     Debounce,
     DebouncePayload,
     FlowOptions,
+    IdempotencyScope,
     RetryPolicy,
     TaskRecord,
     Tenant,
+    Throttle,
     check_flow,
 )
 
@@ -234,20 +236,45 @@ _DEBOUNCE_PAYLOAD = {
 }
 
 
+_NO_FLOW = FlowOptions()
+
+_IDEMPOTENCY_SCOPE = {
+    pb.IDEMPOTENCY_SCOPE_UNSPECIFIED: IdempotencyScope.FOREVER,
+    pb.IDEMPOTENCY_SCOPE_FOREVER: IdempotencyScope.FOREVER,
+    pb.IDEMPOTENCY_SCOPE_UNTIL_FINISHED: IdempotencyScope.UNTIL_FINISHED,
+}
+
+
 def flow_from_proto(spec: pb.TaskSpec, field: str) -> FlowOptions | None:
     """A task's flow control (issue 43), checked (``check_flow``), or None."""
-    if not spec.HasField("debounce"):
-        return None
-    d = spec.debounce
+    debounce = throttle = None
+    if spec.HasField("debounce"):
+        d = spec.debounce
+        try:
+            keep = _DEBOUNCE_PAYLOAD[d.payload]
+        except KeyError:
+            raise InvalidArgument(
+                f"{field}.debounce.payload", f"unknown mode {d.payload}"
+            ) from None
+        debounce = Debounce(key=d.key, period_s=d.period_s, max_delay_s=d.max_delay_s, payload=keep)
+    if spec.HasField("throttle"):
+        throttle = Throttle(key=spec.throttle.key, period_s=spec.throttle.period_s)
     try:
-        keep = _DEBOUNCE_PAYLOAD[d.payload]
+        scope = _IDEMPOTENCY_SCOPE[spec.idempotency_scope]
     except KeyError:
-        raise InvalidArgument(f"{field}.debounce.payload", f"unknown mode {d.payload}") from None
+        raise InvalidArgument(
+            f"{field}.idempotency_scope", f"unknown scope {spec.idempotency_scope}"
+        ) from None
     flow = FlowOptions(
-        debounce=Debounce(key=d.key, period_s=d.period_s, max_delay_s=d.max_delay_s, payload=keep)
+        debounce=debounce,
+        throttle=throttle,
+        idempotency_ttl_s=spec.idempotency_ttl_s,
+        idempotency_scope=scope,
     )
+    if flow == _NO_FLOW:
+        return None
     check_flow(flow, field, idempotency_key=bool(spec.idempotency_key))
-    if spec.HasField("scheduled_at"):
+    if debounce is not None and spec.HasField("scheduled_at"):
         raise InvalidArgument(
             f"{field}.scheduled_at",
             "a debounced task is due debounce.period_s after its"

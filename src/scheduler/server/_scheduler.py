@@ -74,6 +74,7 @@ def _submit_response(
         task=conv.task_to_proto(result.task, payload, json_bytes=json_bytes),
         created=result.created,
         debounced=result.debounced,
+        throttled=result.throttled,
     )
 
 

@@ -44,6 +44,16 @@ from scheduler.types import (
 )
 
 
+def _alone(t: NewTask) -> bool:
+    """Whether ``t`` is inserted alone, under its debounce or throttle key's lock."""
+    return t.flow is not None and (t.flow.debounce is not None or t.flow.throttle is not None)
+
+
+def _window(t: NewTask) -> bool:
+    """Whether ``t``'s idempotency key has a window (a TTL or a scope)."""
+    return t.flow is not None and t.flow.idempotency_window
+
+
 def insert_args(
     tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
 ) -> tuple[Any, ...]:
@@ -99,7 +109,7 @@ class Tasks(Tenants, Partitions, TaskStore):
     async def _insert_rows(
         self, tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[InsertResult]:
-        if any(t.flow is not None and t.flow.debounce is not None for t in tasks):
+        if any(_alone(t) for t in tasks):
             return await self._insert_flow(tasks, encoded, now)
         scope = scope_of_all(t.tenant_id for t in tasks)
         async with self._db.conn(scope, tx=True) as conn:
@@ -108,10 +118,10 @@ class Tasks(Tenants, Partitions, TaskStore):
     async def _insert_flow(
         self, tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[InsertResult]:
-        """A batch with debounced tasks: each of those alone, in its own transaction
-        (its key's lock held as briefly as can be); the rest together."""
+        """A batch with debounced or throttled tasks: each of those alone, in its own
+        transaction (its key's lock held as briefly as can be); the rest together."""
         out: list[InsertResult | None] = [None] * len(tasks)
-        plain = [i for i, t in enumerate(tasks) if t.flow is None or t.flow.debounce is None]
+        plain = [i for i, t in enumerate(tasks) if not _alone(t)]
         if plain:
             done = await self._insert_rows(
                 [tasks[i] for i in plain], [encoded[i] for i in plain], now
@@ -121,8 +131,12 @@ class Tasks(Tenants, Partitions, TaskStore):
         for i, t in enumerate(tasks):
             if out[i] is not None:
                 continue
+            debounced = t.flow is not None and t.flow.debounce is not None
             async with self._db.conn(t.tenant_id, tx=True) as conn:
-                pending = await flow.debounce(conn, self._q, t, encoded[i][0], now)
+                if debounced:
+                    pending = await flow.debounce(conn, self._q, t, encoded[i][0], now)
+                else:
+                    pending = await flow.throttle(conn, self._q, t)
                 if pending is None:
                     (made,) = await self._insert_in(conn, [t], [encoded[i]], now)
                     out[i] = made
@@ -130,7 +144,8 @@ class Tasks(Tenants, Partitions, TaskStore):
             async with self._db.conn(t.tenant_id) as conn:
                 row = await conn.fetchrow(self._q["get_task_by_key"], *pending)
             assert row is not None  # a row is never deleted (partitions are detached)
-            out[i] = InsertResult(rows.task(row), False, debounced=True)
+            task = rows.task(row)
+            out[i] = InsertResult(task, False, debounced=debounced, throttled=not debounced)
         return [r for r in out if r is not None]
 
     async def _insert_in(
@@ -139,6 +154,8 @@ class Tasks(Tenants, Partitions, TaskStore):
         tasks: Sequence[NewTask],
         encoded: Sequence[tuple[str, str | None]],
         now: datetime,
+        *,
+        retire: bool = True,
     ) -> list[InsertResult]:
         q = self._q
         args = insert_args(tasks, encoded, now)
@@ -167,6 +184,13 @@ class Tasks(Tenants, Partitions, TaskStore):
                     [e[2] for e in created_edges],
                     [e[3] for e in created_edges],
                 )
+        if windows := [t for t in tasks if t.id in created and _window(t)]:
+            await conn.execute(
+                q["set_key_window"],
+                [t.id for t in windows],
+                [flow.expires_at(t, now) for t in windows],
+                [flow.until_finished(t) for t in windows],
+            )
         dups = [i for i, t in enumerate(tasks) if t.id not in created]
         existing: dict[int, TaskRecord] = {}
         if dups:
@@ -176,6 +200,24 @@ class Tasks(Tenants, Partitions, TaskStore):
                 [tasks[i].idempotency_key for i in dups],
             )
             existing = {dups[r["ord"] - 1]: rows.task(r) for r in found}
+            stale = [dups[r["ord"] - 1] for r in found if flow.window_over(r, now)]
+            if stale and retire:
+                # The key's window is over (its TTL ran out, or its task finished): the
+                # key is freed and these go in as new tasks (issue 43).
+                await conn.execute(
+                    q["retire_keys"],
+                    [tasks[i].tenant_id for i in stale],
+                    [tasks[i].idempotency_key for i in stale],
+                    now,
+                )
+                again = await self._insert_in(
+                    conn, [tasks[i] for i in stale], [encoded[i] for i in stale], now, retire=False
+                )
+                for i, r in zip(stale, again, strict=True):
+                    if r.created:
+                        created.add(tasks[i].id)
+                    else:
+                        existing[i] = r.task
         if len(existing) < len(dups):
             # Neither made nor a duplicate: its tenant is moving away (or moved).
             moving = await conn.fetchval(

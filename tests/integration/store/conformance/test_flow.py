@@ -1,5 +1,7 @@
-"""Debounce by key (issue 43) in ``insert_tasks``, on every backend: a submission
-joins its key's pending task (due time pushed, payload by option) or starts a burst."""
+"""Flow control at submission (issue 43) in ``insert_tasks``, on every backend:
+debounce (a submission joins its key's pending task, or starts a burst), throttle (one
+task per period of due time per key) and idempotency windows (a TTL, or until the
+key's task finishes)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,11 @@ from scheduler.types import (
     DebouncePayload,
     DispatchRequest,
     FlowOptions,
+    IdempotencyScope,
     InsertResult,
     NewTask,
     Tenant,
+    Throttle,
 )
 from tests.support.stores import LEASE, NOW, force_status, new_task, new_tenant
 
@@ -117,3 +121,86 @@ async def test_concurrent_submissions_make_one_task(store: Store, tenant: Tenant
     results = await asyncio.gather(*(one(n) for n in range(40)))
     assert len({r.task.id for r in results}) == 1
     assert sum(r.created for r in results) == 1
+
+
+def _throttled(tenant: Tenant, due: datetime, *, key: str = "t", period_s: float = 10.0) -> NewTask:
+    task_id = uuid7()
+    return new_task(
+        tenant,
+        due,
+        id=task_id,
+        idempotency_key=str(task_id),
+        flow=FlowOptions(throttle=Throttle(key=key, period_s=period_s)),
+    )
+
+
+async def test_throttle_answers_the_period_s_task_until_it_ends(
+    store: Store, tenant: Tenant
+) -> None:
+    [first] = await store.insert_tasks([_throttled(tenant, NOW)], NOW)
+    assert first.created
+    assert not first.throttled
+    inside = NOW + timedelta(seconds=9.999)
+    [held] = await store.insert_tasks([_throttled(tenant, inside)], NOW)
+    assert not held.created
+    assert held.throttled
+    assert held.task.id == first.task.id
+    [other] = await store.insert_tasks([_throttled(tenant, inside, key="u")], NOW)
+    assert other.created  # another key
+    after = NOW + timedelta(seconds=10)
+    [second] = await store.insert_tasks([_throttled(tenant, after)], NOW)
+    assert second.created
+    assert second.task.id != first.task.id
+    [held2] = await store.insert_tasks([_throttled(tenant, after + timedelta(seconds=1))], NOW)
+    assert held2.throttled
+    assert held2.task.id == second.task.id
+
+
+async def test_concurrent_throttled_submissions_make_one_task(store: Store, tenant: Tenant) -> None:
+    async def one(n: int) -> InsertResult:
+        at = NOW + timedelta(milliseconds=n)
+        [r] = await store.insert_tasks([_throttled(tenant, at, key="c")], NOW)
+        return r
+
+    results = await asyncio.gather(*(one(n) for n in range(30)))
+    assert sum(r.created for r in results) == 1
+    assert len({r.task.id for r in results}) == 1
+
+
+def _keyed(tenant: Tenant, key: str, **flow: Any) -> NewTask:
+    return new_task(tenant, NOW, idempotency_key=key, flow=FlowOptions(**flow))
+
+
+async def test_an_idempotency_key_with_a_ttl_expires(store: Store, tenant: Tenant) -> None:
+    [a] = await store.insert_tasks([_keyed(tenant, "ttl", idempotency_ttl_s=60)], NOW)
+    soon = NOW + timedelta(seconds=59)
+    [b] = await store.insert_tasks([_keyed(tenant, "ttl", idempotency_ttl_s=60)], soon)
+    assert a.created
+    assert not b.created
+    assert b.task.id == a.task.id
+    later = NOW + timedelta(seconds=60)
+    # A plain resubmission after the window makes a new task too: the key's window is
+    # the one it was created with.
+    [c] = await store.insert_tasks([new_task(tenant, NOW, idempotency_key="ttl")], later)
+    assert c.created
+    assert c.task.id != a.task.id
+    [d] = await store.insert_tasks([new_task(tenant, NOW, idempotency_key="ttl")], later)
+    assert not d.created
+    assert d.task.id == c.task.id
+    old = await store.get_task(tenant.id, a.task.id)
+    assert old.idempotency_key == "ttl"  # the old task keeps its key and its id lookup
+
+
+async def test_an_idempotency_key_until_finished(store: Store, tenant: Tenant) -> None:
+    scope = IdempotencyScope.UNTIL_FINISHED
+    [a] = await store.insert_tasks([_keyed(tenant, "uf", idempotency_scope=scope)], NOW)
+    [b] = await store.insert_tasks([_keyed(tenant, "uf", idempotency_scope=scope)], NOW)
+    assert b.task.id == a.task.id
+    assert not b.created
+    await store.cancel(tenant.id, a.task.id, NOW)
+    [c] = await store.insert_tasks([_keyed(tenant, "uf", idempotency_scope=scope)], NOW)
+    assert c.created
+    assert c.task.id != a.task.id
+    [d] = await store.insert_tasks([_keyed(tenant, "uf", idempotency_scope=scope)], NOW)
+    assert not d.created
+    assert d.task.id == c.task.id

@@ -594,8 +594,8 @@ DROP INDEX idx_tasks_forecast_due;
 CREATE INDEX idx_tasks_forecast_due ON tasks (due_at) INCLUDE (pool, tenant_id, type)
     WHERE status IN ('SCHEDULED', 'PRELOADED', 'RETRYING');
 
--- == Debounce (migrations/0020_debounce.sql) ==
--- 0020: debounce by key (issue 43). debounce_keys points each (tenant, key) at the task
+-- == Debounce, throttle, idempotency windows (migrations/0020_debounce.sql) ==
+-- 0020: debounce and throttle by key, and idempotency windows (issue 43). Debounce: debounce_keys points each (tenant, key) at the task
 -- of its current burst; tickwheel_debounce() decides, under the key row's lock, whether
 -- a submission joins that task (still SCHEDULED or PRELOADED: not yet dispatched) or
 -- starts a new burst. Concurrent submissions to several nodes queue on that one row
@@ -661,3 +661,50 @@ BEGIN
     r_task := p_task; r_scheduled := p_scheduled; r_created := true;
 END
 $$;
+
+-- Throttle by key: at most one task per period of due time per (tenant, key).
+-- next_at is the first due time the key's next task may have; tickwheel_throttle()
+-- moves it only for a submission due at or after it, under the row's lock.
+CREATE TABLE throttle_keys (
+    tenant_id UUID NOT NULL,
+    throttle_key VARCHAR(128) NOT NULL,
+    task_id UUID NOT NULL,
+    scheduled_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    next_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    PRIMARY KEY (tenant_id, throttle_key)
+);
+ALTER TABLE throttle_keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE throttle_keys FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_scope ON throttle_keys
+    USING ((SELECT tickwheel_scope_all()) OR tenant_id = (SELECT tickwheel_scope_tenant()));
+
+-- One throttled submission due at p_due: r_created true means the caller inserts
+-- p_task (it opened a new period); false names the task whose period it falls in.
+CREATE FUNCTION tickwheel_throttle(
+    p_tenant uuid, p_key text, p_task uuid, p_scheduled timestamptz, p_due timestamptz,
+    p_period float8, OUT r_task uuid, OUT r_scheduled timestamptz, OUT r_created boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO throttle_keys AS k (tenant_id, throttle_key, task_id, scheduled_at, next_at)
+    VALUES (p_tenant, p_key, p_task, p_scheduled, p_due + make_interval(secs => p_period))
+    ON CONFLICT (tenant_id, throttle_key) DO UPDATE
+        SET task_id = EXCLUDED.task_id, scheduled_at = EXCLUDED.scheduled_at,
+            next_at = EXCLUDED.next_at
+        WHERE k.next_at <= p_due;
+    IF FOUND THEN
+        r_task := p_task; r_scheduled := p_scheduled; r_created := true;
+        RETURN;
+    END IF;
+    SELECT k.task_id, k.scheduled_at INTO r_task, r_scheduled FROM throttle_keys k
+    WHERE k.tenant_id = p_tenant AND k.throttle_key = p_key;
+    r_created := false;
+END
+$$;
+
+-- The idempotency key's window: expires_at (a TTL from the submission; NULL: none) and
+-- until_finished (the key dedupes only while its task is not finished). A key whose
+-- window is over is retired by the next submission of it: its row's key becomes
+-- chr(1) || 'retired:' || task id (the old task keeps its id lookup and its own
+-- tasks.idempotency_key) and the key is free for the new task.
+ALTER TABLE task_keys ADD COLUMN expires_at TIMESTAMP WITH TIME ZONE;
+ALTER TABLE task_keys ADD COLUMN until_finished BOOLEAN NOT NULL DEFAULT FALSE;

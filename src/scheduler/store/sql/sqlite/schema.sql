@@ -215,3 +215,13 @@ CREATE TABLE IF NOT EXISTS debounce_keys (
     first_at INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, debounce_key)
 );
+
+-- Throttle by key (issue 43; PostgreSQL migration 0020): next_at is the first due time
+-- the key's next task may have.
+CREATE TABLE IF NOT EXISTS throttle_keys (
+    tenant_id TEXT NOT NULL,
+    throttle_key TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    next_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, throttle_key)
+);
