@@ -55,7 +55,7 @@ def _spec(**kw: Any) -> pb.TaskSpec:
 
 def _dspec(**kw: Any) -> pb.TaskSpec:
     """A debounced spec (period 1 s); ``kw`` sets Debounce fields, or TaskSpec ones."""
-    spec = {k: kw.pop(k) for k in ("idempotency_key", "scheduled_at") if k in kw}
+    spec = {k: kw.pop(k) for k in ("idempotency_key", "scheduled_at", "throttle") if k in kw}
     d = pb.Debounce(**{"key": "k", "period_s": 1.0, **kw})
     return pb.TaskSpec(type="t", debounce=d, **spec)
 
@@ -214,6 +214,14 @@ CASES: list[Case] = [
     c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(idempotency_key="i")), "task.idempotency_key"),
     c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(scheduled_at=FUTURE)), "task.scheduled_at"),
     c(S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_dspec(), _dspec(period_s=-1)]), "tasks[1].debounce.period_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(throttle=pb.Throttle(key="k", period_s=-1))), "task.throttle.period_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(throttle=pb.Throttle(key="", period_s=1))), "task.throttle.key"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(throttle=pb.Throttle(key="k", period_s=1), idempotency_key="i")), "task.idempotency_key"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(throttle=pb.Throttle(key="k", period_s=1))), "task.throttle"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(idempotency_ttl_s=60)), "task.idempotency_ttl_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(idempotency_key="i", idempotency_ttl_s=-1)), "task.idempotency_ttl_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(idempotency_key="i", idempotency_scope=42)), "task.idempotency_scope"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(idempotency_scope=pb.IDEMPOTENCY_SCOPE_UNTIL_FINISHED)), "task.idempotency_scope"),
     c(S, "SubmitTasks", lambda: pb.SubmitTasksRequest(), "tasks"),
     c(S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_spec(), _spec(type="")]), "tasks[1].type"),
     c(S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_spec(scheduled_at=EPOCH)]), "tasks[0].scheduled_at"),
@@ -464,7 +472,8 @@ WRITTEN = (
     " (SELECT count(*) FROM workflows), (SELECT count(*) FROM cron_schedules),"
     " (SELECT count(*) FROM job_expectations), (SELECT count(*) FROM tenants),"
     " (SELECT count(*) FROM api_keys), (SELECT count(*) FROM task_completions),"
-    " (SELECT max(updated_at) FROM tasks), (SELECT count(*) FROM debounce_keys)"
+    " (SELECT max(updated_at) FROM tasks), (SELECT count(*) FROM debounce_keys),"
+    " (SELECT count(*) FROM throttle_keys)"
 )
 """Everything a request could have written, in one row."""
 

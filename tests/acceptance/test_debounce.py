@@ -1,4 +1,5 @@
-"""Debounce by key (issue 43) through real ``tickwheel serve`` and worker processes.
+"""Debounce and throttle by key and idempotency windows (issue 43) through real
+``tickwheel serve`` and worker processes.
 
 A burst of debounced submissions makes one task, which runs once with the burst's last
 payload, not before the last submission + the period; the CLI takes the same options;
@@ -11,12 +12,21 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-from scheduler.client import Client, Debounce, DebouncePayload, Task, TaskState
+from scheduler.client import (
+    Client,
+    Debounce,
+    DebouncePayload,
+    IdempotencyScope,
+    Task,
+    TaskState,
+    Throttle,
+)
 from tests.acceptance.conftest import Cluster
 from tests.support import cluster as multi
 from tests.support.processes import process_group, run_cli
@@ -138,3 +148,51 @@ async def test_concurrent_submissions_to_two_nodes_run_once(
         assert done == 1
     finally:
         await db.close()
+
+
+async def test_throttle_runs_one_per_period_and_says_so(cluster: Cluster) -> None:
+    await cluster.worker("worker-1")
+    t = Throttle(key="report", period_s=3600)
+    first = await cluster.client.submit("work", {"n": 0}, throttle=t, strict_timing=True)
+    again = [
+        await cluster.client.submit("work", {"n": n}, throttle=t, strict_timing=True)
+        for n in range(1, 5)
+    ]
+    assert first.created
+    assert not first.throttled
+    assert all(a.throttled and not a.created and a.id == first.id for a in again)
+    await _done(cluster.client, first.id)
+    # Still inside the hour after it ran: answered with it, nothing new.
+    late = await cluster.client.submit("work", {"n": 9}, throttle=t, strict_timing=True)
+    assert late.throttled
+    assert late.id == first.id
+    assert len(cluster.records("start")) == 1
+    assert await cluster.status_counts() == {"COMPLETED": 1}
+
+
+async def test_an_idempotency_key_until_finished_and_with_a_ttl(cluster: Cluster) -> None:
+    await cluster.worker("worker-1")
+    until = IdempotencyScope.UNTIL_FINISHED
+    a = await cluster.client.submit("work", {}, idempotency_key="nightly", idempotency_scope=until)
+    await _done(cluster.client, a.id)
+    b = await cluster.client.submit("work", {}, idempotency_key="nightly", idempotency_scope=until)
+    assert b.created
+    assert b.id != a.id
+    c = await cluster.client.submit(
+        "work", {}, idempotency_key="short", idempotency_ttl_s=0.5, scheduled_at=_later()
+    )
+    d = await cluster.client.submit("work", {}, idempotency_key="short", scheduled_at=_later())
+    assert not d.created
+    assert d.id == c.id
+    await eventually(
+        lambda: cluster.client.submit("work", {}, idempotency_key="short", scheduled_at=_later()),
+        until=lambda t: t.created,
+        timeout_s=10,
+        what="the key's window of 0.5 s to end",
+    )
+    n = await cluster.db.fetchval("SELECT count(*) FROM tasks WHERE idempotency_key = 'short'")
+    assert n == 2  # the old task and the one made once the window ended
+
+
+def _later() -> datetime:
+    return datetime.now(UTC) + timedelta(hours=1)
