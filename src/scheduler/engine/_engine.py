@@ -41,6 +41,7 @@ from scheduler.engine._backlog import BacklogReporter
 from scheduler.engine._canary import Canary
 from scheduler.engine._completer import Completer
 from scheduler.engine._config import EngineConfig
+from scheduler.engine._debounce import DebounceCombiner
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._dispatcher import Dispatcher
 from scheduler.engine._fair_share import FairShare
@@ -139,6 +140,7 @@ class Engine:
         parts = (self._shards, self._timeline, self._mirror, self._background)
         self._preloader = Preloader(store, cfg, self.now, *parts, self.health.preloader)
         self._preloader.on_move = self._moved
+        self._debounce = DebounceCombiner(self.store.insert_tasks, self._background)
         self.preloader = self._preloader  # the door to a reconcile pass run now
         self._slots = Slots(self._slot_freed)
         self._waiters = Waiters()
@@ -355,7 +357,10 @@ class Engine:
                 admission.validate(specs[i], "task" if single else f"tasks[{i}]")
                 new.append(admission.new_task(tenant_id, specs[i], now, horizon))
         started = time.perf_counter()
-        results = await self.store.insert_tasks(new, now)
+        if any(t.flow is not None and t.flow.debounce is not None for t in new):
+            results = await self._insert_debounced(new, now)
+        else:
+            results = await self.store.insert_tasks(new, now)
         self.stats.write("insert", len(new), time.perf_counter() - started)
         async for part in slices(len(results)):
             self._timeline.admit(results[part.start : part.stop])
@@ -363,6 +368,24 @@ class Engine:
             if r.debounced and r.task.status is TaskState.PRELOADED:
                 self._moved(r.task.shard_id, r.task.id, to_us(r.task.due_at), r.task)
         return results
+
+    async def _insert_debounced(self, new: list[NewTask], now: datetime) -> list[InsertResult]:
+        """The debounced tasks through the combiner (one store call per key at a time),
+        the rest in one write; results in order."""
+        out: list[InsertResult | None] = [None] * len(new)
+        plain = [i for i, t in enumerate(new) if t.flow is None or t.flow.debounce is None]
+        calls = [
+            self._debounce.submit(t, now)
+            for t in new
+            if t.flow is not None and t.flow.debounce is not None
+        ]
+        done = await asyncio.gather(*calls)
+        debounced = iter(done)
+        if plain:
+            stored = await self.store.insert_tasks([new[i] for i in plain], now)
+            for i, r in zip(plain, stored, strict=True):
+                out[i] = r
+        return [r if r is not None else next(debounced) for r in out]
 
     def _moved(
         self, shard: int, task_id: uuid.UUID, due_us: int, task: TaskRecord | None = None
