@@ -392,14 +392,16 @@ class Engine:
     ) -> None:
         """A debounced submission pushed a PRELOADED task's due time (here, or another
         node's, heard as a move notice): its timer follows, if the task is ours. One that
-        fired already and waits for a slot goes back to the wheel at its new time."""
+        fired already and waits for a slot, or was spilled to the index over the wheel's
+        cap, goes back at its new time. (One in a dispatch round's commit is added too:
+        if that commit wins, this timer's dispatch finds it DISPATCHED and is dropped.)"""
         if not self._shards.serves(shard) or self._timeline.postpone(task_id, due_us):
             return
-        if self._ready.remove(task_id):
-            if task is not None:
-                self._timeline.add([preloaded(task)])
-            else:
-                self._preloader.reconcile_soon()
+        self._ready.remove(task_id)
+        if task is not None:
+            self._timeline.add([preloaded(task)])
+        else:
+            self._preloader.reconcile_soon()
 
     # ------------------------------------------------------------------ reads and operator actions
     async def list_tasks(

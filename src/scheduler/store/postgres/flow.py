@@ -51,7 +51,8 @@ async def debounce(
     assert row is not None
     if row["r_created"]:
         return None
-    await notify_moved(conn, row["r_shard"], row["r_task"], (row["r_due"] - _EPOCH) // _US)
+    if row["r_preloaded"]:  # a SCHEDULED one is in no wheel: its claim reads the new time
+        await notify_moved(conn, row["r_shard"], row["r_task"], (row["r_due"] - _EPOCH) // _US)
     return TaskKey(row["r_task"], row["r_scheduled"])
 
 

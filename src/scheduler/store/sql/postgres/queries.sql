@@ -112,7 +112,7 @@ WHERE k.task_id = $1
 
 -- name: debounce
 -- One debounced submission (migration 0020): the burst's task, and whether it is new.
-SELECT r_task, r_scheduled, r_due, r_shard, r_created
+SELECT r_task, r_scheduled, r_due, r_shard, r_created, r_preloaded
 FROM tickwheel_debounce($1, $2, $3, $4, $5, $6, $7, $8, $9)
 
 -- name: throttle

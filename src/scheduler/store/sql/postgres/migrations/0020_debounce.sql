@@ -26,7 +26,7 @@ CREATE FUNCTION tickwheel_debounce(
     p_tenant uuid, p_key text, p_task uuid, p_scheduled timestamptz, p_now timestamptz,
     p_period float8, p_max_delay float8, p_first boolean, p_payload text,
     OUT r_task uuid, OUT r_scheduled timestamptz, OUT r_due timestamptz, OUT r_shard int,
-    OUT r_created boolean)
+    OUT r_created boolean, OUT r_preloaded boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
     k record;
@@ -52,8 +52,8 @@ BEGIN
         updated_at = p_now
     WHERE t.id = k.task_id AND t.scheduled_at = k.scheduled_at
       AND t.status IN ('SCHEDULED', 'PRELOADED')
-    RETURNING t.id, t.scheduled_at, t.due_at, t.shard_id
-    INTO r_task, r_scheduled, r_due, r_shard;
+    RETURNING t.id, t.scheduled_at, t.due_at, t.shard_id, t.status = 'PRELOADED'
+    INTO r_task, r_scheduled, r_due, r_shard, r_preloaded;
     IF FOUND THEN
         r_created := false;
         RETURN;
