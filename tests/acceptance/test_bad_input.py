@@ -53,6 +53,13 @@ def _spec(**kw: Any) -> pb.TaskSpec:
     return pb.TaskSpec(**{"type": "t", "scheduled_at": FUTURE, **kw})
 
 
+def _dspec(**kw: Any) -> pb.TaskSpec:
+    """A debounced spec (period 1 s); ``kw`` sets Debounce fields, or TaskSpec ones."""
+    spec = {k: kw.pop(k) for k in ("idempotency_key", "scheduled_at", "throttle") if k in kw}
+    d = pb.Debounce(**{"key": "k", "period_s": 1.0, **kw})
+    return pb.TaskSpec(type="t", debounce=d, **spec)
+
+
 def _ref(**kw: Any) -> pb.TaskRef:
     return pb.TaskRef(**{"task_id": GOOD_ID, "fencing_token": 1, "scheduled_at": FUTURE, **kw})
 
@@ -195,6 +202,26 @@ CASES: list[Case] = [
     raw(S, SUBMIT, b"\x0a\x05\x0a\x01", "request"),  # truncated
     raw(S, SUBMIT, b"\x08", "request"),  # a key without its value
     # -- SubmitTasks -------------------------------------------------------------------
+    # -- debounce (issue 43) --
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(period_s=-1)), "task.debounce.period_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(period_s=0)), "task.debounce.period_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(period_s=float("nan"))), "task.debounce.period_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(max_delay_s=0.5)), "task.debounce.max_delay_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(max_delay_s=-2)), "task.debounce.max_delay_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(key="")), "task.debounce.key"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(key="k" * 129)), "task.debounce.key"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(payload=42)), "task.debounce.payload"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(idempotency_key="i")), "task.idempotency_key"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(scheduled_at=FUTURE)), "task.scheduled_at"),
+    c(S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_dspec(), _dspec(period_s=-1)]), "tasks[1].debounce.period_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(throttle=pb.Throttle(key="k", period_s=-1))), "task.throttle.period_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(throttle=pb.Throttle(key="", period_s=1))), "task.throttle.key"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(throttle=pb.Throttle(key="k", period_s=1), idempotency_key="i")), "task.idempotency_key"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(throttle=pb.Throttle(key="k", period_s=1))), "task.throttle"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(idempotency_ttl_s=60)), "task.idempotency_ttl_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(idempotency_key="i", idempotency_ttl_s=-1)), "task.idempotency_ttl_s"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(idempotency_key="i", idempotency_scope=42)), "task.idempotency_scope"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(idempotency_scope=pb.IDEMPOTENCY_SCOPE_UNTIL_FINISHED)), "task.idempotency_scope"),
     c(S, "SubmitTasks", lambda: pb.SubmitTasksRequest(), "tasks"),
     c(S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_spec(), _spec(type="")]), "tasks[1].type"),
     c(S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_spec(scheduled_at=EPOCH)]), "tasks[0].scheduled_at"),
@@ -445,7 +472,8 @@ WRITTEN = (
     " (SELECT count(*) FROM workflows), (SELECT count(*) FROM cron_schedules),"
     " (SELECT count(*) FROM job_expectations), (SELECT count(*) FROM tenants),"
     " (SELECT count(*) FROM api_keys), (SELECT count(*) FROM task_completions),"
-    " (SELECT max(updated_at) FROM tasks)"
+    " (SELECT max(updated_at) FROM tasks), (SELECT count(*) FROM debounce_keys),"
+    " (SELECT count(*) FROM throttle_keys)"
 )
 """Everything a request could have written, in one row."""
 

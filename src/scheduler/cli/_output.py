@@ -70,6 +70,8 @@ def task_doc(task: Task, *, submitted: bool = False) -> dict[str, Any]:
     doc = {f.name: getattr(task, f.name) for f in dataclasses.fields(task)}
     if not submitted:
         del doc["created"]
+        del doc["debounced"]
+        del doc["throttled"]
     return doc
 
 
@@ -100,7 +102,11 @@ def print_task(task: Task, *, submitted: bool = False) -> None:
             json.dumps(_plain(value)) if isinstance(value, dict) else str(_plain(value)),
         )
     console.print(table)
-    if submitted and not task.created:
+    if submitted and task.debounced:
+        console.print("(debounced: this pending task of the key took the submission)")
+    elif submitted and task.throttled:
+        console.print("(throttled: inside the key's period; this is its task, nothing new)")
+    elif submitted and not task.created:
         console.print("(existing task: the idempotency key matched; nothing was submitted)")
 
 

@@ -23,7 +23,18 @@ from scheduler.cli._output import (
     task_doc,
 )
 from scheduler.cli._runner import run_coro, with_client
-from scheduler.client import Client, JitterMode, Pool, Task, TaskOrder, TaskState
+from scheduler.client import (
+    Client,
+    Debounce,
+    DebouncePayload,
+    IdempotencyScope,
+    JitterMode,
+    Pool,
+    Task,
+    TaskOrder,
+    TaskState,
+    Throttle,
+)
 from scheduler.limits import MAX_TIMESTAMP_SECONDS, TIMESTAMP_RANGE_TEXT
 
 
@@ -124,6 +135,43 @@ def _next_occurrence(clock: time, now: datetime | None = None) -> datetime:
 )
 @click.option("--max-retries", type=int)
 @click.option("--timeout-s", type=float, default=0.0)
+@click.option(
+    "--debounce-key",
+    help="Debounce by key: replace the key's pending task instead of adding one "
+    "(docs/flow-control.md). Needs --debounce-s.",
+)
+@click.option(
+    "--debounce-s", type=float, help="Debounce period: due this long after the last submit."
+)
+@click.option(
+    "--debounce-max-s",
+    type=float,
+    default=0.0,
+    help="Never later than this long after the burst's first submit (0: no cap).",
+)
+@click.option(
+    "--debounce-keep",
+    type=click.Choice([p.value for p in DebouncePayload]),
+    default=DebouncePayload.LATEST.value,
+    help="Which submission's payload the task runs with.",
+)
+@click.option(
+    "--throttle-key",
+    help="Throttle by key: at most one task per --throttle-s of due time per key.",
+)
+@click.option("--throttle-s", type=float, help="Throttle period in seconds.")
+@click.option(
+    "--idempotency-ttl",
+    "idempotency_ttl_s",
+    type=float,
+    default=0.0,
+    help="Seconds the --idempotency-key dedupes for (0: as long as its task is kept).",
+)
+@click.option(
+    "--idempotency-until-finished",
+    is_flag=True,
+    help="The --idempotency-key dedupes only while its task is not finished.",
+)
 @client_options
 @api_key_option
 @json_option
@@ -138,6 +186,14 @@ def submit(
     jitter: str | None,
     max_retries: int | None,
     timeout_s: float,
+    debounce_key: str | None,
+    debounce_s: float | None,
+    debounce_max_s: float,
+    debounce_keep: str,
+    throttle_key: str | None,
+    throttle_s: float | None,
+    idempotency_ttl_s: float,
+    idempotency_until_finished: bool,
     as_json: bool,
     **kw: Any,
 ) -> None:
@@ -149,6 +205,24 @@ def submit(
     if not isinstance(data, dict):
         raise click.BadParameter("must be a JSON object", param_hint="--payload")
     when = _when(at, in_s)
+    debounce = None
+    if debounce_key is not None or debounce_s is not None:
+        if not debounce_key or debounce_s is None:
+            raise click.UsageError("--debounce-key and --debounce-s go together")
+        debounce = Debounce(
+            key=debounce_key,
+            period_s=debounce_s,
+            max_delay_s=debounce_max_s,
+            payload=DebouncePayload(debounce_keep),
+        )
+    throttle = None
+    if throttle_key is not None or throttle_s is not None:
+        if not throttle_key or throttle_s is None:
+            raise click.UsageError("--throttle-key and --throttle-s go together")
+        throttle = Throttle(key=throttle_key, period_s=throttle_s)
+    scope = (
+        IdempotencyScope.UNTIL_FINISHED if idempotency_until_finished else IdempotencyScope.FOREVER
+    )
     task = run_coro(
         with_client(
             kw,
@@ -162,6 +236,10 @@ def submit(
                 jitter_mode=JitterMode(jitter) if jitter else None,
                 max_retries=max_retries,
                 timeout_s=timeout_s,
+                debounce=debounce,
+                throttle=throttle,
+                idempotency_ttl_s=idempotency_ttl_s,
+                idempotency_scope=scope,
             ),
         )
     )

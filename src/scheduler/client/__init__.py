@@ -47,11 +47,15 @@ from scheduler.client._types import (
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
 from scheduler.types import (
+    Debounce,
+    DebouncePayload,
+    IdempotencyScope,
     OverlapPolicy,
     Pool,
     RetryPolicy,
     Scope,
     TaskOrder,
+    Throttle,
     Transition,
     UpstreamPolicy,
 )
@@ -66,8 +70,11 @@ __all__ = [
     "BulkPlan",
     "BulkResult",
     "Client",
+    "Debounce",
+    "DebouncePayload",
     "ExpectationInfo",
     "FunctionHandle",
+    "IdempotencyScope",
     "InvalidArgument",
     "InvalidTransition",
     "JitterMode",
@@ -97,6 +104,7 @@ __all__ = [
     "TaskSpec",
     "TaskState",
     "TenantInfo",
+    "Throttle",
     "TickwheelError",
     "Transition",
     "Unauthenticated",

@@ -27,7 +27,16 @@ from scheduler.client._types import (
     WorkflowInfo,
 )
 from scheduler.states import TaskState
-from scheduler.types import JSON, OverlapPolicy, Pool, RetryPolicy, Scope, UpstreamPolicy
+from scheduler.types import (
+    JSON,
+    DebouncePayload,
+    IdempotencyScope,
+    OverlapPolicy,
+    Pool,
+    RetryPolicy,
+    Scope,
+    UpstreamPolicy,
+)
 
 _POOL_TO_PROTO = wire.POOL_TO_PROTO
 _POOL_FROM_PROTO = wire.POOL_FROM_PROTO
@@ -115,6 +124,23 @@ def spec_into_proto(spec: TaskSpec, msg: pb.TaskSpec) -> None:
         msg.retry_policy.max_backoff_s = rp.max_backoff_s
         msg.retry_policy.max_attempts = rp.max_attempts
         msg.retry_policy.non_retryable_error_types.extend(rp.error_types())
+    if spec.debounce is not None:
+        d = spec.debounce
+        msg.debounce.key = d.key
+        msg.debounce.period_s = d.period_s
+        msg.debounce.max_delay_s = d.max_delay_s
+        msg.debounce.payload = (
+            pb.DEBOUNCE_PAYLOAD_FIRST
+            if d.payload is DebouncePayload.FIRST
+            else pb.DEBOUNCE_PAYLOAD_LATEST
+        )
+    if spec.throttle is not None:
+        msg.throttle.key = spec.throttle.key
+        msg.throttle.period_s = spec.throttle.period_s
+    if spec.idempotency_ttl_s:
+        msg.idempotency_ttl_s = spec.idempotency_ttl_s
+    if spec.idempotency_scope is IdempotencyScope.UNTIL_FINISHED:
+        msg.idempotency_scope = pb.IDEMPOTENCY_SCOPE_UNTIL_FINISHED
 
 
 def trace_from_proto(tc: pb.TraceContext) -> dict[str, str] | None:
@@ -137,7 +163,9 @@ def json_fields(value: Mapping[str, Any] | None) -> bytes:
     return jsonbytes.dumps(value) if value else b""
 
 
-def task_from_proto(msg: pb.Task, *, created: bool = True) -> Task:
+def task_from_proto(
+    msg: pb.Task, *, created: bool = True, debounced: bool = False, throttled: bool = False
+) -> Task:
     """A :class:`Task` from its wire form."""
     return Task(
         id=uuid.UUID(msg.id),
@@ -163,6 +191,8 @@ def task_from_proto(msg: pb.Task, *, created: bool = True) -> Task:
         created_at=utc_datetime(msg.created_at),
         updated_at=utc_datetime(msg.updated_at),
         created=created,
+        debounced=debounced,
+        throttled=throttled,
         retry_policy=(
             RetryPolicy(
                 initial_backoff_s=msg.retry_policy.initial_backoff_s,

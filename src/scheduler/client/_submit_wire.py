@@ -83,6 +83,10 @@ def _shared(spec: TaskSpec) -> bytes:
             timeout_s=spec.timeout_s,
             trace_context=spec.trace_context,
             retry_policy=spec.retry_policy,
+            debounce=spec.debounce,
+            throttle=spec.throttle,
+            idempotency_ttl_s=spec.idempotency_ttl_s,
+            idempotency_scope=spec.idempotency_scope,
         ),
         msg,
     )
@@ -112,6 +116,10 @@ def encode_tasks(specs: Iterable[TaskSpec]) -> bytes:
             s.timeout_s,
             (trace.get("traceparent"), trace.get("tracestate")) if trace else None,
             s.retry_policy,
+            s.debounce,
+            s.throttle,
+            s.idempotency_ttl_s,
+            s.idempotency_scope,
         )
         # A batch's tasks mostly share these: the same objects compare by identity,
         # without hashing (an enum's hash is a Python call).
@@ -155,7 +163,10 @@ def _general(items: list[bytes]) -> list[Task]:
     """The tasks of serialised ``SubmitTaskResponse``s, read the general way: each
     parsed before any is converted, as the whole answer is."""
     parsed = [pb.SubmitTaskResponse.FromString(item) for item in items]
-    return [task_from_proto(r.task, created=r.created) for r in parsed]
+    return [
+        task_from_proto(r.task, created=r.created, debounced=r.debounced, throttled=r.throttled)
+        for r in parsed
+    ]
 
 
 def decode_submit_answer(data: bytes) -> list[Task]:
@@ -166,4 +177,7 @@ def decode_submit_answer(data: bytes) -> list[Task]:
         if tasks is not None:
             return tasks
     answer = pb.SubmitTasksResponse.FromString(data)
-    return [task_from_proto(r.task, created=r.created) for r in answer.results]
+    return [
+        task_from_proto(r.task, created=r.created, debounced=r.debounced, throttled=r.throttled)
+        for r in answer.results
+    ]

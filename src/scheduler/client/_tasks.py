@@ -18,7 +18,15 @@ from scheduler.client._types import JSON, BulkPlan, BulkResult, Task, TaskPage, 
 from scheduler.jitter import JitterMode
 from scheduler.limits import MAX_SUBMIT_BATCH
 from scheduler.states import TaskState
-from scheduler.types import Pool, RetryPolicy, TaskOrder, Transition
+from scheduler.types import (
+    Debounce,
+    IdempotencyScope,
+    Pool,
+    RetryPolicy,
+    TaskOrder,
+    Throttle,
+    Transition,
+)
 
 WAIT_SLICE_S = 60.0
 """The longest one WaitTask call asks the server to wait (the server's own bound)."""
@@ -55,6 +63,10 @@ class TaskCalls(_Base):
         timeout_s: float = 0.0,
         trace_context: dict[str, str] | None = None,
         retry_policy: RetryPolicy | None = None,
+        debounce: Debounce | None = None,
+        throttle: Throttle | None = None,
+        idempotency_ttl_s: float = 0.0,
+        idempotency_scope: IdempotencyScope = IdempotencyScope.FOREVER,
     ) -> Task:
         """Submit one task.
 
@@ -66,6 +78,11 @@ class TaskCalls(_Base):
         OpenTelemetry span, sent as call metadata; workers' spans join that trace.
         An idempotent resubmit returns the existing task with ``created=False``.
         ``retry_policy``: this task's own backoff, attempts and non-retryable errors.
+        ``debounce``: replace the pending task of ``debounce.key`` instead of adding one
+        (the answer is that task, ``debounced=True``; docs/flow-control.md).
+        ``throttle``: at most one task per period per key (inside it the answer is the
+        period's task, ``throttled=True``). ``idempotency_ttl_s`` / ``idempotency_scope``:
+        how long ``idempotency_key`` dedupes (a TTL; or only until its task finishes).
         """
         spec = TaskSpec(
             type=type,
@@ -79,11 +96,17 @@ class TaskCalls(_Base):
             timeout_s=timeout_s,
             trace_context=trace_context,
             retry_policy=retry_policy,
+            debounce=debounce,
+            throttle=throttle,
+            idempotency_ttl_s=idempotency_ttl_s,
+            idempotency_scope=idempotency_scope,
         )
         resp = await self._rpc(
             self._sched.SubmitTask, pb.SubmitTaskRequest(task=conv.spec_to_proto(spec)), trace=True
         )
-        return conv.task_from_proto(resp.task, created=resp.created)
+        return conv.task_from_proto(
+            resp.task, created=resp.created, debounced=resp.debounced, throttled=resp.throttled
+        )
 
     async def submit_many(self, specs: Iterable[TaskSpec]) -> builtins.list[Task]:
         """Submit many tasks, in batched calls of up to 10,000; results in order."""

@@ -48,6 +48,7 @@ _FIELDS = (
     "last_error", "checkpoint", "worker_id", "cancel_requested", "shard_id",
     "strict_timing", "trace_context", "created_at", "updated_at", "created",
     "retry_policy", "last_error_type", "last_traceback", "workflow_id", "schedule_id",
+    "debounced", "throttled",
 )
 if tuple(f.name for f in dataclasses.fields(Task)) != _FIELDS:
     raise ImportError("Task's fields changed: update scheduler.client._tasks_c")
@@ -58,7 +59,10 @@ if tuple(f.name for f in dataclasses.fields(Task)) != _FIELDS:
 # trace contexts inside these are read by scheduler._pbread, which declares them.)
 WIRE_FIELDS = {
     "tickwheel.v1.SubmitTasksResponse": ({"results": 0x0A}, ()),
-    "tickwheel.v1.SubmitTaskResponse": ({"task": 0x0A, "created": 0x10}, ()),
+    # An answer with `debounced` or `throttled` set takes the general path.
+    "tickwheel.v1.SubmitTaskResponse": (
+        {"task": 0x0A, "created": 0x10}, ("debounced", "throttled"),
+    ),
     "tickwheel.v1.Task": (
         {
             "id": 0x0A, "tenant_id": 0x12, "type": 0x1A, "state": 0x20, "scheduled_at": 0x2A,
@@ -303,6 +307,8 @@ cdef object _task(Reader* r, Py_ssize_t stop, bint created, _Seen seen):
     PyObject_GenericSetAttr(t, names[25], traceback or None)
     PyObject_GenericSetAttr(t, names[26], workflow_id)
     PyObject_GenericSetAttr(t, names[27], schedule_id)
+    PyObject_GenericSetAttr(t, names[28], False)
+    PyObject_GenericSetAttr(t, names[29], False)
     return t
 
 

@@ -9,7 +9,16 @@ from typing import Any
 
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
-from scheduler.types import OverlapPolicy, Pool, RetryPolicy, Scope, UpstreamPolicy
+from scheduler.types import (
+    Debounce,
+    IdempotencyScope,
+    OverlapPolicy,
+    Pool,
+    RetryPolicy,
+    Scope,
+    Throttle,
+    UpstreamPolicy,
+)
 
 JSON = dict[str, Any]
 
@@ -30,6 +39,14 @@ class TaskSpec:
     trace_context: dict[str, str] | None = None
     retry_policy: RetryPolicy | None = None
     """This task's own backoff, attempts and non-retryable error types."""
+    debounce: Debounce | None = None
+    """Debounce by key (docs/flow-control.md): replace the key's pending task."""
+    throttle: Throttle | None = None
+    """Throttle by key: at most one task per period of due time per key."""
+    idempotency_ttl_s: float = 0.0
+    """The idempotency key dedupes for this long (0: as long as its task is kept)."""
+    idempotency_scope: IdempotencyScope = IdempotencyScope.FOREVER
+    """UNTIL_FINISHED: the key dedupes only while its task is not finished."""
 
     def __post_init__(self) -> None:
         if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:
@@ -78,6 +95,12 @@ class Task:
     """The DAG workflow this task is a node of (None: not part of one)."""
     schedule_id: uuid.UUID | None = None
     """The schedule that fired this task (None: submitted directly)."""
+    debounced: bool = False
+    """From a submit: True when the submission joined its debounce key's pending task
+    (this one: due time pushed, payload replaced unless the first one is kept)."""
+    throttled: bool = False
+    """From a submit: True when the submission fell inside its throttle key's period
+    (this is the task that opened it; nothing was created)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._types import SubmitSpec
 from scheduler.ids import uuid7
-from scheduler.jitter import effective_mode, jitter_offset_ms, shard_of
+from scheduler.jitter import JitterMode, effective_mode, jitter_offset_ms, shard_of
 from scheduler.limits import (
     MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_RETRIES,
@@ -31,7 +31,7 @@ from scheduler.limits import (
     TIMESTAMP_RANGE_TEXT,
 )
 from scheduler.states import TaskState
-from scheduler.types import NewTask, RawJSON, RetryPolicy
+from scheduler.types import NewTask, RawJSON, RetryPolicy, check_flow, debounced_due
 
 _check_json = json.JSONEncoder(allow_nan=False).encode
 """One encoder for every payload check (``json.dumps`` with an option builds a new
@@ -108,6 +108,14 @@ class Admission:
             raise InvalidArgument(
                 f"{prefix}.timeout_s", f"must be a number of seconds in 0..{MAX_TIMEOUT_S}"
             )
+        if spec.flow is not None:
+            check_flow(spec.flow, prefix, idempotency_key=bool(spec.idempotency_key))
+            if spec.flow.debounce is not None and spec.scheduled_at is not None:
+                raise InvalidArgument(
+                    f"{prefix}.scheduled_at",
+                    "a debounced task is due debounce.period_s after"
+                    " its last submission: leave scheduled_at unset",
+                )
 
     def _resolve_retry(self, policy: RetryPolicy | None) -> RetryPolicy | None:
         """A task's retry policy against the server's defaults: a cap without a base
@@ -150,6 +158,11 @@ class Admission:
         shard = shard_of(tenant_id, task_id, self._config.shard_count)
         scheduled_at = spec.scheduled_at or now
         mode = effective_mode(spec.jitter_mode, spec.strict_timing, scheduled_at)
+        debounce = spec.flow.debounce if spec.flow is not None else None
+        if debounce is not None:
+            # Due one period after this (first) submission; later ones push it (store).
+            mode = JitterMode.NONE
+            due_at = debounced_due(now, now, debounce)
         if due_at is None:
             offset = jitter_offset_ms(
                 tenant_id, task_id, mode, window_s=self._config.jitter_window_s
@@ -178,4 +191,5 @@ class Admission:
             depends_on=depends_on,
             schedule_id=schedule_id,
             initial_state=TaskState.PRELOADED if preload else TaskState.SCHEDULED,
+            flow=spec.flow,
         )

@@ -41,6 +41,7 @@ from scheduler.engine._backlog import BacklogReporter
 from scheduler.engine._canary import Canary
 from scheduler.engine._completer import Completer
 from scheduler.engine._config import EngineConfig
+from scheduler.engine._debounce import DebounceCombiner
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._dispatcher import Dispatcher
 from scheduler.engine._fair_share import FairShare
@@ -60,7 +61,7 @@ from scheduler.engine._shards import ShardHandler
 from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats, PoolMetrics
 from scheduler.engine._tenancy import Tenancy
-from scheduler.engine._timeline import Timeline, to_ms, to_us
+from scheduler.engine._timeline import Timeline, preloaded, to_ms, to_us
 from scheduler.engine._types import FailureReport, Outlet, SubmitSpec, WorkerHello
 from scheduler.engine._waiters import MAX_WAIT_S, SETTLED, Waiters
 from scheduler.engine._watch import Watch
@@ -138,6 +139,8 @@ class Engine:
         """Whether the dispatch, pre-load and store-write loops make progress."""
         parts = (self._shards, self._timeline, self._mirror, self._background)
         self._preloader = Preloader(store, cfg, self.now, *parts, self.health.preloader)
+        self._preloader.on_move = self._moved
+        self._debounce = DebounceCombiner(self.store.insert_tasks, self._background)
         self.preloader = self._preloader  # the door to a reconcile pass run now
         self._slots = Slots(self._slot_freed)
         self._waiters = Waiters()
@@ -355,11 +358,51 @@ class Engine:
                 admission.validate(specs[i], "task" if single else f"tasks[{i}]")
                 new.append(admission.new_task(tenant_id, specs[i], now, horizon))
         started = time.perf_counter()
-        results = await self.store.insert_tasks(new, now)
+        if any(t.flow is not None and t.flow.debounce is not None for t in new):
+            results = await self._insert_debounced(new, now)
+        else:
+            results = await self.store.insert_tasks(new, now)
         self.stats.write("insert", len(new), time.perf_counter() - started)
         async for part in slices(len(results)):
             self._timeline.admit(results[part.start : part.stop])
+        for r in results:
+            if r.debounced and r.task.status is TaskState.PRELOADED:
+                self._moved(r.task.shard_id, r.task.id, to_us(r.task.due_at), r.task)
         return results
+
+    async def _insert_debounced(self, new: list[NewTask], now: datetime) -> list[InsertResult]:
+        """The debounced tasks through the combiner (one store call per key at a time),
+        the rest in one write; results in order."""
+        out: list[InsertResult | None] = [None] * len(new)
+        plain = [i for i, t in enumerate(new) if t.flow is None or t.flow.debounce is None]
+        calls = [
+            self._debounce.submit(t, now)
+            for t in new
+            if t.flow is not None and t.flow.debounce is not None
+        ]
+        done = await asyncio.gather(*calls)
+        debounced = iter(done)
+        if plain:
+            stored = await self.store.insert_tasks([new[i] for i in plain], now)
+            for i, r in zip(plain, stored, strict=True):
+                out[i] = r
+        return [r if r is not None else next(debounced) for r in out]
+
+    def _moved(
+        self, shard: int, task_id: uuid.UUID, due_us: int, task: TaskRecord | None = None
+    ) -> None:
+        """A debounced submission pushed a PRELOADED task's due time (here, or another
+        node's, heard as a move notice): its timer follows, if the task is ours. One that
+        fired already and waits for a slot, or was spilled to the index over the wheel's
+        cap, goes back at its new time. (One in a dispatch round's commit is added too:
+        if that commit wins, this timer's dispatch finds it DISPATCHED and is dropped.)"""
+        if not self._shards.serves(shard) or self._timeline.postpone(task_id, due_us):
+            return
+        self._ready.remove(task_id)
+        if task is not None:
+            self._timeline.add([preloaded(task)])
+        else:
+            self._preloader.reconcile_soon()
 
     # ------------------------------------------------------------------ reads and operator actions
     async def list_tasks(

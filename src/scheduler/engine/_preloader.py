@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
@@ -29,7 +30,7 @@ from scheduler.engine._shard_state import ShardState
 from scheduler.engine._timeline import Timeline, preloaded
 from scheduler.index import IndexUnavailable
 from scheduler.states import TaskState
-from scheduler.store import Store, StoreUnavailable
+from scheduler.store import MoveCallback, Store, StoreUnavailable
 from scheduler.types import Preloaded, Release, TaskKey
 
 log = logging.getLogger("tickwheel.engine")
@@ -78,6 +79,8 @@ class Preloader:
         self._index_check_at = 0.0
         self.stopping = False
         """Set while the engine stops: notices are no longer acted on."""
+        self.on_move: MoveCallback | None = None
+        """Set by the engine: a debounced task's due time moved (a move notice)."""
 
     def use_reaper(self, reaper: Reaper) -> None:
         """The reaper this loop runs (it needs the sessions, built after this)."""
@@ -85,6 +88,11 @@ class Preloader:
 
     def wake(self) -> None:
         """Run a pass now."""
+        self._wake.set()
+
+    def reconcile_soon(self) -> None:
+        """Run a pass with a reconcile now (in a cluster)."""
+        self._reconcile_at = 0.0
         self._wake.set()
 
     def _horizon(self) -> datetime:
@@ -185,7 +193,7 @@ class Preloader:
         the safety net: a lost notice, or a lost connection, costs latency only."""
         while True:
             try:
-                notices = await self._store.listen_work(self._on_work_notice)
+                notices = await self._store.listen_work(self._on_work_notice, self._on_move)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -203,6 +211,10 @@ class Preloader:
             self._reconcile_at = 0.0
             self._wake.set()
             await asyncio.sleep(1.0)
+
+    def _on_move(self, shard: int, task_id: uuid.UUID, due_us: int) -> None:
+        if not self.stopping and self.on_move is not None:
+            self.on_move(shard, task_id, due_us)
 
     def _on_work_notice(self, shards: frozenset[int], reconcile: bool) -> None:
         if self.stopping or not self._shards.owned() & shards:

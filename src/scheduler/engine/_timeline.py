@@ -265,6 +265,21 @@ class Timeline:
             self._wheel.cancel(k)
             self._table.discard(k)
 
+    def postpone(self, task_id: uuid.UUID, due_us: int) -> bool:
+        """Move ``task_id``'s timer to ``due_us`` (epoch µs) if that is later than its
+        own (a debounced submission pushed it; the store's due time only grows, so an
+        older notice that arrives late never pulls it back). Whether it is here."""
+        k = self._table.find(task_id.int)
+        if k < 0:
+            return False
+        if due_us <= self._table.due_us(k):
+            return True
+        self._wheel.cancel(k)
+        row = self._table.pop(k)
+        moved = (row[0], row[1], due_us, row[3], row[4])
+        self.add([self._rebuild(moved)])
+        return True
+
     def drop_shards(self, shards: frozenset[int]) -> int:
         """Forget every task of ``shards`` (lost to another node); how many."""
         dropped = self._table.in_shards(shards)

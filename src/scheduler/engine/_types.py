@@ -10,7 +10,7 @@ from typing import Protocol
 
 from scheduler._frozen import fast_init
 from scheduler.jitter import JitterMode
-from scheduler.types import JSON, Assignment, Pool, RawJSON, RetryPolicy, TaskKey
+from scheduler.types import JSON, Assignment, FlowOptions, Pool, RawJSON, RetryPolicy, TaskKey
 
 
 @fast_init  # built per task: scheduler._frozen
@@ -35,6 +35,8 @@ class SubmitSpec:
     retry_policy: RetryPolicy | None = None
     """The task's own backoff and non-retryable error types (max attempts are in
     ``max_retries``); None: the server's defaults."""
+    flow: FlowOptions | None = None
+    """Debounce, throttle or an idempotency window (issue 43); None: none."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

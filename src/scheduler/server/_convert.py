@@ -129,7 +129,18 @@ from scheduler.server._convert_writes import (
 from scheduler.server._convert_writes import (
     writes_from_proto as writes_from_proto,
 )
-from scheduler.types import JSON, RetryPolicy, TaskRecord, Tenant
+from scheduler.types import (
+    JSON,
+    Debounce,
+    DebouncePayload,
+    FlowOptions,
+    IdempotencyScope,
+    RetryPolicy,
+    TaskRecord,
+    Tenant,
+    Throttle,
+    check_flow,
+)
 
 TIERS = frozenset({"STANDARD", "ENTERPRISE", "SYSTEM"})
 _JITTER_TO_PROTO = wire.JITTER_TO_PROTO
@@ -214,7 +225,62 @@ def spec_from_proto(
         timeout_s=spec.timeout_s,
         trace_context=trace if trace is not None else default_trace,
         retry_policy=policy,
+        flow=flow_from_proto(spec, field),
     )
+
+
+_DEBOUNCE_PAYLOAD = {
+    pb.DEBOUNCE_PAYLOAD_UNSPECIFIED: DebouncePayload.LATEST,
+    pb.DEBOUNCE_PAYLOAD_LATEST: DebouncePayload.LATEST,
+    pb.DEBOUNCE_PAYLOAD_FIRST: DebouncePayload.FIRST,
+}
+
+
+_NO_FLOW = FlowOptions()
+
+_IDEMPOTENCY_SCOPE = {
+    pb.IDEMPOTENCY_SCOPE_UNSPECIFIED: IdempotencyScope.FOREVER,
+    pb.IDEMPOTENCY_SCOPE_FOREVER: IdempotencyScope.FOREVER,
+    pb.IDEMPOTENCY_SCOPE_UNTIL_FINISHED: IdempotencyScope.UNTIL_FINISHED,
+}
+
+
+def flow_from_proto(spec: pb.TaskSpec, field: str) -> FlowOptions | None:
+    """A task's flow control (issue 43), checked (``check_flow``), or None."""
+    debounce = throttle = None
+    if spec.HasField("debounce"):
+        d = spec.debounce
+        try:
+            keep = _DEBOUNCE_PAYLOAD[d.payload]
+        except KeyError:
+            raise InvalidArgument(
+                f"{field}.debounce.payload", f"unknown mode {d.payload}"
+            ) from None
+        debounce = Debounce(key=d.key, period_s=d.period_s, max_delay_s=d.max_delay_s, payload=keep)
+    if spec.HasField("throttle"):
+        throttle = Throttle(key=spec.throttle.key, period_s=spec.throttle.period_s)
+    try:
+        scope = _IDEMPOTENCY_SCOPE[spec.idempotency_scope]
+    except KeyError:
+        raise InvalidArgument(
+            f"{field}.idempotency_scope", f"unknown scope {spec.idempotency_scope}"
+        ) from None
+    flow = FlowOptions(
+        debounce=debounce,
+        throttle=throttle,
+        idempotency_ttl_s=spec.idempotency_ttl_s,
+        idempotency_scope=scope,
+    )
+    if flow == _NO_FLOW:
+        return None
+    check_flow(flow, field, idempotency_key=bool(spec.idempotency_key))
+    if debounce is not None and spec.HasField("scheduled_at"):
+        raise InvalidArgument(
+            f"{field}.scheduled_at",
+            "a debounced task is due debounce.period_s after its"
+            " last submission: leave scheduled_at unset",
+        )
+    return flow
 
 
 def retry_policy_from_proto(msg: pb.RetryPolicy, field: str) -> RetryPolicy | None:

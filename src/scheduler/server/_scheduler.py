@@ -73,6 +73,8 @@ def _submit_response(
     return pb.SubmitTaskResponse(
         task=conv.task_to_proto(result.task, payload, json_bytes=json_bytes),
         created=result.created,
+        debounced=result.debounced,
+        throttled=result.throttled,
     )
 
 

@@ -69,6 +69,8 @@ def read_submit(
 _RESULTS = b"\x0a"  # SubmitTasksResponse.results: field 1, length-delimited
 _TASK = b"\x0a"  # SubmitTaskResponse.task: field 1, length-delimited
 _CREATED = b"\x10\x01"  # SubmitTaskResponse.created = true: field 2, varint
+_DEBOUNCED = b"\xd0\x05\x01"  # SubmitTaskResponse.debounced = true: field 90, varint
+_THROTTLED = b"\xd8\x05\x01"  # SubmitTaskResponse.throttled = true: field 91, varint
 _ID = b"\x0a\x24"  # Task.id: field 1, 36 characters
 _SCHEDULED_AT = b"\x2a"  # Task.scheduled_at: field 5
 _DUE_AT = b"\x32"  # Task.due_at: field 6
@@ -101,9 +103,16 @@ def _shared(rec: TaskRecord, json_bytes: bool) -> bytes:
     return task.SerializeToString()
 
 
-def _item(task: bytes, created: bool) -> bytes:
+def _item(task: bytes, created: bool, debounced: bool = False, throttled: bool = False) -> bytes:
     """One ``SubmitTaskResponse`` as a ``results`` entry."""
-    body = _TASK + varint(len(task)) + task + (_CREATED if created else b"")
+    body = (
+        _TASK
+        + varint(len(task))
+        + task
+        + (_CREATED if created else b"")
+        + (_DEBOUNCED if debounced else b"")
+        + (_THROTTLED if throttled else b"")
+    )
     return _RESULTS + varint(len(body)) + body
 
 
@@ -126,7 +135,9 @@ def encode_submit_response(
         if not (result.created and _fresh(rec)):
             payload = echo if result.created else None
             whole = conv.task_to_proto(rec, payload, json_bytes=json_bytes)
-            append(_item(whole.SerializeToString(), result.created))
+            append(
+                _item(whole.SerializeToString(), result.created, result.debounced, result.throttled)
+            )
             continue
         trace = rec.trace_context
         key: Any = (

@@ -15,6 +15,7 @@ from scheduler.store._errors import StoreUnavailable
 from scheduler.store.protocol import (
     HORIZONS,
     DepthRow,
+    MoveCallback,
     ReplicationLag,
     Store,
     WorkCallback,
@@ -73,6 +74,7 @@ __all__ = [
     "FencedWrite",
     "InsertResult",
     "MaintenanceResult",
+    "MoveCallback",
     "NewTask",
     "Outcome",
     "OverlapPolicy",

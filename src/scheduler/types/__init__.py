@@ -14,6 +14,15 @@ writes and their results), ``_reads`` (listing, counts, forecasts, the audit) an
 from __future__ import annotations
 
 from scheduler.states import TaskState
+from scheduler.types._flow import (
+    Debounce,
+    DebouncePayload,
+    FlowOptions,
+    IdempotencyScope,
+    Throttle,
+    check_flow,
+    debounced_due,
+)
 from scheduler.types._preloaded import Preloaded, PreloadedGroup, PreloadedPage
 from scheduler.types._reads import (
     FORECAST_STATES,
@@ -81,12 +90,16 @@ __all__ = [
     "CancelResult",
     "CompleteResult",
     "Completion",
+    "Debounce",
+    "DebouncePayload",
     "DispatchRequest",
     "Expectation",
     "FailResult",
     "Failure",
     "FencedWrite",
+    "FlowOptions",
     "Forecast",
+    "IdempotencyScope",
     "InsertResult",
     "MaintenanceResult",
     "NewTask",
@@ -114,10 +127,13 @@ __all__ = [
     "TaskRecord",
     "TaskState",
     "Tenant",
+    "Throttle",
     "Transition",
     "UpstreamPolicy",
     "Workflow",
     "WorkflowView",
+    "check_flow",
+    "debounced_due",
     "dispatch_note",
     "raise_for_outcome",
 ]

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from scheduler._frozen import fast_init
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
+from scheduler.types._flow import FlowOptions
 
 JSON = dict[str, Any]
 
@@ -115,6 +116,9 @@ class NewTask:
     """DAG parents (task ids, same ``workflow_id``): the store writes the edges in the
     inserting transaction and sets ``unresolved_dependencies`` to their number. Parents
     must not have completed yet (insert a workflow as one batch, parents first)."""
+    flow: FlowOptions | None = None
+    """Debounce, throttle or an idempotency window (issue 43): the store inserts such a
+    task alone, in its own transaction (``scheduler.types._flow``)."""
 
 
 @fast_init  # built per task: scheduler._frozen
@@ -172,3 +176,8 @@ class InsertResult:
     task: TaskRecord
     created: bool
     """False when the idempotency key already named a task (``task`` is that one)."""
+    debounced: bool = False
+    """The submission replaced its debounce key's pending task (``task``, not created)."""
+    throttled: bool = False
+    """The submission fell inside its throttle key's period: ``task`` is the one that
+    opened the period (not created)."""

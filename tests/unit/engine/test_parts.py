@@ -194,6 +194,37 @@ def test_timeline_fires_in_due_order_and_forgets_what_it_drops() -> None:
     assert len(tl) == 0
 
 
+def test_timeline_postpones_a_debounced_timer_only_later() -> None:
+    tl, _ = timeline(EngineConfig(), shard_state())
+    a, b = preloaded(10), preloaded(20)
+    tl.add([a, b])
+    later = to_us(T0 + timedelta(milliseconds=50))
+    assert tl.postpone(a.key.id, later)
+    assert tl.postpone(a.key.id, to_us(T0))  # an older move arriving late: kept at 50
+    assert not tl.postpone(uuid.uuid4(), later)  # not here
+    fired = tl.fire(to_ms(T0) + 30)
+    assert [p.key for p in fired] == [b.key]
+    [moved] = tl.fire(to_ms(T0) + 50)
+    assert moved.key == a.key
+    assert moved.due_at == T0 + timedelta(milliseconds=50)
+    assert (moved.tenant_id, moved.type, moved.pool) == (a.tenant_id, a.type, a.pool)
+
+
+def test_a_debounced_submission_is_due_one_period_after_it_without_jitter() -> None:
+    from scheduler.types import Debounce, FlowOptions
+
+    adm = Admission(EngineConfig(), shard_state())
+    flow = FlowOptions(debounce=Debounce(key="k", period_s=2.5))
+    spec = SubmitSpec(type="t", flow=flow)
+    adm.validate(spec, "task")
+    row = adm.new_task(TENANT, spec, T0)
+    assert row.due_at == T0 + timedelta(seconds=2.5)
+    assert row.jitter_mode is JitterMode.NONE
+    assert row.flow is flow
+    with pytest.raises(InvalidArgument, match=r"task\.scheduled_at"):
+        adm.validate(SubmitSpec(type="t", scheduled_at=T0, flow=flow), "task")
+
+
 def test_timeline_takes_only_this_nodes_shards_and_admits_fresh_rows() -> None:
     tl, _ = timeline(EngineConfig(), shard_state(frozenset({1})))
     tl.add([preloaded(0, shard=1), preloaded(0, shard=2)])

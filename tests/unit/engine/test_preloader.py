@@ -74,6 +74,7 @@ class FakeStore:
         self.reclaim_calls: list[list[int] | None] = []
         self.signals: asyncio.Queue[str] = asyncio.Queue()
         self.on_notice: object = None
+        self.on_move: object = None
 
     async def claim_preload(
         self,
@@ -125,8 +126,9 @@ class FakeStore:
             return self.reclaims.pop(0)
         return ReclaimResult(requeued=(), retrying=(), dead_lettered=(), cancelled=())
 
-    async def listen_work(self, on_notice: object) -> None:
+    async def listen_work(self, on_notice: object, on_move: object = None) -> None:
         self.on_notice = on_notice
+        self.on_move = on_move
         return None  # no channel: the caller returns
 
 

@@ -52,7 +52,7 @@ from scheduler.store.postgres.tasks import Tasks
 from scheduler.store.postgres.tenants import Tenants
 from scheduler.store.postgres.workflows import Workflows
 from scheduler.store.postgres.writes import WorkerWrites
-from scheduler.store.protocol import WorkCallback, WorkNotices
+from scheduler.store.protocol import MoveCallback, WorkCallback, WorkNotices
 
 __all__ = ["SCOPE_SETTING", "SYSTEM", "WORK_CHANNEL", "PostgresStore", "Q", "migrate"]
 
@@ -174,14 +174,16 @@ class PostgresStore(
                 row["name"],
             )
 
-    async def listen_work(self, on_notice: WorkCallback) -> WorkNotices | None:
+    async def listen_work(
+        self, on_notice: WorkCallback, on_move: MoveCallback | None = None
+    ) -> WorkNotices | None:
         """LISTEN on its own connection (a pooled one would be reset and reused)."""
         if self._dsn is None:
             return None
         async with driver_errors():
             settings, timeout = {"timezone": "UTC"}, self.config.connect_timeout_s
             conn = await asyncpg.connect(self._dsn, server_settings=settings, timeout=timeout)
-        notices = PgWorkNotices(conn, on_notice)
+        notices = PgWorkNotices(conn, on_notice, on_move)
         try:
             async with driver_errors():
                 await conn.add_listener(WORK_CHANNEL, notices.heard)

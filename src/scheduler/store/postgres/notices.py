@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from typing import Any
 
 import asyncpg
 
-from scheduler.store.protocol import WorkCallback
+from scheduler.store.protocol import MoveCallback, WorkCallback
 
 log = logging.getLogger(__name__)
 
 #: The NOTIFY channel of :meth:`PostgresStore.listen_work`. A payload is ``p:`` (claim
-#: SCHEDULED rows) or ``r:`` (re-read PRELOADED rows) and the shard ids, comma-separated.
+#: SCHEDULED rows) or ``r:`` (re-read PRELOADED rows) and the shard ids, comma-separated;
+#: or ``m:`` and ``shard,task id,due µs`` (a debounced task's due time moved).
 WORK_CHANNEL = "tickwheel_work"
 
 
@@ -33,17 +35,36 @@ async def notify_work(conn: Any, shards: set[int], *, reconcile: bool) -> None:
         await conn.execute("SELECT pg_notify($1, $2)", WORK_CHANNEL, payload)
 
 
+async def notify_moved(conn: Any, shard: int, task_id: uuid.UUID, due_us: int) -> None:
+    """Inside the debouncing transaction: tell the shard's owner the task's new due time
+    (it moves its timer; delivered at commit, as :func:`notify_work`)."""
+    await conn.execute("SELECT pg_notify($1, $2)", WORK_CHANNEL, f"m:{shard},{task_id},{due_us}")
+
+
 class PgWorkNotices:
     """One LISTEN connection; ``wait_closed`` returns when it is lost or closed."""
 
-    def __init__(self, conn: asyncpg.Connection, on_notice: WorkCallback) -> None:
+    def __init__(
+        self, conn: asyncpg.Connection, on_notice: WorkCallback, on_move: MoveCallback | None
+    ) -> None:
         self._conn = conn
         self._on_notice = on_notice
+        self._on_move = on_move
         self._closed = asyncio.Event()
         conn.add_termination_listener(lambda _c: self._closed.set())
 
     def heard(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
         kind, _, rest = str(payload).partition(":")
+        if kind == "m":
+            try:
+                shard, task_id, due_us = rest.split(",")
+                moved = (int(shard), uuid.UUID(task_id), int(due_us))
+            except ValueError:
+                log.warning("ignoring a malformed move notice %r", payload)
+                return
+            if self._on_move is not None:
+                self._on_move(*moved)
+            return
         try:
             shards = frozenset(int(x) for x in rest.split(",") if x)
         except ValueError:

@@ -23,7 +23,7 @@ from scheduler._errors import InvalidArgument, NotFound, StoreError, TenantMovin
 from scheduler.states import TaskState
 from scheduler.store import _common, _validate
 from scheduler.store._records import record_from_new, unresolved
-from scheduler.store.postgres import rows
+from scheduler.store.postgres import flow, rows
 from scheduler.store.postgres._db import column, scope_of, scope_of_all, uniform
 from scheduler.store.postgres.notices import notify_work
 from scheduler.store.postgres.partitions import Partitions, utc_day
@@ -42,6 +42,16 @@ from scheduler.types import (
     TaskFilter,
     TaskRecord,
 )
+
+
+def _alone(t: NewTask) -> bool:
+    """Whether ``t`` is inserted alone, under its debounce or throttle key's lock."""
+    return t.flow is not None and (t.flow.debounce is not None or t.flow.throttle is not None)
+
+
+def _window(t: NewTask) -> bool:
+    """Whether ``t``'s idempotency key has a window (a TTL or a scope)."""
+    return t.flow is not None and t.flow.idempotency_window
 
 
 def insert_args(
@@ -99,6 +109,54 @@ class Tasks(Tenants, Partitions, TaskStore):
     async def _insert_rows(
         self, tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[InsertResult]:
+        if any(_alone(t) for t in tasks):
+            return await self._insert_flow(tasks, encoded, now)
+        scope = scope_of_all(t.tenant_id for t in tasks)
+        async with self._db.conn(scope, tx=True) as conn:
+            return await self._insert_in(conn, tasks, encoded, now)
+
+    async def _insert_flow(
+        self, tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
+    ) -> list[InsertResult]:
+        """A batch with debounced or throttled tasks: each of those alone, in its own
+        transaction (its key's lock held as briefly as can be); the rest together."""
+        out: list[InsertResult | None] = [None] * len(tasks)
+        plain = [i for i, t in enumerate(tasks) if not _alone(t)]
+        if plain:
+            done = await self._insert_rows(
+                [tasks[i] for i in plain], [encoded[i] for i in plain], now
+            )
+            for i, r in zip(plain, done, strict=True):
+                out[i] = r
+        for i, t in enumerate(tasks):
+            if out[i] is not None:
+                continue
+            debounced = t.flow is not None and t.flow.debounce is not None
+            async with self._db.conn(t.tenant_id, tx=True) as conn:
+                if debounced:
+                    pending = await flow.debounce(conn, self._q, t, encoded[i][0], now)
+                else:
+                    pending = await flow.throttle(conn, self._q, t)
+                if pending is None:
+                    (made,) = await self._insert_in(conn, [t], [encoded[i]], now)
+                    out[i] = made
+                    continue
+            async with self._db.conn(t.tenant_id) as conn:
+                row = await conn.fetchrow(self._q["get_task_by_key"], *pending)
+            assert row is not None  # a row is never deleted (partitions are detached)
+            task = rows.task(row)
+            out[i] = InsertResult(task, False, debounced=debounced, throttled=not debounced)
+        return [r for r in out if r is not None]
+
+    async def _insert_in(
+        self,
+        conn: Any,
+        tasks: Sequence[NewTask],
+        encoded: Sequence[tuple[str, str | None]],
+        now: datetime,
+        *,
+        retire: bool = True,
+    ) -> list[InsertResult]:
         q = self._q
         args = insert_args(tasks, encoded, now)
         edges = [
@@ -106,44 +164,67 @@ class Tasks(Tenants, Partitions, TaskStore):
             for t in tasks
             for parent in dict.fromkeys(t.depends_on)
         ]
-        scope = scope_of_all(t.tenant_id for t in tasks)
-        async with self._db.conn(scope, tx=True) as conn:
-            created = {r[0] for r in await conn.fetch(q["insert_tasks"], *args)}
-            await notify_work(
-                conn,
-                {
-                    t.shard_id
-                    for t in tasks
-                    if t.id in created and t.initial_state is TaskState.SCHEDULED
-                },
-                reconcile=False,
+        created = {r[0] for r in await conn.fetch(q["insert_tasks"], *args)}
+        await notify_work(
+            conn,
+            {
+                t.shard_id
+                for t in tasks
+                if t.id in created and t.initial_state is TaskState.SCHEDULED
+            },
+            reconcile=False,
+        )
+        if edges:
+            created_edges = [e for e in edges if e[2] in created]
+            if created_edges:
+                await conn.execute(
+                    q["insert_dependencies"],
+                    [e[0] for e in created_edges],
+                    [e[1] for e in created_edges],
+                    [e[2] for e in created_edges],
+                    [e[3] for e in created_edges],
+                )
+        if windows := [t for t in tasks if t.id in created and _window(t)]:
+            await conn.execute(
+                q["set_key_window"],
+                [t.id for t in windows],
+                [flow.expires_at(t, now) for t in windows],
+                [flow.until_finished(t) for t in windows],
             )
-            if edges:
-                created_edges = [e for e in edges if e[2] in created]
-                if created_edges:
-                    await conn.execute(
-                        q["insert_dependencies"],
-                        [e[0] for e in created_edges],
-                        [e[1] for e in created_edges],
-                        [e[2] for e in created_edges],
-                        [e[3] for e in created_edges],
-                    )
-            dups = [i for i, t in enumerate(tasks) if t.id not in created]
-            existing: dict[int, TaskRecord] = {}
-            if dups:
-                found = await conn.fetch(
-                    q["tasks_by_idempotency"],
-                    [tasks[i].tenant_id for i in dups],
-                    [tasks[i].idempotency_key for i in dups],
+        dups = [i for i, t in enumerate(tasks) if t.id not in created]
+        existing: dict[int, TaskRecord] = {}
+        if dups:
+            found = await conn.fetch(
+                q["tasks_by_idempotency"],
+                [tasks[i].tenant_id for i in dups],
+                [tasks[i].idempotency_key for i in dups],
+            )
+            existing = {dups[r["ord"] - 1]: rows.task(r) for r in found}
+            stale = [dups[r["ord"] - 1] for r in found if flow.window_over(r, now)]
+            if stale and retire:
+                # The key's window is over (its TTL ran out, or its task finished): the
+                # key is freed and these go in as new tasks (issue 43).
+                await conn.execute(
+                    q["retire_keys"],
+                    [tasks[i].tenant_id for i in stale],
+                    [tasks[i].idempotency_key for i in stale],
+                    now,
                 )
-                existing = {dups[r["ord"] - 1]: rows.task(r) for r in found}
-            if len(existing) < len(dups):
-                # Neither made nor a duplicate: its tenant is moving away (or moved).
-                moving = await conn.fetchval(
-                    q["moving_tenant"], list({tasks[i].tenant_id for i in dups})
+                again = await self._insert_in(
+                    conn, [tasks[i] for i in stale], [encoded[i] for i in stale], now, retire=False
                 )
-                if moving is not None:
-                    raise TenantMoving(str(moving))
+                for i, r in zip(stale, again, strict=True):
+                    if r.created:
+                        created.add(tasks[i].id)
+                    else:
+                        existing[i] = r.task
+        if len(existing) < len(dups):
+            # Neither made nor a duplicate: its tenant is moving away (or moved).
+            moving = await conn.fetchval(
+                q["moving_tenant"], list({tasks[i].tenant_id for i in dups})
+            )
+            if moving is not None:
+                raise TenantMoving(str(moving))
         out = []
         seen: set[uuid.UUID] = set()
         async for part in slices(len(tasks)):

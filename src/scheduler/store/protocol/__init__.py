@@ -32,7 +32,7 @@ from scheduler.store.protocol.actions import ActionStore
 from scheduler.store.protocol.dispatch import DispatchStore
 from scheduler.store.protocol.history import HistoryStore
 from scheduler.store.protocol.metrics import HORIZONS, DepthRow, MetricsStore, ReplicationLag
-from scheduler.store.protocol.notices import NoticeStore, WorkCallback, WorkNotices
+from scheduler.store.protocol.notices import MoveCallback, NoticeStore, WorkCallback, WorkNotices
 from scheduler.store.protocol.partitions import PartitionStore
 from scheduler.store.protocol.schedules import ScheduleStore
 from scheduler.store.protocol.shards import ShardStore
@@ -66,6 +66,7 @@ __all__ = [
     "DispatchStore",
     "HistoryStore",
     "MetricsStore",
+    "MoveCallback",
     "NoticeStore",
     "PartitionStore",
     "ReplicationLag",

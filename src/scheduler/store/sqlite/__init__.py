@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from scheduler._errors import StoreError
 from scheduler.store._config import StoreConfig
-from scheduler.store.protocol import WorkCallback, WorkNotices
+from scheduler.store.protocol import MoveCallback, WorkCallback, WorkNotices
 from scheduler.store.sqlite._db import SQL, Db, connect
 from scheduler.store.sqlite.actions import Actions
 from scheduler.store.sqlite.dispatch import Dispatch
@@ -79,7 +79,9 @@ class SqliteStore(
         # Named, not cls: mypy then refuses an SqliteStore that lacks a protocol method.
         return SqliteStore(conn, executor, config)
 
-    async def listen_work(self, on_notice: WorkCallback) -> WorkNotices | None:
+    async def listen_work(
+        self, on_notice: WorkCallback, on_move: MoveCallback | None = None
+    ) -> WorkNotices | None:
         """No channel: an embedded store serves one process, which owns every shard."""
         return None
 

@@ -48,6 +48,9 @@ UPGRADE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("tasks", "retry_policy", "TEXT"),
     ("tasks", "last_error_type", "TEXT"),
     ("tasks", "last_traceback", "TEXT"),
+    # The idempotency key's window (issue 43; PostgreSQL keeps it in task_keys).
+    ("tasks", "key_expires_at", "INTEGER"),
+    ("tasks", "key_until_finished", "INTEGER NOT NULL DEFAULT 0"),
     ("task_transitions", "reason", "TEXT NOT NULL DEFAULT ''"),
     ("task_transitions", "due_at", "INTEGER"),
 )

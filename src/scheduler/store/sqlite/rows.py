@@ -70,7 +70,7 @@ def task(r: sqlite3.Row) -> TaskRecord:
         status=TaskState(r["status"]),
         scheduled_at=dt(r["scheduled_at"]),
         due_at=dt(r["due_at"]),
-        idempotency_key=r["idempotency_key"],
+        idempotency_key=r["idempotency_key"].split("\x01", 1)[0],
         shard_id=r["shard_id"],
         pool=Pool(r["pool"]),
         strict_timing=bool(r["strict_timing"]),

@@ -12,7 +12,7 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from scheduler._errors import InvalidArgument, NotFound, StoreError
 from scheduler.store import _common, _validate
@@ -22,7 +22,9 @@ from scheduler.store.sqlite import rows
 from scheduler.store.sqlite._db import Part
 from scheduler.types import (
     MAX_OVERDUE_GROUPS,
+    DebouncePayload,
     Forecast,
+    IdempotencyScope,
     InsertResult,
     NewTask,
     OverdueGroup,
@@ -31,7 +33,10 @@ from scheduler.types import (
     TaskCounts,
     TaskFilter,
     TaskRecord,
+    debounced_due,
 )
+
+_FINISHED = frozenset({"COMPLETED", "CANCELLED", "DEAD_LETTER"})
 
 
 class Tasks(Part, TaskStore):
@@ -53,46 +58,107 @@ class Tasks(Part, TaskStore):
                     raise NotFound("tenant", tid)
             out = []
             for t, (payload, trace) in zip(tasks, encoded, strict=True):
-                cur = c.execute(
-                    q["insert_task"],
-                    (
-                        str(t.id),
-                        str(t.tenant_id),
-                        t.type,
-                        rows.us(t.scheduled_at),
-                        rows.us(t.due_at),
-                        t.initial_state.value,
-                        t.idempotency_key,
-                        t.max_retries,
-                        payload,
-                        unresolved(t),
-                        t.shard_id,
-                        t.pool.value,
-                        int(t.strict_timing),
-                        t.jitter_mode.value,
-                        float(t.timeout_s),
-                        trace,
-                        rows.opt_str(t.workflow_id),
-                        rows.opt_str(t.schedule_id),
-                        n,
-                        n,
-                        _common.retry_policy_json(t.retry_policy),
-                    ),
-                )
-                created = cur.rowcount == 1
-                if created:
-                    c.executemany(
-                        q["insert_dependency"],
-                        [
-                            (str(t.workflow_id), str(p), str(t.id))
-                            for p in dict.fromkeys(t.depends_on)
-                        ],
-                    )
-                row = c.execute(
-                    q["task_by_idempotency"], (str(t.tenant_id), t.idempotency_key)
-                ).fetchone()
-                out.append(InsertResult(rows.task(row), created))
+                if t.flow is not None and t.flow.debounce is not None:
+                    pushed = _debounce(c, t, payload, now)
+                    if pushed is not None:
+                        out.append(InsertResult(rows.task(pushed), False, debounced=True))
+                        continue
+                if t.flow is not None and t.flow.throttle is not None:
+                    held = _throttle(c, t)
+                    if held is not None:
+                        out.append(InsertResult(rows.task(held), False, throttled=True))
+                        continue
+                out.append(_insert(c, t, payload, trace))
             return out
+
+        def _insert(
+            c: sqlite3.Connection, t: NewTask, payload: str, trace: str | None, retire: bool = True
+        ) -> InsertResult:
+            cur = c.execute(
+                q["insert_task"],
+                (
+                    str(t.id),
+                    str(t.tenant_id),
+                    t.type,
+                    rows.us(t.scheduled_at),
+                    rows.us(t.due_at),
+                    t.initial_state.value,
+                    t.idempotency_key,
+                    t.max_retries,
+                    payload,
+                    unresolved(t),
+                    t.shard_id,
+                    t.pool.value,
+                    int(t.strict_timing),
+                    t.jitter_mode.value,
+                    float(t.timeout_s),
+                    trace,
+                    rows.opt_str(t.workflow_id),
+                    rows.opt_str(t.schedule_id),
+                    n,
+                    n,
+                    _common.retry_policy_json(t.retry_policy),
+                ),
+            )
+            created = cur.rowcount == 1
+            if created:
+                c.executemany(
+                    q["insert_dependency"],
+                    [(str(t.workflow_id), str(p), str(t.id)) for p in dict.fromkeys(t.depends_on)],
+                )
+            if created and t.flow is not None and t.flow.idempotency_window:
+                ttl = t.flow.idempotency_ttl_s
+                expires = rows.us(now + timedelta(seconds=ttl)) if ttl else None
+                until = t.flow.idempotency_scope is IdempotencyScope.UNTIL_FINISHED
+                c.execute(q["set_key_window"], (expires, int(until), str(t.id)))
+            row = c.execute(
+                q["task_by_idempotency"], (str(t.tenant_id), t.idempotency_key)
+            ).fetchone()
+            if not created and retire and _window_over(row):
+                c.execute(q["retire_key"], (row["id"],))
+                return _insert(c, t, payload, trace, retire=False)
+            return InsertResult(rows.task(row), created)
+
+        def _window_over(row: sqlite3.Row) -> bool:
+            expires = row["key_expires_at"]
+            if expires is not None and expires <= n:
+                return True
+            return bool(row["key_until_finished"]) and row["status"] in _FINISHED
+
+        def _throttle(c: sqlite3.Connection, t: NewTask) -> sqlite3.Row | None:
+            # The period's task when ``t`` is due before the key's next allowed time;
+            # else the key moves to ``t`` (inserted next) and None.
+            assert t.flow is not None
+            assert t.flow.throttle is not None
+            th = t.flow.throttle
+            tenant = str(t.tenant_id)
+            key = c.execute(q["throttle_key"], (tenant, th.key)).fetchone()
+            if key is not None and rows.us(t.due_at) < key["next_at"]:
+                held: sqlite3.Row = c.execute(q["get_task"], (key["task_id"],)).fetchone()
+                return held
+            next_at = rows.us(t.due_at + timedelta(seconds=th.period_s))
+            c.execute(q["set_throttle_key"], (tenant, th.key, str(t.id), next_at))
+            return None
+
+        def _debounce(
+            c: sqlite3.Connection, t: NewTask, payload: str, now: datetime
+        ) -> sqlite3.Row | None:
+            # One writer at a time (the store's transaction): the burst's task, if still
+            # pending, takes the submission; else the key points at the new task.
+            assert t.flow is not None
+            assert t.flow.debounce is not None
+            d = t.flow.debounce
+            tenant = str(t.tenant_id)
+            key = c.execute(q["debounce_key"], (tenant, d.key)).fetchone()
+            if key is not None:
+                due = debounced_due(now, rows.dt(key["first_at"]), d)
+                latest = None if d.payload is DebouncePayload.FIRST else payload
+                cur = c.execute(q["debounce_push"], (rows.us(due), latest, n, key["task_id"]))
+                if cur.rowcount == 1:
+                    pushed: sqlite3.Row = c.execute(q["get_task"], (key["task_id"],)).fetchone()
+                    return pushed
+            c.execute(q["set_debounce_key"], (tenant, d.key, str(t.id), n))
+            return None
 
         try:
             return await self._db.tx(fn)

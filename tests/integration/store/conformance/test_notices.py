@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import uuid
+from datetime import UTC, datetime, timedelta
 
+from scheduler.ids import uuid7
 from scheduler.states import TaskState
 from scheduler.store import Store
 from scheduler.store.postgres import PostgresStore
 from scheduler.types import (
+    Debounce,
+    FlowOptions,
+    NewTask,
     Tenant,
 )
 from tests.support.stores import (
@@ -36,5 +41,44 @@ async def test_listen_work_hears_an_insert_or_has_no_channel(store: Store, tenan
     await notices.wait_closed()
 
 
-async def _heard(heard: list[tuple[frozenset[int], bool]]) -> bool:
+async def _heard(heard: list[object]) -> bool:
     return bool(heard)
+
+
+async def test_a_debounced_push_of_a_preloaded_task_is_heard_as_a_move(
+    store: Store, tenant: Tenant
+) -> None:
+    moves: list[tuple[int, uuid.UUID, int]] = []
+    notices = await store.listen_work(
+        lambda shards, reconcile: None, lambda shard, task, due: moves.append((shard, task, due))
+    )
+    if not isinstance(store, PostgresStore):
+        assert notices is None
+        return
+    assert notices is not None
+
+    def burst(at: datetime) -> NewTask:
+        task_id = uuid7()
+        return new_task(
+            tenant,
+            at,
+            id=task_id,
+            idempotency_key=str(task_id),
+            shard_id=5,
+            due_at=at + timedelta(seconds=1),
+            initial_state=TaskState.PRELOADED,
+            flow=FlowOptions(debounce=Debounce(key="moved", period_s=1)),
+        )
+
+    try:
+        [first] = await store.insert_tasks([burst(NOW)], NOW)
+        later = NOW + timedelta(seconds=0.5)
+        [pushed] = await store.insert_tasks([burst(later)], later)
+        assert pushed.debounced
+        await eventually(lambda: _heard(moves), what="a move notice")
+        due_us = (later + timedelta(seconds=1) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
+            microseconds=1
+        )
+        assert moves == [(5, first.task.id, due_us)]
+    finally:
+        await notices.close()

@@ -38,6 +38,18 @@ class JitterMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JITTER_MODE_LATE_ONLY: _ClassVar[JitterMode]
     JITTER_MODE_NONE: _ClassVar[JitterMode]
 
+class IdempotencyScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    IDEMPOTENCY_SCOPE_UNSPECIFIED: _ClassVar[IdempotencyScope]
+    IDEMPOTENCY_SCOPE_FOREVER: _ClassVar[IdempotencyScope]
+    IDEMPOTENCY_SCOPE_UNTIL_FINISHED: _ClassVar[IdempotencyScope]
+
+class DebouncePayload(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DEBOUNCE_PAYLOAD_UNSPECIFIED: _ClassVar[DebouncePayload]
+    DEBOUNCE_PAYLOAD_LATEST: _ClassVar[DebouncePayload]
+    DEBOUNCE_PAYLOAD_FIRST: _ClassVar[DebouncePayload]
+
 class UpstreamPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     UPSTREAM_POLICY_UNSPECIFIED: _ClassVar[UpstreamPolicy]
@@ -88,6 +100,12 @@ JITTER_MODE_UNSPECIFIED: JitterMode
 JITTER_MODE_SYMMETRIC: JitterMode
 JITTER_MODE_LATE_ONLY: JitterMode
 JITTER_MODE_NONE: JitterMode
+IDEMPOTENCY_SCOPE_UNSPECIFIED: IdempotencyScope
+IDEMPOTENCY_SCOPE_FOREVER: IdempotencyScope
+IDEMPOTENCY_SCOPE_UNTIL_FINISHED: IdempotencyScope
+DEBOUNCE_PAYLOAD_UNSPECIFIED: DebouncePayload
+DEBOUNCE_PAYLOAD_LATEST: DebouncePayload
+DEBOUNCE_PAYLOAD_FIRST: DebouncePayload
 UPSTREAM_POLICY_UNSPECIFIED: UpstreamPolicy
 UPSTREAM_POLICY_CANCEL: UpstreamPolicy
 UPSTREAM_POLICY_CONTINUE: UpstreamPolicy
@@ -117,7 +135,7 @@ class TraceContext(_message.Message):
     def __init__(self, traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy", "payload_json")
+    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy", "payload_json", "debounce", "throttle", "idempotency_ttl_s", "idempotency_scope")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +149,10 @@ class TaskSpec(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCE_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_TTL_S_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_SCOPE_FIELD_NUMBER: _ClassVar[int]
     type: str
     payload: _struct_pb2.Struct
     scheduled_at: _timestamp_pb2.Timestamp
@@ -144,7 +166,31 @@ class TaskSpec(_message.Message):
     trace_context: TraceContext
     retry_policy: RetryPolicy
     payload_json: bytes
-    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ...) -> None: ...
+    debounce: Debounce
+    throttle: Throttle
+    idempotency_ttl_s: float
+    idempotency_scope: IdempotencyScope
+    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., debounce: _Optional[_Union[Debounce, _Mapping]] = ..., throttle: _Optional[_Union[Throttle, _Mapping]] = ..., idempotency_ttl_s: _Optional[float] = ..., idempotency_scope: _Optional[_Union[IdempotencyScope, str]] = ...) -> None: ...
+
+class Throttle(_message.Message):
+    __slots__ = ("key", "period_s")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_S_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    period_s: float
+    def __init__(self, key: _Optional[str] = ..., period_s: _Optional[float] = ...) -> None: ...
+
+class Debounce(_message.Message):
+    __slots__ = ("key", "period_s", "max_delay_s", "payload")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELAY_S_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    period_s: float
+    max_delay_s: float
+    payload: DebouncePayload
+    def __init__(self, key: _Optional[str] = ..., period_s: _Optional[float] = ..., max_delay_s: _Optional[float] = ..., payload: _Optional[_Union[DebouncePayload, str]] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("initial_backoff_s", "max_backoff_s", "max_attempts", "non_retryable_error_types")
@@ -229,12 +275,16 @@ class SubmitTaskRequest(_message.Message):
     def __init__(self, task: _Optional[_Union[TaskSpec, _Mapping]] = ...) -> None: ...
 
 class SubmitTaskResponse(_message.Message):
-    __slots__ = ("task", "created")
+    __slots__ = ("task", "created", "debounced", "throttled")
     TASK_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCED_FIELD_NUMBER: _ClassVar[int]
+    THROTTLED_FIELD_NUMBER: _ClassVar[int]
     task: Task
     created: bool
-    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+    debounced: bool
+    throttled: bool
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., created: _Optional[bool] = ..., debounced: _Optional[bool] = ..., throttled: _Optional[bool] = ...) -> None: ...
 
 class SubmitTasksRequest(_message.Message):
     __slots__ = ("tasks",)

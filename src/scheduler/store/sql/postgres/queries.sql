@@ -100,7 +100,7 @@ RETURNING id
 SELECT tenant_id FROM tenant_moves WHERE tenant_id = ANY($1::uuid[]) AND role = 'source' LIMIT 1
 
 -- name: tasks_by_idempotency
-SELECT u.ord, t.*
+SELECT u.ord, k.expires_at AS key_expires_at, k.until_finished AS key_until_finished, t.*
 FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS u(tenant_id, idem, ord)
 JOIN task_keys k ON k.tenant_id = u.tenant_id AND k.idempotency_key = u.idem
 JOIN tasks t ON t.id = k.task_id AND t.scheduled_at = k.scheduled_at
@@ -109,6 +109,32 @@ JOIN tasks t ON t.id = k.task_id AND t.scheduled_at = k.scheduled_at
 SELECT t.* FROM task_keys k
 JOIN tasks t ON t.id = k.task_id AND t.scheduled_at = k.scheduled_at
 WHERE k.task_id = $1
+
+-- name: debounce
+-- One debounced submission (migration 0020): the burst's task, and whether it is new.
+SELECT r_task, r_scheduled, r_due, r_shard, r_created, r_preloaded
+FROM tickwheel_debounce($1, $2, $3, $4, $5, $6, $7, $8, $9)
+
+-- name: throttle
+-- One throttled submission (migration 0020): the period's task, and whether it is new.
+SELECT r_task, r_scheduled, r_created FROM tickwheel_throttle($1, $2, $3, $4, $5, $6)
+
+-- name: set_key_window
+-- $1 task ids, $2 their keys' expiry (NULL: none), $3 until_finished (migration 0020)
+UPDATE task_keys k SET expires_at = u.expires_at, until_finished = u.until_finished
+FROM unnest($1::uuid[], $2::timestamptz[], $3::bool[]) AS u(task_id, expires_at, until_finished)
+WHERE k.task_id = u.task_id
+
+-- name: retire_keys
+-- Free keys whose window is over ($3 now): renamed to chr(1) || 'retired:' || task id,
+-- so the old task keeps its id lookup (migration 0020). Checked again here, under the
+-- row's lock: of two submissions racing on one key, the second finds it renamed.
+UPDATE task_keys k SET idempotency_key = chr(1) || 'retired:' || k.task_id::text
+FROM unnest($1::uuid[], $2::text[]) AS u(tenant_id, idem)
+WHERE k.tenant_id = u.tenant_id AND k.idempotency_key = u.idem
+  AND (k.expires_at <= $3 OR (k.until_finished AND EXISTS (
+      SELECT 1 FROM tasks t WHERE t.id = k.task_id AND t.scheduled_at = k.scheduled_at
+        AND t.status IN ('COMPLETED', 'CANCELLED', 'DEAD_LETTER'))))
 
 -- name: get_task_by_key
 SELECT * FROM tasks WHERE id = $1 AND scheduled_at = $2

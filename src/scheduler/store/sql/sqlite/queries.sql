@@ -30,6 +30,37 @@ INSERT INTO tasks (id, tenant_id, type, scheduled_at, due_at, status, idempotenc
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 
+-- name: debounce_key
+SELECT task_id, first_at FROM debounce_keys WHERE tenant_id = ? AND debounce_key = ?
+
+-- name: set_debounce_key
+-- $1 tenant, $2 key, $3 task, $4 first submission (µs)
+INSERT INTO debounce_keys (tenant_id, debounce_key, task_id, first_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (tenant_id, debounce_key)
+DO UPDATE SET task_id = excluded.task_id, first_at = excluded.first_at
+
+-- name: debounce_push
+-- The burst's task, if still pending: its new due time, and the latest payload (or NULL
+-- to keep the first).
+UPDATE tasks SET due_at = max(due_at, ?), payload = coalesce(?, payload), updated_at = ?
+WHERE id = ? AND status IN ('SCHEDULED', 'PRELOADED')
+
+-- name: throttle_key
+SELECT task_id, next_at FROM throttle_keys WHERE tenant_id = ? AND throttle_key = ?
+
+-- name: set_throttle_key
+INSERT INTO throttle_keys (tenant_id, throttle_key, task_id, next_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (tenant_id, throttle_key)
+DO UPDATE SET task_id = excluded.task_id, next_at = excluded.next_at
+
+-- name: set_key_window
+UPDATE tasks SET key_expires_at = ?, key_until_finished = ? WHERE id = ?
+
+-- name: retire_key
+-- The key's window is over: the old task's key gets char(1) and its id appended (read
+-- back without them), which frees the key (issue 43).
+UPDATE tasks SET idempotency_key = idempotency_key || char(1) || id WHERE id = ?
+
 -- name: task_by_idempotency
 SELECT * FROM tasks WHERE tenant_id = ? AND idempotency_key = ?
 

@@ -205,3 +205,23 @@ CREATE TRIGGER IF NOT EXISTS refused_writes_no_update BEFORE UPDATE ON refused_w
 BEGIN SELECT RAISE(ABORT, 'refused_writes is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS refused_writes_no_delete BEFORE DELETE ON refused_writes
 BEGIN SELECT RAISE(ABORT, 'refused_writes is append-only'); END;
+
+-- Debounce by key (issue 43; PostgreSQL migration 0020): each (tenant, key) points at the
+-- task of its current burst; the first submission's time bounds the burst (max_delay).
+CREATE TABLE IF NOT EXISTS debounce_keys (
+    tenant_id TEXT NOT NULL,
+    debounce_key TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    first_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, debounce_key)
+);
+
+-- Throttle by key (issue 43; PostgreSQL migration 0020): next_at is the first due time
+-- the key's next task may have.
+CREATE TABLE IF NOT EXISTS throttle_keys (
+    tenant_id TEXT NOT NULL,
+    throttle_key TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    next_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, throttle_key)
+);
