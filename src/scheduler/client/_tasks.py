@@ -55,6 +55,7 @@ class TaskCalls(_Base):
         timeout_s: float = 0.0,
         trace_context: dict[str, str] | None = None,
         retry_policy: RetryPolicy | None = None,
+        concurrency_key: str | None = None,
     ) -> Task:
         """Submit one task.
 
@@ -66,6 +67,8 @@ class TaskCalls(_Base):
         OpenTelemetry span, sent as call metadata; workers' spans join that trace.
         An idempotent resubmit returns the existing task with ``created=False``.
         ``retry_policy``: this task's own backoff, attempts and non-retryable errors.
+        ``concurrency_key``: at most the type's concurrency limit of this key's tasks run
+        at once, cluster-wide (``Admin.set_concurrency_limit``; docs/flow-control.md).
         """
         spec = TaskSpec(
             type=type,
@@ -79,6 +82,7 @@ class TaskCalls(_Base):
             timeout_s=timeout_s,
             trace_context=trace_context,
             retry_policy=retry_policy,
+            concurrency_key=concurrency_key,
         )
         resp = await self._rpc(
             self._sched.SubmitTask, pb.SubmitTaskRequest(task=conv.spec_to_proto(spec)), trace=True

@@ -73,7 +73,7 @@ WIRE_FIELDS = {
         # here as by the general path.
         (
             "payload", "result", "checkpoint", "retry_policy", "last_error_type",
-            "last_traceback", "workflow_id", "schedule_id",
+            "last_traceback", "workflow_id", "schedule_id", "concurrency_key",
         ),
     ),
 }

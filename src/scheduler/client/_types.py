@@ -30,6 +30,9 @@ class TaskSpec:
     trace_context: dict[str, str] | None = None
     retry_policy: RetryPolicy | None = None
     """This task's own backoff, attempts and non-retryable error types."""
+    concurrency_key: str | None = None
+    """At most the type's concurrency limit of this key's tasks run at once,
+    cluster-wide (1-128 characters; docs/flow-control.md)."""
 
     def __post_init__(self) -> None:
         if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:

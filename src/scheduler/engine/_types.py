@@ -35,6 +35,9 @@ class SubmitSpec:
     retry_policy: RetryPolicy | None = None
     """The task's own backoff and non-retryable error types (max attempts are in
     ``max_retries``); None: the server's defaults."""
+    concurrency_key: str | None = None
+    """At most the type's concurrency limit of this key's tasks run at once,
+    cluster-wide (docs/flow-control.md); None: no key."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -115,6 +115,9 @@ class NewTask:
     """DAG parents (task ids, same ``workflow_id``): the store writes the edges in the
     inserting transaction and sets ``unresolved_dependencies`` to their number. Parents
     must not have completed yet (insert a workflow as one batch, parents first)."""
+    concurrency_key: str | None = None
+    """At most the type's concurrency limit of the tasks of this (tenant, type, key) run
+    at once, cluster-wide (docs/flow-control.md); None: no key, no limit."""
 
 
 @fast_init  # built per task: scheduler._frozen
@@ -157,6 +160,8 @@ class TaskRecord:
     """The type the worker named for the last failed attempt's error (``Failure.error_type``)."""
     last_traceback: str | None = None
     """The traceback the worker sent with the last failed attempt (``Failure.traceback``)."""
+    concurrency_key: str | None = None
+    """The task's concurrency key (``NewTask.concurrency_key``); None: none."""
 
     @property
     def key(self) -> TaskKey:

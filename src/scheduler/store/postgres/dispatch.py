@@ -29,6 +29,7 @@ from scheduler.store.protocol.dispatch import DispatchStore
 from scheduler.types import (
     Assignment,
     DispatchRequest,
+    Held,
     Preloaded,
     PreloadedPage,
     RawJSON,
@@ -148,9 +149,10 @@ class Dispatch(Part, DispatchStore):
 
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime
-    ) -> list[Assignment | None]:
+    ) -> list[Assignment | Held | None]:
         """PRELOADED -> DISPATCHED (RUNNING when ``running``) with token + 1, in one
-        statement."""
+        statement; a task with a concurrency key only while its key has a free slot
+        (:meth:`_dispatch_keyed`), else :class:`Held`."""
         _validate.aware("now", now)
         if not requests:
             return []
@@ -164,33 +166,125 @@ class Dispatch(Part, DispatchStore):
         lo, hi = _common.bounds([r.key for r in todo])
         async with self._db.conn(SYSTEM, by_key=True) as conn:
             found = await conn.fetch(
-                self._q["mark_dispatched"],
-                [r.key.id for r in todo],
-                uniform([r.key.scheduled_at for r in todo]),
-                uniform([r.worker_id for r in todo]),
-                uniform([r.lease_expires_at for r in todo]),
-                now,
+                self._q["mark_dispatched"], *self._dispatch_args(todo, now, lo, hi), False
+            )
+        by_id: dict[uuid.UUID, Any] = {r[0]: r for r in found}
+        held: dict[uuid.UUID, Held] = {}
+        if len(by_id) < len(todo):
+            # A task not dispatched was cancelled meanwhile, or has a concurrency key
+            # (rare: looked up only then, so a deployment without keys pays nothing).
+            missing = [r for r in todo if r.key.id not in by_id]
+            keyed, held = await self._dispatch_keyed(missing, now)
+            by_id.update(keyed)
+        return self._assignments(requests, by_id, held)
+
+    def _dispatch_args(
+        self, todo: Sequence[DispatchRequest], now: datetime, lo: datetime, hi: datetime
+    ) -> tuple[Any, ...]:
+        return (
+            [r.key.id for r in todo],
+            uniform([r.key.scheduled_at for r in todo]),
+            uniform([r.worker_id for r in todo]),
+            uniform([r.lease_expires_at for r in todo]),
+            now,
+            lo,
+            hi,
+            self.config.actor,
+            column([r.epoch for r in todo]),
+            uniform([r.running for r in todo]),
+        )
+
+    async def _dispatch_keyed(
+        self, missing: Sequence[DispatchRequest], now: datetime
+    ) -> tuple[dict[uuid.UUID, Any], dict[uuid.UUID, Held]]:
+        """Dispatch the tasks of ``missing`` that have a concurrency key, as many per key
+        as its free slots (in request order: the dispatcher's due order); the rest are
+        :class:`Held`. Exact across nodes: one transaction takes an advisory lock per
+        key, then counts the key's DISPATCHED/RUNNING tasks in a later statement (whose
+        snapshot sees every dispatch committed before the lock was granted), then
+        dispatches; the locks go at its commit."""
+        lo, hi = _common.bounds([r.key for r in missing])
+        q = self._q
+        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
+            found = await conn.fetch(
+                q["keyed_of"],
+                [r.key.id for r in missing],
+                [r.key.scheduled_at for r in missing],
                 lo,
                 hi,
-                self.config.actor,
-                column([r.epoch for r in todo]),
-                uniform([r.running for r in todo]),
             )
+            if not found:
+                return {}, {}
+            key_of = {r[0]: (r[1], r[2], r[3]) for r in found}
+            keys = sorted(set(key_of.values()), key=_common.concurrency_lock)
+            await conn.fetchval(
+                q["lock_concurrency_keys"], [_common.concurrency_lock(k) for k in keys]
+            )
+            slots = await conn.fetch(
+                q["concurrency_slots"],
+                [k[0] for k in keys],
+                [k[1] for k in keys],
+                [k[2] for k in keys],
+            )
+            free: dict[tuple[uuid.UUID, str, str], int] = {}
+            limit_of: dict[tuple[uuid.UUID, str, str], int] = {}
+            for row in slots:
+                k = keys[row[0] - 1]
+                limit_of[k] = row[1]
+                free[k] = max(0, row[1] - row[2])
+            go: list[DispatchRequest] = []
+            held: dict[uuid.UUID, Held] = {}
+            for r in missing:
+                k = key_of.get(r.key.id)
+                if k is None:
+                    continue  # no longer PRELOADED: None
+                if free[k] > 0:
+                    free[k] -= 1
+                    go.append(r)
+                else:
+                    held[r.key.id] = Held(k[2], limit_of[k])
+            if not go:
+                return {}, held
+            glo, ghi = _common.bounds([r.key for r in go])
+            rows_ = await conn.fetch(
+                q["mark_dispatched"], *self._dispatch_args(go, now, glo, ghi), True
+            )
+        return {r[0]: r for r in rows_}, held
+
+    @staticmethod
+    def _assignments(
+        requests: Sequence[DispatchRequest],
+        by_id: dict[uuid.UUID, Any],
+        held: dict[uuid.UUID, Held],
+    ) -> list[Assignment | Held | None]:
         # The key, worker and lease are the request's (written as given); the rest is
         # the row's. Payload and checkpoint stay the JSONB's text (RawJSON): a worker
         # that takes bytes gets them without a parse here. Columns by position, in
         # mark_dispatched's SELECT order.
-        by_id = {r[0]: r for r in found}
         pools = rows.POOLS
         loads = json.loads
-        out: list[Assignment | None] = []
+        out: list[Assignment | Held | None] = []
         append = out.append
         for req in requests:
             row = by_id.pop(req.key.id, None)
             if row is None:
-                append(None)
+                append(held.pop(req.key.id, None))
                 continue
-            _id, tenant, typ, payload, token, retries, max_retries, due, cp, trace, pool, tmo = row
+            (
+                _id,
+                tenant,
+                typ,
+                payload,
+                token,
+                retries,
+                max_retries,
+                due,
+                cp,
+                trace,
+                pool,
+                tmo,
+                ckey,
+            ) = row
             append(
                 Assignment(
                     key=req.key,
@@ -207,6 +301,7 @@ class Dispatch(Part, DispatchStore):
                     pool=pools[pool],
                     worker_id=req.worker_id,
                     timeout_s=tmo,
+                    concurrency_key=ckey,
                 )
             )
         return out

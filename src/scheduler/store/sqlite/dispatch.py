@@ -24,6 +24,7 @@ from scheduler.store.sqlite.audit import audit, lease_expired
 from scheduler.types import (
     Assignment,
     DispatchRequest,
+    Held,
     Preloaded,
     PreloadedPage,
     ReclaimResult,
@@ -127,18 +128,25 @@ class Dispatch(Part, DispatchStore):
 
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime
-    ) -> list[Assignment | None]:
-        """PRELOADED -> DISPATCHED (RUNNING when ``running``) with token + 1."""
+    ) -> list[Assignment | Held | None]:
+        """PRELOADED -> DISPATCHED (RUNNING when ``running``) with token + 1; a task with
+        a concurrency key only while its key has a free slot, else :class:`Held` (the
+        one writer's transaction counts and dispatches alone: exact)."""
         n = rows.us(_validate.aware("now", now))
         _validate.keys("requests", requests)
         _validate.dispatch_requests(requests)
         actor = self.config.actor
         q = self._q
 
-        def fn(c: sqlite3.Connection) -> list[Assignment | None]:
-            out: list[Assignment | None] = []
+        def fn(c: sqlite3.Connection) -> list[Assignment | Held | None]:
+            out: list[Assignment | Held | None] = []
             for r in requests:
                 state = TaskState.RUNNING if r.running else TaskState.DISPATCHED
+                at = rows.us(r.key.scheduled_at)
+                keyed = c.execute(q["concurrency_of"], (str(r.key.id), at)).fetchone()
+                if keyed is not None and keyed["active"] >= keyed["lim"]:
+                    out.append(Held(keyed["concurrency_key"], keyed["lim"]))
+                    continue
                 row = c.execute(
                     q["mark_dispatched"],
                     (

@@ -70,10 +70,11 @@ WITH new_keys AS (
 INSERT INTO tasks (
     id, tenant_id, type, scheduled_at, due_at, status, idempotency_key, max_retries,
     payload, unresolved_dependencies, shard_id, pool, strict_timing, jitter_mode,
-    timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at, retry_policy)
+    timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at, retry_policy,
+    concurrency_key)
 SELECT u.id, u.tenant_id, u.type, u.scheduled_at, u.due_at, u.status, u.idem, u.max_retries,
     u.payload::jsonb, u.deps, u.shard, u.pool, u.strict, u.jitter,
-    u.timeout, u.trace::jsonb, u.wf, u.sched, $19, $19, u.retry::jsonb
+    u.timeout, u.trace::jsonb, u.wf, u.sched, $19, $19, u.retry::jsonb, u.ckey
 FROM unnest($1::uuid[],
             tickwheel_fill($2::uuid[], cardinality($1::uuid[])),
             tickwheel_fill($3::text[], cardinality($1::uuid[])),
@@ -89,9 +90,9 @@ FROM unnest($1::uuid[],
             tickwheel_fill($13::bool[], cardinality($1::uuid[])),
             tickwheel_fill($14::text[], cardinality($1::uuid[])),
             tickwheel_fill($15::float8[], cardinality($1::uuid[])),
-            $16::text[], $17::uuid[], $18::uuid[], $20::text[])
+            $16::text[], $17::uuid[], $18::uuid[], $20::text[], $21::text[])
     AS u(id, tenant_id, type, scheduled_at, due_at, status, idem, max_retries, payload,
-         deps, shard, pool, strict, jitter, timeout, trace, wf, sched, retry)
+         deps, shard, pool, strict, jitter, timeout, trace, wf, sched, retry, ckey)
 JOIN new_keys k ON k.task_id = u.id
 RETURNING id
 
@@ -284,7 +285,9 @@ GROUP BY p.tenant_id, p.type COLLATE "C", p.pool COLLATE "C"
 -- name: mark_dispatched
 -- $1 ids, $2 scheduled_at, $3 worker ids, $4 leases, $5 now, $6/$7 bounds, $8 actor,
 -- $9 shard epochs (NULL: no epoch check, single node), $10 running (true: the worker
--- starts tasks on delivery, so the dispatch commits RUNNING instead of DISPATCHED).
+-- starts tasks on delivery, so the dispatch commits RUNNING instead of DISPATCHED),
+-- $11 keyed (false: a task with a concurrency key is left PRELOADED, for the keyed path
+-- of PostgresStore.mark_dispatched, which counts its key's slots under a lock first).
 -- The caller sends each key once (a repeated request gets no row). A request that
 -- carries an epoch matches only while its shard's epoch is still that one: a node that
 -- lost the shard (frozen past its etcd lease, say) can no longer dispatch from it.
@@ -307,11 +310,12 @@ WITH d AS (
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.id = ANY($1::uuid[])
       AND t.status = ANY((SELECT ARRAY[{{from:PRELOADED|to:DISPATCHED,RUNNING}}])::text[])
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+      AND ($11::bool OR t.concurrency_key IS NULL)
       AND (u.epoch IS NULL OR EXISTS (
           SELECT 1 FROM shard_epochs se WHERE se.shard_id = t.shard_id AND se.epoch = u.epoch))
     RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.payload, t.fencing_token,
         t.retry_count, t.max_retries, t.due_at, t.checkpoint, t.trace_context, t.pool,
-        t.timeout_s, u.epoch, t.status
+        t.timeout_s, u.epoch, t.status, t.concurrency_key
 ), audit AS (
     INSERT INTO task_transitions
         (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, epoch,
@@ -324,8 +328,48 @@ WITH d AS (
 -- Only what the Assignment needs beyond the request (key, worker and lease are the
 -- caller's); the store reads these columns by position.
 SELECT id, tenant_id, type, payload, fencing_token, retry_count, max_retries, due_at,
-    checkpoint, trace_context, pool, timeout_s
+    checkpoint, trace_context, pool, timeout_s, concurrency_key
 FROM d
+
+-- name: keyed_of
+-- Of the PRELOADED tasks ($1 ids, $2 scheduled_at, $3/$4 bounds), those with a
+-- concurrency key: what the keyed path of mark_dispatched must count first.
+SELECT t.id, t.tenant_id, t.type, t.concurrency_key
+FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, scheduled_at)
+JOIN tasks t ON t.id = u.id AND t.scheduled_at = u.scheduled_at
+WHERE t.id = ANY($1::uuid[]) AND t.scheduled_at >= $3 AND t.scheduled_at <= $4
+  AND t.status = ANY((SELECT ARRAY[{{states:PRELOADED}}])::text[])
+  AND t.concurrency_key IS NOT NULL
+
+-- name: lock_concurrency_keys
+-- One transaction-scoped advisory lock per key ($1: 64-bit hashes of (tenant, type,
+-- key), sorted, so two dispatchers take shared keys in the same order). Held to the
+-- commit: the next dispatcher of a key counts only after this one's tasks are written.
+SELECT count(pg_advisory_xact_lock(h)) FROM unnest($1::bigint[]) AS h
+
+-- name: concurrency_slots
+-- Per key ($1 tenants, $2 types, $3 keys): its limit (1 without a row) and how many of
+-- its tasks are DISPATCHED or RUNNING now (a statement after the lock: its snapshot
+-- sees every dispatch committed before the lock was granted).
+SELECT k.ord, coalesce(l.max_running, 1) AS lim, (
+    SELECT count(*) FROM tasks t
+    WHERE t.tenant_id = k.tenant_id AND t.type = k.type AND t.concurrency_key = k.key
+      AND t.concurrency_key IS NOT NULL AND t.status IN ('DISPATCHED', 'RUNNING')
+) AS active
+FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS k(tenant_id, type, key, ord)
+LEFT JOIN concurrency_limits l ON l.tenant_id = k.tenant_id AND l.type = k.type
+
+-- name: set_concurrency_limit
+INSERT INTO concurrency_limits (tenant_id, type, max_running, updated_at)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (tenant_id, type) DO UPDATE SET max_running = $3, updated_at = $4
+
+-- name: clear_concurrency_limit
+DELETE FROM concurrency_limits WHERE tenant_id = $1 AND type = $2
+
+-- name: concurrency_limits
+SELECT tenant_id, type, max_running FROM concurrency_limits
+WHERE ($1::uuid IS NULL OR tenant_id = $1) ORDER BY tenant_id, type
 
 -- name: ack
 -- $1 ids, $2 scheduled_at, $3 tokens, $4 lease, $5 now, $6/$7 bounds
