@@ -33,8 +33,11 @@ class _Waiting:
         self.due: list[tuple[float, int]] = []  # (due, id) of tasks[i], for bisect
 
     def add(self, p: Preloaded) -> None:
+        """Keep ``p`` in due order; a task held twice (a reload found it again) once."""
         at = (p.due_at.timestamp(), p.key.id.int)
-        i = bisect.bisect(self.due, at)
+        i = bisect.bisect_left(self.due, at)
+        if i < len(self.due) and self.due[i] == at:
+            return
         self.due.insert(i, at)
         self.tasks.insert(i, p)
 

@@ -32,7 +32,7 @@ def test_held_tasks_wait_in_due_order_and_one_goes_per_slot_freed_here() -> None
     running = task(0)
     gate.dispatched(running.key.id, TENANT, "work", "acme")
     late, early, middle = task(3), task(1), task(2)
-    for p in (late, early, middle):
+    for p in (late, early, middle, early):  # early twice: a reload found it again
         gate.hold(p, Held("acme", 2))
     assert len(gate) == 3
     assert gate.keys_waiting == 1

@@ -142,24 +142,26 @@ class Dispatch(Part, DispatchStore):
             out: list[Assignment | Held | None] = []
             for r in requests:
                 state = TaskState.RUNNING if r.running else TaskState.DISPATCHED
-                at = rows.us(r.key.scheduled_at)
-                keyed = c.execute(q["concurrency_of"], (str(r.key.id), at)).fetchone()
-                if keyed is not None and keyed["active"] >= keyed["lim"]:
-                    out.append(Held(keyed["concurrency_key"], keyed["lim"]))
-                    continue
-                row = c.execute(
-                    q["mark_dispatched"],
-                    (
-                        state.value,
-                        r.worker_id,
-                        rows.us(r.lease_expires_at),
-                        n,
-                        str(r.key.id),
-                        rows.us(r.key.scheduled_at),
-                        r.epoch,
-                        r.epoch,
-                    ),
-                ).fetchone()
+                args = (
+                    state.value,
+                    r.worker_id,
+                    rows.us(r.lease_expires_at),
+                    n,
+                    str(r.key.id),
+                    rows.us(r.key.scheduled_at),
+                    r.epoch,
+                    r.epoch,
+                )
+                row = c.execute(q["mark_dispatched"], (*args, 0)).fetchone()
+                if row is None:
+                    # Gone, or keyed: a key's slots are counted only then (a file
+                    # without keys pays nothing more).
+                    keyed = c.execute(q["concurrency_of"], (args[4], args[5])).fetchone()
+                    if keyed is not None and keyed["active"] >= keyed["lim"]:
+                        out.append(Held(keyed["concurrency_key"], keyed["lim"]))
+                        continue
+                    if keyed is not None:
+                        row = c.execute(q["mark_dispatched"], (*args, 1)).fetchone()
                 if row is None:
                     out.append(None)
                     continue

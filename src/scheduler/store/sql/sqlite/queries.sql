@@ -142,12 +142,15 @@ ORDER BY scheduled_at, id
 
 -- name: mark_dispatched
 -- The first parameter is the new status: DISPATCHED, or RUNNING for a worker that
--- starts tasks on delivery. The last two are the shard epoch (NULL: no check), twice.
+-- starts tasks on delivery. Then the shard epoch (NULL: no check), twice; the last:
+-- keyed (0: a task with a concurrency key is left alone, for the caller to count its
+-- key's slots first).
 UPDATE tasks SET status = ?, fencing_token = fencing_token + 1,
     worker_id = ?, lease_expires_at = ?, updated_at = ?
 WHERE id = ? AND scheduled_at = ? AND status IN ({{from:PRELOADED|to:DISPATCHED,RUNNING}})
   AND (? IS NULL OR EXISTS (
       SELECT 1 FROM shard_epochs se WHERE se.shard_id = tasks.shard_id AND se.epoch = ?))
+  AND (? OR concurrency_key IS NULL)
 RETURNING *
 
 -- name: ack
