@@ -40,7 +40,7 @@ from scheduler.store.postgres import Q
 from scheduler.types import Completion, DispatchRequest, FencedWrite, NewTask, TaskKey
 
 N = 1000
-ROUNDS = 15
+ROUNDS = 20
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -71,8 +71,11 @@ def _interleave(
 ) -> dict[str, float]:
     """Median seconds per case, one run of each per round, in turn."""
     times: dict[str, list[float]] = {k: [] for k in cases}
+    order = list(cases)
     for _ in range(ROUNDS):
-        for name, (setup, op) in cases.items():
+        order.reverse()  # each case first in every other round
+        for name in order:
+            setup, op = cases[name]
             arg = setup()
             t0 = time.perf_counter()
             env.run(op(arg))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -274,13 +273,3 @@ def fill_buckets(
                 )
             )
     return out
-
-
-def concurrency_lock(key: tuple[uuid.UUID, str, str]) -> int:
-    """The advisory lock of a concurrency key (tenant, type, key): a signed 64-bit hash,
-    the same on every node (a collision only makes two keys wait for each other)."""
-    tenant, type_, name = key
-    digest = hashlib.blake2b(
-        b"ckey\0" + tenant.bytes + type_.encode() + b"\0" + name.encode(), digest_size=8
-    ).digest()
-    return int.from_bytes(digest, "big", signed=True)

@@ -200,56 +200,35 @@ class Dispatch(Part, DispatchStore):
         """Dispatch the tasks of ``missing`` that have a concurrency key, as many per key
         as its free slots (in request order: the dispatcher's due order); the rest are
         :class:`Held`. Exact across nodes: one transaction takes an advisory lock per
-        key, then counts the key's DISPATCHED/RUNNING tasks in a later statement (whose
-        snapshot sees every dispatch committed before the lock was granted), then
-        dispatches; the locks go at its commit."""
+        key (``lock_keyed``), then counts each key's DISPATCHED/RUNNING tasks and
+        dispatches in a later statement (``mark_dispatched_keyed``), whose snapshot sees
+        every dispatch committed before the locks were granted; the locks go at its
+        commit."""
         lo, hi = _common.bounds([r.key for r in missing])
         q = self._q
         async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
-            found = await conn.fetch(
-                q["keyed_of"],
+            # The window of mark_dispatched_keyed sorts, which BY_KEY prices as a
+            # disabled node: without this the planner's cost asked for JIT compilation,
+            # seconds of it per call.
+            await conn.execute("SET LOCAL jit = off")
+            keyed = await conn.fetch(
+                q["lock_keyed"],
                 [r.key.id for r in missing],
-                [r.key.scheduled_at for r in missing],
+                uniform([r.key.scheduled_at for r in missing]),
                 lo,
                 hi,
             )
-            if not found:
+            if not keyed:
                 return {}, {}
-            key_of = {r[0]: (r[1], r[2], r[3]) for r in found}
-            keys = sorted(set(key_of.values()), key=_common.concurrency_lock)
-            await conn.fetchval(
-                q["lock_concurrency_keys"], [_common.concurrency_lock(k) for k in keys]
-            )
-            slots = await conn.fetch(
-                q["concurrency_slots"],
-                [k[0] for k in keys],
-                [k[1] for k in keys],
-                [k[2] for k in keys],
-            )
-            free: dict[tuple[uuid.UUID, str, str], int] = {}
-            limit_of: dict[tuple[uuid.UUID, str, str], int] = {}
-            for row in slots:
-                k = keys[row[0] - 1]
-                limit_of[k] = row[1]
-                free[k] = max(0, row[1] - row[2])
-            go: list[DispatchRequest] = []
-            held: dict[uuid.UUID, Held] = {}
-            for r in missing:
-                k = key_of.get(r.key.id)
-                if k is None:
-                    continue  # no longer PRELOADED: None
-                if free[k] > 0:
-                    free[k] -= 1
-                    go.append(r)
-                else:
-                    held[r.key.id] = Held(k[2], limit_of[k])
-            if not go:
-                return {}, held
+            key_of = {r[0]: (r[1], r[2]) for r in keyed}
+            go = [r for r in missing if r.key.id in key_of]
             glo, ghi = _common.bounds([r.key for r in go])
-            rows_ = await conn.fetch(
-                q["mark_dispatched"], *self._dispatch_args(go, now, glo, ghi), True
+            found = await conn.fetch(
+                q["mark_dispatched_keyed"], *self._dispatch_args(go, now, glo, ghi)
             )
-        return {r[0]: r for r in rows_}, held
+        by_id = {r[0]: r for r in found}
+        held = {r.key.id: Held(*key_of[r.key.id]) for r in go if r.key.id not in by_id}
+        return by_id, held
 
     @staticmethod
     def _assignments(

@@ -331,33 +331,104 @@ SELECT id, tenant_id, type, payload, fencing_token, retry_count, max_retries, du
     checkpoint, trace_context, pool, timeout_s, concurrency_key
 FROM d
 
--- name: keyed_of
+-- name: lock_keyed
 -- Of the PRELOADED tasks ($1 ids, $2 scheduled_at, $3/$4 bounds), those with a
--- concurrency key: what the keyed path of mark_dispatched must count first.
-SELECT t.id, t.tenant_id, t.type, t.concurrency_key
-FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, scheduled_at)
-JOIN tasks t ON t.id = u.id AND t.scheduled_at = u.scheduled_at
-WHERE t.id = ANY($1::uuid[]) AND t.scheduled_at >= $3 AND t.scheduled_at <= $4
-  AND t.status = ANY((SELECT ARRAY[{{states:PRELOADED}}])::text[])
-  AND t.concurrency_key IS NOT NULL
+-- concurrency key, each with its key's limit (1 without a row); and one
+-- transaction-scoped advisory lock per key taken (a 64-bit hash of tenant, type and key,
+-- in hash order, so two dispatchers take shared keys in the same order; a collision
+-- only makes two keys wait for each other). The locks are held to the commit: the next
+-- dispatcher of a key counts only after this one's dispatches are written. The lock
+-- subquery is uncorrelated: run once, before the first row is returned.
+WITH k AS MATERIALIZED (
+    SELECT t.id, t.concurrency_key, coalesce(l.max_running, 1) AS lim,
+        hashtextextended(t.tenant_id::text || '/' || t.type || '/' || t.concurrency_key, 0) AS h
+    FROM unnest($1::uuid[], tickwheel_fill($2::timestamptz[], cardinality($1::uuid[])))
+        AS u(id, scheduled_at)
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.tenant_id, t.type, t.concurrency_key FROM tasks t
+        WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
+          AND t.scheduled_at >= $3 AND t.scheduled_at <= $4
+          AND t.status = ANY((SELECT ARRAY[{{states:PRELOADED}}])::text[])
+          AND t.concurrency_key IS NOT NULL
+        LIMIT 1
+    ) t
+    LEFT JOIN concurrency_limits l ON l.tenant_id = t.tenant_id AND l.type = t.type
+)
+SELECT k.id, k.concurrency_key, k.lim,
+    (SELECT count(pg_advisory_xact_lock(s.h)) FROM (SELECT DISTINCT h FROM k ORDER BY h) s)
+        AS locked
+FROM k
 
--- name: lock_concurrency_keys
--- One transaction-scoped advisory lock per key ($1: 64-bit hashes of (tenant, type,
--- key), sorted, so two dispatchers take shared keys in the same order). Held to the
--- commit: the next dispatcher of a key counts only after this one's tasks are written.
-SELECT count(pg_advisory_xact_lock(h)) FROM unnest($1::bigint[]) AS h
-
--- name: concurrency_slots
--- Per key ($1 tenants, $2 types, $3 keys): its limit (1 without a row) and how many of
--- its tasks are DISPATCHED or RUNNING now (a statement after the lock: its snapshot
--- sees every dispatch committed before the lock was granted).
-SELECT k.ord, coalesce(l.max_running, 1) AS lim, (
-    SELECT count(*) FROM tasks t
-    WHERE t.tenant_id = k.tenant_id AND t.type = k.type AND t.concurrency_key = k.key
-      AND t.concurrency_key IS NOT NULL AND t.status IN ('DISPATCHED', 'RUNNING')
-) AS active
-FROM unnest($1::uuid[], $2::text[], $3::text[]) WITH ORDINALITY AS k(tenant_id, type, key, ord)
-LEFT JOIN concurrency_limits l ON l.tenant_id = k.tenant_id AND l.type = k.type
+-- name: mark_dispatched_keyed
+-- mark_dispatched for tasks with a concurrency key, run after lock_keyed in the same
+-- transaction (its snapshot, taken after the locks were granted, sees every dispatch
+-- of these keys committed before): per key, its free slots (limit - tasks DISPATCHED or
+-- RUNNING) go to its first requests in request order ($1 ...); the others stay
+-- PRELOADED. Parameters as mark_dispatched's but $11.
+WITH u AS MATERIALIZED (
+    SELECT * FROM unnest($1::uuid[],
+                tickwheel_fill($2::timestamptz[], cardinality($1::uuid[])),
+                tickwheel_fill($3::text[], cardinality($1::uuid[])),
+                tickwheel_fill($4::timestamptz[], cardinality($1::uuid[])),
+                $9::bigint[],
+                tickwheel_fill($10::bool[], cardinality($1::uuid[])))
+        WITH ORDINALITY AS u(id, scheduled_at, worker_id, lease, epoch, running, ord)
+), k AS MATERIALIZED (
+    -- One primary-key probe a request (the LIMIT keeps it a subquery per key, as in
+    -- existing_keys).
+    SELECT u.*, t.tenant_id, t.type, t.concurrency_key AS ckey
+    FROM u CROSS JOIN LATERAL (
+        SELECT t.tenant_id, t.type, t.concurrency_key FROM tasks t
+        WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
+          AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+          AND t.status = ANY((SELECT ARRAY[{{states:PRELOADED}}])::text[])
+          AND t.concurrency_key IS NOT NULL
+        LIMIT 1
+    ) t
+), go AS MATERIALIZED (
+    -- Per row, not joined to a per-key relation: a CTE's row count is unknown to the
+    -- planner, and a join of two of them became a nested loop over every pair. A key
+    -- repeated in the batch repeats its count (an index probe of at most its limit).
+    SELECT r.* FROM (
+        SELECT k.*,
+            row_number() OVER (PARTITION BY k.tenant_id, k.type, k.ckey ORDER BY k.ord) AS rn,
+            coalesce((SELECT l.max_running FROM concurrency_limits l
+                      WHERE l.tenant_id = k.tenant_id AND l.type = k.type), 1) - (
+                SELECT count(*) FROM tasks a
+                WHERE a.tenant_id = k.tenant_id AND a.type = k.type AND a.concurrency_key = k.ckey
+                  AND a.concurrency_key IS NOT NULL AND a.status IN ('DISPATCHED', 'RUNNING')
+            ) AS free
+        FROM k
+    ) r
+    WHERE r.rn <= r.free
+), d AS (
+    UPDATE tasks t SET
+        status = CASE WHEN go.running THEN 'RUNNING' ELSE 'DISPATCHED' END,
+        fencing_token = GREATEST(t.fencing_token,
+            (SELECT g.generation << 40 FROM fencing_generation g)) + 1,
+        worker_id = go.worker_id, lease_expires_at = go.lease, updated_at = $5
+    FROM go
+    WHERE t.id = go.id AND t.scheduled_at = go.scheduled_at AND t.tenant_id = go.tenant_id
+      AND t.id = ANY($1::uuid[])
+      AND t.status = ANY((SELECT ARRAY[{{from:PRELOADED|to:DISPATCHED,RUNNING}}])::text[])
+      AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+      AND (go.epoch IS NULL OR EXISTS (
+          SELECT 1 FROM shard_epochs se WHERE se.shard_id = t.shard_id AND se.epoch = go.epoch))
+    RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.payload, t.fencing_token,
+        t.retry_count, t.max_retries, t.due_at, t.checkpoint, t.trace_context, t.pool,
+        t.timeout_s, go.epoch, t.status, t.concurrency_key
+), audit AS (
+    INSERT INTO task_transitions
+        (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, epoch,
+         reason, due_at)
+    SELECT id, scheduled_at, 'PRELOADED', status, fencing_token, $8, $5, epoch,
+        CASE status WHEN 'RUNNING' THEN 'dispatched, started on delivery' ELSE 'dispatched' END,
+        due_at
+    FROM d
+)
+SELECT id, tenant_id, type, payload, fencing_token, retry_count, max_retries, due_at,
+    checkpoint, trace_context, pool, timeout_s, concurrency_key
+FROM d
 
 -- name: set_concurrency_limit
 INSERT INTO concurrency_limits (tenant_id, type, max_running, updated_at)
