@@ -380,6 +380,7 @@ def _dispatch_rawsql(env: Env, n: int) -> Case:
             "scheduler",
             [None] * len(ks),
             [False] * len(ks),
+            False,  # keyed: tasks with a concurrency key take the keyed path
         ),
     )
 
@@ -694,6 +695,7 @@ def _lifecycle_rawsql(env: Env, n: int) -> Case:
             "scheduler",
             [None] * n,
             [False] * n,
+            False,
         )
         await _fenced_sql(env, "ack", ks, LEASE, NOW, lo, hi)
         await _fenced_sql(env, "complete", ks, [None] * n, NOW, lo, hi, [None] * n, tx=True)

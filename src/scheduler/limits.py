@@ -23,6 +23,10 @@ MAX_NON_RETRYABLE_TYPES = 32
 MAX_ERROR_TYPE_CHARS = 128
 """Longest error type name (Failure.error_type, a policy's error types)."""
 """``max_retries`` when the caller leaves it unset."""
+MAX_CONCURRENCY_KEY_CHARS = 128
+"""A task's concurrency key (1..this characters; issue 43, docs/flow-control.md)."""
+MAX_CONCURRENCY_LIMIT = 100_000
+"""The largest concurrency limit of a (tenant, type) (1..this)."""
 MAX_SUBMIT_BATCH = 10_000
 """Tasks in one ``SubmitTasks`` call (RESOURCE_EXHAUSTED over it)."""
 MAX_PAGE_SIZE = 1000

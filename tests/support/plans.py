@@ -200,7 +200,7 @@ class Probe:
             case "mark_dispatched":
                 return name, (
                     *(p.ids, p.uniform_times, ["w"], [now + timedelta(seconds=30)], now),
-                    *(p.lo, p.hi, "t", None, [False]),
+                    *(p.lo, p.hi, "t", None, [False], False),
                 )
             case "ack":
                 return name, (d.ids, d.times, tokens, now, now, d.lo, d.hi)

@@ -53,9 +53,10 @@ def test_client_methods() -> None:
             "submit_workflow", "wait",
         ],
         "AdminClient": [
-            "close", "connect", "create_api_key", "create_tenant", "get_tenant",
+            "close", "concurrency_limits", "connect", "create_api_key", "create_tenant",
+            "get_tenant",
             "list_api_keys", "list_tenants", "revoke_api_key", "rotate_api_key",
-            "update_tenant",
+            "set_concurrency_limit", "update_tenant",
         ],
     }  # fmt: skip
 

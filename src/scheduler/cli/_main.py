@@ -19,6 +19,7 @@ from scheduler import logs
 from scheduler.cli import _move  # noqa: F401  (registers `tenants move`)
 from scheduler.cli._admin import keys, tenants
 from scheduler.cli._bulk import bulk_cancel, bulk_redrive
+from scheduler.cli._concurrency import concurrency
 from scheduler.cli._dr import dr
 from scheduler.cli._orchestration import expectations, schedules, workflows
 from scheduler.cli._serve import dev, migrate, serve
@@ -168,6 +169,7 @@ for _command in (
     worker,
     tenants,
     keys,
+    concurrency,
     watchdog,
     workflows,
     schedules,

@@ -121,6 +121,11 @@ def _next_occurrence(clock: time, now: datetime | None = None) -> datetime:
 )
 @click.option("--in", "in_s", type=float, help="Run in this many seconds (0 or more).")
 @click.option("--idempotency-key")
+@click.option(
+    "--concurrency-key",
+    help="At most the type's concurrency limit of this key's tasks run at once "
+    "(tickwheel concurrency set).",
+)
 @click.option("--pool", type=click.Choice([p.value for p in Pool]), default=Pool.STANDARD.value)
 @click.option("--strict", is_flag=True, help="Strict timing: no jitter, even on a round instant.")
 @click.option(
@@ -181,6 +186,7 @@ def submit(
     at: str | None,
     in_s: float | None,
     idempotency_key: str | None,
+    concurrency_key: str | None,
     pool: str,
     strict: bool,
     jitter: str | None,
@@ -240,6 +246,7 @@ def submit(
                 throttle=throttle,
                 idempotency_ttl_s=idempotency_ttl_s,
                 idempotency_scope=scope,
+                concurrency_key=concurrency_key,
             ),
         )
     )

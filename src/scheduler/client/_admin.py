@@ -127,6 +127,22 @@ class AdminClient(_Base):
         resp = await self._rpc(self._admin.UpdateTenant, req)
         return conv.tenant_from_proto(resp.tenant)
 
+    # -- concurrency keys (issue 43; docs/flow-control.md) -------------------------------
+    async def set_concurrency_limit(
+        self, tenant_id: uuid.UUID | str, type: str, limit: int | None
+    ) -> int:
+        """At most ``limit`` tasks of one concurrency key of ``type`` run at once,
+        cluster-wide (1..100,000; None: back to the default, 1). Returns the limit."""
+        req = pb.SetConcurrencyLimitRequest(tenant_id=str(tenant_id), type=type, limit=limit or 0)
+        resp = await self._rpc(self._admin.SetConcurrencyLimit, req)
+        return int(resp.limit.limit)
+
+    async def concurrency_limits(self, tenant_id: uuid.UUID | str) -> dict[str, int]:
+        """The concurrency limits set for a tenant, by task type (a type not listed: 1)."""
+        req = pb.ListConcurrencyLimitsRequest(tenant_id=str(tenant_id))
+        resp = await self._rpc(self._admin.ListConcurrencyLimits, req)
+        return {c.type: int(c.limit) for c in resp.limits}
+
     # -- API keys and tenants (issue 15, issue 19) ----------------------------------------
     async def create_api_key(
         self,

@@ -69,6 +69,12 @@ class TaskOptions:
     it with up to N tasks' contexts at once (docs/flow-control.md)."""
     batch_max_wait_s: float = 0.05
     """How long the first task of a batch waits for the others."""
+    concurrency_key: str | None = None
+    """Every submission's concurrency key (docs/flow-control.md): at most the type's
+    limit of its tasks run at once, cluster-wide."""
+    concurrency_key_from: str | None = None
+    """The argument whose value (as text) is each submission's concurrency key, e.g.
+    ``"customer_id"``; a call may still pass ``concurrency_key=`` to ``submit``."""
 
 
 class TaskFunction(Generic[P, R]):
@@ -136,9 +142,18 @@ class TaskFunction(Generic[P, R]):
         if delay is not None and scheduled_at is not None:
             raise ValueError("give delay or scheduled_at, not both")
         opts = dataclasses.replace(self.options, **overrides) if overrides else self.options
+        payload = self.payload(*args, **(kwargs or {}))
+        key = opts.concurrency_key
+        if key is None and opts.concurrency_key_from is not None:
+            if opts.concurrency_key_from not in payload:
+                raise TypeError(
+                    f"{self.type}: no argument {opts.concurrency_key_from!r} for the "
+                    "concurrency key"
+                )
+            key = str(payload[opts.concurrency_key_from])
         return TaskSpec(
             type=opts.type,
-            payload=self.payload(*args, **(kwargs or {})),
+            payload=payload,
             scheduled_at=when_after(delay) if delay is not None else scheduled_at,
             idempotency_key=idempotency_key,
             pool=opts.pool,
@@ -147,6 +162,7 @@ class TaskFunction(Generic[P, R]):
             max_retries=opts.max_retries,
             timeout_s=opts.timeout_s,
             retry_policy=opts.retry,
+            concurrency_key=key,
         )
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> FunctionHandle:
@@ -162,7 +178,8 @@ class TaskFunction(Generic[P, R]):
     ) -> FunctionHandle:
         """Submit with options (blocking), like Celery's ``apply_async``: ``delay``
         (seconds or timedelta), ``scheduled_at``, ``idempotency_key``, ``pool``,
-        ``retry``, ``max_retries``, ``timeout_s``, ``strict_timing``, ``jitter_mode``."""
+        ``retry``, ``max_retries``, ``timeout_s``, ``strict_timing``, ``jitter_mode``,
+        ``concurrency_key``."""
         client = self.app.sync_client()
         (handle,) = client.submit_many([self.spec(args, kwargs, **options)])
         return FunctionHandle(client, handle.task)
@@ -340,6 +357,8 @@ class App:
         jitter_mode: JitterMode | None = None,
         batch_size: int = 0,
         batch_max_wait_s: float = 0.05,
+        concurrency_key: str | None = None,
+        concurrency_key_from: str | None = None,
     ) -> Any:
         """Register ``fn`` as the handler of ``type`` (default: ``module.function``).
 
@@ -348,7 +367,12 @@ class App:
         :class:`~scheduler.worker.TaskContext` of its type and returns one outcome per
         context, in order (a value, or an exception instance that fails that task
         alone); the first task of a batch waits ``batch_max_wait_s`` for the others.
+        ``concurrency_key`` (one key for every call) or ``concurrency_key_from`` (the
+        name of the argument whose value is the key): at most the type's concurrency
+        limit of a key's tasks run at once (``Admin.set_concurrency_limit``).
         """
+        if concurrency_key is not None and concurrency_key_from is not None:
+            raise ValueError("give concurrency_key or concurrency_key_from, not both")
         if batch_size < 0 or batch_max_wait_s < 0:
             raise ValueError("batch_size and batch_max_wait_s must be >= 0")
 
@@ -366,6 +390,8 @@ class App:
                 jitter_mode=jitter_mode,
                 batch_size=batch_size,
                 batch_max_wait_s=batch_max_wait_s,
+                concurrency_key=concurrency_key,
+                concurrency_key_from=concurrency_key_from,
             )
             tf = TaskFunction(self, f, options)
             self.tasks[name] = tf

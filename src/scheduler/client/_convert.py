@@ -116,6 +116,8 @@ def spec_into_proto(spec: TaskSpec, msg: pb.TaskSpec) -> None:
     if spec.trace_context:
         msg.trace_context.traceparent = spec.trace_context.get("traceparent", "")
         msg.trace_context.tracestate = spec.trace_context.get("tracestate", "")
+    if spec.concurrency_key:
+        msg.concurrency_key = spec.concurrency_key
     if spec.retry_policy is not None:
         rp = spec.retry_policy
         if rp.max_attempts and spec.max_retries is not None:

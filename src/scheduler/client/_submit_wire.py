@@ -87,6 +87,7 @@ def _shared(spec: TaskSpec) -> bytes:
             throttle=spec.throttle,
             idempotency_ttl_s=spec.idempotency_ttl_s,
             idempotency_scope=spec.idempotency_scope,
+            concurrency_key=spec.concurrency_key,
         ),
         msg,
     )
@@ -120,6 +121,7 @@ def encode_tasks(specs: Iterable[TaskSpec]) -> bytes:
             s.throttle,
             s.idempotency_ttl_s,
             s.idempotency_scope,
+            s.concurrency_key,
         )
         # A batch's tasks mostly share these: the same objects compare by identity,
         # without hashing (an enum's hash is a Python call).

@@ -67,6 +67,7 @@ class TaskCalls(_Base):
         throttle: Throttle | None = None,
         idempotency_ttl_s: float = 0.0,
         idempotency_scope: IdempotencyScope = IdempotencyScope.FOREVER,
+        concurrency_key: str | None = None,
     ) -> Task:
         """Submit one task.
 
@@ -83,6 +84,8 @@ class TaskCalls(_Base):
         ``throttle``: at most one task per period per key (inside it the answer is the
         period's task, ``throttled=True``). ``idempotency_ttl_s`` / ``idempotency_scope``:
         how long ``idempotency_key`` dedupes (a TTL; or only until its task finishes).
+        ``concurrency_key``: at most the type's concurrency limit of this key's tasks run
+        at once, cluster-wide (``Admin.set_concurrency_limit``; docs/flow-control.md).
         """
         spec = TaskSpec(
             type=type,
@@ -100,6 +103,7 @@ class TaskCalls(_Base):
             throttle=throttle,
             idempotency_ttl_s=idempotency_ttl_s,
             idempotency_scope=idempotency_scope,
+            concurrency_key=concurrency_key,
         )
         resp = await self._rpc(
             self._sched.SubmitTask, pb.SubmitTaskRequest(task=conv.spec_to_proto(spec)), trace=True

@@ -73,7 +73,7 @@ WIRE_FIELDS = {
             "result_json": 202, "checkpoint_json": 210, "last_error_type": 218,
             "last_traceback": 226, "workflow_id": 234, "schedule_id": 242,
         },
-        ("payload", "result", "checkpoint", "retry_policy"),
+        ("payload", "result", "checkpoint", "retry_policy", "concurrency_key"),
     ),
 }
 

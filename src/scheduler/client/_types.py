@@ -47,6 +47,9 @@ class TaskSpec:
     """The idempotency key dedupes for this long (0: as long as its task is kept)."""
     idempotency_scope: IdempotencyScope = IdempotencyScope.FOREVER
     """UNTIL_FINISHED: the key dedupes only while its task is not finished."""
+    concurrency_key: str | None = None
+    """At most the type's concurrency limit of this key's tasks run at once,
+    cluster-wide (1-128 characters; docs/flow-control.md)."""
 
     def __post_init__(self) -> None:
         if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:

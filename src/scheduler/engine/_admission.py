@@ -187,6 +187,7 @@ class Admission:
             timeout_s=spec.timeout_s,
             trace_context=spec.trace_context,
             retry_policy=self._resolve_retry(spec.retry_policy),
+            concurrency_key=spec.concurrency_key,
             workflow_id=workflow_id,
             depends_on=depends_on,
             schedule_id=schedule_id,

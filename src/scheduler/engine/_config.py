@@ -140,6 +140,11 @@ class EngineConfig:
     """Timing wheel tick."""
     throttle_retry_s: float = 0.02
     """How soon work held back by a tenant quota is offered again."""
+    concurrency_recheck_s: float = 0.5
+    """How often the keys whose tasks the store held back (concurrency keys at their
+    limit) are tried again: the bound on how late a slot freed by another node, or by
+    a task this node did not dispatch, is used (a slot freed on this node is used at
+    once)."""
     tenant_refresh_s: float = 10.0
     """How long a node trusts a tenant's cached tier and quotas."""
     wheel_max_timers: int = 0
@@ -289,6 +294,7 @@ class EngineConfig:
             "reconcile_interval_s": self.reconcile_interval_s,
             "full_reconcile_interval_s": self.full_reconcile_interval_s,
             "wait_recheck_s": self.wait_recheck_s,
+            "concurrency_recheck_s": self.concurrency_recheck_s,
             "index_check_interval_s": self.index_check_interval_s,
             "move_poll_interval_s": self.move_poll_interval_s,
         }

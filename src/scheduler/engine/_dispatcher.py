@@ -26,6 +26,7 @@ from scheduler.engine._delivery import Delivery
 from scheduler.engine._fair_share import FairShare
 from scheduler.engine._health import Beat
 from scheduler.engine._index_mirror import IndexMirror
+from scheduler.engine._keys import KeyGate
 from scheduler.engine._ready import POOL_ORDER, ReadyQueues
 from scheduler.engine._registry import Sessions
 from scheduler.engine._sessions import WorkerSession
@@ -35,7 +36,7 @@ from scheduler.engine._stats import EngineStats, PoolMetrics
 from scheduler.engine._timeline import Timeline, to_ms
 from scheduler.quota import QuotaGate
 from scheduler.store import Store, StoreUnavailable
-from scheduler.types import Assignment, DispatchRequest, Pool, Preloaded
+from scheduler.types import Assignment, DispatchRequest, Held, Pool, Preloaded
 
 log = logging.getLogger("tickwheel.engine")
 
@@ -88,6 +89,8 @@ class Dispatcher:
         self._behind = False
         """The last round's tasks were all due when it committed: rounds take up to
         ``max_batch`` (see :meth:`round_limit`)."""
+        self.keys = KeyGate(config.concurrency_recheck_s)
+        """Tasks the store held back for their concurrency key, until a slot frees."""
         self._kept: dict[tuple[Pool, int, frozenset[Pool], frozenset[Pool]], int] = {}
         """``EngineConfig.kept_free`` by (pool, worker size, worker pools, reserves
         held): a few entries, read once per matched slot."""
@@ -97,6 +100,12 @@ class Dispatcher:
     def wake(self) -> None:
         """Look at the wheel, the ready queues and the sessions' credit now."""
         self._wake.set()
+
+    def freed(self, task_id: uuid.UUID) -> None:
+        """A task left its worker (the slots ledger): a task its concurrency key held
+        back may go now."""
+        if self.keys.freed(task_id):
+            self._wake.set()
 
     def _now_ms(self) -> int:
         return to_ms(self._now())
@@ -154,6 +163,8 @@ class Dispatcher:
             self._ready.extend(self._timeline.fire(now_ms + harvest))
         if self._mirror.spilled:
             await self._pop_spilled(harvest)
+        if self.keys.keys_waiting:
+            self._ready.extend(self.keys.release())
         await self._report_finished()
         while len(self._ready) and await self.match_and_commit():
             pass
@@ -176,6 +187,9 @@ class Dispatcher:
             if timeout == 0.0:
                 await asyncio.sleep(0)
                 return
+        recheck = self.keys.recheck_in()
+        if recheck is not None:
+            timeout = recheck if timeout is None else min(timeout, recheck)
         throttled = self._throttled_until - time.monotonic()
         if len(self._ready) and throttled > 0:
             timeout = throttled if timeout is None else min(timeout, throttled)
@@ -382,11 +396,20 @@ class Dispatcher:
         ready_wait = stats.ready_wait_s
         dispatched = stats.tasks["dispatched"]
         late: dict[WorkerSession, list[Assignment]] = {}
+        keys = self.keys
         for (s, p), a in zip(picks, assignments, strict=True):
             if a is None:  # cancelled between pre-load and dispatch
                 self._undo(s, p)
                 refund[p.tenant_id] += 1
                 continue
+            if type(a) is Held:  # its concurrency key is at its limit: it waits
+                self._undo(s, p)
+                refund[p.tenant_id] += 1
+                keys.hold(p, a)
+                continue
+            assert type(a) is Assignment
+            if a.concurrency_key is not None:
+                keys.dispatched(p.key.id, p.tenant_id, p.type, a.concurrency_key)
             wait_ms = max(0, now_ms - to_ms(p.due_at))
             pool_wait[p.pool].append(float(wait_ms))
             ready_wait[p.pool].observe(wait_ms / 1000.0)
@@ -400,7 +423,7 @@ class Dispatcher:
         if refund:
             await self._quota.refund(refund, now.timestamp())
         self._mirror.remove([p.key for _, p in picks], [p.shard_id for _, p in picks])
-        self._stats.dispatched += sum(a is not None for a in assignments)
+        self._stats.dispatched += sum(type(a) is Assignment for a in assignments)
         self._delivery.wake()
         return len(picks)
 

@@ -299,6 +299,7 @@ class Engine:
 
     def _slot_freed(self, task_id: uuid.UUID) -> None:
         self._sessions.freed(task_id)
+        self._dispatcher.freed(task_id)
         self._wake_dispatcher()
 
     # ------------------------------------------------------------------ shards

@@ -37,6 +37,9 @@ class SubmitSpec:
     ``max_retries``); None: the server's defaults."""
     flow: FlowOptions | None = None
     """Debounce, throttle or an idempotency window (issue 43); None: none."""
+    concurrency_key: str | None = None
+    """At most the type's concurrency limit of this key's tasks run at once,
+    cluster-wide (docs/flow-control.md); None: no key."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

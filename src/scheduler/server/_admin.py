@@ -14,7 +14,7 @@ from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
 from scheduler._wellknown import timestamp
 from scheduler.engine import Engine
-from scheduler.limits import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from scheduler.limits import DEFAULT_PAGE_SIZE, MAX_CONCURRENCY_LIMIT, MAX_PAGE_SIZE
 from scheduler.regions import check_region_name
 from scheduler.server import _convert as conv
 from scheduler.server._auth import Gatekeeper
@@ -121,6 +121,37 @@ class AdminService(pbg.AdminServiceServicer):
             tenant_id, name, scopes=scopes, expires_at=expires_at
         )
         return pb.CreateApiKeyResponse(key_id=str(key.id), secret=secret)
+
+    # -- Concurrency keys (docs/flow-control.md) ------------------------------------------
+    @unary
+    async def SetConcurrencyLimit(
+        self, request: pb.SetConcurrencyLimitRequest, context: Context
+    ) -> pb.SetConcurrencyLimitResponse:
+        """Set (0: clear) how many tasks of one concurrency key of a type run at once."""
+        tenant_id = await self._gate.admin_for(context, request.tenant_id)
+        typ = conv.task_type_from_proto(request.type, "type")
+        if request.limit > MAX_CONCURRENCY_LIMIT:
+            raise InvalidArgument("limit", f"must be in 1..{MAX_CONCURRENCY_LIMIT} (0: clear)")
+        limit = request.limit or None
+        store = self._engine.store
+        await store.set_concurrency_limit(tenant_id, typ, limit, self._engine.now())
+        return pb.SetConcurrencyLimitResponse(
+            limit=pb.ConcurrencyLimit(tenant_id=str(tenant_id), type=typ, limit=limit or 1)
+        )
+
+    @unary
+    async def ListConcurrencyLimits(
+        self, request: pb.ListConcurrencyLimitsRequest, context: Context
+    ) -> pb.ListConcurrencyLimitsResponse:
+        """The concurrency limits set for a tenant's types."""
+        tenant_id = await self._gate.admin_for(context, request.tenant_id)
+        found = await self._engine.store.concurrency_limits(tenant_id)
+        return pb.ListConcurrencyLimitsResponse(
+            limits=[
+                pb.ConcurrencyLimit(tenant_id=str(c.tenant_id), type=c.type, limit=c.limit)
+                for c in found
+            ]
+        )
 
     # -- API keys ------------------------------------------------------------------------
     @unary

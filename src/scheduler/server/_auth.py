@@ -94,6 +94,8 @@ RPC_SCOPES: Mapping[str, Scope] = {
     "ListApiKeys": Scope.ADMIN,
     "RevokeApiKey": Scope.ADMIN,
     "RotateApiKey": Scope.ADMIN,
+    "SetConcurrencyLimit": Scope.ADMIN,
+    "ListConcurrencyLimits": Scope.ADMIN,
 }
 """The scope each RPC needs from an API key (docs/keys.md prints this table; a test
 checks every RPC of the proto against it)."""

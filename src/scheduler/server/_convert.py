@@ -27,6 +27,7 @@ from scheduler.jitter import JitterMode
 from scheduler.limits import (
     DEFAULT_MAX_RETRIES,
     MAX_BACKOFF_S,
+    MAX_CONCURRENCY_KEY_CHARS,
     MAX_ERROR_TYPE_CHARS,
     MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_NAME_CHARS,
@@ -226,6 +227,7 @@ def spec_from_proto(
         trace_context=trace if trace is not None else default_trace,
         retry_policy=policy,
         flow=flow_from_proto(spec, field),
+        concurrency_key=concurrency_key_from_proto(spec.concurrency_key, field),
     )
 
 
@@ -281,6 +283,30 @@ def flow_from_proto(spec: pb.TaskSpec, field: str) -> FlowOptions | None:
             " last submission: leave scheduled_at unset",
         )
     return flow
+
+
+def task_type_from_proto(value: str, field: str) -> str:
+    """A task type: 1..64 printable ASCII characters without spaces."""
+    if not value:
+        raise InvalidArgument(field, "required")
+    if len(value) > MAX_TYPE_CHARS:
+        raise InvalidArgument(field, f"longer than {MAX_TYPE_CHARS} characters")
+    if not _TYPE_CHARS.match(value):
+        raise InvalidArgument(field, "must be printable ASCII without spaces")
+    return value
+
+
+def concurrency_key_from_proto(key: str, field: str) -> str | None:
+    """``TaskSpec.concurrency_key``: None when empty; 1..128 characters, no NUL."""
+    if not key:
+        return None
+    if len(key) > MAX_CONCURRENCY_KEY_CHARS:
+        raise InvalidArgument(
+            f"{field}.concurrency_key", f"longer than {MAX_CONCURRENCY_KEY_CHARS} characters"
+        )
+    if "\x00" in key:
+        raise InvalidArgument(f"{field}.concurrency_key", "must not contain NUL")
+    return key
 
 
 def retry_policy_from_proto(msg: pb.RetryPolicy, field: str) -> RetryPolicy | None:
@@ -374,6 +400,8 @@ def task_to_proto(
         task.workflow_id = str(rec.workflow_id)
     if rec.schedule_id is not None:
         task.schedule_id = str(rec.schedule_id)
+    if rec.concurrency_key is not None:
+        task.concurrency_key = rec.concurrency_key
     if rec.worker_id:
         task.worker_id = rec.worker_id
     if rec.cancel_requested:

@@ -57,4 +57,5 @@ def record_from_new(t: NewTask, payload: str, trace: str | None, now: datetime) 
         created_at=now,
         updated_at=now,
         retry_policy=t.retry_policy,
+        concurrency_key=t.concurrency_key,
     )

@@ -119,6 +119,9 @@ class NewTask:
     flow: FlowOptions | None = None
     """Debounce, throttle or an idempotency window (issue 43): the store inserts such a
     task alone, in its own transaction (``scheduler.types._flow``)."""
+    concurrency_key: str | None = None
+    """At most the type's concurrency limit of the tasks of this (tenant, type, key) run
+    at once, cluster-wide (docs/flow-control.md); None: no key, no limit."""
 
 
 @fast_init  # built per task: scheduler._frozen
@@ -161,6 +164,8 @@ class TaskRecord:
     """The type the worker named for the last failed attempt's error (``Failure.error_type``)."""
     last_traceback: str | None = None
     """The traceback the worker sent with the last failed attempt (``Failure.traceback``)."""
+    concurrency_key: str | None = None
+    """The task's concurrency key (``NewTask.concurrency_key``); None: none."""
 
     @property
     def key(self) -> TaskKey:

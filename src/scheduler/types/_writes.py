@@ -51,6 +51,28 @@ class Assignment:
     pool: Pool
     worker_id: str
     timeout_s: float
+    concurrency_key: str | None = None
+    """The task's concurrency key: the slot of its key is held until the task leaves
+    DISPATCHED/RUNNING (docs/flow-control.md)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Held:
+    """A dispatch the store refused because the task's concurrency key is at its limit:
+    the task stays PRELOADED (``Store.mark_dispatched``)."""
+
+    concurrency_key: str
+    limit: int
+    """The key's limit (its type's): how many of its tasks may run at once."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConcurrencyLimit:
+    """How many tasks of one concurrency key of a (tenant, type) may run at once."""
+
+    tenant_id: uuid.UUID
+    type: str
+    limit: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

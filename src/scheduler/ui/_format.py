@@ -186,6 +186,7 @@ def task_detail(task: pb.Task) -> dict[str, Any]:
         "traceback": task.last_traceback,
         "workflow_id": task.workflow_id,
         "schedule_id": task.schedule_id,
+        "concurrency_key": task.concurrency_key,
         "cancel_requested": task.cancel_requested,
         "shard_id": task.shard_id,
         "strict_timing": task.strict_timing,

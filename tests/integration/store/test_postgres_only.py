@@ -206,6 +206,7 @@ async def test_hot_path_statements_touch_one_partition(pg: PostgresStore, plan_m
             "t",
             [1] * 3,
             [False] * 3,
+            False,
         ),
         "ack": (ids, times, tokens, NOW, NOW, lo, hi),
         "heartbeat": (ids, times, tokens, NOW, NOW, lo, hi, ["RUNNING"]),

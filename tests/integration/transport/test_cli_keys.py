@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import Any
 
 from click.testing import CliRunner, Result
@@ -90,3 +91,24 @@ async def test_key_commands_with_the_admin_token_and_with_a_tenant_admin_key(
     bad = await _run("keys", "create", stack.tenant_a, "--expires-in", "soon", *admin)
     assert bad.exit_code == 2
     assert "--expires-in" in bad.output
+
+
+async def test_concurrency_commands_and_submit_with_a_key(stack: Stack) -> None:
+    """``tickwheel concurrency set|show`` (issue 43) and ``submit --concurrency-key``."""
+    admin = ("--target", stack.target, "--admin-token", ADMIN_TOKEN)
+    got = await _json("concurrency", "set", stack.tenant_a, "sync", "3", *admin)
+    assert got == {"tenant_id": stack.tenant_a, "type": "sync", "limit": 3}
+    assert await _json("concurrency", "show", stack.tenant_a, *admin) == {"sync": 3}
+    text = await _run("concurrency", "show", stack.tenant_a, *admin)
+    assert "sync: 3" in text.output
+    cleared = await _run("concurrency", "set", stack.tenant_a, "sync", "0", *admin)
+    assert "at most 1 task(s) per concurrency key" in cleared.output
+    bad = await _run("concurrency", "set", stack.tenant_a, "sync", "100001", *admin)
+    assert bad.exit_code != 0
+    assert "limit" in bad.output
+    submitted = await _json(
+        "submit", "sync", "--concurrency-key", "acme", "--target", stack.target,
+        "--api-key", stack.key_a,
+    )  # fmt: skip
+    row = await stack.engine.store.get_task(None, uuid.UUID(submitted["id"]))
+    assert row.concurrency_key == "acme"

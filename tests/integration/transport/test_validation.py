@@ -94,6 +94,13 @@ CASES: list[tuple[str, str, Callable[[], Any], str]] = [
     (A, "GetTenant", lambda: pb.GetTenantRequest(tenant_id="nope"), "tenant_id"),
     (A, "UpdateTenant", lambda: pb.UpdateTenantRequest(tenant_id=GOOD_ID, tier="GOLD"), "tier"),
     (A, "CreateApiKey", lambda: pb.CreateApiKeyRequest(tenant_id="x", name="k"), "tenant_id"),
+    (S, "SubmitTask", lambda: pb.SubmitTaskRequest(task=_spec(concurrency_key="k" * 129)), "task.concurrency_key"),
+    (S, "SubmitTask", lambda: pb.SubmitTaskRequest(task=_spec(concurrency_key="a\x00b")), "task.concurrency_key"),
+    (S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_spec(), _spec(concurrency_key="k" * 200)]), "tasks[1].concurrency_key"),
+    (A, "SetConcurrencyLimit", lambda: pb.SetConcurrencyLimitRequest(tenant_id="x", type="t", limit=2), "tenant_id"),
+    (A, "SetConcurrencyLimit", lambda: pb.SetConcurrencyLimitRequest(tenant_id=GOOD_ID, type="", limit=2), "type"),
+    (A, "SetConcurrencyLimit", lambda: pb.SetConcurrencyLimitRequest(tenant_id=GOOD_ID, type="t", limit=100_001), "limit"),
+    (A, "ListConcurrencyLimits", lambda: pb.ListConcurrencyLimitsRequest(tenant_id="nope"), "tenant_id"),
 ]  # fmt: skip
 
 

@@ -378,3 +378,15 @@ async def test_the_timeline_shows_reasons_and_tokens(dashboard: Dashboard) -> No
     assert last["data-to"] == "CANCELLED"
     assert int(last["data-token"]) == history[-1].fencing_token
     assert last["data-actor"] == history[-1].actor
+
+
+async def test_the_task_page_shows_its_concurrency_key(dashboard: Dashboard) -> None:
+    d = dashboard
+    at = datetime.now(UTC) + LATER
+    keyed = await d.env.client.submit("ui.keyed", {}, scheduled_at=at, concurrency_key="acme")
+    plain = await d.env.client.submit("ui.plain", {}, scheduled_at=at)
+    page = await d.get(f"/tasks/{keyed.id}")
+    assert page.status == 200
+    assert page.text("task-concurrency-key") == "acme"
+    other = await d.get(f"/tasks/{plain.id}")
+    assert not other.has("task-concurrency-key")

@@ -15,6 +15,7 @@ def test_every_command_is_registered() -> None:
         "bulk-cancel",
         "bulk-redrive",
         "cancel",
+        "concurrency",
         "dev",
         "dr",
         "expectations",
@@ -37,6 +38,7 @@ def test_every_command_is_registered() -> None:
     assert {n: sorted(g.commands) for n, g in groups.items()} == {
         "dr": ["promote", "status", "watch"],
         "expectations": ["delete", "list", "register"],
+        "concurrency": ["set", "show"],
         "keys": ["create", "list", "revoke", "rotate"],
         "schedules": ["create", "delete", "get", "list", "pause", "resume"],
         "tenants": ["create", "get", "list", "move", "update"],

@@ -39,6 +39,7 @@ from scheduler.store.postgres._db import (
     no_session_state,
 )
 from scheduler.store.postgres.actions import Actions
+from scheduler.store.postgres.concurrency import Concurrency
 from scheduler.store.postgres.dispatch import Dispatch
 from scheduler.store.postgres.dr import FenceWatch
 from scheduler.store.postgres.history import History
@@ -87,6 +88,7 @@ class PostgresStore(
     Schedules,
     Metrics,
     Partitions,
+    Concurrency,
 ):
     """The :class:`~scheduler.store.Store` on PostgreSQL: owns the pool; every store
     method is its parts' (it inherits them)."""

@@ -29,6 +29,7 @@ from scheduler.store.protocol.dispatch import DispatchStore
 from scheduler.types import (
     Assignment,
     DispatchRequest,
+    Held,
     Preloaded,
     PreloadedPage,
     RawJSON,
@@ -148,9 +149,10 @@ class Dispatch(Part, DispatchStore):
 
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime
-    ) -> list[Assignment | None]:
+    ) -> list[Assignment | Held | None]:
         """PRELOADED -> DISPATCHED (RUNNING when ``running``) with token + 1, in one
-        statement."""
+        statement; a task with a concurrency key only while its key has a free slot
+        (:meth:`_dispatch_keyed`), else :class:`Held`."""
         _validate.aware("now", now)
         if not requests:
             return []
@@ -164,33 +166,104 @@ class Dispatch(Part, DispatchStore):
         lo, hi = _common.bounds([r.key for r in todo])
         async with self._db.conn(SYSTEM, by_key=True) as conn:
             found = await conn.fetch(
-                self._q["mark_dispatched"],
-                [r.key.id for r in todo],
-                uniform([r.key.scheduled_at for r in todo]),
-                uniform([r.worker_id for r in todo]),
-                uniform([r.lease_expires_at for r in todo]),
-                now,
+                self._q["mark_dispatched"], *self._dispatch_args(todo, now, lo, hi), False
+            )
+        by_id: dict[uuid.UUID, Any] = {r[0]: r for r in found}
+        held: dict[uuid.UUID, Held] = {}
+        if len(by_id) < len(todo):
+            # A task not dispatched was cancelled meanwhile, or has a concurrency key
+            # (rare: looked up only then, so a deployment without keys pays nothing).
+            missing = [r for r in todo if r.key.id not in by_id]
+            keyed, held = await self._dispatch_keyed(missing, now)
+            by_id.update(keyed)
+        return self._assignments(requests, by_id, held)
+
+    def _dispatch_args(
+        self, todo: Sequence[DispatchRequest], now: datetime, lo: datetime, hi: datetime
+    ) -> tuple[Any, ...]:
+        return (
+            [r.key.id for r in todo],
+            uniform([r.key.scheduled_at for r in todo]),
+            uniform([r.worker_id for r in todo]),
+            uniform([r.lease_expires_at for r in todo]),
+            now,
+            lo,
+            hi,
+            self.config.actor,
+            column([r.epoch for r in todo]),
+            uniform([r.running for r in todo]),
+        )
+
+    async def _dispatch_keyed(
+        self, missing: Sequence[DispatchRequest], now: datetime
+    ) -> tuple[dict[uuid.UUID, Any], dict[uuid.UUID, Held]]:
+        """Dispatch the tasks of ``missing`` that have a concurrency key, as many per key
+        as its free slots (in request order: the dispatcher's due order); the rest are
+        :class:`Held`. Exact across nodes: one transaction takes an advisory lock per
+        key (``lock_keyed``), then counts each key's DISPATCHED/RUNNING tasks and
+        dispatches in a later statement (``mark_dispatched_keyed``), whose snapshot sees
+        every dispatch committed before the locks were granted; the locks go at its
+        commit."""
+        lo, hi = _common.bounds([r.key for r in missing])
+        q = self._q
+        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
+            # The window of mark_dispatched_keyed sorts, which BY_KEY prices as a
+            # disabled node: without this the planner's cost asked for JIT compilation,
+            # seconds of it per call.
+            await conn.execute("SET LOCAL jit = off")
+            keyed = await conn.fetch(
+                q["lock_keyed"],
+                [r.key.id for r in missing],
+                uniform([r.key.scheduled_at for r in missing]),
                 lo,
                 hi,
-                self.config.actor,
-                column([r.epoch for r in todo]),
-                uniform([r.running for r in todo]),
             )
+            if not keyed:
+                return {}, {}
+            key_of = {r[0]: (r[1], r[2]) for r in keyed}
+            go = [r for r in missing if r.key.id in key_of]
+            glo, ghi = _common.bounds([r.key for r in go])
+            found = await conn.fetch(
+                q["mark_dispatched_keyed"], *self._dispatch_args(go, now, glo, ghi)
+            )
+        by_id = {r[0]: r for r in found}
+        held = {r.key.id: Held(*key_of[r.key.id]) for r in go if r.key.id not in by_id}
+        return by_id, held
+
+    @staticmethod
+    def _assignments(
+        requests: Sequence[DispatchRequest],
+        by_id: dict[uuid.UUID, Any],
+        held: dict[uuid.UUID, Held],
+    ) -> list[Assignment | Held | None]:
         # The key, worker and lease are the request's (written as given); the rest is
         # the row's. Payload and checkpoint stay the JSONB's text (RawJSON): a worker
         # that takes bytes gets them without a parse here. Columns by position, in
         # mark_dispatched's SELECT order.
-        by_id = {r[0]: r for r in found}
         pools = rows.POOLS
         loads = json.loads
-        out: list[Assignment | None] = []
+        out: list[Assignment | Held | None] = []
         append = out.append
         for req in requests:
             row = by_id.pop(req.key.id, None)
             if row is None:
-                append(None)
+                append(held.pop(req.key.id, None))
                 continue
-            _id, tenant, typ, payload, token, retries, max_retries, due, cp, trace, pool, tmo = row
+            (
+                _id,
+                tenant,
+                typ,
+                payload,
+                token,
+                retries,
+                max_retries,
+                due,
+                cp,
+                trace,
+                pool,
+                tmo,
+                ckey,
+            ) = row
             append(
                 Assignment(
                     key=req.key,
@@ -207,6 +280,7 @@ class Dispatch(Part, DispatchStore):
                     pool=pools[pool],
                     worker_id=req.worker_id,
                     timeout_s=tmo,
+                    concurrency_key=ckey,
                 )
             )
         return out

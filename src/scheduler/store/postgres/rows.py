@@ -70,6 +70,7 @@ def task(row: asyncpg.Record) -> TaskRecord:
         retry_policy=_common.retry_policy_of(row["retry_policy"]),
         last_error_type=row["last_error_type"],
         last_traceback=row["last_traceback"],
+        concurrency_key=row.get("concurrency_key"),
     )
 
 

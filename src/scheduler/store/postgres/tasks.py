@@ -81,6 +81,7 @@ def insert_args(
         column([t.schedule_id for t in tasks]),
         now,
         column([_common.retry_policy_json(t.retry_policy) for t in tasks]),
+        column([t.concurrency_key for t in tasks]),
     )
 
 

@@ -29,6 +29,7 @@ Conventions of the task protocols (tasks, dispatch, writes, actions, history):
 from __future__ import annotations
 
 from scheduler.store.protocol.actions import ActionStore
+from scheduler.store.protocol.concurrency import ConcurrencyStore
 from scheduler.store.protocol.dispatch import DispatchStore
 from scheduler.store.protocol.history import HistoryStore
 from scheduler.store.protocol.metrics import HORIZONS, DepthRow, MetricsStore, ReplicationLag
@@ -55,6 +56,7 @@ PROTOCOLS: tuple[type, ...] = (
     NoticeStore,
     MetricsStore,
     PartitionStore,
+    ConcurrencyStore,
 )
 """Every protocol :class:`Store` composes, in its order (tests walk them)."""
 
@@ -62,6 +64,7 @@ __all__ = [
     "HORIZONS",
     "PROTOCOLS",
     "ActionStore",
+    "ConcurrencyStore",
     "DepthRow",
     "DispatchStore",
     "HistoryStore",

@@ -16,6 +16,7 @@ from typing import Protocol
 from scheduler.types import (
     Assignment,
     DispatchRequest,
+    Held,
     Preloaded,
     PreloadedPage,
     ReclaimResult,
@@ -69,10 +70,13 @@ class DispatchStore(Protocol):
 
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime
-    ) -> list[Assignment | None]:
+    ) -> list[Assignment | Held | None]:
         """PRELOADED -> DISPATCHED (RUNNING for a request with ``running``), fencing
         token + 1, lease set. None for a task no longer PRELOADED (cancelled meanwhile):
-        it must not be delivered."""
+        it must not be delivered. :class:`Held` for a task whose concurrency key has as
+        many tasks DISPATCHED or RUNNING as its limit: it stays PRELOADED. The count is
+        exact across every node and connection: two calls never both take a key's last
+        slot, and a slot frees as its task leaves DISPATCHED/RUNNING by any path."""
         ...
 
     async def reclaim_expired(

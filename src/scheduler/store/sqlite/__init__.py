@@ -27,6 +27,7 @@ from scheduler.store._config import StoreConfig
 from scheduler.store.protocol import MoveCallback, WorkCallback, WorkNotices
 from scheduler.store.sqlite._db import SQL, Db, connect
 from scheduler.store.sqlite.actions import Actions
+from scheduler.store.sqlite.concurrency import Concurrency
 from scheduler.store.sqlite.dispatch import Dispatch
 from scheduler.store.sqlite.history import History
 from scheduler.store.sqlite.metrics import Metrics
@@ -56,6 +57,7 @@ class SqliteStore(
     Schedules,
     Metrics,
     Partitions,
+    Concurrency,
 ):
     """The :class:`~scheduler.store.Store` on SQLite: owns the connection; every store
     method is its parts' (it inherits them)."""

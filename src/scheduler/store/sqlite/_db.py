@@ -51,6 +51,7 @@ UPGRADE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     # The idempotency key's window (issue 43; PostgreSQL keeps it in task_keys).
     ("tasks", "key_expires_at", "INTEGER"),
     ("tasks", "key_until_finished", "INTEGER NOT NULL DEFAULT 0"),
+    ("tasks", "concurrency_key", "TEXT"),
     ("task_transitions", "reason", "TEXT NOT NULL DEFAULT ''"),
     ("task_transitions", "due_at", "INTEGER"),
 )
@@ -72,6 +73,15 @@ UNIQUE_NAMES = (
 """What makes tenant names unique in a file made before they were."""
 
 
+CONCURRENCY_INDEX = (
+    "CREATE INDEX IF NOT EXISTS idx_tasks_concurrency_active"
+    " ON tasks (tenant_id, type, concurrency_key)"
+    " WHERE concurrency_key IS NOT NULL AND status IN ('DISPATCHED', 'RUNNING')"
+)
+"""The running tasks of a concurrency key: what a keyed dispatch counts (made after the
+column, which an older file gains in :func:`upgrade`)."""
+
+
 def upgrade(conn: sqlite3.Connection) -> None:
     """Add every column of :data:`UPGRADE_COLUMNS` that the file's table lacks, and the
     unique index on tenant names (:data:`UNIQUE_NAMES`) where it is missing."""
@@ -79,6 +89,7 @@ def upgrade(conn: sqlite3.Connection) -> None:
         have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
         if column not in have:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
+    conn.execute(CONCURRENCY_INDEX)
     indexes = {r[1] for r in conn.execute("PRAGMA index_list(tenants)")}
     if "tenants_name_key" not in indexes:
         for statement in UNIQUE_NAMES:

@@ -24,6 +24,7 @@ from scheduler.store.sqlite.audit import audit, lease_expired
 from scheduler.types import (
     Assignment,
     DispatchRequest,
+    Held,
     Preloaded,
     PreloadedPage,
     ReclaimResult,
@@ -127,31 +128,40 @@ class Dispatch(Part, DispatchStore):
 
     async def mark_dispatched(
         self, requests: Sequence[DispatchRequest], now: datetime
-    ) -> list[Assignment | None]:
-        """PRELOADED -> DISPATCHED (RUNNING when ``running``) with token + 1."""
+    ) -> list[Assignment | Held | None]:
+        """PRELOADED -> DISPATCHED (RUNNING when ``running``) with token + 1; a task with
+        a concurrency key only while its key has a free slot, else :class:`Held` (the
+        one writer's transaction counts and dispatches alone: exact)."""
         n = rows.us(_validate.aware("now", now))
         _validate.keys("requests", requests)
         _validate.dispatch_requests(requests)
         actor = self.config.actor
         q = self._q
 
-        def fn(c: sqlite3.Connection) -> list[Assignment | None]:
-            out: list[Assignment | None] = []
+        def fn(c: sqlite3.Connection) -> list[Assignment | Held | None]:
+            out: list[Assignment | Held | None] = []
             for r in requests:
                 state = TaskState.RUNNING if r.running else TaskState.DISPATCHED
-                row = c.execute(
-                    q["mark_dispatched"],
-                    (
-                        state.value,
-                        r.worker_id,
-                        rows.us(r.lease_expires_at),
-                        n,
-                        str(r.key.id),
-                        rows.us(r.key.scheduled_at),
-                        r.epoch,
-                        r.epoch,
-                    ),
-                ).fetchone()
+                args = (
+                    state.value,
+                    r.worker_id,
+                    rows.us(r.lease_expires_at),
+                    n,
+                    str(r.key.id),
+                    rows.us(r.key.scheduled_at),
+                    r.epoch,
+                    r.epoch,
+                )
+                row = c.execute(q["mark_dispatched"], (*args, 0)).fetchone()
+                if row is None:
+                    # Gone, or keyed: a key's slots are counted only then (a file
+                    # without keys pays nothing more).
+                    keyed = c.execute(q["concurrency_of"], (args[4], args[5])).fetchone()
+                    if keyed is not None and keyed["active"] >= keyed["lim"]:
+                        out.append(Held(keyed["concurrency_key"], keyed["lim"]))
+                        continue
+                    if keyed is not None:
+                        row = c.execute(q["mark_dispatched"], (*args, 1)).fetchone()
                 if row is None:
                     out.append(None)
                     continue

@@ -95,6 +95,7 @@ def task(r: sqlite3.Row) -> TaskRecord:
         retry_policy=_common.retry_policy_of(r["retry_policy"]),
         last_error_type=r["last_error_type"],
         last_traceback=r["last_traceback"],
+        concurrency_key=r["concurrency_key"],
     )
 
 
@@ -127,6 +128,7 @@ def assignment(r: sqlite3.Row) -> Assignment:
         pool=Pool(r["pool"]),
         worker_id=r["worker_id"],
         timeout_s=float(r["timeout_s"]),
+        concurrency_key=r["concurrency_key"],
     )
 
 

@@ -98,6 +98,7 @@ class Tasks(Part, TaskStore):
                     n,
                     n,
                     _common.retry_policy_json(t.retry_policy),
+                    t.concurrency_key,
                 ),
             )
             created = cur.rowcount == 1

@@ -135,7 +135,7 @@ class TraceContext(_message.Message):
     def __init__(self, traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy", "payload_json", "debounce", "throttle", "idempotency_ttl_s", "idempotency_scope")
+    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy", "payload_json", "concurrency_key", "debounce", "throttle", "idempotency_ttl_s", "idempotency_scope")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +149,7 @@ class TaskSpec(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     DEBOUNCE_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_TTL_S_FIELD_NUMBER: _ClassVar[int]
@@ -166,11 +167,12 @@ class TaskSpec(_message.Message):
     trace_context: TraceContext
     retry_policy: RetryPolicy
     payload_json: bytes
+    concurrency_key: str
     debounce: Debounce
     throttle: Throttle
     idempotency_ttl_s: float
     idempotency_scope: IdempotencyScope
-    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., debounce: _Optional[_Union[Debounce, _Mapping]] = ..., throttle: _Optional[_Union[Throttle, _Mapping]] = ..., idempotency_ttl_s: _Optional[float] = ..., idempotency_scope: _Optional[_Union[IdempotencyScope, str]] = ...) -> None: ...
+    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., concurrency_key: _Optional[str] = ..., debounce: _Optional[_Union[Debounce, _Mapping]] = ..., throttle: _Optional[_Union[Throttle, _Mapping]] = ..., idempotency_ttl_s: _Optional[float] = ..., idempotency_scope: _Optional[_Union[IdempotencyScope, str]] = ...) -> None: ...
 
 class Throttle(_message.Message):
     __slots__ = ("key", "period_s")
@@ -205,7 +207,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, initial_backoff_s: _Optional[float] = ..., max_backoff_s: _Optional[float] = ..., max_attempts: _Optional[int] = ..., non_retryable_error_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("id", "tenant_id", "type", "state", "scheduled_at", "due_at", "idempotency_key", "pool", "fencing_token", "retry_count", "max_retries", "payload", "result", "last_error", "checkpoint", "worker_id", "cancel_requested", "shard_id", "created_at", "updated_at", "strict_timing", "trace_context", "retry_policy", "payload_json", "result_json", "checkpoint_json", "last_error_type", "last_traceback", "workflow_id", "schedule_id")
+    __slots__ = ("id", "tenant_id", "type", "state", "scheduled_at", "due_at", "idempotency_key", "pool", "fencing_token", "retry_count", "max_retries", "payload", "result", "last_error", "checkpoint", "worker_id", "cancel_requested", "shard_id", "created_at", "updated_at", "strict_timing", "trace_context", "retry_policy", "payload_json", "result_json", "checkpoint_json", "last_error_type", "last_traceback", "workflow_id", "schedule_id", "concurrency_key")
     ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -236,6 +238,7 @@ class Task(_message.Message):
     LAST_TRACEBACK_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant_id: str
     type: str
@@ -266,7 +269,8 @@ class Task(_message.Message):
     last_traceback: str
     workflow_id: str
     schedule_id: str
-    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., fencing_token: _Optional[int] = ..., retry_count: _Optional[int] = ..., max_retries: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., worker_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., shard_id: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., strict_timing: _Optional[bool] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., result_json: _Optional[bytes] = ..., checkpoint_json: _Optional[bytes] = ..., last_error_type: _Optional[str] = ..., last_traceback: _Optional[str] = ..., workflow_id: _Optional[str] = ..., schedule_id: _Optional[str] = ...) -> None: ...
+    concurrency_key: str
+    def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., fencing_token: _Optional[int] = ..., retry_count: _Optional[int] = ..., max_retries: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., worker_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., shard_id: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., strict_timing: _Optional[bool] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., result_json: _Optional[bytes] = ..., checkpoint_json: _Optional[bytes] = ..., last_error_type: _Optional[str] = ..., last_traceback: _Optional[str] = ..., workflow_id: _Optional[str] = ..., schedule_id: _Optional[str] = ..., concurrency_key: _Optional[str] = ...) -> None: ...
 
 class SubmitTaskRequest(_message.Message):
     __slots__ = ("task",)
@@ -971,6 +975,44 @@ class FailTaskResponse(_message.Message):
     TASK_FIELD_NUMBER: _ClassVar[int]
     task: Task
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
+
+class ConcurrencyLimit(_message.Message):
+    __slots__ = ("tenant_id", "type", "limit")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    type: str
+    limit: int
+    def __init__(self, tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class SetConcurrencyLimitRequest(_message.Message):
+    __slots__ = ("tenant_id", "type", "limit")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    type: str
+    limit: int
+    def __init__(self, tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class SetConcurrencyLimitResponse(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: ConcurrencyLimit
+    def __init__(self, limit: _Optional[_Union[ConcurrencyLimit, _Mapping]] = ...) -> None: ...
+
+class ListConcurrencyLimitsRequest(_message.Message):
+    __slots__ = ("tenant_id",)
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    def __init__(self, tenant_id: _Optional[str] = ...) -> None: ...
+
+class ListConcurrencyLimitsResponse(_message.Message):
+    __slots__ = ("limits",)
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.RepeatedCompositeFieldContainer[ConcurrencyLimit]
+    def __init__(self, limits: _Optional[_Iterable[_Union[ConcurrencyLimit, _Mapping]]] = ...) -> None: ...
 
 class Tenant(_message.Message):
     __slots__ = ("id", "name", "tier", "rate_limit_rps", "max_concurrent_workers", "home_region")

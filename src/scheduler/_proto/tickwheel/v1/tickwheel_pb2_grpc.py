@@ -1647,6 +1647,16 @@ class AdminServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsResponse.FromString,
                 _registered_method=True)
+        self.SetConcurrencyLimit = channel.unary_unary(
+                '/tickwheel.v1.AdminService/SetConcurrencyLimit',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.SetConcurrencyLimitRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.SetConcurrencyLimitResponse.FromString,
+                _registered_method=True)
+        self.ListConcurrencyLimits = channel.unary_unary(
+                '/tickwheel.v1.AdminService/ListConcurrencyLimits',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListConcurrencyLimitsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListConcurrencyLimitsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -1722,6 +1732,22 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetConcurrencyLimit(self, request, context):
+        """Concurrency keys (docs/flow-control.md): set how many tasks of one key of a task
+        type may run at once, cluster-wide (the admin token, or an admin key of that
+        tenant). Takes effect at the next dispatch; running tasks are never stopped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConcurrencyLimits(self, request, context):
+        """The concurrency limits set for a tenant's task types.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1764,6 +1790,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListTenants,
                     request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsResponse.SerializeToString,
+            ),
+            'SetConcurrencyLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetConcurrencyLimit,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.SetConcurrencyLimitRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.SetConcurrencyLimitResponse.SerializeToString,
+            ),
+            'ListConcurrencyLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConcurrencyLimits,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListConcurrencyLimitsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListConcurrencyLimitsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1992,6 +2028,60 @@ class AdminService:
             '/tickwheel.v1.AdminService/ListTenants',
             tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsRequest.SerializeToString,
             tickwheel_dot_v1_dot_tickwheel__pb2.ListTenantsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetConcurrencyLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.AdminService/SetConcurrencyLimit',
+            tickwheel_dot_v1_dot_tickwheel__pb2.SetConcurrencyLimitRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.SetConcurrencyLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConcurrencyLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.AdminService/ListConcurrencyLimits',
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListConcurrencyLimitsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListConcurrencyLimitsResponse.FromString,
             options,
             channel_credentials,
             insecure,

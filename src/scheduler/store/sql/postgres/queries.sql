@@ -70,10 +70,11 @@ WITH new_keys AS (
 INSERT INTO tasks (
     id, tenant_id, type, scheduled_at, due_at, status, idempotency_key, max_retries,
     payload, unresolved_dependencies, shard_id, pool, strict_timing, jitter_mode,
-    timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at, retry_policy)
+    timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at, retry_policy,
+    concurrency_key)
 SELECT u.id, u.tenant_id, u.type, u.scheduled_at, u.due_at, u.status, u.idem, u.max_retries,
     u.payload::jsonb, u.deps, u.shard, u.pool, u.strict, u.jitter,
-    u.timeout, u.trace::jsonb, u.wf, u.sched, $19, $19, u.retry::jsonb
+    u.timeout, u.trace::jsonb, u.wf, u.sched, $19, $19, u.retry::jsonb, u.ckey
 FROM unnest($1::uuid[],
             tickwheel_fill($2::uuid[], cardinality($1::uuid[])),
             tickwheel_fill($3::text[], cardinality($1::uuid[])),
@@ -89,9 +90,9 @@ FROM unnest($1::uuid[],
             tickwheel_fill($13::bool[], cardinality($1::uuid[])),
             tickwheel_fill($14::text[], cardinality($1::uuid[])),
             tickwheel_fill($15::float8[], cardinality($1::uuid[])),
-            $16::text[], $17::uuid[], $18::uuid[], $20::text[])
+            $16::text[], $17::uuid[], $18::uuid[], $20::text[], $21::text[])
     AS u(id, tenant_id, type, scheduled_at, due_at, status, idem, max_retries, payload,
-         deps, shard, pool, strict, jitter, timeout, trace, wf, sched, retry)
+         deps, shard, pool, strict, jitter, timeout, trace, wf, sched, retry, ckey)
 JOIN new_keys k ON k.task_id = u.id
 RETURNING id
 
@@ -310,7 +311,9 @@ GROUP BY p.tenant_id, p.type COLLATE "C", p.pool COLLATE "C"
 -- name: mark_dispatched
 -- $1 ids, $2 scheduled_at, $3 worker ids, $4 leases, $5 now, $6/$7 bounds, $8 actor,
 -- $9 shard epochs (NULL: no epoch check, single node), $10 running (true: the worker
--- starts tasks on delivery, so the dispatch commits RUNNING instead of DISPATCHED).
+-- starts tasks on delivery, so the dispatch commits RUNNING instead of DISPATCHED),
+-- $11 keyed (false: a task with a concurrency key is left PRELOADED, for the keyed path
+-- of PostgresStore.mark_dispatched, which counts its key's slots under a lock first).
 -- The caller sends each key once (a repeated request gets no row). A request that
 -- carries an epoch matches only while its shard's epoch is still that one: a node that
 -- lost the shard (frozen past its etcd lease, say) can no longer dispatch from it.
@@ -333,11 +336,12 @@ WITH d AS (
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.id = ANY($1::uuid[])
       AND t.status = ANY((SELECT ARRAY[{{from:PRELOADED|to:DISPATCHED,RUNNING}}])::text[])
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+      AND ($11::bool OR t.concurrency_key IS NULL)
       AND (u.epoch IS NULL OR EXISTS (
           SELECT 1 FROM shard_epochs se WHERE se.shard_id = t.shard_id AND se.epoch = u.epoch))
     RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.payload, t.fencing_token,
         t.retry_count, t.max_retries, t.due_at, t.checkpoint, t.trace_context, t.pool,
-        t.timeout_s, u.epoch, t.status
+        t.timeout_s, u.epoch, t.status, t.concurrency_key
 ), audit AS (
     INSERT INTO task_transitions
         (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, epoch,
@@ -350,8 +354,119 @@ WITH d AS (
 -- Only what the Assignment needs beyond the request (key, worker and lease are the
 -- caller's); the store reads these columns by position.
 SELECT id, tenant_id, type, payload, fencing_token, retry_count, max_retries, due_at,
-    checkpoint, trace_context, pool, timeout_s
+    checkpoint, trace_context, pool, timeout_s, concurrency_key
 FROM d
+
+-- name: lock_keyed
+-- Of the PRELOADED tasks ($1 ids, $2 scheduled_at, $3/$4 bounds), those with a
+-- concurrency key, each with its key's limit (1 without a row); and one
+-- transaction-scoped advisory lock per key taken (a 64-bit hash of tenant, type and key,
+-- in hash order, so two dispatchers take shared keys in the same order; a collision
+-- only makes two keys wait for each other). The locks are held to the commit: the next
+-- dispatcher of a key counts only after this one's dispatches are written. The lock
+-- subquery is uncorrelated: run once, before the first row is returned.
+WITH k AS MATERIALIZED (
+    SELECT t.id, t.concurrency_key, coalesce(l.max_running, 1) AS lim,
+        hashtextextended(t.tenant_id::text || '/' || t.type || '/' || t.concurrency_key, 0) AS h
+    FROM unnest($1::uuid[], tickwheel_fill($2::timestamptz[], cardinality($1::uuid[])))
+        AS u(id, scheduled_at)
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.tenant_id, t.type, t.concurrency_key FROM tasks t
+        WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
+          AND t.scheduled_at >= $3 AND t.scheduled_at <= $4
+          AND t.status = ANY((SELECT ARRAY[{{states:PRELOADED}}])::text[])
+          AND t.concurrency_key IS NOT NULL
+        LIMIT 1
+    ) t
+    LEFT JOIN concurrency_limits l ON l.tenant_id = t.tenant_id AND l.type = t.type
+)
+SELECT k.id, k.concurrency_key, k.lim,
+    (SELECT count(pg_advisory_xact_lock(s.h)) FROM (SELECT DISTINCT h FROM k ORDER BY h) s)
+        AS locked
+FROM k
+
+-- name: mark_dispatched_keyed
+-- mark_dispatched for tasks with a concurrency key, run after lock_keyed in the same
+-- transaction (its snapshot, taken after the locks were granted, sees every dispatch
+-- of these keys committed before): per key, its free slots (limit - tasks DISPATCHED or
+-- RUNNING) go to its first requests in request order ($1 ...); the others stay
+-- PRELOADED. Parameters as mark_dispatched's but $11.
+WITH u AS MATERIALIZED (
+    SELECT * FROM unnest($1::uuid[],
+                tickwheel_fill($2::timestamptz[], cardinality($1::uuid[])),
+                tickwheel_fill($3::text[], cardinality($1::uuid[])),
+                tickwheel_fill($4::timestamptz[], cardinality($1::uuid[])),
+                $9::bigint[],
+                tickwheel_fill($10::bool[], cardinality($1::uuid[])))
+        WITH ORDINALITY AS u(id, scheduled_at, worker_id, lease, epoch, running, ord)
+), k AS MATERIALIZED (
+    -- One primary-key probe a request (the LIMIT keeps it a subquery per key, as in
+    -- existing_keys).
+    SELECT u.*, t.tenant_id, t.type, t.concurrency_key AS ckey
+    FROM u CROSS JOIN LATERAL (
+        SELECT t.tenant_id, t.type, t.concurrency_key FROM tasks t
+        WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
+          AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+          AND t.status = ANY((SELECT ARRAY[{{states:PRELOADED}}])::text[])
+          AND t.concurrency_key IS NOT NULL
+        LIMIT 1
+    ) t
+), go AS MATERIALIZED (
+    -- Per row, not joined to a per-key relation: a CTE's row count is unknown to the
+    -- planner, and a join of two of them became a nested loop over every pair. A key
+    -- repeated in the batch repeats its count (an index probe of at most its limit).
+    SELECT r.* FROM (
+        SELECT k.*,
+            row_number() OVER (PARTITION BY k.tenant_id, k.type, k.ckey ORDER BY k.ord) AS rn,
+            coalesce((SELECT l.max_running FROM concurrency_limits l
+                      WHERE l.tenant_id = k.tenant_id AND l.type = k.type), 1) - (
+                SELECT count(*) FROM tasks a
+                WHERE a.tenant_id = k.tenant_id AND a.type = k.type AND a.concurrency_key = k.ckey
+                  AND a.concurrency_key IS NOT NULL AND a.status IN ('DISPATCHED', 'RUNNING')
+            ) AS free
+        FROM k
+    ) r
+    WHERE r.rn <= r.free
+), d AS (
+    UPDATE tasks t SET
+        status = CASE WHEN go.running THEN 'RUNNING' ELSE 'DISPATCHED' END,
+        fencing_token = GREATEST(t.fencing_token,
+            (SELECT g.generation << 40 FROM fencing_generation g)) + 1,
+        worker_id = go.worker_id, lease_expires_at = go.lease, updated_at = $5
+    FROM go
+    WHERE t.id = go.id AND t.scheduled_at = go.scheduled_at AND t.tenant_id = go.tenant_id
+      AND t.id = ANY($1::uuid[])
+      AND t.status = ANY((SELECT ARRAY[{{from:PRELOADED|to:DISPATCHED,RUNNING}}])::text[])
+      AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
+      AND (go.epoch IS NULL OR EXISTS (
+          SELECT 1 FROM shard_epochs se WHERE se.shard_id = t.shard_id AND se.epoch = go.epoch))
+    RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.payload, t.fencing_token,
+        t.retry_count, t.max_retries, t.due_at, t.checkpoint, t.trace_context, t.pool,
+        t.timeout_s, go.epoch, t.status, t.concurrency_key
+), audit AS (
+    INSERT INTO task_transitions
+        (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, epoch,
+         reason, due_at)
+    SELECT id, scheduled_at, 'PRELOADED', status, fencing_token, $8, $5, epoch,
+        CASE status WHEN 'RUNNING' THEN 'dispatched, started on delivery' ELSE 'dispatched' END,
+        due_at
+    FROM d
+)
+SELECT id, tenant_id, type, payload, fencing_token, retry_count, max_retries, due_at,
+    checkpoint, trace_context, pool, timeout_s, concurrency_key
+FROM d
+
+-- name: set_concurrency_limit
+INSERT INTO concurrency_limits (tenant_id, type, max_running, updated_at)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (tenant_id, type) DO UPDATE SET max_running = $3, updated_at = $4
+
+-- name: clear_concurrency_limit
+DELETE FROM concurrency_limits WHERE tenant_id = $1 AND type = $2
+
+-- name: concurrency_limits
+SELECT tenant_id, type, max_running FROM concurrency_limits
+WHERE ($1::uuid IS NULL OR tenant_id = $1) ORDER BY tenant_id, type
 
 -- name: ack
 -- $1 ids, $2 scheduled_at, $3 tokens, $4 lease, $5 now, $6/$7 bounds

@@ -26,8 +26,8 @@ SELECT tenant_id FROM api_keys WHERE secret_hash = ?1 AND NOT revoked
 INSERT INTO tasks (id, tenant_id, type, scheduled_at, due_at, status, idempotency_key,
     max_retries, payload, unresolved_dependencies, shard_id, pool, strict_timing,
     jitter_mode, timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at,
-    retry_policy)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    retry_policy, concurrency_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 
 -- name: debounce_key
@@ -173,12 +173,15 @@ ORDER BY scheduled_at, id
 
 -- name: mark_dispatched
 -- The first parameter is the new status: DISPATCHED, or RUNNING for a worker that
--- starts tasks on delivery. The last two are the shard epoch (NULL: no check), twice.
+-- starts tasks on delivery. Then the shard epoch (NULL: no check), twice; the last:
+-- keyed (0: a task with a concurrency key is left alone, for the caller to count its
+-- key's slots first).
 UPDATE tasks SET status = ?, fencing_token = fencing_token + 1,
     worker_id = ?, lease_expires_at = ?, updated_at = ?
 WHERE id = ? AND scheduled_at = ? AND status IN ({{from:PRELOADED|to:DISPATCHED,RUNNING}})
   AND (? IS NULL OR EXISTS (
       SELECT 1 FROM shard_epochs se WHERE se.shard_id = tasks.shard_id AND se.epoch = ?))
+  AND (? OR concurrency_key IS NULL)
 RETURNING *
 
 -- name: ack
@@ -397,3 +400,28 @@ WHERE a.at >= ?1 AND a.at <= ?2
        OR (a.from_status = 'RUNNING' AND a.to_status IN ('RETRYING', 'DEAD_LETTER')))
   AND (?3 IS NULL OR EXISTS (
       SELECT 1 FROM tasks t WHERE t.id = a.task_id AND t.tenant_id = ?3))
+
+-- name: concurrency_of
+-- The concurrency key of a PRELOADED task and its key's slots: its limit (1 without a
+-- row) and how many of its tasks are DISPATCHED or RUNNING (one writer: exact).
+SELECT t.concurrency_key, coalesce(l.max_running, 1) AS lim, (
+    SELECT count(*) FROM tasks a
+    WHERE a.tenant_id = t.tenant_id AND a.type = t.type
+      AND a.concurrency_key = t.concurrency_key AND a.concurrency_key IS NOT NULL
+      AND a.status IN ('DISPATCHED', 'RUNNING')
+) AS active
+FROM tasks t
+LEFT JOIN concurrency_limits l ON l.tenant_id = t.tenant_id AND l.type = t.type
+WHERE t.id = ? AND t.scheduled_at = ? AND t.concurrency_key IS NOT NULL
+
+-- name: set_concurrency_limit
+INSERT INTO concurrency_limits (tenant_id, type, max_running, updated_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (tenant_id, type) DO UPDATE SET max_running = excluded.max_running,
+    updated_at = excluded.updated_at
+
+-- name: clear_concurrency_limit
+DELETE FROM concurrency_limits WHERE tenant_id = ? AND type = ?
+
+-- name: concurrency_limits
+SELECT tenant_id, type, max_running FROM concurrency_limits
+WHERE (? IS NULL OR tenant_id = ?) ORDER BY tenant_id, type

@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     retry_policy TEXT, -- a task's own retry policy (JSON: base_s, cap_s, errors); NULL: defaults
     last_error_type TEXT, -- the last failed attempt's error type (Failure.error_type)
     last_traceback TEXT, -- and its traceback (Failure.traceback); NULL: none sent
+    concurrency_key TEXT, -- at most the type's limit of a key's tasks run at once
     UNIQUE (tenant_id, idempotency_key)
 );
 CREATE INDEX IF NOT EXISTS idx_tasks_claimable ON tasks (due_at)
@@ -224,4 +225,16 @@ CREATE TABLE IF NOT EXISTS throttle_keys (
     task_id TEXT NOT NULL,
     next_at INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, throttle_key)
+);
+
+-- Concurrency keys (issue 43; PostgreSQL migration 0018): the limit of every key of a
+-- (tenant, type); a type without a row: 1. The running tasks of a key are counted in the
+-- dispatching transaction (the index is made by _db.upgrade: an older file gains the
+-- column there).
+CREATE TABLE IF NOT EXISTS concurrency_limits (
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    type TEXT NOT NULL,
+    max_running INTEGER NOT NULL CHECK (max_running BETWEEN 1 AND 100000),
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, type)
 );
