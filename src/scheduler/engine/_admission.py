@@ -178,4 +178,5 @@ class Admission:
             depends_on=depends_on,
             schedule_id=schedule_id,
             initial_state=TaskState.PRELOADED if preload else TaskState.SCHEDULED,
+            rate_limit_key=spec.rate_limit_key,
         )

@@ -35,6 +35,8 @@ class SubmitSpec:
     retry_policy: RetryPolicy | None = None
     """The task's own backoff and non-retryable error types (max attempts are in
     ``max_retries``); None: the server's defaults."""
+    rate_limit_key: str = ""
+    """Issue 43: the key whose token bucket paces this task's dispatch; empty: none."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

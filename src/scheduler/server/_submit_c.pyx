@@ -48,6 +48,7 @@ from scheduler.wire import JITTER_FROM_PROTO, POOL_FROM_PROTO
 _FIELDS = (
     "type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing",
     "jitter_mode", "max_retries", "timeout_s", "trace_context", "retry_policy",
+    "rate_limit_key",
 )
 if tuple(f.name for f in dataclasses.fields(SubmitSpec)) != _FIELDS:
     raise ImportError("SubmitSpec's fields changed: update scheduler.server._submit_c")
@@ -65,7 +66,7 @@ WIRE_FIELDS = {
             "strict_timing": 0x30, "jitter_mode": 0x38, "max_retries": 0x40,
             "no_retries": 0x48, "timeout_s": 0x51, "payload_json": 0x6A,
         },
-        ("payload", "trace_context", "retry_policy"),
+        ("payload", "trace_context", "retry_policy", "rate_limit_key"),
     ),
 }
 
@@ -227,6 +228,7 @@ cdef object _spec(
     PyObject_GenericSetAttr(s, names[8], timeout)
     PyObject_GenericSetAttr(s, names[9], trace)
     PyObject_GenericSetAttr(s, names[10], None)
+    PyObject_GenericSetAttr(s, names[11], "")  # a rate limit key: the general path
     return s
 
 

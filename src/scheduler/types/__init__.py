@@ -14,6 +14,7 @@ writes and their results), ``_reads`` (listing, counts, forecasts, the audit) an
 from __future__ import annotations
 
 from scheduler.states import TaskState
+from scheduler.types._flow import ALL_TENANTS, DispatchPause, RateLimitRule
 from scheduler.types._preloaded import Preloaded, PreloadedGroup, PreloadedPage
 from scheduler.types._reads import (
     FORECAST_STATES,
@@ -69,6 +70,7 @@ from scheduler.types._writes import (
 )
 
 __all__ = [
+    "ALL_TENANTS",
     "DEFAULT_SCOPES",
     "FORECAST_STATES",
     "JSON",
@@ -81,6 +83,7 @@ __all__ = [
     "CancelResult",
     "CompleteResult",
     "Completion",
+    "DispatchPause",
     "DispatchRequest",
     "Expectation",
     "FailResult",
@@ -98,6 +101,7 @@ __all__ = [
     "Preloaded",
     "PreloadedGroup",
     "PreloadedPage",
+    "RateLimitRule",
     "RawJSON",
     "ReclaimResult",
     "RefusedWrite",

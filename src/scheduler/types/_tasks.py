@@ -115,6 +115,8 @@ class NewTask:
     """DAG parents (task ids, same ``workflow_id``): the store writes the edges in the
     inserting transaction and sets ``unresolved_dependencies`` to their number. Parents
     must not have completed yet (insert a workflow as one batch, parents first)."""
+    rate_limit_key: str = ""
+    """The task's rate limit key (issue 43); empty: none."""
 
 
 @fast_init  # built per task: scheduler._frozen
@@ -157,6 +159,8 @@ class TaskRecord:
     """The type the worker named for the last failed attempt's error (``Failure.error_type``)."""
     last_traceback: str | None = None
     """The traceback the worker sent with the last failed attempt (``Failure.traceback``)."""
+    rate_limit_key: str = ""
+    """The task's rate limit key (issue 43); empty: none."""
 
     @property
     def key(self) -> TaskKey:

@@ -41,6 +41,7 @@ from scheduler.store.postgres._db import (
 from scheduler.store.postgres.actions import Actions
 from scheduler.store.postgres.dispatch import Dispatch
 from scheduler.store.postgres.dr import FenceWatch
+from scheduler.store.postgres.flow import Flow
 from scheduler.store.postgres.history import History
 from scheduler.store.postgres.metrics import Metrics
 from scheduler.store.postgres.migrate import migrate
@@ -87,6 +88,7 @@ class PostgresStore(
     Schedules,
     Metrics,
     Partitions,
+    Flow,
 ):
     """The :class:`~scheduler.store.Store` on PostgreSQL: owns the pool; every store
     method is its parts' (it inherits them)."""

@@ -71,6 +71,7 @@ def insert_args(
         column([t.schedule_id for t in tasks]),
         now,
         column([_common.retry_policy_json(t.retry_policy) for t in tasks]),
+        column([t.rate_limit_key or None for t in tasks]),
     )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from scheduler.store.protocol.actions import ActionStore
 from scheduler.store.protocol.dispatch import DispatchStore
+from scheduler.store.protocol.flow import FlowStore
 from scheduler.store.protocol.history import HistoryStore
 from scheduler.store.protocol.metrics import HORIZONS, DepthRow, MetricsStore, ReplicationLag
 from scheduler.store.protocol.notices import NoticeStore, WorkCallback, WorkNotices
@@ -64,6 +65,7 @@ __all__ = [
     "ActionStore",
     "DepthRow",
     "DispatchStore",
+    "FlowStore",
     "HistoryStore",
     "MetricsStore",
     "NoticeStore",

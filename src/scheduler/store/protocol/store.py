@@ -6,11 +6,11 @@ inheritance of one protocol per concern: :class:`~.tasks.TaskStore`,
 :class:`~.actions.ActionStore`, :class:`~.history.HistoryStore`,
 :class:`~.tenants.TenantStore`, :class:`~.shards.ShardStore`,
 :class:`~.workflows.WorkflowStore`, :class:`~.schedules.ScheduleStore`,
-:class:`~.notices.NoticeStore`, :class:`~.metrics.MetricsStore` and
-:class:`~.partitions.PartitionStore`. Each backend has one part per protocol file, of the
-same name (``postgres/tasks.py`` implements ``protocol/tasks.py``), and its
-``PostgresStore`` / ``SqliteStore`` inherits them all. Imports those modules; the engine,
-the server and the CLI hold a ``Store``.
+:class:`~.notices.NoticeStore`, :class:`~.metrics.MetricsStore`,
+:class:`~.partitions.PartitionStore` and :class:`~.flow.FlowStore`. Each backend has
+one part per protocol file, of the same name (``postgres/tasks.py`` implements
+``protocol/tasks.py``), and its ``PostgresStore`` / ``SqliteStore`` inherits them all.
+Imports those modules; the engine, the server and the CLI hold a ``Store``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Protocol
 
 from scheduler.store.protocol.actions import ActionStore
 from scheduler.store.protocol.dispatch import DispatchStore
+from scheduler.store.protocol.flow import FlowStore
 from scheduler.store.protocol.history import HistoryStore
 from scheduler.store.protocol.metrics import MetricsStore
 from scheduler.store.protocol.notices import NoticeStore
@@ -45,6 +46,7 @@ class Store(
     NoticeStore,
     MetricsStore,
     PartitionStore,
+    FlowStore,
     Protocol,
 ):
     """The durable record. Every method is a coroutine and safe to call concurrently.

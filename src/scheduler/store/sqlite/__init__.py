@@ -28,6 +28,7 @@ from scheduler.store.protocol import WorkCallback, WorkNotices
 from scheduler.store.sqlite._db import SQL, Db, connect
 from scheduler.store.sqlite.actions import Actions
 from scheduler.store.sqlite.dispatch import Dispatch
+from scheduler.store.sqlite.flow import Flow
 from scheduler.store.sqlite.history import History
 from scheduler.store.sqlite.metrics import Metrics
 from scheduler.store.sqlite.partitions import Partitions
@@ -56,6 +57,7 @@ class SqliteStore(
     Schedules,
     Metrics,
     Partitions,
+    Flow,
 ):
     """The :class:`~scheduler.store.Store` on SQLite: owns the connection; every store
     method is its parts' (it inherits them)."""

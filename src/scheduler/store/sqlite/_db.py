@@ -48,6 +48,7 @@ UPGRADE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("tasks", "retry_policy", "TEXT"),
     ("tasks", "last_error_type", "TEXT"),
     ("tasks", "last_traceback", "TEXT"),
+    ("tasks", "rate_limit_key", "TEXT"),
     ("task_transitions", "reason", "TEXT NOT NULL DEFAULT ''"),
     ("task_transitions", "due_at", "INTEGER"),
 )

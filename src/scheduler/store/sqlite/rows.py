@@ -95,6 +95,7 @@ def task(r: sqlite3.Row) -> TaskRecord:
         retry_policy=_common.retry_policy_of(r["retry_policy"]),
         last_error_type=r["last_error_type"],
         last_traceback=r["last_traceback"],
+        rate_limit_key=r["rate_limit_key"] or "",
     )
 
 
@@ -107,6 +108,7 @@ def preloaded(r: sqlite3.Row) -> Preloaded:
         r["shard_id"],
         Pool(r["pool"]),
         r["type"],
+        r["rate_limit_key"] or "",
     )
 
 

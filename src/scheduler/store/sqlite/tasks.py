@@ -77,6 +77,7 @@ class Tasks(Part, TaskStore):
                         n,
                         n,
                         _common.retry_policy_json(t.retry_policy),
+                        t.rate_limit_key or None,
                     ),
                 )
                 created = cur.rowcount == 1

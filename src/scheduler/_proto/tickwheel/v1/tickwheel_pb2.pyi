@@ -117,7 +117,7 @@ class TraceContext(_message.Message):
     def __init__(self, traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy", "payload_json")
+    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy", "payload_json", "rate_limit_key")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +131,7 @@ class TaskSpec(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMIT_KEY_FIELD_NUMBER: _ClassVar[int]
     type: str
     payload: _struct_pb2.Struct
     scheduled_at: _timestamp_pb2.Timestamp
@@ -144,7 +145,8 @@ class TaskSpec(_message.Message):
     trace_context: TraceContext
     retry_policy: RetryPolicy
     payload_json: bytes
-    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ...) -> None: ...
+    rate_limit_key: str
+    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., rate_limit_key: _Optional[str] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("initial_backoff_s", "max_backoff_s", "max_attempts", "non_retryable_error_types")
@@ -221,6 +223,102 @@ class Task(_message.Message):
     workflow_id: str
     schedule_id: str
     def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., fencing_token: _Optional[int] = ..., retry_count: _Optional[int] = ..., max_retries: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., worker_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., shard_id: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., strict_timing: _Optional[bool] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., result_json: _Optional[bytes] = ..., checkpoint_json: _Optional[bytes] = ..., last_error_type: _Optional[str] = ..., last_traceback: _Optional[str] = ..., workflow_id: _Optional[str] = ..., schedule_id: _Optional[str] = ...) -> None: ...
+
+class RateLimit(_message.Message):
+    __slots__ = ("key", "rate", "burst", "updated_at")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    rate: float
+    burst: int
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., rate: _Optional[float] = ..., burst: _Optional[int] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SetRateLimitRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: RateLimit
+    def __init__(self, limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+
+class SetRateLimitResponse(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: RateLimit
+    def __init__(self, limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+
+class ListRateLimitsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListRateLimitsResponse(_message.Message):
+    __slots__ = ("limits",)
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.RepeatedCompositeFieldContainer[RateLimit]
+    def __init__(self, limits: _Optional[_Iterable[_Union[RateLimit, _Mapping]]] = ...) -> None: ...
+
+class DeleteRateLimitRequest(_message.Message):
+    __slots__ = ("key",)
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    def __init__(self, key: _Optional[str] = ...) -> None: ...
+
+class DeleteRateLimitResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DispatchPause(_message.Message):
+    __slots__ = ("tenant_id", "task_type", "pool", "paused_at")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_AT_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    task_type: str
+    pool: Pool
+    paused_at: _timestamp_pb2.Timestamp
+    def __init__(self, tenant_id: _Optional[str] = ..., task_type: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., paused_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class PauseDispatchRequest(_message.Message):
+    __slots__ = ("task_type", "pool", "all_tenants")
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    ALL_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    task_type: str
+    pool: Pool
+    all_tenants: bool
+    def __init__(self, task_type: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., all_tenants: _Optional[bool] = ...) -> None: ...
+
+class PauseDispatchResponse(_message.Message):
+    __slots__ = ("pause",)
+    PAUSE_FIELD_NUMBER: _ClassVar[int]
+    pause: DispatchPause
+    def __init__(self, pause: _Optional[_Union[DispatchPause, _Mapping]] = ...) -> None: ...
+
+class ResumeDispatchRequest(_message.Message):
+    __slots__ = ("task_type", "pool", "all_tenants")
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    ALL_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    task_type: str
+    pool: Pool
+    all_tenants: bool
+    def __init__(self, task_type: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., all_tenants: _Optional[bool] = ...) -> None: ...
+
+class ResumeDispatchResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListDispatchPausesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListDispatchPausesResponse(_message.Message):
+    __slots__ = ("pauses",)
+    PAUSES_FIELD_NUMBER: _ClassVar[int]
+    pauses: _containers.RepeatedCompositeFieldContainer[DispatchPause]
+    def __init__(self, pauses: _Optional[_Iterable[_Union[DispatchPause, _Mapping]]] = ...) -> None: ...
 
 class SubmitTaskRequest(_message.Message):
     __slots__ = ("task",)

@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     retry_policy TEXT, -- a task's own retry policy (JSON: base_s, cap_s, errors); NULL: defaults
     last_error_type TEXT, -- the last failed attempt's error type (Failure.error_type)
     last_traceback TEXT, -- and its traceback (Failure.traceback); NULL: none sent
+    rate_limit_key TEXT, -- issue 43: TaskSpec.rate_limit_key; NULL: none
     UNIQUE (tenant_id, idempotency_key)
 );
 CREATE INDEX IF NOT EXISTS idx_tasks_claimable ON tasks (due_at)
@@ -205,3 +206,21 @@ CREATE TRIGGER IF NOT EXISTS refused_writes_no_update BEFORE UPDATE ON refused_w
 BEGIN SELECT RAISE(ABORT, 'refused_writes is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS refused_writes_no_delete BEFORE DELETE ON refused_writes
 BEGIN SELECT RAISE(ABORT, 'refused_writes is append-only'); END;
+
+-- Flow control (PostgreSQL migration 0019, issue 43): rate limits per (tenant, key) and
+-- dispatch pauses (tenant_id the nil UUID: every tenant; '' type or pool: every one).
+CREATE TABLE IF NOT EXISTS rate_limits (
+    tenant_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    rate REAL NOT NULL CHECK (rate > 0),
+    burst INTEGER NOT NULL CHECK (burst >= 1),
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, key)
+);
+CREATE TABLE IF NOT EXISTS dispatch_pauses (
+    tenant_id TEXT NOT NULL,
+    task_type TEXT NOT NULL DEFAULT '',
+    pool TEXT NOT NULL DEFAULT '',
+    paused_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, task_type, pool)
+);
