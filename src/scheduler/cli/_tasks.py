@@ -124,6 +124,10 @@ def _next_occurrence(clock: time, now: datetime | None = None) -> datetime:
 )
 @click.option("--max-retries", type=int)
 @click.option("--timeout-s", type=float, default=0.0)
+@click.option(
+    "--rate-limit-key",
+    help="Start no faster than this key's rate limit allows (tickwheel rate-limits set).",
+)
 @client_options
 @api_key_option
 @json_option
@@ -138,6 +142,7 @@ def submit(
     jitter: str | None,
     max_retries: int | None,
     timeout_s: float,
+    rate_limit_key: str | None,
     as_json: bool,
     **kw: Any,
 ) -> None:
@@ -162,6 +167,7 @@ def submit(
                 jitter_mode=JitterMode(jitter) if jitter else None,
                 max_retries=max_retries,
                 timeout_s=timeout_s,
+                rate_limit_key=rate_limit_key,
             ),
         )
     )

@@ -83,6 +83,7 @@ def _shared(spec: TaskSpec) -> bytes:
             timeout_s=spec.timeout_s,
             trace_context=spec.trace_context,
             retry_policy=spec.retry_policy,
+            rate_limit_key=spec.rate_limit_key,
         ),
         msg,
     )
@@ -112,6 +113,7 @@ def encode_tasks(specs: Iterable[TaskSpec]) -> bytes:
             s.timeout_s,
             (trace.get("traceparent"), trace.get("tracestate")) if trace else None,
             s.retry_policy,
+            s.rate_limit_key,
         )
         # A batch's tasks mostly share these: the same objects compare by identity,
         # without hashing (an enum's hash is a Python call).

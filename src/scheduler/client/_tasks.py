@@ -55,6 +55,7 @@ class TaskCalls(_Base):
         timeout_s: float = 0.0,
         trace_context: dict[str, str] | None = None,
         retry_policy: RetryPolicy | None = None,
+        rate_limit_key: str | None = None,
     ) -> Task:
         """Submit one task.
 
@@ -66,6 +67,8 @@ class TaskCalls(_Base):
         OpenTelemetry span, sent as call metadata; workers' spans join that trace.
         An idempotent resubmit returns the existing task with ``created=False``.
         ``retry_policy``: this task's own backoff, attempts and non-retryable errors.
+        ``rate_limit_key``: the key whose rate limit (:meth:`set_rate_limit`) paces
+        this task's start, across every node.
         """
         spec = TaskSpec(
             type=type,
@@ -79,6 +82,7 @@ class TaskCalls(_Base):
             timeout_s=timeout_s,
             trace_context=trace_context,
             retry_policy=retry_policy,
+            rate_limit_key=rate_limit_key,
         )
         resp = await self._rpc(
             self._sched.SubmitTask, pb.SubmitTaskRequest(task=conv.spec_to_proto(spec)), trace=True

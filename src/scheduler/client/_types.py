@@ -30,6 +30,8 @@ class TaskSpec:
     trace_context: dict[str, str] | None = None
     retry_policy: RetryPolicy | None = None
     """This task's own backoff, attempts and non-retryable error types."""
+    rate_limit_key: str | None = None
+    """The key whose rate limit paces this task's start (``Client.set_rate_limit``)."""
 
     def __post_init__(self) -> None:
         if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:
