@@ -9,6 +9,7 @@ every tenant (``all_tenants``) and the list shows every pause.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import grpc
@@ -16,6 +17,7 @@ import grpc
 from scheduler._errors import InvalidArgument, PermissionDenied
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.engine import Engine
+from scheduler.limits import MAX_TYPE_CHARS
 from scheduler.server import _convert as conv
 from scheduler.server._auth import TENANT_ID_HEADER, Gatekeeper, tenant_of
 from scheduler.server._status import unary
@@ -40,6 +42,12 @@ def pause_to_proto(p: DispatchPause) -> pb.DispatchPause:
         pool=POOL_TO_PROTO[p.pool] if p.pool is not None else pb.POOL_UNSPECIFIED,
         paused_at=conv.from_datetime(p.paused_at),
     )
+
+
+def check_type(task_type: str) -> None:
+    """A paused type: empty (every type) or up to a task type's length."""
+    if len(task_type) > MAX_TYPE_CHARS:
+        raise InvalidArgument("task_type", f"longer than {MAX_TYPE_CHARS} characters")
 
 
 def _pool(value: int) -> Pool | None:
@@ -87,8 +95,18 @@ class FlowRpcs:
         await self._engine.flow.delete_rate_limit(tenant, request.key)
         return pb.DeleteRateLimitResponse()
 
-    async def _pause_tenant(self, context: Context, all_tenants: bool) -> Any:
+    async def _pause_args(
+        self, context: Context, request: pb.PauseDispatchRequest | pb.ResumeDispatchRequest
+    ) -> tuple[uuid.UUID, Pool | None]:
+        """The tenant (or ``ALL_TENANTS``) and pool a pause call names, the caller
+        checked first, then the fields."""
         tenant = await self._gate.reader_scope(context, Scope.SUBMIT)
+        pool = _pool(request.pool)
+        check_type(request.task_type)
+        return self._pause_tenant(tenant, request.all_tenants), pool
+
+    @staticmethod
+    def _pause_tenant(tenant: uuid.UUID | None, all_tenants: bool) -> uuid.UUID:
         if all_tenants:
             if tenant is not None:
                 raise PermissionDenied(
@@ -104,8 +122,7 @@ class FlowRpcs:
         self, request: pb.PauseDispatchRequest, context: Context
     ) -> pb.PauseDispatchResponse:
         """Pause a type and/or pool of the caller (or of every tenant)."""
-        tenant = await self._pause_tenant(context, request.all_tenants)
-        pool = _pool(request.pool)
+        tenant, pool = await self._pause_args(context, request)
         p = await self._engine.flow.pause(tenant, request.task_type, pool)
         return pb.PauseDispatchResponse(pause=pause_to_proto(p))
 
@@ -114,8 +131,7 @@ class FlowRpcs:
         self, request: pb.ResumeDispatchRequest, context: Context
     ) -> pb.ResumeDispatchResponse:
         """Remove a pause."""
-        tenant = await self._pause_tenant(context, request.all_tenants)
-        pool = _pool(request.pool)
+        tenant, pool = await self._pause_args(context, request)
         await self._engine.flow.resume(tenant, request.task_type, pool)
         return pb.ResumeDispatchResponse()
 

@@ -57,4 +57,5 @@ def record_from_new(t: NewTask, payload: str, trace: str | None, now: datetime) 
         created_at=now,
         updated_at=now,
         retry_policy=t.retry_policy,
+        rate_limit_key=t.rate_limit_key,
     )
