@@ -90,8 +90,9 @@ class FlowRules:
         self.pauses: tuple[DispatchPause, ...] = ()
         self.held: dict[str, int] = dict.fromkeys(CAUSES, 0)
         """Tasks held in the ready queues now, by cause (as of the last round)."""
-        self.held_by: dict[tuple[uuid.UUID, str, Pool, str], str] = {}
-        """Held lanes (tenant, type, pool, rate key) and their cause, last round."""
+        self.held_by: dict[tuple[uuid.UUID, str, Pool, str], tuple[str, int]] = {}
+        """Held lanes (tenant, type, pool, rate key): their cause and waiting tasks,
+        as of the last round."""
         self.held_total: collections.Counter[str] = collections.Counter()
         """Tasks held per round, by cause (a monotonic count, like quota throttling)."""
         self.since: dict[tuple[uuid.UUID, str, Pool, str], tuple[str, float]] = {}
@@ -186,13 +187,13 @@ class FlowRules:
                 self.held = dict.fromkeys(CAUSES, 0)
             return
         held = ready.held(r.veto)
-        by: dict[tuple[uuid.UUID, str, Pool, str], str] = {}
+        by: dict[tuple[uuid.UUID, str, Pool, str], tuple[str, int]] = {}
         counts = dict.fromkeys(CAUSES, 0)
         waits: list[float] = []
         for lane, n in held.items():
             tenant_id, task_type, pool, rate_key = lane
             cause = PAUSED if self.paused(tenant_id, task_type, pool) else RATE_LIMITED
-            by[lane] = cause
+            by[lane] = (cause, n)
             if lane not in self.since:
                 self.since[lane] = (cause, now_s)
             counts[cause] += n
@@ -203,6 +204,14 @@ class FlowRules:
         self.held_by = by
         self.held = counts
         r.retry_s = min(waits, default=None)
+
+    def held_for(self, tenant_id: uuid.UUID | None, pools: tuple[Pool, ...]) -> dict[str, int]:
+        """Tasks held now, by cause, of ``tenant_id`` (None: every tenant) in ``pools``."""
+        out = dict.fromkeys(CAUSES, 0)
+        for (t, _type, pool, _key), (cause, n) in self.held_by.items():
+            if (tenant_id is None or t == tenant_id) and pool in pools:
+                out[cause] += n
+        return out
 
     def hold_of(
         self, tenant_id: uuid.UUID, task_type: str, pool: Pool, rate_key: str, due_s: float

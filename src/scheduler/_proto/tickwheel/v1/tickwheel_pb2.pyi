@@ -1303,16 +1303,20 @@ class ForecastBucket(_message.Message):
     def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., nominal: _Optional[int] = ..., firing: _Optional[int] = ...) -> None: ...
 
 class GetForecastResponse(_message.Message):
-    __slots__ = ("start", "bucket_s", "buckets", "overdue")
+    __slots__ = ("start", "bucket_s", "buckets", "overdue", "held_rate_limited", "held_paused")
     START_FIELD_NUMBER: _ClassVar[int]
     BUCKET_S_FIELD_NUMBER: _ClassVar[int]
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     OVERDUE_FIELD_NUMBER: _ClassVar[int]
+    HELD_RATE_LIMITED_FIELD_NUMBER: _ClassVar[int]
+    HELD_PAUSED_FIELD_NUMBER: _ClassVar[int]
     start: _timestamp_pb2.Timestamp
     bucket_s: int
     buckets: _containers.RepeatedCompositeFieldContainer[ForecastBucket]
     overdue: _containers.RepeatedCompositeFieldContainer[ForecastBucket]
-    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bucket_s: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[ForecastBucket, _Mapping]]] = ..., overdue: _Optional[_Iterable[_Union[ForecastBucket, _Mapping]]] = ...) -> None: ...
+    held_rate_limited: int
+    held_paused: int
+    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bucket_s: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[ForecastBucket, _Mapping]]] = ..., overdue: _Optional[_Iterable[_Union[ForecastBucket, _Mapping]]] = ..., held_rate_limited: _Optional[int] = ..., held_paused: _Optional[int] = ...) -> None: ...
 
 class ListWorkersRequest(_message.Message):
     __slots__ = ()
