@@ -19,3 +19,11 @@ CREATE TABLE dispatch_pauses (
     paused_at TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (tenant_id, task_type, pool)
 );
+-- Row-level security as on every tenant-owned table (migration 0007): the store reads
+-- and writes both tables on its system paths; a tenant scope sees its own rows.
+ALTER TABLE rate_limits ENABLE ROW LEVEL SECURITY;
+ALTER TABLE rate_limits FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_scope ON rate_limits USING (tickwheel_scope_is(tenant_id));
+ALTER TABLE dispatch_pauses ENABLE ROW LEVEL SECURITY;
+ALTER TABLE dispatch_pauses FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_scope ON dispatch_pauses USING (tickwheel_scope_is(tenant_id));
