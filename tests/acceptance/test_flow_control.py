@@ -4,6 +4,8 @@ resumed, then starts in due order."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -102,4 +104,44 @@ async def test_a_paused_pool_holds_only_that_pool(cluster: Cluster) -> None:
     assert (await c.get(bulk.id)).state is TaskState.PRELOADED
     await c.resume_dispatch(pool=Pool.BULK)
     await _done(cluster, 2)
-    assert uuid.UUID(str(bulk.id)) == bulk.id
+    assert (await c.get(bulk.id)).state is TaskState.COMPLETED
+
+
+async def test_the_cli_sets_lists_and_deletes_limits_and_pauses(cluster: Cluster) -> None:
+    from click.testing import CliRunner
+
+    from scheduler.cli import main
+
+    conn = ["--target", cluster.server.target, "--api-key", cluster.api_key]
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(main, [*args, *conn], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    async def cli(*args: str) -> str:
+        return await asyncio.to_thread(run, *args)
+
+    assert "partner-api: 2.5/s, burst 3" in await cli(
+        "rate-limits", "set", "partner-api", "--rate", "2.5", "--burst", "3"
+    )
+    assert "partner-api" in await cli("rate-limits", "list")
+    assert [(r.key, r.rate, r.burst) for r in await cluster.client.list_rate_limits()] == [
+        ("partner-api", 2.5, 3)
+    ]
+    await cli("rate-limits", "delete", "partner-api")
+    assert await cluster.client.list_rate_limits() == []
+
+    assert "type work, pool bulk" in await cli("pause", "--type", "work", "--pool", "bulk")
+    assert "work" in await cli("pauses")
+    [p] = await cluster.client.list_dispatch_pauses()
+    assert (p.task_type, p.pool) == ("work", Pool.BULK)
+    await cli("resume", "--type", "work", "--pool", "bulk")
+    assert await cluster.client.list_dispatch_pauses() == []
+    task = json.loads(
+        await cli("submit", "work", "--rate-limit-key", "partner-api", "--json", "--in", "3600")
+    )
+    stored = await cluster.db.fetchval(
+        "SELECT rate_limit_key FROM tasks WHERE id = $1", uuid.UUID(task["id"])
+    )
+    assert stored == "partner-api"
