@@ -179,8 +179,6 @@ class FlowRules:
     def count_held(self, ready: ReadyQueues, r: Round, now_s: float) -> None:
         """After a round: what its gate still holds, by cause, and when a held key has
         a token again."""
-        if self.since:
-            self.since = {lane: v for lane, v in self.since.items() if ready.has_lane(*lane)}
         if r.veto is None:
             if self.held_by:
                 self.held_by = {}
@@ -204,6 +202,12 @@ class FlowRules:
         self.held_by = by
         self.held = counts
         r.retry_s = min(waits, default=None)
+
+    def prune(self, ready: ReadyQueues) -> None:
+        """Forget the holds of lanes with no task left waiting (after a round's
+        dispatches were counted by :meth:`hold_of`)."""
+        if self.since:
+            self.since = {lane: v for lane, v in self.since.items() if ready.has_lane(*lane)}
 
     def held_for(self, tenant_id: uuid.UUID | None, pools: tuple[Pool, ...]) -> dict[str, int]:
         """Tasks held now, by cause, of ``tenant_id`` (None: every tenant) in ``pools``."""

@@ -42,6 +42,7 @@ async def _drain(rq: ReadyQueues, f: FlowRules, now: float, most: int = 1000) ->
         out.append(p)
     await f.keys.refund(r.unused(), f.limits, now)
     f.count_held(rq, r, now)
+    f.prune(rq)
     return out
 
 
@@ -146,3 +147,8 @@ async def test_a_held_lanes_wait_counts_as_its_cause() -> None:
     hold = f.hold_of(A, "t", Pool.STANDARD, "", 10.0)
     assert hold == ("paused", 3.5)  # from the hold's start, not the (older) due time
     assert f.hold_of(B, "t", Pool.STANDARD, "", 10.0) is None
+    # Resumed: the task goes out, its wait counted as a hold; then the lane is forgotten.
+    f.pauses = ()
+    assert len(await _drain(rq, f, 54.0)) == 1
+    assert f.since == {}
+    assert f.hold_of(A, "t", Pool.STANDARD, "", 10.0) is None
