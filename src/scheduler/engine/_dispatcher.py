@@ -398,13 +398,13 @@ class Dispatcher:
                 hold = hold_of(p.tenant_id, p.type, p.pool, p.rate_key, p.due_at.timestamp())
                 if hold is not None:
                     stats.held_wait_s[hold[0]].observe(hold[1])
-        if hold_of is not None:
-            self._flow.prune(self._ready)
             dispatched[(p.pool.value, p.type)] += 1
             if s.assigned(a):
                 self._delivery.hold(s, a)
             else:
                 late.setdefault(s, []).append(a)
+        if hold_of is not None:
+            self._flow.prune(self._ready)
         for s, gone in late.items():
             await s.give_back(gone)
         if refund:

@@ -56,6 +56,7 @@ PROTOCOLS: tuple[type, ...] = (
     NoticeStore,
     MetricsStore,
     PartitionStore,
+    FlowStore,
 )
 """Every protocol :class:`Store` composes, in its order (tests walk them)."""
 

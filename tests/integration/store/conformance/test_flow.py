@@ -6,9 +6,10 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+from scheduler.states import TaskState
 from scheduler.store import Store
-from scheduler.types import ALL_TENANTS, Pool, Tenant
-from tests.support.stores import NOW, new_task
+from scheduler.types import ALL_TENANTS, DispatchRequest, Pool, Tenant
+from tests.support.stores import LEASE, NOW, force_status, new_task
 
 HORIZON = NOW + timedelta(minutes=60)
 
@@ -74,3 +75,14 @@ async def test_a_tasks_rate_limit_key_reaches_every_preloaded_read(
     assert [p.rate_key for p in loaded] == ["partner|api", ""]
     page = await store.load_preloaded_packed(None, HORIZON, 10, None)
     assert sorted(p.rate_key for p in page.unpack()) == ["", "partner|api"]
+
+
+async def test_a_requeued_task_keeps_its_rate_limit_key(store: Store, tenant: Tenant) -> None:
+    """A dispatch whose lease lapsed unacked goes back PRELOADED with its key."""
+    [res] = await store.insert_tasks([new_task(tenant, rate_limit_key="partner-api")], NOW)
+    await force_status(store, res.task.key, TaskState.PRELOADED)
+    await store.mark_dispatched(
+        [DispatchRequest(key=res.task.key, worker_id="w", lease_expires_at=LEASE)], NOW
+    )
+    r = await store.reclaim_expired(None, LEASE + timedelta(seconds=1), 100)
+    assert [(p.key, p.rate_key) for p in r.requeued] == [(res.task.key, "partner-api")]

@@ -442,7 +442,7 @@ WITH edges AS (
     SELECT id, scheduled_at, 'SCHEDULED', 'PRELOADED', fencing_token, $3, $2, 'dependencies met'
     FROM dec WHERE status = 'PRELOADED'
 )
-SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, parents
+SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, rate_limit_key, parents
 FROM dec WHERE status = 'PRELOADED'
 
 -- name: fail
@@ -587,7 +587,8 @@ WITH x AS (
                  ELSE 'lease expired' END
     FROM r JOIN {{paths}} ON p.start = r.from_status AND p.finish = r.status
 )
-SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, status, workflow_id FROM r
+SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, rate_limit_key, status,
+    workflow_id FROM r
 
 -- name: set_status
 -- Operator moves (cancel, redrive, transition): the caller checked the move in code;
