@@ -9,7 +9,9 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from scheduler.client import Pool, TaskSpec, TaskState
+import pytest
+
+from scheduler.client import NotFound, Pool, TaskSpec, TaskState
 from tests.acceptance.conftest import HANDLERS, Cluster
 from tests.support.waiting import eventually
 
@@ -145,3 +147,38 @@ async def test_the_cli_sets_lists_and_deletes_limits_and_pauses(cluster: Cluster
         "SELECT rate_limit_key FROM tasks WHERE id = $1", uuid.UUID(task["id"])
     )
     assert stored == "partner-api"
+
+
+async def test_only_the_admin_token_pauses_every_tenant(cluster: Cluster) -> None:
+    import grpc
+
+    from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
+    from scheduler._proto.tickwheel.v1 import tickwheel_pb2_grpc as pbg
+    from scheduler.client import PermissionDenied
+    from tests.support.processes import ADMIN_TOKEN
+
+    with pytest.raises(PermissionDenied, match="all_tenants"):
+        await cluster.client.pause_dispatch(pool=Pool.BULK, all_tenants=True)
+    admin = (("x-admin-token", ADMIN_TOKEN),)
+    async with grpc.aio.insecure_channel(cluster.server.target) as channel:
+        stub = pbg.SchedulerServiceStub(channel)
+        resp = await stub.PauseDispatch(
+            pb.PauseDispatchRequest(pool=pb.POOL_BULK, all_tenants=True), metadata=admin
+        )
+        assert (resp.pause.tenant_id, resp.pause.pool) == ("", pb.POOL_BULK)
+        # Every tenant sees it, the tenant's own key included.
+        [p] = await cluster.client.list_dispatch_pauses()
+        assert (p.tenant_id, p.pool) == (None, Pool.BULK)
+        await cluster.worker("w1", FAST, slots=2)
+        bulk = await cluster.client.submit("fast", pool=Pool.BULK, strict_timing=True)
+        std = await cluster.client.submit("fast", strict_timing=True)
+        await _done(cluster, 1)
+        assert (await cluster.client.get(bulk.id)).state is TaskState.PRELOADED
+        assert (await cluster.client.get(std.id)).state is TaskState.COMPLETED
+        # A tenant cannot lift an all-tenants pause: its own resume names its own pause.
+        with pytest.raises(NotFound):
+            await cluster.client.resume_dispatch(pool=Pool.BULK)
+        await stub.ResumeDispatch(
+            pb.ResumeDispatchRequest(pool=pb.POOL_BULK, all_tenants=True), metadata=admin
+        )
+    await _done(cluster, 2)
