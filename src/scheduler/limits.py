@@ -13,6 +13,8 @@ MAX_TYPE_CHARS = 64
 """A task type's length."""
 MAX_IDEMPOTENCY_KEY_CHARS = 128
 """An idempotency key's length."""
+MAX_RATE_LIMIT_KEY_CHARS = 128
+"""A rate limit key's length (TaskSpec.rate_limit_key, issue 43)."""
 MAX_RETRIES = 100
 """``max_retries`` of a task (0..this)."""
 DEFAULT_MAX_RETRIES = 3

@@ -294,3 +294,46 @@ def test_a_tasks_page_links_to_its_workflow_and_its_schedule(
     assert str(link.get_attribute("href")).endswith(f"/schedules#schedule-{schedule.id}")
     assert not browser.has_testid("task-workflow-link")
     browser.assert_accessible()
+
+
+# ------------------------------------------------------------------ paused dispatch
+
+
+def test_a_paused_type_shows_on_the_overview_with_its_held_tasks_until_resumed(
+    browser: Browser, dev: DevProcess, seeded: Seeded, api: Api
+) -> None:
+    """Issue 43: the overview shows a dispatch pause and the tasks it holds, as the API
+    answers them (ListDispatchPauses, GetForecast.held_paused)."""
+    paused_type = f"paused-{secrets.token_hex(3)}"
+    api.call(api.sched.PauseDispatch, pb.PauseDispatchRequest(task_type=paused_type))
+    with SyncClient(dev.target, api_key=dev.api_key) as client:
+        held = str(client.submit(paused_type, {"n": 1}, strict_timing=True).id)
+    try:
+        pauses = api.call(api.sched.ListDispatchPauses, pb.ListDispatchPausesRequest()).pauses
+        assert [p.task_type for p in pauses] == [paused_type]
+        browser.get(dev.ui_url)
+        assert browser.by_testid("paused-section").is_displayed()
+        row = browser.by_testid(f"pause-{paused_type}-any")
+        assert "any pool" in row.text
+
+        def held_count() -> int:
+            resp = api.call(
+                api.sched.GetForecast,
+                pb.GetForecastRequest(bucket_s=60, buckets=1),
+            )
+            return int(resp.held_paused)
+
+        browser.wait_for(held_count, what="the paused task to be held")
+        browser.wait_for(
+            lambda: browser.text_of("held-paused") == str(held_count()),
+            what="the overview's held count to equal the API's",
+        )
+        browser.assert_accessible()
+        print(f"overview screenshot: {browser.screenshot('overview-paused')}")
+    finally:
+        api.call(api.sched.ResumeDispatch, pb.ResumeDispatchRequest(task_type=paused_type))
+        with SyncClient(dev.target, api_key=dev.api_key) as client:
+            client.cancel(held)
+    assert not api.call(api.sched.ListDispatchPauses, pb.ListDispatchPausesRequest()).pauses
+    browser.get(dev.ui_url)
+    assert not browser.by_testid("paused-section").is_displayed()

@@ -46,11 +46,12 @@ def test_client_methods() -> None:
     assert public == {
         "Client": [
             "cancel", "cancel_workflow", "close", "complete", "connect", "create_schedule",
-            "delete_expectation", "delete_schedule", "fail", "get", "get_schedule",
-            "get_workflow", "history", "list", "list_expectations", "list_page",
-            "list_schedules", "list_workflows", "pause_schedule", "plan_bulk", "redrive",
-            "register_expectation", "resume_schedule", "run_bulk", "submit", "submit_many",
-            "submit_workflow", "wait",
+            "delete_expectation", "delete_rate_limit", "delete_schedule", "fail", "get",
+            "get_schedule", "get_workflow", "history", "list", "list_dispatch_pauses",
+            "list_expectations", "list_page", "list_rate_limits", "list_schedules",
+            "list_workflows", "pause_dispatch", "pause_schedule", "plan_bulk", "redrive",
+            "register_expectation", "resume_dispatch", "resume_schedule", "run_bulk",
+            "set_rate_limit", "submit", "submit_many", "submit_workflow", "wait",
         ],
         "AdminClient": [
             "close", "concurrency_limits", "connect", "create_api_key", "create_tenant",

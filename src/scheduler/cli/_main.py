@@ -21,6 +21,7 @@ from scheduler.cli._admin import keys, tenants
 from scheduler.cli._bulk import bulk_cancel, bulk_redrive
 from scheduler.cli._concurrency import concurrency
 from scheduler.cli._dr import dr
+from scheduler.cli._flow import pause, pauses, rate_limits, resume
 from scheduler.cli._orchestration import expectations, schedules, workflows
 from scheduler.cli._serve import dev, migrate, serve
 from scheduler.cli._tasks import cancel, get, history, list_, redrive, submit
@@ -176,6 +177,10 @@ for _command in (
     expectations,
     ui,
     dr,
+    rate_limits,
+    pause,
+    resume,
+    pauses,
 ):
     main.add_command(_command)
 finish_options(main)

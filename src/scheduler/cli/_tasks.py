@@ -177,6 +177,10 @@ def _next_occurrence(clock: time, now: datetime | None = None) -> datetime:
     is_flag=True,
     help="The --idempotency-key dedupes only while its task is not finished.",
 )
+@click.option(
+    "--rate-limit-key",
+    help="Start no faster than this key's rate limit allows (tickwheel rate-limits set).",
+)
 @client_options
 @api_key_option
 @json_option
@@ -200,6 +204,7 @@ def submit(
     throttle_s: float | None,
     idempotency_ttl_s: float,
     idempotency_until_finished: bool,
+    rate_limit_key: str | None,
     as_json: bool,
     **kw: Any,
 ) -> None:
@@ -247,6 +252,7 @@ def submit(
                 idempotency_ttl_s=idempotency_ttl_s,
                 idempotency_scope=scope,
                 concurrency_key=concurrency_key,
+                rate_limit_key=rate_limit_key,
             ),
         )
     )

@@ -27,6 +27,7 @@ from scheduler.client._app import (
 )
 from scheduler.client._client import AdminClient, Client
 from scheduler.client._errors import RPCError
+from scheduler.client._flow import PauseInfo, RateLimitInfo
 from scheduler.client._handle import TaskCancelled, TaskFailed, TaskHandle
 from scheduler.client._sync import SyncClient, SyncTaskHandle
 from scheduler.client._tls import TLSConfig
@@ -80,9 +81,11 @@ __all__ = [
     "JitterMode",
     "NotFound",
     "OverlapPolicy",
+    "PauseInfo",
     "PermissionDenied",
     "Pool",
     "RPCError",
+    "RateLimitInfo",
     "ResourceExhausted",
     "RetryPolicy",
     "RotatedApiKey",

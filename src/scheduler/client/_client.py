@@ -29,6 +29,7 @@ from scheduler.client._channel import (
     region_targets,
 )
 from scheduler.client._expectations import ExpectationCalls
+from scheduler.client._flow import FlowCalls
 from scheduler.client._schedules import ScheduleCalls
 from scheduler.client._tasks import WAIT_SLICE_S, TaskCalls
 from scheduler.client._tls import TLSConfig
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-class Client(TaskCalls, WorkflowCalls, ScheduleCalls, ExpectationCalls):
+class Client(TaskCalls, WorkflowCalls, ScheduleCalls, ExpectationCalls, FlowCalls):
     """A tenant's connection to Tickwheel. Create with :meth:`connect`.
 
     Every call has a deadline (``rpc_timeout_s``) and raises the same

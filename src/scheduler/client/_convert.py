@@ -102,6 +102,8 @@ def spec_into_proto(spec: TaskSpec, msg: pb.TaskSpec) -> None:
         msg.payload_json = jsonbytes.dumps(spec.payload)
     if spec.idempotency_key:
         msg.idempotency_key = spec.idempotency_key
+    if spec.rate_limit_key:
+        msg.rate_limit_key = spec.rate_limit_key
     msg.pool = pool_to_proto(spec.pool)
     msg.strict_timing = spec.strict_timing
     msg.timeout_s = spec.timeout_s

@@ -88,6 +88,7 @@ def _shared(spec: TaskSpec) -> bytes:
             idempotency_ttl_s=spec.idempotency_ttl_s,
             idempotency_scope=spec.idempotency_scope,
             concurrency_key=spec.concurrency_key,
+            rate_limit_key=spec.rate_limit_key,
         ),
         msg,
     )
@@ -122,6 +123,7 @@ def encode_tasks(specs: Iterable[TaskSpec]) -> bytes:
             s.idempotency_ttl_s,
             s.idempotency_scope,
             s.concurrency_key,
+            s.rate_limit_key,
         )
         # A batch's tasks mostly share these: the same objects compare by identity,
         # without hashing (an enum's hash is a Python call).

@@ -68,6 +68,7 @@ class TaskCalls(_Base):
         idempotency_ttl_s: float = 0.0,
         idempotency_scope: IdempotencyScope = IdempotencyScope.FOREVER,
         concurrency_key: str | None = None,
+        rate_limit_key: str | None = None,
     ) -> Task:
         """Submit one task.
 
@@ -86,6 +87,8 @@ class TaskCalls(_Base):
         how long ``idempotency_key`` dedupes (a TTL; or only until its task finishes).
         ``concurrency_key``: at most the type's concurrency limit of this key's tasks run
         at once, cluster-wide (``Admin.set_concurrency_limit``; docs/flow-control.md).
+        ``rate_limit_key``: the key whose rate limit (:meth:`set_rate_limit`) paces
+        this task's start, across every node.
         """
         spec = TaskSpec(
             type=type,
@@ -104,6 +107,7 @@ class TaskCalls(_Base):
             idempotency_ttl_s=idempotency_ttl_s,
             idempotency_scope=idempotency_scope,
             concurrency_key=concurrency_key,
+            rate_limit_key=rate_limit_key,
         )
         resp = await self._rpc(
             self._sched.SubmitTask, pb.SubmitTaskRequest(task=conv.spec_to_proto(spec)), trace=True

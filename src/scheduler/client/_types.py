@@ -50,6 +50,8 @@ class TaskSpec:
     concurrency_key: str | None = None
     """At most the type's concurrency limit of this key's tasks run at once,
     cluster-wide (1-128 characters; docs/flow-control.md)."""
+    rate_limit_key: str | None = None
+    """The key whose rate limit paces this task's start (``Client.set_rate_limit``)."""
 
     def __post_init__(self) -> None:
         if self.scheduled_at is not None and self.scheduled_at.tzinfo is None:

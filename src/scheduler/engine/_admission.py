@@ -193,4 +193,5 @@ class Admission:
             schedule_id=schedule_id,
             initial_state=TaskState.PRELOADED if preload else TaskState.SCHEDULED,
             flow=spec.flow,
+            rate_limit_key=spec.rate_limit_key,
         )

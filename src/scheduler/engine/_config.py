@@ -146,6 +146,10 @@ class EngineConfig:
     a task this node did not dispatch, is used (a slot freed on this node is used at
     once)."""
     tenant_refresh_s: float = 10.0
+    flow_refresh_s: float = 5.0
+    """How often every node re-reads the rate limits and dispatch pauses (issue 43)
+    from the store: a change made through another node applies here within this
+    (the node that took the call applies it at once)."""
     """How long a node trusts a tenant's cached tier and quotas."""
     wheel_max_timers: int = 0
     """Most timers the wheel holds (0: no cap). Beyond it, with a Redis index, tasks

@@ -24,6 +24,7 @@ from scheduler._aio import wait_event
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._fair_share import FairShare
+from scheduler.engine._flow import FlowRules, Round
 from scheduler.engine._health import Beat
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._keys import KeyGate
@@ -62,8 +63,11 @@ class Dispatcher:
         stats: EngineStats,
         outlet_pools: frozenset[Pool],
         reload_shard: Callable[[int], None],
+        flow: FlowRules | None = None,
         beat: Beat | None = None,
     ) -> None:
+        # No rules given (a test's dispatcher): none set, none read.
+        self._flow = flow or FlowRules(store, config.flow_refresh_s, lambda: now().timestamp())
         self._store = store
         self._config = config
         self._now = now
@@ -303,6 +307,10 @@ class Dispatcher:
         for t, n in wanted.items():
             if grants.get(t, 0) < n:
                 self._stats.throttled[t] += n - grants.get(t, 0)
+        # Flow rules (issue 43): a token per task of a rate limit key, reserved for every
+        # limited key with waiting tasks in one call; paused types and pools held.
+        gate = await self._flow.gate(self._ready, min(credits, limit), now.timestamp())
+        veto = gate.veto
 
         def allow(tenant_id: uuid.UUID) -> bool:
             return grants.get(tenant_id, 0) > 0
@@ -322,11 +330,13 @@ class Dispatcher:
                     and self._pool_open(pool, capacity)
                     and (not reserving or self._room(s, pool))
                 ):
-                    task = self._ready.pop(pool, s.task_types, s.scope, allow)
+                    task = self._ready.pop(pool, s.task_types, s.scope, allow, veto)
                     if task is not None:
                         break
             if task is None:
                 continue  # nothing this session can run right now
+            if veto is not None:
+                gate.took(task.tenant_id, task.rate_key)
             grants[task.tenant_id] -= 1
             s.take_credit()
             self._slots.take(task)
@@ -337,9 +347,17 @@ class Dispatcher:
         if len(self._ready) and any(grants.get(t, 0) < n for t, n in wanted.items()):
             # Throttled work stays PRELOADED in the ready queue; look again shortly.
             self._throttled_until = time.monotonic() + cfg.throttle_retry_s
+        if veto is not None:
+            self._flow.count_held(self._ready, gate, now.timestamp())
+            if gate.retry_s is not None:
+                # A held key: look again when it has a token (not per task, not sooner).
+                again = time.monotonic() + max(gate.retry_s, 0.001)
+                if self._throttled_until < time.monotonic() or again < self._throttled_until:
+                    self._throttled_until = again
         if not picks:
             if unused:
                 await self._quota.refund(unused, now.timestamp())
+            await self._refund_keys(gate, now.timestamp())
             return 0
         self._behind = max(p.due_at for _, p in picks) <= now
         if self._shards.clustered:
@@ -351,10 +369,12 @@ class Dispatcher:
             if lost:
                 for s, p in lost:
                     self._undo(s, p)
+                    gate.gave_back(p.tenant_id, p.rate_key)
                     unused[p.tenant_id] = unused.get(p.tenant_id, 0) + 1
                 picks = [(s, p) for s, p in picks if p.shard_id in owned]
                 if not picks:
                     await self._quota.refund(unused, now.timestamp())
+                    await self._refund_keys(gate, now.timestamp())
                     return 0
         requests = [
             DispatchRequest(
@@ -380,9 +400,11 @@ class Dispatcher:
             back: collections.Counter[uuid.UUID] = collections.Counter(unused)
             for s, p in reversed(picks):
                 self._undo(s, p)
+                gate.gave_back(p.tenant_id, p.rate_key)
                 back[p.tenant_id] += 1
                 self._ready.push(p)  # the oldest: out first again
             await self._quota.refund(back, now.timestamp())
+            await self._refund_keys(gate, now.timestamp())
             await asyncio.sleep(0.1)
             return 0
         took = time.monotonic() - started
@@ -397,13 +419,16 @@ class Dispatcher:
         dispatched = stats.tasks["dispatched"]
         late: dict[WorkerSession, list[Assignment]] = {}
         keys = self.keys
+        hold_of = self._flow.hold_of if self._flow.since else None
         for (s, p), a in zip(picks, assignments, strict=True):
             if a is None:  # cancelled between pre-load and dispatch
                 self._undo(s, p)
+                gate.gave_back(p.tenant_id, p.rate_key)
                 refund[p.tenant_id] += 1
                 continue
             if type(a) is Held:  # its concurrency key is at its limit: it waits
                 self._undo(s, p)
+                gate.gave_back(p.tenant_id, p.rate_key)
                 refund[p.tenant_id] += 1
                 keys.hold(p, a)
                 continue
@@ -413,19 +438,32 @@ class Dispatcher:
             wait_ms = max(0, now_ms - to_ms(p.due_at))
             pool_wait[p.pool].append(float(wait_ms))
             ready_wait[p.pool].observe(wait_ms / 1000.0)
+            if hold_of is not None:
+                hold = hold_of(p.tenant_id, p.type, p.pool, p.rate_key, p.due_at.timestamp())
+                if hold is not None:
+                    stats.held_wait_s[hold[0]].observe(hold[1])
             dispatched[(p.pool.value, p.type)] += 1
             if s.assigned(a):
                 self._delivery.hold(s, a)
             else:
                 late.setdefault(s, []).append(a)
+        if hold_of is not None:
+            self._flow.prune(self._ready)
         for s, gone in late.items():
             await s.give_back(gone)
         if refund:
             await self._quota.refund(refund, now.timestamp())
+        await self._refund_keys(gate, now.timestamp())
         self._mirror.remove([p.key for _, p in picks], [p.shard_id for _, p in picks])
         self._stats.dispatched += sum(type(a) is Assignment for a in assignments)
         self._delivery.wake()
         return len(picks)
+
+    async def _refund_keys(self, gate: Round, now_s: float) -> None:
+        """Give back the key tokens a round reserved and did not use."""
+        unused = gate.unused()
+        if unused:
+            await self._flow.keys.refund(unused, self._flow.limits, now_s)
 
     def pool_metrics(self) -> dict[Pool, PoolMetrics]:
         """Depth, wait time, slots used and reserved, per pool."""

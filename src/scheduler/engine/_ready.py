@@ -26,6 +26,17 @@ from scheduler.types import Pool, Preloaded
 POOL_ORDER: tuple[Pool, ...] = (Pool.CRITICAL, Pool.STANDARD, Pool.BULK)
 """Critical is first in line for every free slot, then standard, then bulk."""
 
+Veto = Callable[[Pool, uuid.UUID, str, str], bool]
+"""Issue 43's per-round gate: ``veto(pool, tenant, type, rate_key)`` is True when that
+lane's tasks must wait this round (a paused type or pool, a rate limit key out of
+tokens). The lane's tasks stay where they are, in due order."""
+
+
+def lane_of(type_: str, rate_key: str) -> str:
+    """A tenant's queue name for a type and rate limit key: the type alone without a
+    key (a type is printable ASCII without spaces, so the separator cannot clash)."""
+    return f"{type_}\x1f{rate_key}" if rate_key else type_
+
 
 class _DueQueue:
     """One tenant's tasks of one type, popped in due order whatever order they came in.
@@ -37,11 +48,14 @@ class _DueQueue:
     O(log n). The next task is the earlier of the two heads.
     """
 
-    __slots__ = ("late", "run")
+    __slots__ = ("lane", "late", "rate_key", "run", "type")
 
-    def __init__(self) -> None:
+    def __init__(self, type_: str = "", rate_key: str = "") -> None:
         self.run: collections.deque[Preloaded] = collections.deque()
         self.late: list[tuple[datetime, int, Preloaded]] = []
+        self.type = type_
+        self.rate_key = rate_key
+        self.lane = lane_of(type_, rate_key)
 
     def __len__(self) -> int:
         return len(self.run) + len(self.late)
@@ -91,27 +105,45 @@ class _DueQueue:
 
 
 class _Tenant:
-    """One tenant's waiting tasks in one pool, by type, and its banked share."""
+    """One tenant's waiting tasks in one pool, by lane (type, and rate limit key when
+    the task names one), and its banked share."""
 
-    __slots__ = ("deficit", "id", "types")
+    __slots__ = ("deficit", "id", "keyed", "types")
 
     def __init__(self, tenant_id: uuid.UUID) -> None:
         self.id = tenant_id
         self.types: dict[str, _DueQueue] = {}
+        """By lane (:func:`lane_of`)."""
         self.deficit = 0
+        self.keyed = False
+        """A task with a rate limit key came (its lane is not named by its type)."""
 
-    def pop(self, types: frozenset[str] | None) -> Preloaded | None:
-        """The task due first among ``types`` (None: any type)."""
+    def pop(
+        self, types: frozenset[str] | None, veto: Veto | None = None, pool: Pool = Pool.STANDARD
+    ) -> Preloaded | None:
+        """The task due first among ``types`` (None: any type) in the lanes ``veto``
+        lets through."""
         by_type = self.types
         best: _DueQueue | None = None
         if len(by_type) == 1:  # the common case: one type per tenant
-            for type_, queue in by_type.items():
-                if types is None or type_ in types:
+            for queue in by_type.values():
+                if (types is None or queue.type in types) and (
+                    veto is None or not veto(pool, self.id, queue.type, queue.rate_key)
+                ):
                     best = queue
         else:
             candidates: Iterable[_DueQueue | None]
-            if types is None:  # any type (a broker outlet)
+            if veto is not None:
+                candidates = [
+                    q
+                    for q in by_type.values()
+                    if (types is None or q.type in types)
+                    and not veto(pool, self.id, q.type, q.rate_key)
+                ]
+            elif types is None:  # any type (a broker outlet)
                 candidates = by_type.values()
+            elif self.keyed:
+                candidates = [q for q in by_type.values() if q.type in types]
             elif len(types) <= len(by_type):
                 candidates = [by_type.get(t) for t in types]
             else:
@@ -127,7 +159,7 @@ class _Tenant:
             return None
         task = best.pop()
         if not best:
-            del by_type[task.type]
+            del by_type[best.lane]
         return task
 
 
@@ -146,9 +178,12 @@ class _PoolQueue:
         if tenant is None:
             tenant = self.tenants[key] = _Tenant(p.tenant_id)
             self.ring.append(tenant)
-        queue = tenant.types.get(p.type)
+        lane = lane_of(p.type, p.rate_key) if p.rate_key else p.type
+        queue = tenant.types.get(lane)
         if queue is None:
-            queue = tenant.types[p.type] = _DueQueue()
+            queue = tenant.types[lane] = _DueQueue(p.type, p.rate_key)
+            if p.rate_key:
+                tenant.keyed = True
         run = queue.run  # _DueQueue.push, inlined: the hot path of every dispatch round
         if not run or run[-1].due_at <= p.due_at:
             run.append(p)
@@ -167,12 +202,14 @@ class _PoolQueue:
         types: frozenset[str] | None,
         tenant_id: uuid.UUID | None,
         allow: Callable[[uuid.UUID], bool],
+        veto: Veto | None = None,
+        pool: Pool = Pool.STANDARD,
     ) -> Preloaded | None:
         if tenant_id is not None:  # a tenant-scoped worker: only its own tasks
             scoped = self.tenants.get(tenant_id.int)
             if scoped is None or not allow(tenant_id):
                 return None
-            task = scoped.pop(types)
+            task = scoped.pop(types, veto, pool)
             if task is not None:
                 # Its own workers' tasks use up the share it banked, never below none:
                 # a debt here would starve the shared workers of this tenant for good.
@@ -189,7 +226,7 @@ class _PoolQueue:
                 head.deficit += max(1, weight(head.id))
                 ring.rotate(-1)
                 continue
-            task = head.pop(types) if allow(head.id) else None
+            task = head.pop(types, veto, pool) if allow(head.id) else None
             if task is None:
                 ring.rotate(-1)  # nothing this worker can run: keep its credit
                 continue
@@ -262,12 +299,14 @@ class ReadyQueues:
         types: frozenset[str] | None,
         tenant: uuid.UUID | None,
         allow: Callable[[uuid.UUID], bool] = lambda _t: True,
+        veto: Veto | None = None,
     ) -> Preloaded | None:
         """The next task of ``pool`` with a type in ``types`` (None: any type);
         ``tenant`` None means any
         tenant (a shared worker), chosen by weighted deficit round robin. ``allow``
-        vetoes tenants that are out of quota. Inside a tenant: the task due first."""
-        task = self._pools[pool].pop(self._weight, types, tenant, allow)
+        vetoes tenants that are out of quota, ``veto`` lanes that a flow rule holds
+        (issue 43). Inside a tenant: the task due first."""
+        task = self._pools[pool].pop(self._weight, types, tenant, allow, veto, pool)
         if task is not None:
             self._ids.discard(task.key.id.int)
         return task
@@ -329,10 +368,37 @@ class ReadyQueues:
             for t in candidates:
                 if t.id in self.paused:
                     continue
-                for type_, queue in t.types.items():
-                    if types is None or type_ in types:
+                for queue in t.types.values():
+                    if types is None or queue.type in types:
                         n += len(queue)
         return n
+
+    def has_lane(self, tenant_id: uuid.UUID, task_type: str, pool: Pool, rate_key: str) -> bool:
+        """Whether tasks of this lane wait."""
+        t = self._pools[pool].tenants.get(tenant_id.int)
+        return t is not None and lane_of(task_type, rate_key) in t.types
+
+    def key_counts(self) -> dict[tuple[uuid.UUID, str], int]:
+        """Waiting tasks per (tenant, rate limit key), over all pools; O(lanes)."""
+        out: collections.Counter[tuple[uuid.UUID, str]] = collections.Counter()
+        for q in self._pools.values():
+            for t in q.tenants.values():
+                if t.keyed:
+                    for queue in t.types.values():
+                        if queue.rate_key:
+                            out[(t.id, queue.rate_key)] += len(queue)
+        return dict(out)
+
+    def held(self, veto: Veto) -> dict[tuple[uuid.UUID, str, Pool, str], int]:
+        """Waiting tasks of the lanes ``veto`` holds, by (tenant, type, pool, rate
+        key); O(lanes), once per round while a flow rule is set."""
+        out: dict[tuple[uuid.UUID, str, Pool, str], int] = {}
+        for pool, q in self._pools.items():
+            for t in q.tenants.values():
+                for queue in t.types.values():
+                    if veto(pool, t.id, queue.type, queue.rate_key):
+                        out[(t.id, queue.type, pool, queue.rate_key)] = len(queue)
+        return out
 
     def tenants(self) -> set[uuid.UUID]:
         """Tenants with waiting tasks."""

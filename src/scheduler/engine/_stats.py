@@ -57,6 +57,10 @@ def _task_counters() -> dict[str, collections.Counter[Labels]]:
     return {event: collections.Counter() for event in TASK_EVENTS}
 
 
+HOLD_CAUSES = ("rate_limited", "paused")
+"""Why a flow rule held a task back (issue 43): the ``cause`` label of its metrics."""
+
+
 @dataclasses.dataclass(slots=True)
 class EngineStats:
     """Counters and a bounded sample of dispatch lateness, for metrics and the demo."""
@@ -107,6 +111,13 @@ class EngineStats:
         repr=False,
     )
     """Per pool: due time to dispatch commit, in seconds (the ready-queue wait)."""
+    held_wait_s: dict[str, Buckets] = dataclasses.field(
+        default_factory=lambda: {c: Buckets(LATENESS_BUCKETS_S) for c in HOLD_CAUSES},
+        repr=False,
+    )
+    """Per cause (``rate_limited``, ``paused``; issue 43): how long a dispatched task
+    was held by that flow rule, in seconds (due time, or the hold's start if later, to
+    dispatch commit)."""
     commit_s: dict[str, Buckets] = dataclasses.field(
         default_factory=lambda: {k: Buckets(COMMIT_BUCKETS_S) for k in WRITE_KINDS},
         repr=False,

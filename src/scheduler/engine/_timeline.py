@@ -2,8 +2,8 @@
 
 Owns the wheel, the task table its keys point into (one compact row per task: id,
 ``scheduled_at``, ``due_at``, shard and a group number for the interned (tenant, type,
-pool); found by wheel key or by task id), and the decision to keep a task in the wheel
-or spill it to the index mirror when the wheel is over its memory cap. A task is a
+pool, rate limit key); found by wheel key or by task id), and the decision to keep a task
+in the wheel or spill it to the index mirror when the wheel is over its memory cap. A task is a
 ``Preloaded`` object only on its way in and out (it is rebuilt from its row when it
 fires): outstanding timers are not Python objects, so they cost about 100 bytes each
 and a full collection never scans them. Calls the wheel, the index mirror and the shard
@@ -58,6 +58,7 @@ def preloaded(task: TaskRecord, due_at: datetime | None = None) -> Preloaded:
         shard_id=task.shard_id,
         pool=task.pool,
         type=task.type,
+        rate_key=task.rate_limit_key,
     )
 
 
@@ -83,8 +84,8 @@ class Timeline:
         self._table = TaskTable()
         # (tenant, type, pool) by group number, and back: a handful per node, shared by
         # every row (and every rebuilt ``Preloaded``) of the group.
-        self._groups: list[tuple[uuid.UUID, str, Pool]] = []
-        self._group_of: dict[tuple[uuid.UUID, str, Pool], int] = {}
+        self._groups: list[tuple[uuid.UUID, str, Pool, str]] = []
+        self._group_of: dict[tuple[uuid.UUID, str, Pool, str], int] = {}
         self._watched = frozenset(r.pool for r in config.reserves)
         self.latest_due_ms: dict[Pool, int] = {}
         """Per pool that has a reserve: the latest due time (ms since the epoch) of a
@@ -108,7 +109,7 @@ class Timeline:
         return self._wheel.memory_bytes() + self._table.memory_bytes()
 
     def _group(self, p: Preloaded) -> int:
-        g = (p.tenant_id, p.type, p.pool)
+        g = (p.tenant_id, p.type, p.pool, p.rate_key)
         n = self._group_of.get(g)
         if n is None:
             n = self._group_of[g] = len(self._groups)
@@ -117,7 +118,7 @@ class Timeline:
 
     def _rebuild(self, row: tuple[int, int, int, int, int]) -> Preloaded:
         task_id, scheduled_us, due_us, group, shard = row
-        tenant_id, type_, pool = self._groups[group]
+        tenant_id, type_, pool, rate_key = self._groups[group]
         return Preloaded(
             TaskKey(uuid_of_int(task_id), _EPOCH + timedelta(0, 0, scheduled_us)),
             _EPOCH + timedelta(0, 0, due_us),
@@ -125,6 +126,7 @@ class Timeline:
             shard,
             pool,
             type_,
+            rate_key,
         )
 
     def next_due_ms(self) -> int | None:
@@ -180,7 +182,7 @@ class Timeline:
         group_of = self._group_of
         for p in items:
             due_us = (p.due_at - _EPOCH) // _US
-            g = group_of.get((p.tenant_id, p.type, p.pool))
+            g = group_of.get((p.tenant_id, p.type, p.pool, p.rate_key))
             k = add(
                 p.key.id.int,
                 (p.key.scheduled_at - _EPOCH) // _US,
@@ -221,7 +223,7 @@ class Timeline:
             allowed = bytes(mask)
         added = 0
         for group in page.groups:
-            key = (group.tenant_id, group.type, group.pool)
+            key = (group.tenant_id, group.type, group.pool, group.rate_key)
             g = self._group_of.get(key)
             if g is None:
                 g = self._group_of[key] = len(self._groups)

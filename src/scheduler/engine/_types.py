@@ -40,6 +40,8 @@ class SubmitSpec:
     concurrency_key: str | None = None
     """At most the type's concurrency limit of this key's tasks run at once,
     cluster-wide (docs/flow-control.md); None: no key."""
+    rate_limit_key: str = ""
+    """Issue 43: the key whose token bucket paces this task's dispatch; empty: none."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

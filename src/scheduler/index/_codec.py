@@ -5,7 +5,9 @@ Its details sit beside it as ``id_hex|scheduled_at_us|due_at_us|tenant_hex|pool|
 (the id again, so a takeover reads values only: half the strings to parse; type last: it
 may contain ``|``). Times are whole microseconds since the epoch, exactly what
 PostgreSQL stores, so the rebuilt :class:`~scheduler.store.TaskKey` names the same row
-(and partition). The score is ``floor(due_at_us / 1000)``: the due time in ms.
+(and partition). The score is ``floor(due_at_us / 1000)``: the due time in ms. A task
+with a rate limit key (issue 43) has ``pool~key_hex`` in the pool's place (hex: a key
+may contain ``|`` too).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def encode(p: Preloaded) -> str:
     """The details stored beside the member."""
     return (
         f"{p.key.id.hex}|{to_us(p.key.scheduled_at)}|{to_us(p.due_at)}|{p.tenant_id.hex}|"
-        f"{p.pool}|{p.type}"
+        f"{p.pool}{'~' + p.rate_key.encode().hex() if p.rate_key else ''}|{p.type}"
     )
 
 
@@ -65,6 +67,10 @@ class Decoder:
     def build(self, fields: list[str]) -> Preloaded:
         """The :class:`Preloaded` of split fields."""
         id_hex, sched, due, tenant, pool, type_ = fields
+        rate_key = ""
+        if "~" in pool:
+            pool, key_hex = pool.split("~", 1)
+            rate_key = bytes.fromhex(key_hex).decode()
         tenant_id = self._tenants.get(tenant)
         if tenant_id is None:
             tenant_id = self._tenants[tenant] = uuid.UUID(hex=tenant)
@@ -80,6 +86,7 @@ class Decoder:
             shard_id=self.shard,
             pool=pool_,
             type=self._types.setdefault(type_, type_),
+            rate_key=rate_key,
         )
 
     def many(self, values: list[str] | list[bytes] | list[str | bytes]) -> list[Preloaded]:

@@ -55,6 +55,15 @@ CATALOG: tuple[Metric, ...] = (
        "Due tasks in this node's ready queues, waiting for a worker slot."),
     _m("tickwheel_ready_queue_wait_seconds", "histogram", "pool", "node",
        "Due time to dispatch commit: the time a due task waited for a slot."),
+    _m("tickwheel_ready_queue_held", "gauge", "cause", "node",
+       "Due tasks in this node's ready queues that a flow rule holds now (issue 43): "
+       "cause rate_limited (a rate limit key out of tokens) or paused (PauseDispatch)."),
+    _m("tickwheel_dispatch_held_total", "counter", "cause", "node",
+       "Tasks a flow rule held back, per dispatch round (as tickwheel_quota_throttled_total), "
+       "by cause (rate_limited, paused)."),
+    _m("tickwheel_dispatch_held_seconds", "histogram", "cause", "node",
+       "Per dispatched task that a flow rule had held: how long, by cause (from its due "
+       "time, or the hold's start if later, to its dispatch commit): lateness by cause."),
     _m("tickwheel_pool_slots_used", "gauge", "pool", "node",
        "Tasks of the pool on workers now (dispatched by this node)."),
     _m("tickwheel_pool_slots_free", "gauge", "pool", "node",

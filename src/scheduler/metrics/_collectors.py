@@ -100,6 +100,15 @@ class EngineCollector(Collector):
             free_g.add_metric([pool.value], free.get(pool, 0))
             _add(wait, [pool.value], stats.ready_wait_s[pool])
         yield from (ready, wait, used, free_g)
+        flow = engine.flow
+        held = _gauge("tickwheel_ready_queue_held", ("cause",))
+        held_n = _counter("tickwheel_dispatch_held", ("cause",))
+        held_s = _histogram("tickwheel_dispatch_held_seconds", ("cause",))
+        for cause, buckets in stats.held_wait_s.items():
+            held.add_metric([cause], flow.held.get(cause, 0))
+            held_n.add_metric([cause], flow.held_total[cause])
+            _add(held_s, [cause], buckets)
+        yield from (held, held_n, held_s)
         sessions = _gauge("tickwheel_worker_sessions")
         sessions.add_metric([], len(engine.watch.workers(None)))
         yield sessions

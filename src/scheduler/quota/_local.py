@@ -6,6 +6,7 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping
 
+from scheduler.quota._key_buckets import LocalKeyBuckets
 from scheduler.quota._protocol import MILLI, TenantLimits, now_ms
 
 
@@ -45,6 +46,8 @@ class LocalQuota:
         )
         self._throttled: Counter[uuid.UUID] = Counter()
         self._closed = False
+        self.keys = LocalKeyBuckets()
+        """The rate limit keys' buckets (issue 43), in this process too."""
 
     async def reserve(
         self,

@@ -45,6 +45,7 @@ from redis.exceptions import RedisError
 
 from scheduler._aio import cancel_and_wait
 from scheduler.quota import _keys
+from scheduler.quota._key_redis import RedisKeyBuckets
 from scheduler.quota._local import LocalQuota
 from scheduler.quota._protocol import TenantLimits, now_ms
 from scheduler.quota._script import SCRIPT
@@ -102,6 +103,14 @@ class RedisQuota:
         self._retry_at = 0.0
         self._heartbeat: asyncio.Task[None] | None = None
         self._closed = False
+        self.keys = RedisKeyBuckets(
+            client,
+            key_prefix=key_prefix,
+            node_share=node_share,
+            timeout_s=timeout_s,
+            retry_after_s=retry_after_s,
+        )
+        """The rate limit keys' buckets (issue 43), shared through the same Redis."""
 
     # -- public API ------------------------------------------------------------------
 

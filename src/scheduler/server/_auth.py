@@ -83,6 +83,13 @@ RPC_SCOPES: Mapping[str, Scope] = {
     "GetActivity": Scope.READ,
     "PlanBulkAction": Scope.SUBMIT,
     "RunBulkAction": Scope.SUBMIT,
+    # Flow control (issue 43).
+    "SetRateLimit": Scope.SUBMIT,
+    "ListRateLimits": Scope.READ,
+    "DeleteRateLimit": Scope.SUBMIT,
+    "PauseDispatch": Scope.SUBMIT,
+    "ResumeDispatch": Scope.SUBMIT,
+    "ListDispatchPauses": Scope.READ,
     # WorkerService.
     "Connect": Scope.WORK,
     "CompleteTask": Scope.WORK,

@@ -32,6 +32,7 @@ from scheduler.limits import (
     MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_NAME_CHARS,
     MAX_NON_RETRYABLE_TYPES,
+    MAX_RATE_LIMIT_KEY_CHARS,
     MAX_RETRIES,
     MAX_TIMEOUT_S,
     MAX_TYPE_CHARS,
@@ -167,6 +168,10 @@ def spec_from_proto(
         raise InvalidArgument(
             f"{field}.idempotency_key", f"longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters"
         )
+    if len(spec.rate_limit_key) > MAX_RATE_LIMIT_KEY_CHARS:
+        raise InvalidArgument(
+            f"{field}.rate_limit_key", f"longer than {MAX_RATE_LIMIT_KEY_CHARS} characters"
+        )
     pool = pool_from_proto(spec.pool, f"{field}.pool")
     jitter: JitterMode | None
     if spec.jitter_mode == pb.JITTER_MODE_UNSPECIFIED:
@@ -228,6 +233,7 @@ def spec_from_proto(
         retry_policy=policy,
         flow=flow_from_proto(spec, field),
         concurrency_key=concurrency_key_from_proto(spec.concurrency_key, field),
+        rate_limit_key=spec.rate_limit_key,
     )
 
 

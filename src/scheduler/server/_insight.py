@@ -137,7 +137,11 @@ class InsightRpcs:
         )
         shown = tuple(p for p in POOL_ORDER if not pools or p in pools)
         found = await self._engine.watch.forecast(tenant, start, bucket_s, buckets, pools)
-        return forecast_to_proto(found, start, bucket_s, buckets, shown)
+        answer = forecast_to_proto(found, start, bucket_s, buckets, shown)
+        held = self._engine.flow.held_for(tenant, shown)
+        answer.held_rate_limited = held["rate_limited"]
+        answer.held_paused = held["paused"]
+        return answer
 
     @unary
     async def ListWorkers(

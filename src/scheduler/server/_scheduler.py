@@ -37,6 +37,7 @@ from scheduler.server._bulk import BulkRpcs
 from scheduler.server._config import ServerConfig
 from scheduler.server._decode import decode
 from scheduler.server._expectations import ExpectationRpcs
+from scheduler.server._flow import FlowRpcs
 from scheduler.server._history import HistoryRpcs
 from scheduler.server._insight import InsightRpcs
 from scheduler.server._schedules import ScheduleRpcs
@@ -85,6 +86,7 @@ class SchedulerService(
     HistoryRpcs,
     InsightRpcs,
     BulkRpcs,
+    FlowRpcs,
     pbg.SchedulerServiceServicer,
 ):
     """gRPC adapter over :class:`Engine` for tasks, workflows, schedules and expectations."""

@@ -48,7 +48,7 @@ from scheduler.wire import JITTER_FROM_PROTO, POOL_FROM_PROTO
 _FIELDS = (
     "type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing",
     "jitter_mode", "max_retries", "timeout_s", "trace_context", "retry_policy", "flow",
-    "concurrency_key",
+    "concurrency_key", "rate_limit_key",
 )
 if tuple(f.name for f in dataclasses.fields(SubmitSpec)) != _FIELDS:
     raise ImportError("SubmitSpec's fields changed: update scheduler.server._submit_c")
@@ -66,10 +66,11 @@ WIRE_FIELDS = {
             "strict_timing": 0x30, "jitter_mode": 0x38, "max_retries": 0x40,
             "no_retries": 0x48, "timeout_s": 0x51, "payload_json": 0x6A,
         },
-        # Flow options and a concurrency key (issue 43) send the task down the general path.
+        # Flow options and the concurrency and rate limit keys (issue 43) send the task
+        # down the general path.
         (
             "payload", "trace_context", "retry_policy", "debounce", "throttle",
-            "idempotency_ttl_s", "idempotency_scope", "concurrency_key",
+            "idempotency_ttl_s", "idempotency_scope", "concurrency_key", "rate_limit_key",
         ),
     ),
 }
@@ -234,6 +235,7 @@ cdef object _spec(
     PyObject_GenericSetAttr(s, names[10], None)
     PyObject_GenericSetAttr(s, names[11], None)  # flow options: the general path's
     PyObject_GenericSetAttr(s, names[12], None)  # concurrency key: the general path's
+    PyObject_GenericSetAttr(s, names[13], "")  # a rate limit key: the general path's
     return s
 
 

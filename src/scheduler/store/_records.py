@@ -58,4 +58,5 @@ def record_from_new(t: NewTask, payload: str, trace: str | None, now: datetime) 
         updated_at=now,
         retry_policy=t.retry_policy,
         concurrency_key=t.concurrency_key,
+        rate_limit_key=t.rate_limit_key,
     )

@@ -23,6 +23,7 @@ from scheduler.types._flow import (
     check_flow,
     debounced_due,
 )
+from scheduler.types._flow_rules import ALL_TENANTS, DispatchPause, RateLimitRule
 from scheduler.types._preloaded import Preloaded, PreloadedGroup, PreloadedPage
 from scheduler.types._reads import (
     FORECAST_STATES,
@@ -80,6 +81,7 @@ from scheduler.types._writes import (
 )
 
 __all__ = [
+    "ALL_TENANTS",
     "DEFAULT_SCOPES",
     "FORECAST_STATES",
     "JSON",
@@ -95,6 +97,7 @@ __all__ = [
     "ConcurrencyLimit",
     "Debounce",
     "DebouncePayload",
+    "DispatchPause",
     "DispatchRequest",
     "Expectation",
     "FailResult",
@@ -115,6 +118,7 @@ __all__ = [
     "Preloaded",
     "PreloadedGroup",
     "PreloadedPage",
+    "RateLimitRule",
     "RawJSON",
     "ReclaimResult",
     "RefusedWrite",

@@ -26,6 +26,8 @@ class Preloaded(NamedTuple):
     shard_id: int
     pool: Pool
     type: str
+    rate_key: str = ""
+    """The task's rate limit key (issue 43); empty: none."""
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -53,6 +55,8 @@ class PreloadedGroup:
     """``due_at`` per task, epoch microseconds (``array('q')``)."""
     shards: array.array[int]
     """``shard_id`` per task (``array('q')``)."""
+    rate_key: str = ""
+    """The group's rate limit key (issue 43); empty: none."""
 
     def __len__(self) -> int:
         return len(self.scheduled_us)
@@ -68,6 +72,7 @@ class PreloadedGroup:
                 shard,
                 self.pool,
                 self.type,
+                self.rate_key,
             )
             for i, (s, d, shard) in enumerate(
                 zip(self.scheduled_us, self.due_us, self.shards, strict=True)
@@ -88,9 +93,9 @@ class PreloadedPage:
     @classmethod
     def of(cls, items: Sequence[Preloaded]) -> PreloadedPage:
         """Pack ``items`` (in (scheduled_at, id) order, as a page is)."""
-        by_group: dict[tuple[uuid.UUID, str, Pool], list[Preloaded]] = {}
+        by_group: dict[tuple[uuid.UUID, str, Pool, str], list[Preloaded]] = {}
         for p in items:
-            by_group.setdefault((p.tenant_id, p.type, p.pool), []).append(p)
+            by_group.setdefault((p.tenant_id, p.type, p.pool, p.rate_key), []).append(p)
         groups = tuple(
             PreloadedGroup(
                 tenant_id=tenant_id,
@@ -100,8 +105,9 @@ class PreloadedPage:
                 scheduled_us=array.array("q", [_us(p.key.scheduled_at) for p in ps]),
                 due_us=array.array("q", [_us(p.due_at) for p in ps]),
                 shards=array.array("q", [p.shard_id for p in ps]),
+                rate_key=rate_key,
             )
-            for (tenant_id, type_, pool), ps in by_group.items()
+            for (tenant_id, type_, pool, rate_key), ps in by_group.items()
         )
         return cls(groups=groups, count=len(items), last=items[-1].key if items else None)
 

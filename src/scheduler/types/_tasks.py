@@ -122,6 +122,8 @@ class NewTask:
     concurrency_key: str | None = None
     """At most the type's concurrency limit of the tasks of this (tenant, type, key) run
     at once, cluster-wide (docs/flow-control.md); None: no key, no limit."""
+    rate_limit_key: str = ""
+    """The task's rate limit key (issue 43); empty: none."""
 
 
 @fast_init  # built per task: scheduler._frozen
@@ -166,6 +168,8 @@ class TaskRecord:
     """The traceback the worker sent with the last failed attempt (``Failure.traceback``)."""
     concurrency_key: str | None = None
     """The task's concurrency key (``NewTask.concurrency_key``); None: none."""
+    rate_limit_key: str = ""
+    """The task's rate limit key (issue 43); empty: none."""
 
     @property
     def key(self) -> TaskKey:

@@ -450,7 +450,21 @@ def forecast(response: pb.GetForecastResponse) -> dict[str, Any]:
         "peak_nominal": max(
             (sum(p["nominal"] for p in r["pools"].values()) for r in rows), default=0
         ),
+        "held": {"rate_limited": response.held_rate_limited, "paused": response.held_paused},
     }
+
+
+def pauses(response: pb.ListDispatchPausesResponse) -> list[dict[str, Any]]:
+    """The dispatch pauses (issue 43): tenant ('' every tenant), type and pool ('' any)."""
+    return [
+        {
+            "tenant_id": p.tenant_id,
+            "task_type": p.task_type,
+            "pool": pool_name(p.pool) if p.pool != pb.POOL_UNSPECIFIED else "",
+            "paused_at": ts(p, "paused_at"),
+        }
+        for p in response.pauses
+    ]
 
 
 def task_filter(message: pb.TaskFilter) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Overview: CountTasks (by state and pool), GetActivity (throughput and lateness over
 the last minutes), ListWorkers (the workers, and the overdue tasks none of them takes)
-and a forecast of the next hour. Forecast: GetForecast
+a forecast of the next hour (with the tasks flow rules hold) and the dispatch pauses
+(ListDispatchPauses, issue 43). Forecast: GetForecast
 by second or minute, per pool, firing (after jitter) against nominal (before).
 """
 
@@ -37,7 +38,7 @@ def _shown(section: Section, convert: Any) -> dict[str, Any]:
 
 async def overview_data(ctx: Ctx) -> dict[str, Any]:
     api, md = ctx.api, ctx.metadata
-    count, act, work, fore = await asyncio.gather(
+    count, act, work, fore, paused = await asyncio.gather(
         api.section(api.scheduler.CountTasks, pb.CountTasksRequest(), md),
         api.section(
             api.scheduler.GetActivity,
@@ -50,6 +51,7 @@ async def overview_data(ctx: Ctx) -> dict[str, Any]:
             pb.GetForecastRequest(start=aligned_start(60), bucket_s=60, buckets=60),
             md,
         ),
+        api.section(api.scheduler.ListDispatchPauses, pb.ListDispatchPausesRequest(), md),
     )
     return {
         "counts": _shown(count, fmt.counts),
@@ -57,6 +59,7 @@ async def overview_data(ctx: Ctx) -> dict[str, Any]:
         "workers": _shown(work, fmt.workers),
         "unserved": _shown(work, fmt.unserved),
         "forecast": _shown(fore, fmt.forecast),
+        "pauses": _shown(paused, fmt.pauses),
         "states": list(fmt.STATES),
         "pools": list(fmt.POOLS),
     }

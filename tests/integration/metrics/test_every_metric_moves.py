@@ -203,6 +203,28 @@ async def test_every_documented_metric_is_exported_and_moves(
                 what="slow to complete",
             )
             await ghost.close()
+            # Flow rules (issue 43): a paused type's task is held, then goes out.
+            await ca.pause_dispatch("ok")
+            held = await ca.submit("ok", strict_timing=True)
+            await eventually(
+                lambda: snap("node", node_url),
+                until=lambda s: (
+                    total(s, "tickwheel_ready_queue_held", "gauge") > 0
+                    and total(s, "tickwheel_dispatch_held_total", "counter") > 0
+                ),
+                what="the paused task held",
+            )
+            await ca.resume_dispatch("ok")
+            await eventually(
+                lambda: ca.get(held.id),
+                until=lambda x: x.state is TaskState.COMPLETED,
+                what="the held task to complete once resumed",
+            )
+            await eventually(
+                lambda: snap("node", node_url),
+                until=lambda s: total(s, "tickwheel_dispatch_held_seconds", "histogram") > 0,
+                what="the held task's hold counted",
+            )
             # Let the depth poller and the canary come round, then look again.
             await eventually(
                 lambda: snap("node", node_url),

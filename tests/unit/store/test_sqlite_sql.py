@@ -24,7 +24,7 @@ def db() -> sqlite3.Connection:
 def insert(db: sqlite3.Connection, status: TaskState, *, due: int = 0, deps: int = 0) -> str:
     task_id = str(uuid.uuid4())
     args = (task_id, str(uuid.uuid4()), "t", 0, due, status.value, task_id, 3, "{}", deps)
-    args += (0, "standard", 0, "symmetric", 0.0, None, None, None, 0, 0, None, None)
+    args += (0, "standard", 0, "symmetric", 0.0, None, None, None, 0, 0, None, None, None)
     assert db.execute(Q["insert_task"], args).rowcount == 1
     return task_id
 

@@ -42,6 +42,7 @@ from scheduler.store.postgres.actions import Actions
 from scheduler.store.postgres.concurrency import Concurrency
 from scheduler.store.postgres.dispatch import Dispatch
 from scheduler.store.postgres.dr import FenceWatch
+from scheduler.store.postgres.flow import Flow
 from scheduler.store.postgres.history import History
 from scheduler.store.postgres.metrics import Metrics
 from scheduler.store.postgres.migrate import migrate
@@ -89,6 +90,7 @@ class PostgresStore(
     Metrics,
     Partitions,
     Concurrency,
+    Flow,
 ):
     """The :class:`~scheduler.store.Store` on PostgreSQL: owns the pool; every store
     method is its parts' (it inherits them)."""

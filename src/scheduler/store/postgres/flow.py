@@ -1,99 +1,127 @@
-"""Flow control at submission on PostgreSQL (issue 43), inside the inserting
-transaction.
+"""Flow control rules on PostgreSQL (:class:`~scheduler.store.protocol.FlowStore`):
+the ``rate_limits`` and ``dispatch_pauses`` tables of migration 0019.
 
-Owns :func:`debounce`: one call of ``tickwheel_debounce()`` (migration 0020), which
-takes the (tenant, key) row's lock and either pushes the pending task of the key (due
-time and, by option, payload) or points the key at the new task the caller then
-inserts in the same transaction. A pushed task's owner hears of its new due time at
-commit (:func:`.notices.notify_moved`). :func:`throttle`: ``tickwheel_throttle()``,
-the same under a throttle key's lock. And the idempotency window's rules
-(:func:`expires_at`, :func:`until_finished`, :func:`window_over`). Called by
-:mod:`.tasks`.
+Owns :class:`Flow`; inherited by :class:`~scheduler.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+import uuid
+from datetime import datetime
 
-from scheduler.states import TaskState
-from scheduler.store.postgres.notices import notify_moved
-from scheduler.types import DebouncePayload, IdempotencyScope, NewTask, TaskKey
+import asyncpg
 
-if TYPE_CHECKING:
-    from scheduler.store.postgres._db import Conn
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
+from scheduler.store.postgres._db import SYSTEM, Part
+from scheduler.store.protocol.flow import FlowStore
+from scheduler.types import ALL_TENANTS, DispatchPause, Pool, RateLimitRule
 
 
-async def debounce(
-    conn: Conn, q: Mapping[str, str], task: NewTask, payload: str, now: datetime
-) -> TaskKey | None:
-    """None: ``task`` starts a new burst (the caller inserts it); else the key of the
-    pending task that took this submission."""
-    assert task.flow is not None
-    assert task.flow.debounce is not None
-    d = task.flow.debounce
-    row = await conn.fetchrow(
-        q["debounce"],
-        task.tenant_id,
-        d.key,
-        task.id,
-        task.scheduled_at,
-        now,
-        float(d.period_s),
-        float(d.max_delay_s),
-        d.payload is DebouncePayload.FIRST,
-        payload,
+def _rule(r: asyncpg.Record) -> RateLimitRule:
+    return RateLimitRule(
+        tenant_id=r["tenant_id"],
+        key=r["key"],
+        rate=float(r["rate"]),
+        burst=int(r["burst"]),
+        updated_at=r["updated_at"],
     )
-    assert row is not None
-    if row["r_created"]:
-        return None
-    if row["r_preloaded"]:  # a SCHEDULED one is in no wheel: its claim reads the new time
-        await notify_moved(conn, row["r_shard"], row["r_task"], (row["r_due"] - _EPOCH) // _US)
-    return TaskKey(row["r_task"], row["r_scheduled"])
 
 
-async def throttle(conn: Conn, q: Mapping[str, str], task: NewTask) -> TaskKey | None:
-    """None: ``task`` opens a new period of its throttle key (the caller inserts it);
-    else the key of the task whose period it falls in."""
-    assert task.flow is not None
-    assert task.flow.throttle is not None
-    t = task.flow.throttle
-    row = await conn.fetchrow(
-        q["throttle"],
-        task.tenant_id,
-        t.key,
-        task.id,
-        task.scheduled_at,
-        task.due_at,
-        float(t.period_s),
+def _pause(r: asyncpg.Record) -> DispatchPause:
+    return DispatchPause(
+        tenant_id=r["tenant_id"],
+        task_type=r["task_type"],
+        pool=Pool(r["pool"]) if r["pool"] else None,
+        paused_at=r["paused_at"],
     )
-    assert row is not None
-    return None if row["r_created"] else TaskKey(row["r_task"], row["r_scheduled"])
 
 
-def expires_at(task: NewTask, now: datetime) -> datetime | None:
-    """When ``task``'s idempotency key stops deduplicating by time (None: never)."""
-    ttl = task.flow.idempotency_ttl_s if task.flow is not None else 0.0
-    return now + timedelta(seconds=ttl) if ttl else None
+class Flow(Part, FlowStore):
+    """Rate limits and pauses, one statement each."""
 
+    async def set_rate_limit(
+        self, tenant_id: uuid.UUID, key: str, rate: float, burst: int, now: datetime
+    ) -> RateLimitRule:
+        """See :meth:`FlowStore.set_rate_limit`."""
+        async with self._db.conn(SYSTEM) as conn:
+            row = await conn.fetchrow(
+                "INSERT INTO rate_limits (tenant_id, key, rate, burst, updated_at)"
+                " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, key) DO UPDATE"
+                " SET rate = $3, burst = $4, updated_at = $5 RETURNING *",
+                tenant_id,
+                key,
+                rate,
+                burst,
+                now,
+            )
+        assert row is not None
+        return _rule(row)
 
-def until_finished(task: NewTask) -> bool:
-    """Whether ``task``'s key dedupes only while the task is not finished."""
-    return task.flow is not None and task.flow.idempotency_scope is IdempotencyScope.UNTIL_FINISHED
+    async def delete_rate_limit(self, tenant_id: uuid.UUID, key: str) -> bool:
+        """See :meth:`FlowStore.delete_rate_limit`."""
+        async with self._db.conn(SYSTEM) as conn:
+            row = await conn.fetchrow(
+                "DELETE FROM rate_limits WHERE tenant_id = $1 AND key = $2 RETURNING key",
+                tenant_id,
+                key,
+            )
+        return row is not None
 
+    async def list_rate_limits(self, tenant_id: uuid.UUID | None = None) -> list[RateLimitRule]:
+        """See :meth:`FlowStore.list_rate_limits`."""
+        async with self._db.conn(SYSTEM) as conn:
+            found = await conn.fetch(
+                "SELECT * FROM rate_limits WHERE $1::uuid IS NULL OR tenant_id = $1"
+                " ORDER BY tenant_id, key",
+                tenant_id,
+            )
+        return [_rule(r) for r in found]
 
-_FINISHED = frozenset(
-    {TaskState.COMPLETED.value, TaskState.CANCELLED.value, TaskState.DEAD_LETTER.value}
-)
+    async def pause_dispatch(
+        self, tenant_id: uuid.UUID, task_type: str, pool: Pool | None, now: datetime
+    ) -> DispatchPause:
+        """See :meth:`FlowStore.pause_dispatch`."""
+        p = pool.value if pool is not None else ""
+        async with self._db.conn(SYSTEM) as conn:
+            await conn.execute(
+                "INSERT INTO dispatch_pauses (tenant_id, task_type, pool, paused_at)"
+                " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                tenant_id,
+                task_type,
+                p,
+                now,
+            )
+            row = await conn.fetchrow(
+                "SELECT * FROM dispatch_pauses WHERE tenant_id = $1 AND task_type = $2"
+                " AND pool = $3",
+                tenant_id,
+                task_type,
+                p,
+            )
+        assert row is not None
+        return _pause(row)
 
+    async def resume_dispatch(
+        self, tenant_id: uuid.UUID, task_type: str, pool: Pool | None
+    ) -> bool:
+        """See :meth:`FlowStore.resume_dispatch`."""
+        async with self._db.conn(SYSTEM) as conn:
+            row = await conn.fetchrow(
+                "DELETE FROM dispatch_pauses WHERE tenant_id = $1 AND task_type = $2"
+                " AND pool = $3 RETURNING tenant_id",
+                tenant_id,
+                task_type,
+                pool.value if pool is not None else "",
+            )
+        return row is not None
 
-def window_over(row: Any, now: datetime) -> bool:
-    """Whether the key of a ``tasks_by_idempotency`` row no longer dedupes."""
-    expires = row["key_expires_at"]
-    if expires is not None and expires <= now:
-        return True
-    return bool(row["key_until_finished"]) and row["status"] in _FINISHED
+    async def list_dispatch_pauses(self, tenant_id: uuid.UUID | None = None) -> list[DispatchPause]:
+        """See :meth:`FlowStore.list_dispatch_pauses`."""
+        async with self._db.conn(SYSTEM) as conn:
+            found = await conn.fetch(
+                "SELECT * FROM dispatch_pauses"
+                " WHERE $1::uuid IS NULL OR tenant_id = $1 OR tenant_id = $2"
+                " ORDER BY tenant_id, task_type, pool",
+                tenant_id,
+                ALL_TENANTS,
+            )
+        return [_pause(r) for r in found]

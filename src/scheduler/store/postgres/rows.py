@@ -71,6 +71,7 @@ def task(row: asyncpg.Record) -> TaskRecord:
         last_error_type=row["last_error_type"],
         last_traceback=row["last_traceback"],
         concurrency_key=row.get("concurrency_key"),
+        rate_limit_key=row["rate_limit_key"] or "",
     )
 
 
@@ -83,6 +84,7 @@ def preloaded(row: asyncpg.Record) -> Preloaded:
         row["shard_id"],
         Pool(row["pool"]),
         row["type"],
+        row["rate_limit_key"] or "",
     )
 
 
@@ -120,6 +122,7 @@ def preloaded_page(found: Sequence[asyncpg.Record]) -> PreloadedPage:
                 scheduled_us=_int64s(r["scheduled"], _PG_EPOCH_US),
                 due_us=_int64s(r["due"], _PG_EPOCH_US),
                 shards=array.array("q", shards),
+                rate_key=r["rate_limit_key"] or "",
             )
         )
     last = TaskKey(found[0]["last_id"], found[0]["last_at"]) if found else None

@@ -23,7 +23,7 @@ from scheduler._errors import InvalidArgument, NotFound, StoreError, TenantMovin
 from scheduler.states import TaskState
 from scheduler.store import _common, _validate
 from scheduler.store._records import record_from_new, unresolved
-from scheduler.store.postgres import flow, rows
+from scheduler.store.postgres import rows, submit_flow
 from scheduler.store.postgres._db import column, scope_of, scope_of_all, uniform
 from scheduler.store.postgres.notices import notify_work
 from scheduler.store.postgres.partitions import Partitions, utc_day
@@ -82,6 +82,7 @@ def insert_args(
         now,
         column([_common.retry_policy_json(t.retry_policy) for t in tasks]),
         column([t.concurrency_key for t in tasks]),
+        column([t.rate_limit_key or None for t in tasks]),
     )
 
 
@@ -135,9 +136,9 @@ class Tasks(Tenants, Partitions, TaskStore):
             debounced = t.flow is not None and t.flow.debounce is not None
             async with self._db.conn(t.tenant_id, tx=True) as conn:
                 if debounced:
-                    pending = await flow.debounce(conn, self._q, t, encoded[i][0], now)
+                    pending = await submit_flow.debounce(conn, self._q, t, encoded[i][0], now)
                 else:
-                    pending = await flow.throttle(conn, self._q, t)
+                    pending = await submit_flow.throttle(conn, self._q, t)
                 if pending is None:
                     (made,) = await self._insert_in(conn, [t], [encoded[i]], now)
                     out[i] = made
@@ -189,8 +190,8 @@ class Tasks(Tenants, Partitions, TaskStore):
             await conn.execute(
                 q["set_key_window"],
                 [t.id for t in windows],
-                [flow.expires_at(t, now) for t in windows],
-                [flow.until_finished(t) for t in windows],
+                [submit_flow.expires_at(t, now) for t in windows],
+                [submit_flow.until_finished(t) for t in windows],
             )
         dups = [i for i, t in enumerate(tasks) if t.id not in created]
         existing: dict[int, TaskRecord] = {}
@@ -201,7 +202,7 @@ class Tasks(Tenants, Partitions, TaskStore):
                 [tasks[i].idempotency_key for i in dups],
             )
             existing = {dups[r["ord"] - 1]: rows.task(r) for r in found}
-            stale = [dups[r["ord"] - 1] for r in found if flow.window_over(r, now)]
+            stale = [dups[r["ord"] - 1] for r in found if submit_flow.window_over(r, now)]
             if stale and retire:
                 # The key's window is over (its TTL ran out, or its task finished): the
                 # key is freed and these go in as new tasks (issue 43).

@@ -31,6 +31,7 @@ from __future__ import annotations
 from scheduler.store.protocol.actions import ActionStore
 from scheduler.store.protocol.concurrency import ConcurrencyStore
 from scheduler.store.protocol.dispatch import DispatchStore
+from scheduler.store.protocol.flow import FlowStore
 from scheduler.store.protocol.history import HistoryStore
 from scheduler.store.protocol.metrics import HORIZONS, DepthRow, MetricsStore, ReplicationLag
 from scheduler.store.protocol.notices import MoveCallback, NoticeStore, WorkCallback, WorkNotices
@@ -57,6 +58,7 @@ PROTOCOLS: tuple[type, ...] = (
     MetricsStore,
     PartitionStore,
     ConcurrencyStore,
+    FlowStore,
 )
 """Every protocol :class:`Store` composes, in its order (tests walk them)."""
 
@@ -67,6 +69,7 @@ __all__ = [
     "ConcurrencyStore",
     "DepthRow",
     "DispatchStore",
+    "FlowStore",
     "HistoryStore",
     "MetricsStore",
     "MoveCallback",

@@ -7,10 +7,11 @@ inheritance of one protocol per concern: :class:`~.tasks.TaskStore`,
 :class:`~.tenants.TenantStore`, :class:`~.shards.ShardStore`,
 :class:`~.workflows.WorkflowStore`, :class:`~.schedules.ScheduleStore`,
 :class:`~.notices.NoticeStore`, :class:`~.metrics.MetricsStore`,
-:class:`~.partitions.PartitionStore`, and :class:`~.concurrency.ConcurrencyStore`. Each
-backend has one part per protocol file, of the same name (``postgres/tasks.py``
-implements ``protocol/tasks.py``), and its ``PostgresStore`` / ``SqliteStore`` inherits
-them all. Imports those modules; the engine, the server and the CLI hold a ``Store``.
+:class:`~.partitions.PartitionStore`, :class:`~.concurrency.ConcurrencyStore` and
+:class:`~.flow.FlowStore`. Each backend has one part per protocol file, of the same name
+(``postgres/tasks.py`` implements ``protocol/tasks.py``), and its ``PostgresStore`` /
+``SqliteStore`` inherits them all. Imports those modules; the engine, the server and the
+CLI hold a ``Store``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Protocol
 from scheduler.store.protocol.actions import ActionStore
 from scheduler.store.protocol.concurrency import ConcurrencyStore
 from scheduler.store.protocol.dispatch import DispatchStore
+from scheduler.store.protocol.flow import FlowStore
 from scheduler.store.protocol.history import HistoryStore
 from scheduler.store.protocol.metrics import MetricsStore
 from scheduler.store.protocol.notices import NoticeStore
@@ -47,6 +49,7 @@ class Store(
     MetricsStore,
     PartitionStore,
     ConcurrencyStore,
+    FlowStore,
     Protocol,
 ):
     """The durable record. Every method is a coroutine and safe to call concurrently.

@@ -29,6 +29,7 @@ from scheduler.store.sqlite._db import SQL, Db, connect
 from scheduler.store.sqlite.actions import Actions
 from scheduler.store.sqlite.concurrency import Concurrency
 from scheduler.store.sqlite.dispatch import Dispatch
+from scheduler.store.sqlite.flow import Flow
 from scheduler.store.sqlite.history import History
 from scheduler.store.sqlite.metrics import Metrics
 from scheduler.store.sqlite.partitions import Partitions
@@ -58,6 +59,7 @@ class SqliteStore(
     Metrics,
     Partitions,
     Concurrency,
+    Flow,
 ):
     """The :class:`~scheduler.store.Store` on SQLite: owns the connection; every store
     method is its parts' (it inherits them)."""

@@ -52,6 +52,7 @@ UPGRADE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("tasks", "key_expires_at", "INTEGER"),
     ("tasks", "key_until_finished", "INTEGER NOT NULL DEFAULT 0"),
     ("tasks", "concurrency_key", "TEXT"),
+    ("tasks", "rate_limit_key", "TEXT"),
     ("task_transitions", "reason", "TEXT NOT NULL DEFAULT ''"),
     ("task_transitions", "due_at", "INTEGER"),
 )

@@ -96,6 +96,7 @@ def task(r: sqlite3.Row) -> TaskRecord:
         last_error_type=r["last_error_type"],
         last_traceback=r["last_traceback"],
         concurrency_key=r["concurrency_key"],
+        rate_limit_key=r["rate_limit_key"] or "",
     )
 
 
@@ -108,6 +109,7 @@ def preloaded(r: sqlite3.Row) -> Preloaded:
         r["shard_id"],
         Pool(r["pool"]),
         r["type"],
+        r["rate_limit_key"] or "",
     )
 
 

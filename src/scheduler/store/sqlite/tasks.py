@@ -99,6 +99,7 @@ class Tasks(Part, TaskStore):
                     n,
                     _common.retry_policy_json(t.retry_policy),
                     t.concurrency_key,
+                    t.rate_limit_key or None,
                 ),
             )
             created = cur.rowcount == 1

@@ -189,6 +189,11 @@
       if (none) { none.hidden = d.workers.data.length > 0; }
     }
     if (d.unserved && d.unserved.data) { updateUnserved(d.unserved.data); }
+    if (d.forecast.data && d.forecast.data.held) {
+      var held = d.forecast.data.held, paused = document.getElementById("paused");
+      setText("held-paused", held.paused); setText("held-rate-limited", held.rate_limited);
+      if (paused && (held.paused > 0 || held.rate_limited > 0)) { paused.hidden = false; }
+    }
     if (d.activity.data) {
       var ab = document.getElementById("activity-rows");
       if (ab) {

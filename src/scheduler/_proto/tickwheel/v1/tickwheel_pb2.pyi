@@ -135,7 +135,7 @@ class TraceContext(_message.Message):
     def __init__(self, traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy", "payload_json", "concurrency_key", "debounce", "throttle", "idempotency_ttl_s", "idempotency_scope")
+    __slots__ = ("type", "payload", "scheduled_at", "idempotency_key", "pool", "strict_timing", "jitter_mode", "max_retries", "no_retries", "timeout_s", "trace_context", "retry_policy", "payload_json", "concurrency_key", "rate_limit_key", "debounce", "throttle", "idempotency_ttl_s", "idempotency_scope")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +150,7 @@ class TaskSpec(_message.Message):
     RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMIT_KEY_FIELD_NUMBER: _ClassVar[int]
     DEBOUNCE_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_TTL_S_FIELD_NUMBER: _ClassVar[int]
@@ -168,11 +169,12 @@ class TaskSpec(_message.Message):
     retry_policy: RetryPolicy
     payload_json: bytes
     concurrency_key: str
+    rate_limit_key: str
     debounce: Debounce
     throttle: Throttle
     idempotency_ttl_s: float
     idempotency_scope: IdempotencyScope
-    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., concurrency_key: _Optional[str] = ..., debounce: _Optional[_Union[Debounce, _Mapping]] = ..., throttle: _Optional[_Union[Throttle, _Mapping]] = ..., idempotency_ttl_s: _Optional[float] = ..., idempotency_scope: _Optional[_Union[IdempotencyScope, str]] = ...) -> None: ...
+    def __init__(self, type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., strict_timing: _Optional[bool] = ..., jitter_mode: _Optional[_Union[JitterMode, str]] = ..., max_retries: _Optional[int] = ..., no_retries: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., concurrency_key: _Optional[str] = ..., rate_limit_key: _Optional[str] = ..., debounce: _Optional[_Union[Debounce, _Mapping]] = ..., throttle: _Optional[_Union[Throttle, _Mapping]] = ..., idempotency_ttl_s: _Optional[float] = ..., idempotency_scope: _Optional[_Union[IdempotencyScope, str]] = ...) -> None: ...
 
 class Throttle(_message.Message):
     __slots__ = ("key", "period_s")
@@ -271,6 +273,102 @@ class Task(_message.Message):
     schedule_id: str
     concurrency_key: str
     def __init__(self, id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., fencing_token: _Optional[int] = ..., retry_count: _Optional[int] = ..., max_retries: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., worker_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., shard_id: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., strict_timing: _Optional[bool] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., result_json: _Optional[bytes] = ..., checkpoint_json: _Optional[bytes] = ..., last_error_type: _Optional[str] = ..., last_traceback: _Optional[str] = ..., workflow_id: _Optional[str] = ..., schedule_id: _Optional[str] = ..., concurrency_key: _Optional[str] = ...) -> None: ...
+
+class RateLimit(_message.Message):
+    __slots__ = ("key", "rate", "burst", "updated_at")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    rate: float
+    burst: int
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., rate: _Optional[float] = ..., burst: _Optional[int] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SetRateLimitRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: RateLimit
+    def __init__(self, limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+
+class SetRateLimitResponse(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: RateLimit
+    def __init__(self, limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+
+class ListRateLimitsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListRateLimitsResponse(_message.Message):
+    __slots__ = ("limits",)
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.RepeatedCompositeFieldContainer[RateLimit]
+    def __init__(self, limits: _Optional[_Iterable[_Union[RateLimit, _Mapping]]] = ...) -> None: ...
+
+class DeleteRateLimitRequest(_message.Message):
+    __slots__ = ("key",)
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    def __init__(self, key: _Optional[str] = ...) -> None: ...
+
+class DeleteRateLimitResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DispatchPause(_message.Message):
+    __slots__ = ("tenant_id", "task_type", "pool", "paused_at")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_AT_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    task_type: str
+    pool: Pool
+    paused_at: _timestamp_pb2.Timestamp
+    def __init__(self, tenant_id: _Optional[str] = ..., task_type: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., paused_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class PauseDispatchRequest(_message.Message):
+    __slots__ = ("task_type", "pool", "all_tenants")
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    ALL_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    task_type: str
+    pool: Pool
+    all_tenants: bool
+    def __init__(self, task_type: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., all_tenants: _Optional[bool] = ...) -> None: ...
+
+class PauseDispatchResponse(_message.Message):
+    __slots__ = ("pause",)
+    PAUSE_FIELD_NUMBER: _ClassVar[int]
+    pause: DispatchPause
+    def __init__(self, pause: _Optional[_Union[DispatchPause, _Mapping]] = ...) -> None: ...
+
+class ResumeDispatchRequest(_message.Message):
+    __slots__ = ("task_type", "pool", "all_tenants")
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    ALL_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    task_type: str
+    pool: Pool
+    all_tenants: bool
+    def __init__(self, task_type: _Optional[str] = ..., pool: _Optional[_Union[Pool, str]] = ..., all_tenants: _Optional[bool] = ...) -> None: ...
+
+class ResumeDispatchResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListDispatchPausesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListDispatchPausesResponse(_message.Message):
+    __slots__ = ("pauses",)
+    PAUSES_FIELD_NUMBER: _ClassVar[int]
+    pauses: _containers.RepeatedCompositeFieldContainer[DispatchPause]
+    def __init__(self, pauses: _Optional[_Iterable[_Union[DispatchPause, _Mapping]]] = ...) -> None: ...
 
 class SubmitTaskRequest(_message.Message):
     __slots__ = ("task",)
@@ -1297,16 +1395,20 @@ class ForecastBucket(_message.Message):
     def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., nominal: _Optional[int] = ..., firing: _Optional[int] = ...) -> None: ...
 
 class GetForecastResponse(_message.Message):
-    __slots__ = ("start", "bucket_s", "buckets", "overdue")
+    __slots__ = ("start", "bucket_s", "buckets", "overdue", "held_rate_limited", "held_paused")
     START_FIELD_NUMBER: _ClassVar[int]
     BUCKET_S_FIELD_NUMBER: _ClassVar[int]
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     OVERDUE_FIELD_NUMBER: _ClassVar[int]
+    HELD_RATE_LIMITED_FIELD_NUMBER: _ClassVar[int]
+    HELD_PAUSED_FIELD_NUMBER: _ClassVar[int]
     start: _timestamp_pb2.Timestamp
     bucket_s: int
     buckets: _containers.RepeatedCompositeFieldContainer[ForecastBucket]
     overdue: _containers.RepeatedCompositeFieldContainer[ForecastBucket]
-    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bucket_s: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[ForecastBucket, _Mapping]]] = ..., overdue: _Optional[_Iterable[_Union[ForecastBucket, _Mapping]]] = ...) -> None: ...
+    held_rate_limited: int
+    held_paused: int
+    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bucket_s: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[ForecastBucket, _Mapping]]] = ..., overdue: _Optional[_Iterable[_Union[ForecastBucket, _Mapping]]] = ..., held_rate_limited: _Optional[int] = ..., held_paused: _Optional[int] = ...) -> None: ...
 
 class ListWorkersRequest(_message.Message):
     __slots__ = ()

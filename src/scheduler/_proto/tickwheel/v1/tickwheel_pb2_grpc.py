@@ -185,6 +185,36 @@ class SchedulerServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionResponse.FromString,
                 _registered_method=True)
+        self.SetRateLimit = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/SetRateLimit',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.SetRateLimitRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.SetRateLimitResponse.FromString,
+                _registered_method=True)
+        self.ListRateLimits = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/ListRateLimits',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListRateLimitsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListRateLimitsResponse.FromString,
+                _registered_method=True)
+        self.DeleteRateLimit = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/DeleteRateLimit',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteRateLimitRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteRateLimitResponse.FromString,
+                _registered_method=True)
+        self.PauseDispatch = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/PauseDispatch',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.PauseDispatchRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.PauseDispatchResponse.FromString,
+                _registered_method=True)
+        self.ResumeDispatch = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/ResumeDispatch',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ResumeDispatchRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ResumeDispatchResponse.FromString,
+                _registered_method=True)
+        self.ListDispatchPauses = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/ListDispatchPauses',
+                request_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListDispatchPausesRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListDispatchPausesResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -430,6 +460,59 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetRateLimit(self, request, context):
+        """---- Flow control (issue 43, docs/flow-control.md).
+        Set (create or replace) the rate limit of one of the caller's rate limit keys
+        (TaskSpec.rate_limit_key): a token bucket of `rate` tokens per second holding at
+        most `burst`, shared by every node. Every node applies a change within
+        `flow_refresh_s` (5 s by default). Scope `submit`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRateLimits(self, request, context):
+        """The caller's rate limits, by key. Scope `read`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteRateLimit(self, request, context):
+        """Remove a key's limit (its tasks are no longer held). NOT_FOUND if it had none.
+        Scope `submit`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseDispatch(self, request, context):
+        """Pause dispatch of the caller's tasks of one task type, one pool, or both (a task
+        matches a pause when its type and pool match every field the pause sets). Paused
+        tasks stay PRELOADED and start, in due order, after ResumeDispatch. Stored durably
+        and applied by every node within `flow_refresh_s`. With the admin token and no
+        `x-tenant-id`, `all_tenants` pauses every tenant. Idempotent. Scope `submit`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeDispatch(self, request, context):
+        """Remove the pause of exactly these fields (tenant, type, pool). NOT_FOUND if there
+        was none. Scope `submit`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDispatchPauses(self, request, context):
+        """The pauses that apply to the caller (its own and every all-tenants pause).
+        Scope `read`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -567,6 +650,36 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.RunBulkAction,
                     request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionResponse.SerializeToString,
+            ),
+            'SetRateLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetRateLimit,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.SetRateLimitRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.SetRateLimitResponse.SerializeToString,
+            ),
+            'ListRateLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRateLimits,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListRateLimitsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListRateLimitsResponse.SerializeToString,
+            ),
+            'DeleteRateLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRateLimit,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteRateLimitRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.DeleteRateLimitResponse.SerializeToString,
+            ),
+            'PauseDispatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseDispatch,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.PauseDispatchRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.PauseDispatchResponse.SerializeToString,
+            ),
+            'ResumeDispatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeDispatch,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ResumeDispatchRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ResumeDispatchResponse.SerializeToString,
+            ),
+            'ListDispatchPauses': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDispatchPauses,
+                    request_deserializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListDispatchPausesRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_tickwheel__pb2.ListDispatchPausesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1313,6 +1426,168 @@ class SchedulerService:
             '/tickwheel.v1.SchedulerService/RunBulkAction',
             tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionRequest.SerializeToString,
             tickwheel_dot_v1_dot_tickwheel__pb2.RunBulkActionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetRateLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/SetRateLimit',
+            tickwheel_dot_v1_dot_tickwheel__pb2.SetRateLimitRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.SetRateLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRateLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/ListRateLimits',
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListRateLimitsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListRateLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRateLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/DeleteRateLimit',
+            tickwheel_dot_v1_dot_tickwheel__pb2.DeleteRateLimitRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.DeleteRateLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseDispatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/PauseDispatch',
+            tickwheel_dot_v1_dot_tickwheel__pb2.PauseDispatchRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.PauseDispatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeDispatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/ResumeDispatch',
+            tickwheel_dot_v1_dot_tickwheel__pb2.ResumeDispatchRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.ResumeDispatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDispatchPauses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/ListDispatchPauses',
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListDispatchPausesRequest.SerializeToString,
+            tickwheel_dot_v1_dot_tickwheel__pb2.ListDispatchPausesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -71,10 +71,10 @@ INSERT INTO tasks (
     id, tenant_id, type, scheduled_at, due_at, status, idempotency_key, max_retries,
     payload, unresolved_dependencies, shard_id, pool, strict_timing, jitter_mode,
     timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at, retry_policy,
-    concurrency_key)
+    concurrency_key, rate_limit_key)
 SELECT u.id, u.tenant_id, u.type, u.scheduled_at, u.due_at, u.status, u.idem, u.max_retries,
     u.payload::jsonb, u.deps, u.shard, u.pool, u.strict, u.jitter,
-    u.timeout, u.trace::jsonb, u.wf, u.sched, $19, $19, u.retry::jsonb, u.ckey
+    u.timeout, u.trace::jsonb, u.wf, u.sched, $19, $19, u.retry::jsonb, u.ckey, u.rkey
 FROM unnest($1::uuid[],
             tickwheel_fill($2::uuid[], cardinality($1::uuid[])),
             tickwheel_fill($3::text[], cardinality($1::uuid[])),
@@ -90,9 +90,9 @@ FROM unnest($1::uuid[],
             tickwheel_fill($13::bool[], cardinality($1::uuid[])),
             tickwheel_fill($14::text[], cardinality($1::uuid[])),
             tickwheel_fill($15::float8[], cardinality($1::uuid[])),
-            $16::text[], $17::uuid[], $18::uuid[], $20::text[], $21::text[])
+            $16::text[], $17::uuid[], $18::uuid[], $20::text[], $21::text[], $22::text[])
     AS u(id, tenant_id, type, scheduled_at, due_at, status, idem, max_retries, payload,
-         deps, shard, pool, strict, jitter, timeout, trace, wf, sched, retry, ckey)
+         deps, shard, pool, strict, jitter, timeout, trace, wf, sched, retry, ckey, rkey)
 JOIN new_keys k ON k.task_id = u.id
 RETURNING id
 
@@ -262,6 +262,7 @@ WITH c AS (
     WHERE t.id = c.id AND t.scheduled_at = c.scheduled_at
       AND t.scheduled_at >= $3 AND t.scheduled_at < $4
     RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
+        t.rate_limit_key,
         t.fencing_token, t.status, c.status AS from_status
 ), audit AS (
     INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
@@ -269,11 +270,11 @@ WITH c AS (
         CASE m.from_status WHEN 'RETRYING' THEN 'retry due' ELSE 'preloaded' END
     FROM moved m JOIN {{paths}} ON p.start = m.from_status AND p.finish = m.status
 )
-SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type FROM moved
+SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, rate_limit_key FROM moved
 
 -- name: load_preloaded
 -- $6: only rows changed at or after it (NULL: all).
-SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type FROM tasks
+SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, rate_limit_key FROM tasks
 WHERE status IN ({{states:PRELOADED}}) AND due_at <= $1
   AND ($2::int[] IS NULL OR shard_id = ANY($2::int[]))
   AND ($6::timestamptz IS NULL OR updated_at >= $6)
@@ -289,7 +290,8 @@ LIMIT $5
 -- aggregates of one group read its rows in one pass). last_at/last_id: the page's last
 -- key, where the next page starts.
 WITH page AS MATERIALIZED (
-    SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type FROM tasks
+    SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, rate_limit_key
+    FROM tasks
     WHERE status IN ({{states:PRELOADED}}) AND due_at <= $1
       AND ($2::int[] IS NULL OR shard_id = ANY($2::int[]))
       AND ($6::timestamptz IS NULL OR updated_at >= $6)
@@ -299,14 +301,15 @@ WITH page AS MATERIALIZED (
 ), last AS (
     SELECT scheduled_at, id FROM page ORDER BY scheduled_at DESC, id DESC LIMIT 1
 )
-SELECT p.tenant_id, p.type COLLATE "C" AS type, p.pool COLLATE "C" AS pool, count(*) AS n,
+SELECT p.tenant_id, p.type COLLATE "C" AS type, p.pool COLLATE "C" AS pool,
+       p.rate_limit_key COLLATE "C" AS rate_limit_key, count(*) AS n,
        string_agg(uuid_send(p.id), ''::bytea) AS ids,
        string_agg(timestamptz_send(p.scheduled_at), ''::bytea) AS scheduled,
        string_agg(timestamptz_send(p.due_at), ''::bytea) AS due,
        string_agg(int4send(p.shard_id), ''::bytea) AS shards,
        (SELECT l.scheduled_at FROM last l) AS last_at, (SELECT l.id FROM last l) AS last_id
 FROM page p
-GROUP BY p.tenant_id, p.type COLLATE "C", p.pool COLLATE "C"
+GROUP BY p.tenant_id, p.type COLLATE "C", p.pool COLLATE "C", p.rate_limit_key COLLATE "C"
 
 -- name: mark_dispatched
 -- $1 ids, $2 scheduled_at, $3 worker ids, $4 leases, $5 now, $6/$7 bounds, $8 actor,
@@ -572,13 +575,14 @@ WITH edges AS (
     FROM edges e
     WHERE t.id = e.id AND t.scheduled_at = e.scheduled_at AND t.unresolved_dependencies > 0
     RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
+        t.rate_limit_key,
         t.status, t.unresolved_dependencies, t.fencing_token, e.parents
 ), audit AS (
     INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
     SELECT id, scheduled_at, 'SCHEDULED', 'PRELOADED', fencing_token, $3, $2, 'dependencies met'
     FROM dec WHERE status = 'PRELOADED'
 )
-SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, parents
+SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, rate_limit_key, parents
 FROM dec WHERE status = 'PRELOADED'
 
 -- name: fail
@@ -713,6 +717,7 @@ WITH x AS (
     FROM x
     WHERE t.id = x.id AND t.scheduled_at = x.scheduled_at
     RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
+        t.rate_limit_key,
         t.status, x.status AS from_status, t.fencing_token, t.workflow_id
 ), audit AS (
     INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
@@ -722,7 +727,8 @@ WITH x AS (
                  ELSE 'lease expired' END
     FROM r JOIN {{paths}} ON p.start = r.from_status AND p.finish = r.status
 )
-SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, status, workflow_id FROM r
+SELECT id, scheduled_at, due_at, tenant_id, shard_id, pool, type, rate_limit_key, status,
+    workflow_id FROM r
 
 -- name: set_status
 -- Operator moves (cancel, redrive, transition): the caller checked the move in code;

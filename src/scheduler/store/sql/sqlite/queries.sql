@@ -26,8 +26,8 @@ SELECT tenant_id FROM api_keys WHERE secret_hash = ?1 AND NOT revoked
 INSERT INTO tasks (id, tenant_id, type, scheduled_at, due_at, status, idempotency_key,
     max_retries, payload, unresolved_dependencies, shard_id, pool, strict_timing,
     jitter_mode, timeout_s, trace_context, workflow_id, schedule_id, created_at, updated_at,
-    retry_policy, concurrency_key)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    retry_policy, concurrency_key, rate_limit_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 
 -- name: debounce_key

@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     last_error_type TEXT, -- the last failed attempt's error type (Failure.error_type)
     last_traceback TEXT, -- and its traceback (Failure.traceback); NULL: none sent
     concurrency_key TEXT, -- at most the type's limit of a key's tasks run at once
+    rate_limit_key TEXT, -- issue 43: TaskSpec.rate_limit_key; NULL: none
     UNIQUE (tenant_id, idempotency_key)
 );
 CREATE INDEX IF NOT EXISTS idx_tasks_claimable ON tasks (due_at)
@@ -237,4 +238,22 @@ CREATE TABLE IF NOT EXISTS concurrency_limits (
     max_running INTEGER NOT NULL CHECK (max_running BETWEEN 1 AND 100000),
     updated_at INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, type)
+);
+
+-- Flow control (PostgreSQL migration 0019, issue 43): rate limits per (tenant, key) and
+-- dispatch pauses (tenant_id the nil UUID: every tenant; '' type or pool: every one).
+CREATE TABLE IF NOT EXISTS rate_limits (
+    tenant_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    rate REAL NOT NULL CHECK (rate > 0),
+    burst INTEGER NOT NULL CHECK (burst >= 1),
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, key)
+);
+CREATE TABLE IF NOT EXISTS dispatch_pauses (
+    tenant_id TEXT NOT NULL,
+    task_type TEXT NOT NULL DEFAULT '',
+    pool TEXT NOT NULL DEFAULT '',
+    paused_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, task_type, pool)
 );
