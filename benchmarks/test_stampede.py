@@ -131,6 +131,52 @@ class _Rss(threading.Thread):
                 return
 
 
+class _CpuTracker(threading.Thread):
+    """CPU seconds of serve, the worker and every PostgreSQL process, sampled every
+    0.2 s by pid, so a backend or an autovacuum worker that exits between two marks
+    keeps the CPU it spent (a plain sum over the live processes at each mark loses it).
+    ``mark()`` returns the running totals (serve, worker, PostgreSQL) and PostgreSQL's
+    autovacuum workers' part of it (``postgres: autovacuum worker`` processes)."""
+
+    def __init__(self, serve: psutil.Process, worker: psutil.Process, server: PostgresServer):
+        super().__init__(name="cpu", daemon=True)
+        self.serve, self.worker, self.server = serve, worker, server
+        self.seen: dict[tuple[int, float], float] = {}
+        self.vacuum: set[tuple[int, float]] = set()
+        self.base: dict[tuple[int, float], float] = {}
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self._sample()
+        # What the PostgreSQL processes alive now spent before: not this run's.
+        self.base = dict(self.seen)
+
+    def _sample(self) -> None:
+        procs = _postgres_procs(self.server)
+        got: dict[tuple[int, float], float] = {}
+        for p in procs:
+            try:
+                key = (p.pid, p.create_time())
+                t = p.cpu_times()
+                if key not in self.seen and "autovacuum worker" in " ".join(p.cmdline()):
+                    self.vacuum.add(key)
+            except psutil.Error:
+                continue
+            got[key] = t.user + t.system
+        with self.lock:
+            self.seen.update(got)
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            self._sample()
+
+    def mark(self) -> tuple[float, float, float, float]:
+        self._sample()
+        with self.lock:
+            pg = sum(v - self.base.get(k, 0.0) for k, v in self.seen.items())
+            vac = sum(self.seen[k] - self.base.get(k, 0.0) for k in self.vacuum)
+        return (_cpu([self.serve]), _cpu([self.worker]), pg, vac)
+
+
 def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
@@ -167,11 +213,18 @@ def one_run(
         sp, wp = psutil.Process(serve.pid), psutil.Process(worker.pid)
         rss = _Rss(serve.pid)
         rss.start()
+        cpu = _CpuTracker(sp, wp, server)
+        cpu.start()
+        if args.pg_stats:
+            server.psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements", database=name)
+            server.psql("SELECT pg_stat_statements_reset()", database=name)
         rss_before = rss.peak
-        # T: a whole minute after the submission's expected end (8k tasks/s) + the lead.
-        ready = time.time() + n / 8_000 + args.lead_s
+        # T: a whole minute after the submission's expected end (at --submit-rate) + the
+        # lead, so the submission's INSERTs do not land in the due window.
+        ready = time.time() + n / args.submit_rate + args.lead_s
         at = math.ceil(ready / 60) * 60 if mode == "minute" else math.ceil(ready)
         strict = "1" if mode == "instant" else "0"
+        cpu_sub0 = cpu.mark()
         sub = subprocess.run(
             [
                 sys.executable,
@@ -189,10 +242,11 @@ def one_run(
             text=True,
         )
         submit_rate = float(sub.stdout.split()[-1])
+        cpu_sub1 = cpu.mark()
         late_submit = time.time() - at
         time.sleep(max(0.0, at - 1 - time.time()))
-        pg = _postgres_procs(server)
-        cpu0 = (_cpu([sp]), _cpu([wp]), _cpu(pg))
+        cpu0 = cpu.mark()
+        spy = _py_spy(args, base / name, sp.pid, wp.pid, max(1, int(at + 60 - time.time())))
         tup0 = int(server.psql(TUPLES, database=name).strip())
         idx0 = _by_index(server, name)
         end = at + (args.window_s if mode == "minute" else args.window_s / 2)
@@ -200,7 +254,12 @@ def one_run(
             if len(records.read_bytes().splitlines() if records.exists() else []) >= n:
                 break
             time.sleep(0.5)
-        cpu1 = (_cpu([sp]), _cpu([wp]), _cpu(_postgres_procs(server)))
+        cpu1 = cpu.mark()
+        cpu.done.set()
+        for proc in spy:
+            proc.wait()
+        if args.pg_stats:
+            _print_statements(server, name, max(1, len(records.read_bytes().splitlines())))
         tup1 = int(server.psql(TUPLES, database=name).strip())
         idx1 = _by_index(server, name)
         rss.done.set()
@@ -219,8 +278,11 @@ def one_run(
             "submit_per_s": submit_rate,
             "submit_ended_before_T_s": -late_submit,
             "due_per_s": n / max(len(span), 1),
+            # Over the due span of the tasks that started; with tasks left over (a
+            # backlog at the end), over T ... the end instead: the started tasks' due
+            # span alone would make a drain look as fast as the due curve.
             "starts_per_s_mean": started / max(len(span), 1)
-            if mode == "minute"
+            if mode == "minute" and started == n
             else started / max((max(r["at"] for r in rows) - at) if rows else 1, 1e-3),
             "starts_per_s_min": min((starts.get(s, 0) for s in span), default=0),
             "late_p50_ms": _quantile(late, 0.5),
@@ -232,6 +294,18 @@ def one_run(
             "serve_us_per_task": (cpu1[0] - cpu0[0]) / per * 1e6,
             "worker_us_per_task": (cpu1[1] - cpu0[1]) / per * 1e6,
             "postgres_us_per_task": (cpu1[2] - cpu0[2]) / per * 1e6,
+            # The same split by phase: the submission (the client's INSERTs and serve's
+            # submit path) and everything after it to the end (pre-load, dispatch, ack,
+            # completion, autovacuum of the inserted rows, idle loops), a task submitted.
+            "submit: serve us/task": (cpu_sub1[0] - cpu_sub0[0]) / n * 1e6,
+            "submit: postgres us/task": (cpu_sub1[2] - cpu_sub0[2]) / n * 1e6,
+            "after submit: serve us/task": (cpu1[0] - cpu_sub1[0]) / per * 1e6,
+            "after submit: worker us/task": (cpu1[1] - cpu_sub1[1]) / per * 1e6,
+            "after submit: postgres us/task": (cpu1[2] - cpu_sub1[2]) / per * 1e6,
+            "after submit: postgres autovacuum us/task": (cpu1[3] - cpu_sub1[3]) / per * 1e6,
+            "after submit: total us/task": (sum(cpu1[:3]) - sum(cpu_sub1[:3])) / per * 1e6,
+            "window: postgres autovacuum us/task": (cpu1[3] - cpu0[3]) / per * 1e6,
+            "window: total us/task": (sum(cpu1[:3]) - sum(cpu0[:3])) / per * 1e6,
             "pg_tuples_per_task": (tup1 - tup0) / per,
             "serve_rss_before_mib": rss_before / 2**20,
             "serve_rss_peak_mib": rss.peak / 2**20,
@@ -244,7 +318,74 @@ def one_run(
         }
     finally:
         group.stop_all()
+        if "cpu" in locals():
+            cpu.done.set()
         server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+STATEMENTS = """
+SELECT round((total_exec_time * 1000 / {n})::numeric, 1) AS us_task,
+       round((total_plan_time * 1000 / {n})::numeric, 1) AS plan_us_task,
+       round((calls::numeric / {n}), 4) AS calls_task,
+       round((rows::numeric / greatest(calls, 1)), 1) AS rows_call,
+       round((wal_bytes / {n})::numeric, 0) AS wal_b_task,
+       left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS query
+FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 25
+"""
+"""``--pg-stats``: PostgreSQL's statements by execution time a started task."""
+
+
+def _print_statements(server: PostgresServer, database: str, n: int) -> None:
+    print(
+        f"pg_stat_statements, {n:,} started (exec us a task, plan us a task, calls a task,"
+        " rows a call, WAL B a task):"
+    )
+    print(server.psql(STATEMENTS.format(n=n), database=database), flush=True)
+
+
+def _py_spy(args: argparse.Namespace, out: Path, *pids_and_s: int) -> list[Any]:
+    """``--profile``: py-spy record serve and the worker for 60 s from T - 1 s."""
+    if not args.profile:
+        return []
+    *pids, seconds = pids_and_s
+    spy = Path(sys.executable).with_name("py-spy")
+    return [
+        subprocess.Popen(
+            [
+                str(spy),
+                "record",
+                "-p",
+                str(pid),
+                "-d",
+                str(seconds),
+                "-r",
+                "50",
+                "-f",
+                "raw",
+                "-o",
+                str(Path(args.profile) / f"{label}-{out.name}.txt"),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for label, pid in zip(("serve", "worker"), pids, strict=True)
+    ]
+
+
+class _StatsPostgres(PostgresServer):
+    """The harness's PostgreSQL with pg_stat_statements loaded (``--pg-stats``)."""
+
+    def command(self) -> list[str]:
+        return [
+            *super().command(),
+            "-c",
+            "shared_preload_libraries=pg_stat_statements",
+            "-c",
+            "track_io_timing=on",
+            "-c",
+            "pg_stat_statements.track_planning=on",
+        ]
 
 
 async def _plans(dsn: str, n: int, spread_s: int, k: int) -> dict[str, dict[str, float]]:
@@ -315,16 +456,23 @@ def main() -> None:
     parser.add_argument("--modes", default="minute,instant", help="minute, instant or both")
     parser.add_argument("--slots", type=int, default=2_000, help="the worker's slots")
     parser.add_argument("--lead-s", type=float, default=15.0, help="T after submission ends")
+    parser.add_argument(
+        "--submit-rate", type=float, default=8_000, help="expected submission rate (for T)"
+    )
     parser.add_argument("--window-s", type=float, default=180.0, help="wait after T (minute)")
     parser.add_argument("--plans", action="store_true", help="run the plan probe instead")
+    parser.add_argument("--pg-stats", action="store_true", help="print pg_stat_statements")
+    parser.add_argument("--profile", default="", help="py-spy serve, worker into this dir")
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--batch", type=int, default=1_000, help="plan probe batch")
     parser.add_argument("--spreads", default="one,day", help="plan probe layouts: one, day")
     args = parser.parse_args()
     # Stopped with SIGTERM (a background job ignores SIGINT): still stop every process.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    server = start_server(PostgresServer)
+    server = start_server(_StatsPostgres if args.pg_stats else PostgresServer)
     base = Path(tempfile.mkdtemp(prefix="tickwheel-stampede-"))
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
     try:
         if args.plans:
             sizes = [int(x) for x in args.sizes.split(",")]
@@ -334,7 +482,7 @@ def main() -> None:
             figures = one_run(server, args.tree.resolve(), args.tasks, mode, base, args)
             print(f"{mode} ({args.tree}):")
             for k, v in figures.items():
-                print(f"  {k:26s} {v:12.2f}", flush=True)
+                print(f"  {k:42s} {v:12.2f}", flush=True)
     finally:
         server.cleanup()
 
@@ -343,7 +491,9 @@ def test_stampede_small(benchmark: Any, tmp_path: Path) -> None:
     """A 5,000-task instant end to end (pytest-benchmark, one round: it takes a minute)."""
     server = start_server(PostgresServer)
     try:
-        ns = argparse.Namespace(slots=2_000, lead_s=5.0, window_s=120.0)
+        ns = argparse.Namespace(
+            slots=2_000, lead_s=5.0, window_s=120.0, pg_stats=False, profile="", submit_rate=8_000
+        )
         figures = benchmark.pedantic(
             one_run, args=(server, REPO, 5_000, "instant", tmp_path, ns), rounds=1
         )

@@ -51,7 +51,26 @@ look-ahead window, or with a range of the forecast's index and a sort (35-48 ind
 entries a task): costs that grow with the tasks outstanding. Turning sequential and
 bitmap scans and sorts off for those transactions alone leaves the key probes and the
 ordered index scans (the claim's due_at, the reaper's lease, the pages' preloaded
-index)."""
+index).
+
+"""
+GENERIC: Final = "SET LOCAL plan_cache_mode = force_generic_plan"
+"""Added to :data:`BY_KEY` for a small batch (``Db.conn(..., generic=True)``, below
+:data:`GENERIC_BELOW` tasks): the call runs its prepared statement's generic plan,
+planned once per connection (issue 41, the stampede's CPU). Under ``plan_cache_mode =
+auto`` PostgreSQL prices the generic plan of these partitioned-table statements above
+the custom ones (it cannot prune partitions at plan time) and plans every call again:
+about 0.8 ms of the backend's CPU a call whatever its batch, 80 us a task in a batch of
+10, the small completion batches and dispatch rounds of a flat stream. The generic plan
+prunes at executor start-up and probes the same indexes
+(``tests/integration/store/test_plans.py`` checks both plans of every hot statement),
+at a few microseconds a row more than the custom one: a large batch keeps planning."""
+GENERIC_BELOW: Final = 100
+"""Batches below this many tasks run the generic plan (:data:`GENERIC`): measured on
+PostgreSQL 15, a batch of 10 cost the backend 95 instead of 170 us a task, of 25 about
+60 instead of 65, of 100 and 1,000 the same or a little more (docs/benchmarks.md)."""
+
+
 SYSTEM: Final = "*"
 """The scope of the scheduler's own paths (pre-load, dispatch, worker writes, lease
 expiry, schedules firing, admin), which mix tenants by design: every row visible."""
@@ -157,12 +176,13 @@ class Db:
 
     @contextlib.asynccontextmanager
     async def conn(
-        self, scope: Scope, *, tx: bool = False, by_key: bool = False
+        self, scope: Scope, *, tx: bool = False, by_key: bool = False, generic: bool = False
     ) -> AsyncIterator[Conn]:
         """A pooled connection for ``scope``; driver errors leave as StoreError.
 
         ``by_key``: the call's statements find their tasks by key; its transaction starts
-        with :data:`BY_KEY` (in the same message as ``BEGIN``).
+        with :data:`BY_KEY` (in the same message as ``BEGIN``), and with ``generic`` (a
+        small batch) with :data:`GENERIC` too.
 
         With row-level security the call runs in one transaction that starts with
         ``SET LOCAL tickwheel.tenant`` (sent with ``BEGIN`` in one message, so a call
@@ -195,7 +215,7 @@ class Db:
                         if tx or by_key:
                             async with conn.transaction():
                                 if by_key:
-                                    await conn.execute(BY_KEY)
+                                    await conn.execute(_pin(generic))
                                 yield conn
                         else:
                             yield conn
@@ -203,7 +223,7 @@ class Db:
                         _drop_if_lost(conn, exc)
                         raise
                     return
-                pin = f"; {BY_KEY}" if by_key else ""
+                pin = f"; {_pin(generic)}" if by_key else ""
                 await conn.execute(
                     f"BEGIN; SET LOCAL {SCOPE_SETTING} = '{_scope_text(scope)}'{pin}"
                 )
@@ -223,6 +243,10 @@ class Db:
                 raise
             finally:
                 timer.cancel()
+
+
+def _pin(generic: bool) -> str:
+    return f"{BY_KEY}; {GENERIC}" if generic else BY_KEY
 
 
 def _drop_if_lost(conn: Conn, exc: BaseException) -> bool:

@@ -24,7 +24,7 @@ from scheduler.store import _common, _validate
 from scheduler.store._config import StoreConfig
 from scheduler.store._records import FAILED
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import SYSTEM, Db, Part, column, uniform
+from scheduler.store.postgres._db import GENERIC_BELOW, SYSTEM, Db, Part, column, uniform
 from scheduler.store.protocol.dispatch import DispatchStore
 from scheduler.types import (
     Assignment,
@@ -164,7 +164,8 @@ class Dispatch(Part, DispatchStore):
             first.setdefault(r.key.id, r)
         todo = list(first.values())
         lo, hi = _common.bounds([r.key for r in todo])
-        async with self._db.conn(SYSTEM, by_key=True) as conn:
+        small = len(todo) < GENERIC_BELOW
+        async with self._db.conn(SYSTEM, by_key=True, generic=small) as conn:
             found = await conn.fetch(
                 self._q["mark_dispatched"], *self._dispatch_args(todo, now, lo, hi), False
             )

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler.states import TaskState
 from scheduler.store import _common, _validate
 from scheduler.store.postgres import rows, upstream
-from scheduler.store.postgres._db import SYSTEM, Part, column, uniform
+from scheduler.store.postgres._db import GENERIC_BELOW, SYSTEM, Part, column, uniform
 from scheduler.store.postgres.notices import notify_work
 from scheduler.store.protocol.writes import WriteStore
 from scheduler.types import (
@@ -78,7 +78,8 @@ class WorkerWrites(Part, WriteStore):
         ids = [k.id for k in keys]
         times = [k.scheduled_at for k in keys]
         tokens = [w.token for w in writes]
-        async with self._db.conn(SYSTEM, by_key=True) as conn:
+        small = len(writes) < GENERIC_BELOW
+        async with self._db.conn(SYSTEM, by_key=True, generic=small) as conn:
             if name == "ack":
                 found = await conn.fetch(self._q["ack"], ids, times, tokens, lease, now, lo, hi)
                 ok: set[tuple[uuid.UUID, int]] = {(r[0], r[1]) for r in found}
@@ -148,7 +149,9 @@ class WorkerWrites(Part, WriteStore):
         for i, a in enumerate(acked):
             if a is not None:
                 _validate.aware(f"items[{i}].acked_at", a)
-        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
+        async with self._db.conn(
+            SYSTEM, tx=True, by_key=True, generic=len(items) < GENERIC_BELOW
+        ) as conn:
             found = await conn.fetch(
                 self._q["complete"],
                 [k.id for k in keys],
@@ -206,7 +209,9 @@ class WorkerWrites(Part, WriteStore):
         _validate.failures(items)
         keys = [f.key for f in items]
         lo, hi = _common.bounds(keys)
-        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
+        async with self._db.conn(
+            SYSTEM, tx=True, by_key=True, generic=len(items) < GENERIC_BELOW
+        ) as conn:
             found = await conn.fetch(
                 self._q["fail"],
                 [k.id for k in keys],
@@ -251,7 +256,9 @@ class WorkerWrites(Part, WriteStore):
         ]
         keys = [r.key for r in items]
         lo, hi = _common.bounds(keys)
-        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
+        async with self._db.conn(
+            SYSTEM, tx=True, by_key=True, generic=len(items) < GENERIC_BELOW
+        ) as conn:
             found = await conn.fetch(
                 self._q["release"],
                 [k.id for k in keys],
@@ -281,7 +288,9 @@ class WorkerWrites(Part, WriteStore):
         _validate.keys("writes", writes)
         keys = [w.key for w in writes]
         lo, hi = _common.bounds(keys)
-        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
+        async with self._db.conn(
+            SYSTEM, tx=True, by_key=True, generic=len(writes) < GENERIC_BELOW
+        ) as conn:
             found = await conn.fetch(
                 self._q["confirm_cancel"],
                 [k.id for k in keys],
