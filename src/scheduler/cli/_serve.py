@@ -7,6 +7,7 @@ Registered by ``_main``.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import re
@@ -27,7 +28,14 @@ from scheduler.cli._options import (
 )
 from scheduler.cli._output import note
 from scheduler.cli._pools import pool_options
-from scheduler.cli._runner import flag_words, run_coro, run_node, tune_gc, wait_for_signal
+from scheduler.cli._runner import (
+    flag_words,
+    return_memory,
+    run_coro,
+    run_node,
+    tune_gc,
+    wait_for_signal,
+)
 from scheduler.cli._witness_options import witness_config, witness_options
 from scheduler.client import Pool
 
@@ -455,6 +463,7 @@ async def _serve(node_config: Any) -> None:
     from scheduler.node import Node
 
     node = Node(node_config)
+    trimmer = asyncio.create_task(return_memory())
     try:
         await node.start()
         # The recovered wheel entries live as long as the process: keep them out of the
@@ -470,6 +479,7 @@ async def _serve(node_config: Any) -> None:
         await wait_for_signal()
         note("stopping...")
     finally:
+        trimmer.cancel()
         await node.stop()
 
 
