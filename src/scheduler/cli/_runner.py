@@ -8,8 +8,6 @@ Calls the client SDK; used by every command module (``_serve``, ``_tasks``,
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import gc
 import os
 import re
@@ -152,39 +150,6 @@ def tune_gc() -> None:
     more tasks/s (docs/benchmarks.md)."""
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
-
-
-TRIM_INTERVAL_S = 5.0
-"""How often ``serve`` gives the C heap's free pages back to the OS (issue 41)."""
-
-
-def _malloc_trim() -> Callable[[], object] | None:
-    """glibc's ``malloc_trim(0)``, or None where there is none (musl, macOS)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim: Callable[[int], object] = libc.malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return lambda: trim(0)
-
-
-async def return_memory(interval_s: float = TRIM_INTERVAL_S) -> None:
-    """Every ``interval_s``, ``malloc_trim(0)`` in a thread (the loop keeps running),
-    until cancelled; nothing where the C library has no such call.
-
-    A burst (a million tasks submitted in batches of 10,000, their rows decoded, their
-    protos and asyncpg buffers) leaves the C heap's arenas with free pages inside that
-    glibc keeps for later; trimming hands them back, so the process's RSS follows what
-    it holds (the outstanding tasks) rather than the largest batch it ever decoded.
-    Measured on a real ``serve`` with 300,000 tasks: 7 MiB (23 bytes a task) given
-    back (docs/benchmarks.md, issue 41)."""
-    trim = _malloc_trim()
-    if trim is None:
-        return
-    loop = asyncio.get_running_loop()
-    while True:
-        await asyncio.sleep(interval_s)
-        await loop.run_in_executor(None, trim)
 
 
 def _read(path: str | None) -> bytes | None:

@@ -7,7 +7,6 @@ Registered by ``_main``.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import os
 import re
@@ -28,14 +27,7 @@ from scheduler.cli._options import (
 )
 from scheduler.cli._output import note
 from scheduler.cli._pools import pool_options
-from scheduler.cli._runner import (
-    flag_words,
-    return_memory,
-    run_coro,
-    run_node,
-    tune_gc,
-    wait_for_signal,
-)
+from scheduler.cli._runner import flag_words, run_coro, run_node, tune_gc, wait_for_signal
 from scheduler.cli._witness_options import witness_config, witness_options
 from scheduler.client import Pool
 
@@ -463,7 +455,6 @@ async def _serve(node_config: Any) -> None:
     from scheduler.node import Node
 
     node = Node(node_config)
-    trimmer = asyncio.create_task(return_memory())
     try:
         await node.start()
         # The recovered wheel entries live as long as the process: keep them out of the
@@ -479,7 +470,6 @@ async def _serve(node_config: Any) -> None:
         await wait_for_signal()
         note("stopping...")
     finally:
-        trimmer.cancel()
         await node.stop()
 
 
