@@ -4,6 +4,7 @@ Run in a process of its own (``benchmarks/test_memory.py`` starts it), so its RS
 engine's and nothing else's:
 
     .venv/bin/python -m benchmarks.recovery_probe DSN [--tracemalloc] [--profile FILE]
+    .venv/bin/python -m benchmarks.recovery_probe synthetic:N [--due]
 
 Prints one JSON object: ``n`` (tasks in the wheel), ``recover_s`` (wall time of
 ``Engine.start``, which loads every PRELOADED row before it returns), ``recover_cpu_s``
@@ -13,6 +14,12 @@ pool, before the engine), ``rss_after_mb`` (after recovery, a full collection an
 ``gc.freeze()`` as ``tickwheel serve`` does), ``bytes_per_timer`` ((after - before) / n),
 ``gc2_ms`` (one full collection after recovery, before the freeze) and, with
 ``--tracemalloc``, the top allocation sites of what stays.
+
+``synthetic:N`` fills a timeline without a database (RSS per timer in the wheel); with
+``--due`` it then fires every timer into the ready queues as the dispatcher does (no
+worker takes them: the backlog of a stampede) and reports the RSS per task due and
+waiting too (``due_bytes_per_task``, over the same ``rss_before_mb``), and the CPU µs
+per task of the firing and of handing every task out again (``pop_us_per_task``).
 """
 
 from __future__ import annotations
@@ -102,7 +109,7 @@ async def probe(dsn: str, *, trace: bool, profile: str | None) -> dict[str, Any]
     return out
 
 
-def synthetic(n: int) -> dict[str, Any]:
+def synthetic(n: int, *, due: bool = False) -> dict[str, Any]:
     """Fill a timeline with ``n`` tasks through the path recovery takes (packed pages
     into ``Timeline.add_packed``), without a database: RSS per timer at any size."""
     import array
@@ -114,6 +121,7 @@ def synthetic(n: int) -> dict[str, Any]:
 
     from scheduler._aio import Background
     from scheduler.engine._index_mirror import IndexMirror
+    from scheduler.engine._ready import ReadyQueues
     from scheduler.engine._shard_state import ShardState
     from scheduler.engine._stats import EngineStats
     from scheduler.engine._timeline import Timeline, to_ms, to_us
@@ -163,6 +171,34 @@ def synthetic(n: int) -> dict[str, Any]:
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["c_bytes_per_timer"] = timeline.memory_bytes() / max(1, n)
     out["bytes_per_timer"] = (out["rss_after_mb"] - out["rss_before_mb"]) * 2**20 / max(1, n)
+    if not due:
+        return out
+    # Every timer due, fired in 200 dispatcher-like rounds into the ready queues (the
+    # engine's wiring: they share the timeline's rows), none handed out.
+    shared = hasattr(timeline, "fire_handles")  # a tree before issue 41: objects
+    ready = ReadyQueues(lambda _t: 1, timeline.rows) if shared else ReadyQueues(lambda _t: 1)
+    end_ms = (start + n * 270) // 1000 + 1
+    step = max(1, (end_ms - start // 1000) // 200)
+    until = start // 1000
+    c0 = time.process_time()
+    while len(timeline):
+        until += step
+        if shared:
+            ready.extend_handles(timeline.fire_handles(until))
+        else:
+            ready.extend(timeline.fire(until))
+    out["fire_us_per_task"] = (time.process_time() - c0) * 1e6 / max(1, n)
+    gc.collect()
+    out["due_waiting"] = len(ready)
+    out["due_rss_mb"] = proc.memory_info().rss / 2**20
+    out["due_bytes_per_task"] = (out["due_rss_mb"] - out["rss_before_mb"]) * 2**20 / max(1, n)
+    c0 = time.process_time()
+    popped = 0
+    while ready.pop(Pool.STANDARD, None, None) is not None:
+        popped += 1
+    out["pop_us_per_task"] = (time.process_time() - c0) * 1e6 / max(1, n)
+    out["popped"] = popped
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
 
@@ -171,9 +207,10 @@ def main() -> None:
     parser.add_argument("dsn", help="a database to recover from, or 'synthetic:N'")
     parser.add_argument("--tracemalloc", action="store_true")
     parser.add_argument("--profile")
+    parser.add_argument("--due", action="store_true", help="synthetic: fire all into ready")
     args = parser.parse_args()
     if args.dsn.startswith("synthetic:"):
-        print(json.dumps(synthetic(int(args.dsn.split(":", 1)[1]))))
+        print(json.dumps(synthetic(int(args.dsn.split(":", 1)[1]), due=args.due)))
         return
     print(json.dumps(asyncio.run(probe(args.dsn, trace=args.tracemalloc, profile=args.profile))))
 

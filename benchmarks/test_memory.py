@@ -6,10 +6,14 @@ recovery time (``Engine.start`` loads every PRELOADED row into the wheel before 
 returns), its CPU seconds and the database backends', and the engine's RSS per
 outstanding timer (RSS after recovery, a full collection and ``gc.freeze()``, less RSS
 before the engine). For 1M and 10M, the same process fills a timeline through the same
-path without a database (``synthetic:N``): RSS and peak RSS (about 0.9 GB at 10M).
+path without a database (``synthetic:N``): RSS and peak RSS (about 0.9 GB at 10M), then
+fires every timer into the ready queues as the dispatcher does and reports the RSS per
+task due and waiting (a stampede's backlog, issue 41), both over the same baseline.
 
 Targets (issue 20): at most 200 bytes of engine RSS per outstanding timer (10M in at
-most 2.5 GB) and 1M recovered in at most 3 s.
+most 2.5 GB) and 1M recovered in at most 3 s; issue 41: at most 150 bytes per
+outstanding task at 1M, in the wheel or due and waiting (serve's own RSS is measured
+end to end by ``benchmarks/test_stampede.py``).
 """
 
 from __future__ import annotations
@@ -52,7 +56,9 @@ def memory_table(request: pytest.FixtureRequest) -> Iterator[None]:
             w(
                 f"  {name}: rss={f['rss_after_mb']:,.0f} MB, peak {f['peak_rss_mb']:,.0f} MB "
                 f"({f['bytes_per_timer']:.0f} B/timer over {f['rss_before_mb']:.0f} MB; "
-                f"C memory {f['c_bytes_per_timer']:.0f} B/timer)"
+                f"C memory {f['c_bytes_per_timer']:.0f} B/timer); due and waiting: "
+                f"{f['due_bytes_per_task']:.0f} B/task (fire {f['fire_us_per_task']:.2f}, "
+                f"pop {f['pop_us_per_task']:.2f} µs/task)"
             )
             continue
         if name == "timeline":
@@ -143,11 +149,14 @@ def test_recover_1m_outstanding_timers(benchmark: Any, slice_dsn: str) -> None:
 def test_rss_of_outstanding_timers(benchmark: Any, n: int) -> None:
     """RSS per timer at 1M and 10M through the recovery path (packed pages into the
     timeline) without a database: seeding 10M rows takes PostgreSQL over half an hour
-    on this shared machine, the memory figure does not depend on it."""
-    figures = benchmark.pedantic(lambda: probe(f"synthetic:{n}"), rounds=1, iterations=1)
+    on this shared machine, the memory figure does not depend on it. Then the same
+    tasks due and waiting in the ready queues (all fired, none handed out)."""
+    figures = benchmark.pedantic(lambda: probe(f"synthetic:{n}", "--due"), rounds=1, iterations=1)
     MEMORY[f"rss {n // 1_000_000}M"] = figures
     benchmark.extra_info.update(figures)
     assert figures["n"] == n
+    assert figures["due_waiting"] == n
+    assert figures["popped"] == n
 
 
 def test_timeline_add_and_fire(benchmark: Any) -> None:

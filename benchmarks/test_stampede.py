@@ -19,7 +19,8 @@ and the lowest second); lateness of the handler's start against the jittered due
 started task of serve, the worker and PostgreSQL (every backend), from T - 1 s to the
 end; PostgreSQL's tuples fetched and read per started task on the task partitions
 (pg_stat_user_tables: idx_tup_fetch + seq_tup_read, same span); serve's RSS before the
-submission and at its peak, and the growth per task.
+submission, at T - 1 s (every task a timer in the wheel) and at its peak (the backlog
+waiting in the ready queues included), and the growth per task of each.
 
 ``--plans`` instead runs the plan probe (tests/support/plans.py) at each size of
 ``--sizes``: tuples touched per task of every hot statement with a batch of 1,000, on
@@ -245,6 +246,7 @@ def one_run(
         cpu_sub1 = cpu.mark()
         late_submit = time.time() - at
         time.sleep(max(0.0, at - 1 - time.time()))
+        rss_timers = rss.proc.memory_info().rss  # every task a timer in the wheel
         cpu0 = cpu.mark()
         spy = _py_spy(args, base / name, sp.pid, wp.pid, max(1, int(at + 60 - time.time())))
         tup0 = int(server.psql(TUPLES, database=name).strip())
@@ -310,6 +312,8 @@ def one_run(
             "serve_rss_before_mib": rss_before / 2**20,
             "serve_rss_peak_mib": rss.peak / 2**20,
             "serve_rss_bytes_per_task": (rss.peak - rss_before) / n,
+            "serve_rss_at_T_mib": rss_timers / 2**20,
+            "serve_rss_timer_bytes_per_task": (rss_timers - rss_before) / n,
             **{
                 f"read per task: {k}": (idx1[k] - idx0[k]) / per
                 for k in sorted(idx1)

@@ -164,7 +164,7 @@ class Dispatcher:
         harvest = lead + self._config.dispatch_window_ms
         nxt = self._timeline.next_due_ms()
         if nxt is not None and nxt <= now_ms + lead:
-            self._ready.extend(self._timeline.fire(now_ms + harvest))
+            self._ready.extend_handles(self._timeline.fire_handles(now_ms + harvest))
         if self._mirror.spilled:
             await self._pop_spilled(harvest)
         if self.keys.keys_waiting:

@@ -131,11 +131,12 @@ class Engine:
         self._admission = Admission(cfg, self._shards)
         self.tenancy = Tenancy(store, cfg)
         self._fair_share = FairShare(store, cfg)
-        self._ready = ReadyQueues(self._fair_share.weight)
         self._mirror = IndexMirror(index, cfg, self.stats, self._background, self._wake_dispatcher)
         self._timeline = Timeline(
             cfg, self._shards, self._mirror, self.stats, self._wake_dispatcher, self._now_ms()
         )
+        # A fired timer's row stays in the timeline's table and waits ready by handle.
+        self._ready = ReadyQueues(self._fair_share.weight, self._timeline.rows)
         self.health = Health(cfg, self.membership.yield_shards)
         """Whether the dispatch, pre-load and store-write loops make progress."""
         parts = (self._shards, self._timeline, self._mirror, self._background)

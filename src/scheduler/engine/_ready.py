@@ -13,15 +13,18 @@ takeover 44 s after their due time, behind tasks due 27 s after them).
 
 from __future__ import annotations
 
+import array
 import asyncio
 import collections
 import heapq
 import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
+from scheduler.engine._rows import TaskRows
 from scheduler.types import Pool, Preloaded
+from scheduler.wheel import TaskTable
 
 POOL_ORDER: tuple[Pool, ...] = (Pool.CRITICAL, Pool.STANDARD, Pool.BULK)
 """Critical is first in line for every free slot, then standard, then bulk."""
@@ -38,67 +41,97 @@ def lane_of(type_: str, rate_key: str) -> str:
     return f"{type_}\x1f{rate_key}" if rate_key else type_
 
 
-class _DueQueue:
-    """One tenant's tasks of one type, popped in due order whatever order they came in.
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+_NEVER = -(1 << 63)
 
-    Most tasks arrive in due order (the wheel fires them so): they go on the ``run``,
-    a deque whose due times never decrease, in O(1). A task older than the run's last
-    (found late by a takeover's store check or a reconcile, released by a worker, given
-    back after a failed commit) goes on the ``late`` heap, keyed by (due, seq), in
-    O(log n). The next task is the earlier of the two heads.
+
+_COMPACT = 4096
+"""A run drops its popped head once it is this long and over half the run."""
+
+
+class _DueQueue:
+    """One tenant's tasks of one lane (a type, and a rate limit key when the tasks name
+    one; row handles), popped in due order whatever order they came in.
+
+    Most tasks arrive in due order (the wheel fires them so): their handles go on the
+    ``run``, an ``array('q')`` whose due times never decrease (8 bytes a task; ``head``
+    is the next one, the popped prefix is dropped in bulk), in O(1). A task older than
+    the run's last (found late by a takeover's store check or a reconcile, released by
+    a worker, given back after a failed commit) goes on the ``late`` heap, keyed by
+    (due µs, seq), in O(log n). The next task is the earlier of the two heads.
     """
 
-    __slots__ = ("lane", "late", "rate_key", "run", "type")
+    __slots__ = ("head", "lane", "last", "late", "rate_key", "run", "type")
 
-    def __init__(self, type_: str = "", rate_key: str = "") -> None:
-        self.run: collections.deque[Preloaded] = collections.deque()
-        self.late: list[tuple[datetime, int, Preloaded]] = []
+    def __init__(self, type_: str, rate_key: str = "") -> None:
         self.type = type_
         self.rate_key = rate_key
         self.lane = lane_of(type_, rate_key)
+        self.run = array.array("q")
+        self.head = 0
+        self.last = _NEVER  # due µs of the run's last task
+        self.late: list[tuple[int, int, int]] = []
 
     def __len__(self) -> int:
-        return len(self.run) + len(self.late)
+        return len(self.run) - self.head + len(self.late)
 
-    def head_due(self) -> datetime:
-        """The due time of the next task (the queue is not empty)."""
+    def push(self, handle: int, due_us: int, seq: Iterator[int]) -> None:
+        if due_us >= self.last or len(self.run) == self.head:
+            self.run.append(handle)
+            self.last = due_us
+        else:
+            heapq.heappush(self.late, (due_us, next(seq), handle))
+
+    def head_due(self, table: TaskTable) -> int:
+        """The due time (µs) of the next task (the queue is not empty)."""
         run, late = self.run, self.late
-        if not late:
-            return run[0].due_at
-        if not run or late[0][0] < run[0].due_at:
+        if len(run) == self.head:
             return late[0][0]
-        return run[0].due_at
+        due = table.due_us(run[self.head])
+        return late[0][0] if late and late[0][0] < due else due
 
-    def pop(self) -> Preloaded:
-        """The task due first (the queue is not empty)."""
-        run, late = self.run, self.late
-        if late and (not run or late[0][0] < run[0].due_at):
+    def pop(self, table: TaskTable) -> int:
+        """The handle of the task due first (the queue is not empty)."""
+        run, late, head = self.run, self.late, self.head
+        if late and (len(run) == head or late[0][0] < table.due_us(run[head])):
             return heapq.heappop(late)[2]
-        return run.popleft()
+        handle = run[head]
+        head += 1
+        if head == len(run):
+            del run[:]
+            head = 0
+        elif head >= _COMPACT and 2 * head >= len(run):
+            del run[:head]
+            head = 0
+        self.head = head
+        return handle
 
-    def __iter__(self) -> Iterator[Preloaded]:
-        yield from self.run
-        for _, _, p in self.late:
-            yield p
+    def handles(self) -> list[int]:
+        return [*self.run[self.head :], *(e[2] for e in self.late)]
 
-    def discard(self, task_id: uuid.UUID) -> bool:
-        """Drop the task ``task_id``; whether it was here. O(n), for a cancel."""
-        for i, p in enumerate(self.run):
-            if p.key.id == task_id:
-                del self.run[i]
-                return True
+    def discard(self, handle: int) -> bool:
+        """Drop ``handle``; whether it was here. O(n), for a cancel."""
+        try:
+            i = self.run.index(handle, self.head)
+        except ValueError:
+            pass
+        else:
+            del self.run[i]
+            return True
         for i, e in enumerate(self.late):
-            if e[2].key.id == task_id:
+            if e[2] == handle:
                 self.late[i] = self.late[-1]
                 self.late.pop()
                 heapq.heapify(self.late)
                 return True
         return False
 
-    def keep(self, keep: Callable[[Preloaded], bool]) -> int:
-        """Drop the tasks ``keep`` refuses; how many went."""
+    def keep(self, keep: Callable[[int], bool]) -> int:
+        """Drop the handles ``keep`` refuses; how many went."""
         before = len(self)
-        self.run = collections.deque(p for p in self.run if keep(p))
+        self.run = array.array("q", [h for h in self.run[self.head :] if keep(h)])
+        self.head = 0
         self.late = [e for e in self.late if keep(e[2])]
         heapq.heapify(self.late)
         return before - len(self)
@@ -119,10 +152,14 @@ class _Tenant:
         """A task with a rate limit key came (its lane is not named by its type)."""
 
     def pop(
-        self, types: frozenset[str] | None, veto: Veto | None = None, pool: Pool = Pool.STANDARD
-    ) -> Preloaded | None:
-        """The task due first among ``types`` (None: any type) in the lanes ``veto``
-        lets through."""
+        self,
+        types: frozenset[str] | None,
+        table: TaskTable,
+        veto: Veto | None = None,
+        pool: Pool = Pool.STANDARD,
+    ) -> int:
+        """The handle of the task due first among ``types`` (None: any type) in the
+        lanes ``veto`` lets through, or -1."""
         by_type = self.types
         best: _DueQueue | None = None
         if len(by_type) == 1:  # the common case: one type per tenant
@@ -148,19 +185,19 @@ class _Tenant:
                 candidates = [by_type.get(t) for t in types]
             else:
                 candidates = [q for t, q in by_type.items() if t in types]
-            best_due: datetime | None = None
+            best_due = 0
             for candidate in candidates:
                 if candidate is None:
                     continue
-                due = candidate.head_due()
-                if best_due is None or due < best_due:
+                due = candidate.head_due(table)
+                if best is None or due < best_due:
                     best, best_due = candidate, due
         if best is None:
-            return None
-        task = best.pop()
+            return -1
+        handle = best.pop(table)
         if not best:
             del by_type[best.lane]
-        return task
+        return handle
 
 
 class _PoolQueue:
@@ -172,24 +209,20 @@ class _PoolQueue:
         self.ring: collections.deque[_Tenant] = collections.deque()
         self.count = 0
 
-    def push(self, p: Preloaded, seq: Iterator[int]) -> None:
-        key = p.tenant_id.int
+    def queue(self, tenant_id: uuid.UUID, type_: str, rate_key: str = "") -> _DueQueue:
+        """The queue of (tenant, lane), made (and the tenant put in the ring) if new."""
+        key = tenant_id.int
         tenant = self.tenants.get(key)
         if tenant is None:
-            tenant = self.tenants[key] = _Tenant(p.tenant_id)
+            tenant = self.tenants[key] = _Tenant(tenant_id)
             self.ring.append(tenant)
-        lane = lane_of(p.type, p.rate_key) if p.rate_key else p.type
+        lane = lane_of(type_, rate_key) if rate_key else type_
         queue = tenant.types.get(lane)
         if queue is None:
-            queue = tenant.types[lane] = _DueQueue(p.type, p.rate_key)
-            if p.rate_key:
+            queue = tenant.types[lane] = _DueQueue(type_, rate_key)
+            if rate_key:
                 tenant.keyed = True
-        run = queue.run  # _DueQueue.push, inlined: the hot path of every dispatch round
-        if not run or run[-1].due_at <= p.due_at:
-            run.append(p)
-        else:
-            heapq.heappush(queue.late, (p.due_at, next(seq), p))
-        self.count += 1
+        return queue
 
     def drop_if_empty(self, tenant: _Tenant) -> None:
         if not tenant.types:
@@ -202,40 +235,41 @@ class _PoolQueue:
         types: frozenset[str] | None,
         tenant_id: uuid.UUID | None,
         allow: Callable[[uuid.UUID], bool],
+        table: TaskTable,
         veto: Veto | None = None,
         pool: Pool = Pool.STANDARD,
-    ) -> Preloaded | None:
+    ) -> int:
         if tenant_id is not None:  # a tenant-scoped worker: only its own tasks
             scoped = self.tenants.get(tenant_id.int)
             if scoped is None or not allow(tenant_id):
-                return None
-            task = scoped.pop(types, veto, pool)
-            if task is not None:
+                return -1
+            handle = scoped.pop(types, table, veto, pool)
+            if handle >= 0:
                 # Its own workers' tasks use up the share it banked, never below none:
                 # a debt here would starve the shared workers of this tenant for good.
                 scoped.deficit = max(0, scoped.deficit - 1)
                 self.count -= 1
                 self.drop_if_empty(scoped)
-            return task
+            return handle
         ring = self.ring
         for _ in range(2 * len(ring) + 1):
             if not ring:
-                return None
+                return -1
             head = ring[0]
             if head.deficit < 1:
                 head.deficit += max(1, weight(head.id))
                 ring.rotate(-1)
                 continue
-            task = head.pop(types, veto, pool) if allow(head.id) else None
-            if task is None:
+            handle = head.pop(types, table, veto, pool) if allow(head.id) else -1
+            if handle < 0:
                 ring.rotate(-1)  # nothing this worker can run: keep its credit
                 continue
             head.deficit -= 1
             self.count -= 1
             if not head.types:
                 self.drop_if_empty(head)
-            return task
-        return None
+            return handle
+        return -1
 
     def tenant_counts(self) -> dict[uuid.UUID, int]:
         return {
@@ -247,14 +281,19 @@ class _PoolQueue:
 class ReadyQueues:
     """Due tasks per pool; :meth:`pop` picks the next one a worker may run.
 
-    A task waits here at most once (a reconcile re-reads tasks that already wait: they
-    stay PRELOADED in the store until their dispatch commits).
+    A waiting task is a row of the node's task table (``_rows.py``, shared with the
+    timeline: a fired timer's row stays where it is and only its handle moves here) and
+    a handle in its (tenant, type) queue; it becomes a ``Preloaded`` again only when
+    :meth:`pop` hands it out. A task waits here at most once (a reconcile re-reads
+    tasks that already wait: they stay PRELOADED in the store until their dispatch
+    commits), and never in the wheel at the same time.
     """
 
-    def __init__(self, weight: Callable[[uuid.UUID], int]) -> None:
+    def __init__(self, weight: Callable[[uuid.UUID], int], rows: TaskRows | None = None) -> None:
         self._weight = weight
+        self._rows = TaskRows() if rows is None else rows
         self._pools = {pool: _PoolQueue() for pool in POOL_ORDER}
-        self._ids: set[int] = set()  # task ids (as ints: a UUID hashes in Python)
+        self._count = 0
         self._seq = itertools.count()
         self.paused: frozenset[uuid.UUID] = frozenset()
         """Tenants whose tasks wait without being dispatched: a home move froze them
@@ -265,10 +304,13 @@ class ReadyQueues:
         self.paused_known.set()  # a MoveWatch clears it until its first read
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return self._count
 
     def __contains__(self, task_id: object) -> bool:
-        return isinstance(task_id, uuid.UUID) and task_id.int in self._ids
+        if not isinstance(task_id, uuid.UUID):
+            return False
+        handle = self._rows.find(task_id)
+        return handle >= 0 and not self._rows.timed(handle)
 
     def depth(self, pool: Pool) -> int:
         """Tasks waiting in ``pool``."""
@@ -276,22 +318,45 @@ class ReadyQueues:
 
     def push(self, task: Preloaded) -> None:
         """Queue a due task, in due order with what waits (a task given back after a
-        failed commit goes out first again: it is the oldest). Ignored if it waits."""
-        ids = self._ids
-        n = task.key.id.int
-        if n in ids:
-            return
-        ids.add(n)
-        self._pools[task.pool].push(task, self._seq)
+        failed commit goes out first again: it is the oldest). Ignored if it waits; a
+        task still in the wheel leaves it (it waits here now)."""
+        rows = self._rows
+        handle = rows.find(task.key.id)
+        if handle >= 0:
+            if not rows.timed(handle):
+                return
+            rows.untime(handle)
+        handle = rows.add(task)
+        self._pools[task.pool].queue(task.tenant_id, task.type, task.rate_key).push(
+            handle, (task.due_at - _EPOCH) // _US, self._seq
+        )
+        self._pools[task.pool].count += 1
+        self._count += 1
 
     def extend(self, tasks: Iterable[Preloaded]) -> None:
         """Queue many due tasks."""
-        ids, pools, seq = self._ids, self._pools, self._seq
         for task in tasks:
-            n = task.key.id.int
-            if n not in ids:
-                ids.add(n)
-                pools[task.pool].push(task, seq)
+            self.push(task)
+
+    def extend_handles(self, handles: Iterable[int]) -> None:
+        """Queue the rows ``handles`` (timers the wheel just fired, in due order; the
+        rows stay in the shared table: no object is built)."""
+        get = self._rows.table.get
+        groups = self._rows.groups
+        pools, seq = self._pools, self._seq
+        queues: dict[int, tuple[_PoolQueue, _DueQueue]] = {}
+        n = 0
+        for handle in handles:
+            _, _, due_us, group, _ = get(handle)
+            found = queues.get(group)
+            if found is None:
+                tenant_id, type_, pool, rate_key = groups[group]
+                pq = pools[pool]
+                found = queues[group] = (pq, pq.queue(tenant_id, type_, rate_key))
+            found[1].push(handle, due_us, seq)
+            found[0].count += 1
+            n += 1
+        self._count += n
 
     def pop(
         self,
@@ -306,35 +371,43 @@ class ReadyQueues:
         tenant (a shared worker), chosen by weighted deficit round robin. ``allow``
         vetoes tenants that are out of quota, ``veto`` lanes that a flow rule holds
         (issue 43). Inside a tenant: the task due first."""
-        task = self._pools[pool].pop(self._weight, types, tenant, allow, veto, pool)
-        if task is not None:
-            self._ids.discard(task.key.id.int)
-        return task
+        handle = self._pools[pool].pop(
+            self._weight, types, tenant, allow, self._rows.table, veto, pool
+        )
+        if handle < 0:
+            return None
+        self._count -= 1
+        return self._rows.take(handle)
 
     def remove(self, task_id: uuid.UUID) -> bool:
-        """Drop a task (cancelled while waiting); O(queue) but rare."""
-        if task_id.int not in self._ids:
+        """Drop a task (cancelled while waiting); O(its queue) but rare."""
+        rows = self._rows
+        handle = rows.find(task_id)
+        if handle < 0 or rows.timed(handle):
             return False
-        self._ids.discard(task_id.int)
-        for pq in self._pools.values():
-            for tenant in list(pq.tenants.values()):
-                for type_, queue in list(tenant.types.items()):
-                    if queue.discard(task_id):
-                        pq.count -= 1
-                        if not queue:
-                            del tenant.types[type_]
-                        pq.drop_if_empty(tenant)
-                        return True
-        return False
+        p = rows.preloaded(handle)
+        pq = self._pools[p.pool]
+        tenant = pq.tenants.get(p.tenant_id.int)
+        lane = lane_of(p.type, p.rate_key)
+        queue = None if tenant is None else tenant.types.get(lane)
+        if tenant is None or queue is None or not queue.discard(handle):
+            return False
+        rows.discard(handle)
+        pq.count -= 1
+        self._count -= 1
+        if not queue:
+            del tenant.types[lane]
+        pq.drop_if_empty(tenant)
+        return True
 
     def remove_where(self, drop: Callable[[Preloaded], bool]) -> int:
         """Drop every waiting task ``drop`` picks (shards this node lost); O(n)."""
         removed = 0
-        ids = self._ids
+        rows = self._rows
 
-        def keep(p: Preloaded) -> bool:
-            if drop(p):
-                ids.discard(p.key.id.int)
+        def keep(handle: int) -> bool:
+            if drop(rows.preloaded(handle)):
+                rows.discard(handle)
                 return False
             return True
 
@@ -347,7 +420,18 @@ class ReadyQueues:
                     if not queue:
                         del tenant.types[type_]
                 pq.drop_if_empty(tenant)
+        self._count -= removed
         return removed
+
+    def waiting(self) -> list[Preloaded]:
+        """Every waiting task (O(n): for tests and probes)."""
+        return [
+            self._rows.preloaded(h)
+            for pq in self._pools.values()
+            for t in pq.tenants.values()
+            for q in t.types.values()
+            for h in q.handles()
+        ]
 
     def waiting_for(
         self, pools: Iterable[Pool], types: frozenset[str] | None, tenant: uuid.UUID | None
@@ -368,8 +452,8 @@ class ReadyQueues:
             for t in candidates:
                 if t.id in self.paused:
                     continue
-                for queue in t.types.values():
-                    if types is None or queue.type in types:
+                for type_, queue in t.types.items():
+                    if types is None or type_ in types:
                         n += len(queue)
         return n
 

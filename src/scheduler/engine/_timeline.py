@@ -1,9 +1,11 @@
 """The timeline: the timing wheel of this node's PRELOADED tasks and its key maps.
 
-Owns the wheel, the task table its keys point into (one compact row per task: id,
-``scheduled_at``, ``due_at``, shard and a group number for the interned (tenant, type,
-pool, rate limit key); found by wheel key or by task id), and the decision to keep a task
-in the wheel or spill it to the index mirror when the wheel is over its memory cap. A task is a
+Owns the wheel, the task rows its keys point into (``_rows.py``: one compact row per
+task: id, ``scheduled_at``, ``due_at``, shard and a group number for the interned
+(tenant, type, pool, rate limit key); found by wheel key or by task id; shared with the
+ready queues, which take a fired timer's row by its handle), and the decision to keep a
+task in the wheel or spill it to the index mirror when the wheel is over its memory cap.
+A task is a
 ``Preloaded`` object only on its way in and out (it is rebuilt from its row when it
 fires): outstanding timers are not Python objects, so they cost about 100 bytes each
 and a full collection never scans them. Calls the wheel, the index mirror and the shard
@@ -21,12 +23,12 @@ from datetime import UTC, datetime, timedelta
 
 from scheduler.engine._config import EngineConfig
 from scheduler.engine._index_mirror import IndexMirror
+from scheduler.engine._rows import TaskRows
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._stats import EngineStats
-from scheduler.ids import uuid_of_int
 from scheduler.states import TaskState
-from scheduler.types import InsertResult, Pool, Preloaded, PreloadedPage, TaskKey, TaskRecord
-from scheduler.wheel import TaskTable, TimingWheel
+from scheduler.types import InsertResult, Pool, Preloaded, PreloadedPage, TaskRecord
+from scheduler.wheel import TimingWheel
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -39,6 +41,8 @@ def to_ms(ts: datetime) -> int:
 
 
 _US = timedelta(microseconds=1)
+_END_MS = (1 << 62) - 1
+"""The wheel's last millisecond: advancing to it fires every timer."""
 
 
 def to_us(ts: datetime) -> int:
@@ -80,12 +84,10 @@ class Timeline:
         self._stats = stats
         self._wake_dispatcher = wake_dispatcher
         self._wheel = TimingWheel(tick_ms=config.tick_ms, start_ms=start_ms)
-        # The wheel's keys are the table's handles.
-        self._table = TaskTable()
-        # (tenant, type, pool) by group number, and back: a handful per node, shared by
-        # every row (and every rebuilt ``Preloaded``) of the group.
-        self._groups: list[tuple[uuid.UUID, str, Pool, str]] = []
-        self._group_of: dict[tuple[uuid.UUID, str, Pool, str], int] = {}
+        # The wheel's keys are the table's handles; the ready queues share the rows.
+        self.rows = TaskRows()
+        self.rows.wheel = self._wheel
+        self._table = self.rows.table
         self._watched = frozenset(r.pool for r in config.reserves)
         self.latest_due_ms: dict[Pool, int] = {}
         """Per pool that has a reserve: the latest due time (ms since the epoch) of a
@@ -96,38 +98,22 @@ class Timeline:
         return len(self._wheel)
 
     def __contains__(self, task_id: object) -> bool:
-        return isinstance(task_id, uuid.UUID) and self._table.find(task_id.int) >= 0
+        if not isinstance(task_id, uuid.UUID):
+            return False
+        k = self._table.find(task_id.int)
+        return k >= 0 and k in self._wheel
 
     def reset(self, start_ms: int) -> None:
-        """An empty wheel starting at ``start_ms`` (the engine's start)."""
-        self._wheel.clear()
+        """An empty wheel starting at ``start_ms`` (the engine's start); the rows of
+        tasks waiting in the ready queues stay."""
+        for k in self._wheel.advance(_END_MS):
+            self._table.discard(k)
         self._wheel = TimingWheel(tick_ms=self._config.tick_ms, start_ms=start_ms)
-        self._table.clear()
+        self.rows.wheel = self._wheel
 
     def memory_bytes(self) -> int:
         """C memory of the wheel and the task table (the outstanding timers' cost)."""
         return self._wheel.memory_bytes() + self._table.memory_bytes()
-
-    def _group(self, p: Preloaded) -> int:
-        g = (p.tenant_id, p.type, p.pool, p.rate_key)
-        n = self._group_of.get(g)
-        if n is None:
-            n = self._group_of[g] = len(self._groups)
-            self._groups.append(g)
-        return n
-
-    def _rebuild(self, row: tuple[int, int, int, int, int]) -> Preloaded:
-        task_id, scheduled_us, due_us, group, shard = row
-        tenant_id, type_, pool, rate_key = self._groups[group]
-        return Preloaded(
-            TaskKey(uuid_of_int(task_id), _EPOCH + timedelta(0, 0, scheduled_us)),
-            _EPOCH + timedelta(0, 0, due_us),
-            tenant_id,
-            shard,
-            pool,
-            type_,
-            rate_key,
-        )
 
     def next_due_ms(self) -> int | None:
         """The earliest due time in the wheel."""
@@ -179,19 +165,18 @@ class Timeline:
         dues = array.array("q")
         added: list[Preloaded] = []
         add = self._table.add
-        group_of = self._group_of
+        group = self.rows.group
         for p in items:
             due_us = (p.due_at - _EPOCH) // _US
-            g = group_of.get((p.tenant_id, p.type, p.pool, p.rate_key))
             k = add(
                 p.key.id.int,
                 (p.key.scheduled_at - _EPOCH) // _US,
                 due_us,
-                self._group(p) if g is None else g,
+                group(p.tenant_id, p.type, p.pool, p.rate_key),
                 p.shard_id,
             )
             if k < 0:
-                continue  # already indexed (a reload after a release, say)
+                continue  # in the wheel or waiting ready already (a reload, say)
             keys.append(k)
             dues.append(max(due_us // 1000, 0))
             if index:
@@ -223,11 +208,7 @@ class Timeline:
             allowed = bytes(mask)
         added = 0
         for group in page.groups:
-            key = (group.tenant_id, group.type, group.pool, group.rate_key)
-            g = self._group_of.get(key)
-            if g is None:
-                g = self._group_of[key] = len(self._groups)
-                self._groups.append(key)
+            g = self.rows.group(group.tenant_id, group.type, group.pool, group.rate_key)
             keys, dues = self._table.add_many(
                 group.ids, group.scheduled_us, group.due_us, g, group.shards, allowed
             )
@@ -263,29 +244,31 @@ class Timeline:
     def drop(self, task_id: uuid.UUID) -> None:
         """Forget ``task_id`` (cancelled)."""
         k = self._table.find(task_id.int)
-        if k >= 0:
-            self._wheel.cancel(k)
+        if k >= 0 and self._wheel.cancel(k):  # a waiting row is the ready queues'
             self._table.discard(k)
 
     def postpone(self, task_id: uuid.UUID, due_us: int) -> bool:
         """Move ``task_id``'s timer to ``due_us`` (epoch µs) if that is later than its
         own (a debounced submission pushed it; the store's due time only grows, so an
-        older notice that arrives late never pulls it back). Whether it is here."""
+        older notice that arrives late never pulls it back). Whether it is in the wheel
+        (a row waiting in the ready queues is not: the caller takes it out of them)."""
         k = self._table.find(task_id.int)
-        if k < 0:
-            return False
+        if k < 0 or not self.rows.timed(k):
+            return False  # not in the wheel: a waiting row is the ready queues' (or gone)
         if due_us <= self._table.due_us(k):
             return True
         self._wheel.cancel(k)
         row = self._table.pop(k)
         moved = (row[0], row[1], due_us, row[3], row[4])
-        self.add([self._rebuild(moved)])
+        self.add([self.rows.rebuild(moved)])
         return True
 
     def drop_shards(self, shards: frozenset[int]) -> int:
-        """Forget every task of ``shards`` (lost to another node); how many."""
-        dropped = self._table.in_shards(shards)
-        self._wheel.cancel_many(dropped)
+        """Forget every timer of ``shards`` (lost to another node); how many (the
+        ready queues drop the rows of theirs)."""
+        wheel = self._wheel
+        dropped = array.array("q", [k for k in self._table.in_shards(shards) if k in wheel])
+        wheel.cancel_many(dropped)
         for k in dropped:
             self._table.discard(k)
         return len(dropped)
@@ -293,5 +276,11 @@ class Timeline:
     def fire(self, until_ms: int) -> list[Preloaded]:
         """Take every task due by ``until_ms`` out of the wheel, in due order (each
         rebuilt from its row)."""
-        rebuild = self._rebuild
+        rebuild = self.rows.rebuild
         return [rebuild(row) for row in self._table.pop_many(self._wheel.advance(until_ms))]
+
+    def fire_handles(self, until_ms: int) -> array.array[int]:
+        """Take every task due by ``until_ms`` out of the wheel, in due order, as the
+        handles of their rows, which stay: the caller queues them at once
+        (``ReadyQueues.extend_handles``), no object is built."""
+        return self._wheel.advance(until_ms)

@@ -146,7 +146,7 @@ class Rig:
             self.config, self.shards, self.mirror, self.stats, lambda: None, to_ms(T0)
         )
         self.fair_share = FairShare(self.store, self.config)  # type: ignore[arg-type]
-        self.ready = ReadyQueues(self.fair_share.weight)
+        self.ready = ReadyQueues(self.fair_share.weight, self.timeline.rows)
         self.slots = Slots(lambda _id: None)
         self.delivery = Delivery(lambda: to_us(T0), self.stats)
         self.quota = LocalQuota()

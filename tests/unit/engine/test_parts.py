@@ -19,6 +19,7 @@ from scheduler.engine import EngineConfig, SubmitSpec
 from scheduler.engine._admission import Admission
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._index_mirror import IndexMirror
+from scheduler.engine._ready import ReadyQueues
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats
@@ -313,3 +314,34 @@ def test_a_node_alone_on_its_database_neither_reconciles_nor_listens() -> None:
     assert ShardState(lone, clustered=True).shared is False  # type: ignore[arg-type]
     assert ShardState(FakeMembership(frozenset({1})), clustered=True).shared is True  # type: ignore[arg-type]
     assert shard_state().shared is False
+
+
+def test_fired_timers_wait_ready_as_rows_of_the_timelines_table() -> None:
+    """Issue 41: a fired timer's row stays in the table and waits ready by handle; the
+    ready queues give it back as the same ``Preloaded``; a task is never both timed
+    and waiting; dropping timers leaves the waiting rows to the ready queues."""
+    tl, _ = timeline(EngineConfig(), shard_state())
+    ready = ReadyQueues(lambda _t: 1, tl.rows)
+    a, b, c, d = preloaded(10), preloaded(20, shard=5), preloaded(30), preloaded(500, shard=5)
+    tl.add([a, b, c, d])
+    ready.extend_handles(tl.fire_handles(to_ms(T0) + 100))
+    assert (len(tl), len(ready), len(tl.rows)) == (1, 3, 4)
+    assert a.key.id in ready
+    assert a.key.id not in tl
+    assert d.key.id in tl
+    assert d.key.id not in ready
+    tl.add([a])  # a reload of a task that waits ready: not timed again
+    assert (len(tl), len(ready)) == (1, 3)
+    tl.drop(a.key.id)  # a cancel: the timeline drops timers only
+    assert tl.drop_shards(frozenset({5})) == 1  # d; b waits ready still
+    assert (len(tl), len(ready), len(tl.rows)) == (0, 3, 3)
+    assert ready.remove(a.key.id)
+    assert len(tl.rows) == 2
+    e = preloaded(40)
+    tl.add([e])
+    ready.push(e)  # pushed while timed (found late by a reconcile): it leaves the wheel
+    assert (len(tl), len(ready), e.key.id in tl) == (0, 3, False)
+    assert ready.remove_where(lambda p: p.shard_id == 5) == 1
+    got = [ready.pop(Pool.STANDARD, None, None) for _ in range(3)]
+    assert got == [c, e, None]
+    assert len(tl.rows) == 0
