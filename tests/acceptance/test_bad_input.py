@@ -361,6 +361,10 @@ CASES: list[Case] = [
     c(A, "RotateApiKey", lambda: pb.RotateApiKeyRequest(key_id=GOOD_ID, expires_at=TOO_LATE), "expires_at"),
     c(A, "ListTenants", lambda: pb.ListTenantsRequest(page_token="not a token"), "page_token"),
     c(A, "ListTenants", lambda: pb.ListTenantsRequest(page_size=10**6), "page_size"),
+    c(A, "SetConcurrencyLimit", lambda: pb.SetConcurrencyLimitRequest(tenant_id="x", type="t", limit=2), "tenant_id"),
+    c(A, "SetConcurrencyLimit", lambda: pb.SetConcurrencyLimitRequest(tenant_id=GOOD_ID, type="", limit=2), "type"),
+    c(A, "SetConcurrencyLimit", lambda: pb.SetConcurrencyLimitRequest(tenant_id=GOOD_ID, type="t", limit=100_001), "limit"),
+    c(A, "ListConcurrencyLimits", lambda: pb.ListConcurrencyLimitsRequest(tenant_id="nope"), "tenant_id"),
     # -- the first-hour and SDK RPCs -----------------------------------------------------
     # -- issue 18's dashboard RPCs (GetActivity, bulk actions) --------------------------
     c(S, "GetActivity", lambda: pb.GetActivityRequest(window_s=59), "window_s"),
