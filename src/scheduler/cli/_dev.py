@@ -80,13 +80,17 @@ def credentials_path(db: Path) -> Path:
 
 
 def write_private(path: Path, facts: ConnectFacts) -> None:
-    """``facts`` as JSON in ``path``, mode 0600 from the start (never world-readable)."""
+    """``facts`` as JSON in ``path``, mode 0600 from the start (never world-readable),
+    whole or not at all: written beside it and renamed over it, so a reader that finds
+    the file never reads it half-written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(dataclasses.asdict(facts), f, indent=2, sort_keys=True)
         f.write("\n")
-    os.chmod(path, 0o600)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
 
 
 def _read_saved(path: Path) -> dict[str, str]:
