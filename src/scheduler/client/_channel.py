@@ -23,6 +23,8 @@ _OPTIONS: list[tuple[str, int | str]] = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
+    # Without it grpcio 1.6x+ waits a minute for an unanswered ping, whatever the above.
+    ("grpc.http2.ping_timeout_ms", 10_000),
     # gRPC's own reconnect backoff (1 s growing to 120 s by default) would keep a
     # channel failing fast long after the server is back: try at least every second.
     ("grpc.initial_reconnect_backoff_ms", 100),

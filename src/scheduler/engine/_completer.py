@@ -217,6 +217,24 @@ class Completer:
                 "could not release %d unacked tasks (%s); leases will expire", len(held), exc
             )
 
+    async def end_leases(self, writes: Sequence[FencedWrite]) -> None:
+        """End these leases now (fenced: under these tokens, while DISPATCHED or
+        RUNNING), so the reaper's next look takes the tasks back. For the RUNNING tasks
+        of a worker stream that broke and was not taken up again. A store that is away
+        leaves them to their lease."""
+        now = self._now()
+        try:
+            out = await self._store.heartbeat(writes, now, now)
+        except StoreError as exc:
+            log.warning("could not end %d orphaned leases (%s); they lapse", len(writes), exc)
+            return
+        log.info(
+            "%d running tasks of broken worker streams not taken up again within the grace;"
+            " their leases end (%d already gone)",
+            len(writes),
+            sum(o is not Outcome.OK for o in out),
+        )
+
     async def record_refused(
         self, writes: Sequence[FencedWrite], outcomes: Sequence[Outcome], actor: str, write: str
     ) -> None:

@@ -97,7 +97,16 @@ class EngineConfig:
     back (DISPATCHED-only in the store, so an ack that won the race keeps it) and the
     stream gets nothing more until it shows life: a frozen worker holds a due task
     this long, not a whole lease. Its late ack is refused, so it never runs it.
-    Streams that start on delivery wait out the lease as before. 0: off."""
+    It is also the lease such a dispatch commits (:attr:`dispatch_lease_s`), so the
+    tasks a node pushed before it died go back this long after they came due, not a
+    whole lease later. Streams that start on delivery wait out the lease as before.
+    0: off."""
+    orphan_grace_s: float = 2.0
+    """A worker stream that broke on the worker's side (the worker vanished, froze past
+    the server's keepalive, or lost its network) leaves its RUNNING tasks to their
+    worker this long: a worker that reconnects within it takes them up again (its
+    heartbeat on the new stream), else their leases end and the reaper takes them back
+    (another attempt), instead of at the end of a whole lease. 0: at once."""
     heartbeat_interval_s: float = 10.0
     """Interval suggested to workers (a third of the lease by default)."""
     dispatch_lead_ms: int = 50
@@ -271,6 +280,15 @@ class EngineConfig:
                 kept += r.of(worker_slots)
         return min(kept, max(worker_slots - 1, 0))
 
+    @property
+    def dispatch_lease_s(self) -> float:
+        """The lease a dispatch to an ack-first worker stream commits, from its due
+        time: until its ack is overdue (:attr:`ack_timeout_s`; the whole lease when that
+        is off). The ack extends it to :attr:`lease_ttl_s`."""
+        if self.ack_timeout_s > 0:
+            return min(self.ack_timeout_s, self.lease_ttl_s)
+        return self.lease_ttl_s
+
     def tier_weight(self, tier: str) -> int:
         """The fair-share weight of ``tier`` (1 for an unknown tier)."""
         return dict(self.tier_weights).get(tier, 1)
@@ -317,6 +335,8 @@ class EngineConfig:
             raise ValueError("EngineConfig.reserves: one SlotReserve per pool")
         if self.ack_timeout_s < 0:
             raise ValueError("EngineConfig.ack_timeout_s must be >= 0")
+        if self.orphan_grace_s < 0:
+            raise ValueError("EngineConfig.orphan_grace_s must be >= 0")
         if self.reserve_linger_s is not None and self.reserve_linger_s < 0:
             raise ValueError("EngineConfig.reserve_linger_s must be >= 0 or None")
         if any(w <= 0 for _, w in self.tier_weights):

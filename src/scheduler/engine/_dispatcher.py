@@ -281,6 +281,7 @@ class Dispatcher:
         cfg = self._config
         now = self._now()
         ttl = timedelta(seconds=cfg.lease_ttl_s)
+        short = timedelta(seconds=cfg.dispatch_lease_s)
         limit = self.round_limit()
         sessions = self._sessions.takers()
         if not sessions:
@@ -381,8 +382,10 @@ class Dispatcher:
                 key=p.key,
                 worker_id=s.worker_id,
                 # From the due time, not the commit: a task committed ahead (the lead
-                # and the window) still gets its whole lease once it is delivered.
-                lease_expires_at=max(now, p.due_at) + ttl,
+                # and the window) still gets its whole lease once it is delivered. To
+                # a worker that acks first, only until the ack is due (its ack extends
+                # it): a task pushed by a node that died unacked goes back then.
+                lease_expires_at=max(now, p.due_at) + (short if s.acks_first else ttl),
                 epoch=self._shards.epoch(p.shard_id),
                 running=s.start_on_delivery,
             )

@@ -160,7 +160,12 @@ class Engine:
         )
         self.health.pending_writes = self._completer.holding
         self._sessions = Sessions(
-            store, cfg, self._completer, self._wake_dispatcher, self._outlets.publish
+            store,
+            cfg,
+            self._completer,
+            self._wake_dispatcher,
+            self._outlets.publish,
+            self._preloader.wake,
         )
         self.watch = Watch(store, self._sessions, cfg, self.now)
         """Task counts, the forecast and the worker streams (the dashboard's reads)."""

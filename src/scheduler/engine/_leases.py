@@ -78,6 +78,7 @@ class Reaper:
         worker gets a grace period to heartbeat again (``Health.reaping_allowed``)."""
         if self._config.ack_timeout_s > 0:
             self._stats.lease_expiries["ack_timeout"] += await self._sessions.release_overdue()
+        await self._sessions.end_orphans()
         scope = self._shards.scope()
         if scope == []:
             return

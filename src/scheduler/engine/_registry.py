@@ -11,7 +11,7 @@ import asyncio
 import collections
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from scheduler._errors import TickwheelError
 from scheduler.engine._completer import Completer
@@ -19,7 +19,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._sessions import OUTLET_WORKER_PREFIX, Publish, WorkerSession
 from scheduler.engine._types import Outlet, WorkerHello
 from scheduler.store import Store
-from scheduler.types import Assignment, Pool, TaskKey
+from scheduler.types import Assignment, FencedWrite, Pool, TaskKey
 
 
 class Sessions:
@@ -32,12 +32,14 @@ class Sessions:
         completer: Completer,
         wake_dispatcher: Callable[[], None],
         publish: Publish,
+        wake_reaper: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.config = config
         self.completer = completer
         self.wake_dispatcher = wake_dispatcher
         self.publish = publish
+        self.wake_reaper = wake_reaper
         self._sessions: dict[str, WorkerSession] = {}
         self._outlets: list[WorkerSession] = []
         self.background: set[asyncio.Task[None]] = set()
@@ -47,6 +49,9 @@ class Sessions:
         )
         """Pushes to ack-first streams, oldest first: (when, session, its tasks and
         tokens), for :meth:`release_overdue` (``EngineConfig.ack_timeout_s``)."""
+        self._orphans: dict[uuid.UUID, tuple[float, TaskKey, int]] = {}
+        """RUNNING tasks of streams that broke on the worker's side, not yet taken up
+        again: (when their grace ends, key, token), for :meth:`release_overdue`."""
 
     def __iter__(self) -> Iterator[WorkerSession]:
         return iter(list(self._sessions.values()))
@@ -115,6 +120,34 @@ class Sessions:
             keys = [(a.key, a.fencing_token) for a in batch]
             self._pushes.append((time.monotonic(), session, keys))
 
+    def orphaned(self, held: Sequence[tuple[TaskKey, int]]) -> None:
+        """A stream that broke on the worker's side left these RUNNING tasks: their
+        leases end after ``EngineConfig.orphan_grace_s`` unless the worker takes them
+        up again on a new stream (:meth:`hand_over`) first."""
+        if not held:
+            return
+        grace = self.config.orphan_grace_s
+        until = time.monotonic() + grace
+        for key, token in held:
+            self._orphans[key.id] = (until, key, token)
+        asyncio.get_running_loop().call_later(grace, self.wake_reaper)
+
+    async def end_orphans(self) -> int:
+        """End the leases of the orphaned tasks whose grace is over (fenced: only under
+        the token the broken stream held, and only while leased), so the reaper's next
+        look takes them back as it takes any lapsed lease. How many were due."""
+        orphans = self._orphans
+        if not orphans:
+            return 0
+        now = time.monotonic()
+        due = [(key, token) for until, key, token in orphans.values() if until <= now]
+        if not due:
+            return 0
+        for key, _ in due:
+            del orphans[key.id]
+        await self.completer.end_leases([FencedWrite(key=k, token=t) for k, t in due])
+        return len(due)
+
     async def release_overdue(self) -> int:
         """Tasks pushed more than ``ack_timeout_s`` ago and still not acked go back to
         PRELOADED (DISPATCHED-only in the store: an ack written meanwhile keeps its
@@ -150,6 +183,7 @@ class Sessions:
     def hand_over(self, task_id: uuid.UUID, to: WorkerSession) -> None:
         """``to`` adopted ``task_id`` (its worker reconnected): no other stream session
         holds it any more, so none gives it back when it closes."""
+        self._orphans.pop(task_id, None)
         for session in self._sessions.values():
             # An outlet's session keeps its entry: it counts the broker's capacity.
             if session is not to and session.outlet is None:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from scheduler._errors import InvalidArgument, NotFound, TickwheelError
 from scheduler.engine._completer import Completer
 from scheduler.engine._config import EngineConfig
+from scheduler.engine._pacing import Pacer
 from scheduler.engine._types import (
     AssignmentBatch,
     BacklogNotice,
@@ -65,6 +66,7 @@ class Registry(Protocol):
     def closed(self, session: WorkerSession) -> None: ...
     def hand_over(self, task_id: uuid.UUID, to: WorkerSession) -> None: ...
     def pushed(self, session: WorkerSession, batch: tuple[Assignment, ...]) -> None: ...
+    def orphaned(self, held: Sequence[tuple[TaskKey, int]]) -> None: ...
 
 
 OUTLET_WORKER_PREFIX = "outlet:"
@@ -76,19 +78,6 @@ _LEASED = frozenset({TaskState.DISPATCHED, TaskState.RUNNING})
 
 
 log = logging.getLogger("tickwheel.engine")
-
-PUSH_INTERVAL_S = 0.002
-"""Shortest time between two pushes to an ack-first worker (:meth:`WorkerSession.deliver`):
-what comes due sooner joins the next push, so a due task waits this long at most. Each
-push costs a message, an ack and a Result; at 5,000 fires/s this interval gave fewer of
-them and a shorter, steadier tail than holding each push until the one before it was
-answered, whose wait was a round trip through two busy event loops
-(docs/benchmarks.md, "A push interval")."""
-
-PUSH_HOLD_MAX = 250
-"""Tasks held back that make a push of their own at once: in a burst the pushes keep
-flowing, as big as a dispatch round (``EngineConfig.dispatch_batch``'s default), so the
-worker starts on one while the next is on its way."""
 
 
 class WorkerSession:
@@ -138,12 +127,14 @@ class WorkerSession:
         self._queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
         self._early_acks = registry.config.ack_linger_ms > 0
         """Acks of held tasks are answered before their write (see :meth:`ack`)."""
-        self._last_push = -math.inf
-        """When the last push to this ack-first worker went (``time.monotonic``)."""
-        self._held_back: list[Assignment] = []
-        """Assignments come due within :data:`PUSH_INTERVAL_S` of the last push, for
-        the next one."""
-        self._hold_timer: asyncio.TimerHandle | None = None
+        self._answer_by: dict[uuid.UUID, datetime] = {}
+        """Until when an ack of a task given here may be answered before its write: its
+        dispatch lease (``EngineConfig.dispatch_lease_s``) less the ack linger and a
+        second, so the write lands before the lease can lapse and the reaper take the
+        task back. Later acks are answered once written."""
+        self._ack_margin = timedelta(seconds=1.0 + registry.config.ack_linger_ms / 1000)
+        self._pacer = Pacer(lambda batch: self._push(AssignmentBatch(batch)))
+        """Pushes to an ack-first worker, one per ``_pacing.PUSH_INTERVAL_S`` at most."""
         self._unwritten: set[uuid.UUID] = set()
         """Adopted DISPATCHED tasks (see :meth:`_own`) whose completion carries the ack."""
 
@@ -168,8 +159,8 @@ class WorkerSession:
     def _push(self, event: SessionEvent) -> None:
         if self.closed:
             return
-        if self._held_back and type(event) is not AssignmentBatch:
-            self._push_held_back()  # a cancel notice follows the push of its task
+        if self._pacer and type(event) is not AssignmentBatch:
+            self._pacer.flush()  # a cancel notice follows the push of its task
         if self.outlet is None:
             self._queue.put_nowait(event)
             if type(event) is AssignmentBatch and not self.start_on_delivery:
@@ -206,6 +197,12 @@ class WorkerSession:
         return self._stalled
 
     @property
+    def acks_first(self) -> bool:
+        """A worker stream that runs a task only once its ack is answered: a dispatch
+        to it commits the short lease (``EngineConfig.dispatch_lease_s``)."""
+        return not self.start_on_delivery and self.outlet is None
+
+    @property
     def can_take(self) -> bool:
         """Whether the dispatcher may give this session a task now."""
         return self._credits > 0 and not self.draining and not self._stalled
@@ -225,6 +222,8 @@ class WorkerSession:
             return False
         self._held[a.key.id] = (a.key, a.fencing_token)
         self._attempts[a.key.id] = a.attempt
+        if self._early_acks:
+            self._answer_by[a.key.id] = a.lease_expires_at - self._ack_margin
         return True
 
     async def give_back(self, late: Sequence[Assignment]) -> None:
@@ -236,14 +235,8 @@ class WorkerSession:
         )
 
     def deliver(self, batch: tuple[Assignment, ...]) -> None:
-        """Push assignments whose due tick has come.
-
-        To an ack-first worker, one push per :data:`PUSH_INTERVAL_S` at most: a task
-        that comes due sooner after the last push joins the next, which goes when the
-        interval is over (or at once, once :data:`PUSH_HOLD_MAX` tasks wait: a burst
-        keeps the pushes flowing, each a full one). A task due after a quiet spell goes
-        at once. The messages a task costs (a push, an ack, a Result each) so fall as
-        the rate rises, while the wait stays bounded whatever the load."""
+        """Push assignments whose due tick has come (to an ack-first worker at the
+        pace of :class:`~scheduler.engine._pacing.Pacer`)."""
         if self.start_on_delivery:
             self._push(AssignmentBatch(batch))
             self._acked.update(a.key.id for a in batch)
@@ -251,29 +244,7 @@ class WorkerSession:
         if self.outlet is not None:  # a broker's consumers take them, not a stream
             self._push(AssignmentBatch(batch))
             return
-        now = time.monotonic()
-        held = self._held_back
-        if held or now - self._last_push < PUSH_INTERVAL_S:
-            held.extend(batch)
-            if len(held) >= PUSH_HOLD_MAX:
-                self._push_held_back()
-            elif self._hold_timer is None:
-                loop = asyncio.get_running_loop()
-                wait = self._last_push + PUSH_INTERVAL_S - now
-                self._hold_timer = loop.call_later(max(wait, 0.0), self._push_held_back)
-            return
-        self._last_push = now
-        self._push(AssignmentBatch(batch))
-
-    def _push_held_back(self) -> None:
-        """Push what was held back (its interval is over, or a push's worth waits)."""
-        if self._hold_timer is not None:
-            self._hold_timer.cancel()
-            self._hold_timer = None
-        batch, self._held_back = self._held_back, []
-        if batch:
-            self._last_push = time.monotonic()
-            self._push(AssignmentBatch(tuple(batch)))
+        self._pacer.offer(batch)
 
     def report_backlog(self, waiting: int, at: float) -> None:
         """Tell the worker how much work waits here for it (advisory)."""
@@ -300,6 +271,7 @@ class WorkerSession:
         if self._held.pop(task_id, None) is None:
             return False
         self._acked.discard(task_id)
+        self._answer_by.pop(task_id, None)
         self._unwritten.discard(task_id)
         self._attempts.pop(task_id, None)
         return True
@@ -415,13 +387,15 @@ class WorkerSession:
         completion if that comes first: ``EngineConfig.ack_linger_ms``); the store's
         token and status guard still decides, and a refusal then is counted and
         recorded like any other. Any other ack (a task adopted after a reconnect, an
-        unexpected token) is answered once written, as before."""
+        unexpected token, one that came close to the end of its dispatch lease) is
+        answered once written."""
         if self.ack_at_once(writes):
             return [Outcome.OK] * len(writes)
         self._revive()
         if not self._early_acks:
             return await self._ack_now(writes)
-        early = [w for w in writes if self._given(w)]
+        in_time = self._in_time(self._completer.now())
+        early = [w for w in writes if in_time(w)]
         if early:
             known = {w.key.id for w in early}
             rest = [w for w in writes if w.key.id not in known]
@@ -436,16 +410,27 @@ class WorkerSession:
         queue them for the next ack write and return True. Otherwise change nothing
         and return False (the caller takes :meth:`ack`). Synchronous, so the stream's
         reader answers such an ack the moment it arrives."""
-        if not self._early_acks or not writes or not all(map(self._given, writes)):
+        if not self._early_acks or not writes:
+            return False
+        if not all(map(self._in_time(self._completer.now()), writes)):
             return False
         self._revive()
         self._ack_later(list(writes))
         return True
 
-    def _given(self, w: FencedWrite) -> bool:
-        """Whether ``w`` names a task this session was given, under the token given."""
-        h = self._held.get(w.key.id)
-        return h is not None and h[1] == w.token
+    def _in_time(self, now: datetime) -> Callable[[FencedWrite], bool]:
+        """Whether an ack names a task this session was given, under the token given,
+        that may still be answered before its write (``_answer_by``)."""
+        held, by = self._held, self._answer_by
+
+        def check(w: FencedWrite) -> bool:
+            h = held.get(w.key.id)
+            if h is None or h[1] != w.token:
+                return False
+            until = by.get(w.key.id)
+            return until is not None and now < until
+
+        return check
 
     async def _ack_now(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         out = await self._fenced(writes, self._completer.ack, "ack")
@@ -456,6 +441,9 @@ class WorkerSession:
 
     def _ack_later(self, writes: list[FencedWrite]) -> None:
         self._acked.update(w.key.id for w in writes)
+        by = self._answer_by
+        for w in writes:
+            by.pop(w.key.id, None)
         written = self._completer.ack_later(writes)
         written.add_done_callback(lambda fut: self._ack_written(writes, fut))
 
@@ -571,25 +559,28 @@ class WorkerSession:
             if outcome is not Outcome.NOT_FOUND:
                 self.let_go(item.key.id)
 
-    async def close(self) -> None:
+    async def close(self, *, orphaned: bool = False) -> None:
         """End the session; tasks dispatched to it but not acked go back to PRELOADED.
 
         Safe to call twice. RUNNING tasks keep their lease: the worker may reconnect
-        and carry on; if it does not, lease expiry reclaims them. For a worker that
-        starts on delivery every pushed task is RUNNING already; only those still held
-        for their due tick, never pushed, go back.
+        and carry on. If the stream broke on the worker's side (``orphaned``: it
+        vanished, froze past the keepalive, or its network went) and the worker does
+        not reconnect to take them up within ``EngineConfig.orphan_grace_s``, their
+        leases end then (``Sessions.orphaned``); else lease expiry reclaims them. For a
+        worker that starts on delivery every pushed task is RUNNING already; only those
+        still held for their due tick, never pushed, go back.
         """
         if self.closed:
             return
         self.closed = True
-        if self._hold_timer is not None:
-            self._hold_timer.cancel()
-            self._hold_timer = None
-        self._held_back.clear()  # held, never pushed: given back below with the unacked
+        self._pacer.drop()  # held, never pushed: given back below with the unacked
         self._registry.closed(self)
         self._queue.put_nowait(None)
         unacked = [v for k, v in self._held.items() if k not in self._acked]
+        if orphaned and self.outlet is None:
+            self._registry.orphaned([v for k, v in self._held.items() if k in self._acked])
         self._held.clear()
+        self._answer_by.clear()
         if unacked and self.outlet is None:  # broker tasks belong to their consumers
             # DISPATCHED-only in the store: a task acked meanwhile on another node's
             # stream of this worker stays RUNNING. Starting on delivery, the unacked

@@ -29,6 +29,11 @@ SERVICE_NAMES: tuple[str, ...] = tuple(
 )
 """Fully qualified names of the Tickwheel services (``tickwheel.v1.SchedulerService``...)."""
 
+KEEPALIVE_TIME_MS = 1_000
+"""How often the server pings each connection (HTTP/2 PING), with or without data."""
+KEEPALIVE_TIMEOUT_MS = 2_000
+"""A ping unanswered this long closes the connection and its worker streams."""
+
 REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 """The stable name of server reflection; grpcio-reflection serves only v1alpha, whose
 messages are the same on the wire, so one servicer answers both names."""
@@ -131,7 +136,7 @@ def check_listen(listen: str, *, reuse_port: bool = False) -> None:
                 raise ListenError(exc.errno, f"cannot listen on {listen}: {reason}") from None
 
 
-_Assembled = tuple[grpc.aio.Server, int, HealthServicer, Router]
+_Assembled = tuple[grpc.aio.Server, int, HealthServicer, Router, WorkerService]
 
 
 def _assemble(engine: Engine, config: ServerConfig) -> _Assembled:
@@ -142,20 +147,28 @@ def _assemble(engine: Engine, config: ServerConfig) -> _Assembled:
         ("grpc.max_send_message_length", config.max_message_bytes),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-        # Ping idle streams: a frozen or vanished worker's stream closes within
-        # ~keepalive time + timeout, and its unacked tasks go back at once.
-        ("grpc.keepalive_time_ms", 10_000),
-        ("grpc.keepalive_timeout_ms", 5_000),
+        # Ping every connection each second, with or without data: a frozen, vanished
+        # or cut-off worker's stream closes within ~keepalive time + timeout (3 s), its
+        # unacked tasks go back at once and its running ones after the orphan grace
+        # (EngineConfig.orphan_grace_s). A peer answers pings in its transport, so a
+        # busy worker (its event loop or GIL held) still does.
+        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        # grpcio 1.6x+ times an unanswered ping out by this, not the keepalive timeout
+        # alone (its default is a minute: a frozen worker's stream lived that long).
+        ("grpc.http2.ping_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        ("grpc.http2.max_pings_without_data", 0),
     ]
     server = grpc.aio.server(options=options)
     gate = Gatekeeper(engine, config)  # one per server: the limits count its calls
+    workers = WorkerService(engine, config, gate)
     # Every call goes home first (docs/regions.md); then each service decodes its own
     # requests: undecodable bytes answer INVALID_ARGUMENT.
     router = Router(engine, gate, region=config.region, directory=config.regions)
     services = pb.DESCRIPTOR.services_by_name
     for name, servicer in (
         ("SchedulerService", SchedulerService(engine, config, gate)),
-        ("WorkerService", WorkerService(engine, config, gate)),
+        ("WorkerService", workers),
         ("AdminService", AdminService(engine, config, gate)),
     ):
         add_service(server, servicer, services[name], pb, router)
@@ -174,7 +187,7 @@ def _assemble(engine: Engine, config: ServerConfig) -> _Assembled:
         raise ListenError(
             errno.EADDRINUSE, f"cannot listen on {config.listen}: address already in use"
         )
-    return server, port, health_servicer, router
+    return server, port, health_servicer, router, workers
 
 
 def build_server(engine: Engine, config: ServerConfig) -> grpc.aio.Server:
@@ -199,6 +212,7 @@ class Server:
         self._server: grpc.aio.Server | None = None
         self._bound: _Assembled | None = None
         self._router: Router | None = None
+        self._workers: WorkerService | None = None
         self._health: HealthServicer | None = None
         self._port = 0
         self._serving = True
@@ -236,10 +250,10 @@ class Server:
                 return self._port
             self.bind()
             assert self._bound is not None
-            (server, port, health_servicer, router), self._bound = self._bound, None
+            (server, port, health_servicer, router, workers), self._bound = self._bound, None
             await server.start()
             self._server, self._port, self._health = server, port, health_servicer
-            self._router = router
+            self._router, self._workers = router, workers
             await self._report()
             return port
 
@@ -279,6 +293,9 @@ class Server:
             self._server = self._health = None
             bound, self._bound = self._bound, None
             router, self._router = self._router, None
+            workers, self._workers = self._workers, None
+            if workers is not None:
+                workers.stopping = True  # the streams it ends now are not orphans
             if server is None and bound is not None:
                 await bound[0].stop(0)  # bound, never started: free the port
                 await bound[3].close()

@@ -198,6 +198,8 @@ class WorkerService(pbg.WorkerServiceServicer):
         self._engine = engine
         self._config = config
         self._gate = gate or Gatekeeper(engine, config)
+        self.stopping = False
+        """The server is stopping: the streams it ends are not broken by their workers."""
 
     async def Connect(
         self, request_iterator: AsyncIterator[WorkerMessage], context: Context
@@ -255,8 +257,10 @@ class WorkerService(pbg.WorkerServiceServicer):
             finally:
                 await cancel_and_wait((pump, reader, watch))
         finally:
-            # Tasks dispatched but never acked go back to PRELOADED at once.
-            await session.close()
+            # Tasks dispatched but never acked go back to PRELOADED at once; a stream
+            # that ended on the worker's side (not by this server stopping or the
+            # engine ending it) leaves its running tasks to the orphan grace.
+            await session.close(orphaned=not self.stopping and session.ended is None)
             await _aclose(requests)
         if error is not None:
             await abort(context, error)

@@ -45,6 +45,7 @@ MINE, TAKEN_OVER = 0, 1
 CONFIG = EngineConfig(
     shard_count=SHARDS,
     lease_ttl_s=600,
+    ack_timeout_s=300,  # the holder never acks: its dispatch outlives the clock's jumps
     preload_interval_s=0.05,
     reconcile_interval_s=3600,
     full_reconcile_interval_s=3600,

@@ -127,9 +127,10 @@ async def test_a_dispatch_round_takes_a_window_and_delivers_each_on_time(
             TaskState.DISPATCHED,
             TaskState.PRELOADED,
         ]
-        # Committed ahead, but each lease runs a whole TTL from its task's due time.
-        ttl = timedelta(seconds=e.config.lease_ttl_s)
-        assert [r.lease_expires_at for r in records[:2]] == [r.due_at + ttl for r in records[:2]]
+        # Committed ahead, but each lease runs from its task's due time (to this
+        # ack-first worker, until the ack is overdue: the ack extends it).
+        lease = timedelta(seconds=e.config.dispatch_lease_s)
+        assert [r.lease_expires_at for r in records[:2]] == [r.due_at + lease for r in records[:2]]
         # Committed early, delivered on time: nothing before its due tick.
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(session.next_event(), 0.2)

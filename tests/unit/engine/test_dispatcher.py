@@ -230,11 +230,14 @@ async def test_ready_tasks_are_matched_to_sessions_with_credit_in_one_commit() -
     committed = {r.key for r in rig.store.calls[0]}
     assert len(committed) == 3
     assert committed <= {t.key for t in tasks}
-    # Each request names the session's worker and a lease from the due time.
+    # Each request names the session's worker and a lease from the due time: to these
+    # ack-first workers, until their ack is overdue (the ack extends it).
     by_worker = {r.worker_id for r in rig.store.calls[0]}
     assert by_worker == {a.worker_id, b.worker_id}
+    short = timedelta(seconds=rig.config.dispatch_lease_s)
+    assert short < timedelta(seconds=rig.config.lease_ttl_s)
     for r in rig.store.calls[0]:
-        assert r.lease_expires_at == r.key.scheduled_at + timedelta(seconds=rig.config.lease_ttl_s)
+        assert r.lease_expires_at == r.key.scheduled_at + short
     assert (a.credits, b.credits) == (0, 0)
     assert len(rig.slots) == 3
     assert len(rig.ready) == 1  # no credit left for the fourth

@@ -142,6 +142,9 @@ class FakeSessions:
     async def release_overdue(self) -> int:
         return 0  # no stream here: nothing pushed, nothing overdue
 
+    async def end_orphans(self) -> int:
+        return 0  # no stream here: nothing orphaned
+
 
 class Rig:
     def __init__(

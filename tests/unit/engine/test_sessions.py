@@ -58,6 +58,10 @@ class FakeCompleter:
         self.dispatched_only: list[bool] = []
         self.counted: list[list[Outcome]] = []
         self.refused: list[tuple[str, str, int, Outcome]] = []
+        self.clock = T0
+
+    def now(self) -> datetime:
+        return self.clock
 
     def _answer(self, kind: str, items: Sequence[Any]) -> list[Outcome]:
         self.calls.append((kind, list(items)))
@@ -73,6 +77,9 @@ class FakeCompleter:
 
     async def heartbeat(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         return self._answer("heartbeat", writes)
+
+    async def end_leases(self, writes: Sequence[FencedWrite]) -> None:
+        self._answer("end_leases", writes)
 
     async def complete(self, items: Sequence[Completion]) -> list[Outcome]:
         return self._answer("complete", items)
@@ -307,7 +314,7 @@ def _second_held_back(world: World) -> tuple[WorkerSession, Assignment, Assignme
 @pytest.fixture
 def long_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     """A push interval no test outlasts: what is held back stays held until pushed."""
-    monkeypatch.setattr("scheduler.engine._sessions.PUSH_INTERVAL_S", 3600.0)
+    monkeypatch.setattr("scheduler.engine._pacing.PUSH_INTERVAL_S", 3600.0)
 
 
 @pytest.mark.usefixtures("long_interval")
@@ -332,7 +339,7 @@ async def test_what_comes_due_within_the_push_interval_joins_the_next_push(
 async def test_a_held_back_push_goes_when_its_interval_is_over(
     early: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("scheduler.engine._sessions.PUSH_INTERVAL_S", 0.01)
+    monkeypatch.setattr("scheduler.engine._pacing.PUSH_INTERVAL_S", 0.01)
     s = early.open(slots=5)
     a, b, c, d = (assignment() for _ in range(4))
     for x in (a, b, c, d):
@@ -352,7 +359,7 @@ async def test_a_held_back_push_goes_when_its_interval_is_over(
 async def test_a_burst_held_back_goes_in_full_pushes_without_waiting(
     early: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("scheduler.engine._sessions.PUSH_HOLD_MAX", 3)
+    monkeypatch.setattr("scheduler.engine._pacing.PUSH_HOLD_MAX", 3)
     s = early.open(slots=10)
     tasks = [assignment() for _ in range(8)]
     for x in tasks:
@@ -832,3 +839,68 @@ async def test_close_all_closes_every_session(world: World) -> None:
     assert stream.closed
     assert outlet_session.closed
     assert list(world.sessions) == []
+
+
+# -- the dispatch lease and orphans (issue 42) -----------------------------------------
+async def test_an_ack_near_the_end_of_its_dispatch_lease_is_answered_once_written(
+    early: World,
+) -> None:
+    """An ack answered before its write must be written before the dispatch lease can
+    lapse (the reaper would take the task back under a worker that runs it): past the
+    lease less the linger and a second, the answer waits for the write."""
+    s = early.open(slots=2)
+    a, b = assignment(), assignment()
+    a = dataclasses.replace(a, lease_expires_at=T0 + timedelta(seconds=5))
+    b = dataclasses.replace(b, lease_expires_at=T0 + timedelta(seconds=5))
+    s.assigned(a)
+    s.assigned(b)
+    early.completer.clock = T0 + timedelta(seconds=3.9)  # 1.01 s before: still early
+    assert s.ack_at_once([write(a)])
+    early.completer.clock = T0 + timedelta(seconds=4.0)
+    assert not s.ack_at_once([write(b)])
+    early.completer.outcomes[b.key.id] = Outcome.STALE  # the reaper took it meanwhile
+    assert await s.ack([write(b)]) == [Outcome.STALE]
+
+
+async def test_a_broken_streams_running_tasks_lose_their_lease_after_the_grace(
+    world: World,
+) -> None:
+    world.sessions.config = EngineConfig(orphan_grace_s=0)
+    s = world.open(slots=3)
+    a, b, c = assignment(), assignment(), assignment()
+    for x in (a, b, c):
+        s.assigned(x)
+    assert await s.ack([write(a), write(b)]) == [Outcome.OK, Outcome.OK]
+    await s.close(orphaned=True)
+    # The unacked one goes back at once; the running ones wait for the grace.
+    assert world.completer.released_unacked == [[(c.key, c.fencing_token)]]
+    assert await world.sessions.end_orphans() == 2
+    assert sorted(world.completer.calls[-1][1], key=str) == sorted([write(a), write(b)], key=str)
+    assert await world.sessions.end_orphans() == 0  # once
+
+
+async def test_a_worker_that_takes_its_task_up_again_keeps_it(world: World) -> None:
+    world.sessions.config = EngineConfig(orphan_grace_s=0)
+    s = world.open("w")
+    task = world.store.put(record(worker_id="w", token=5))
+    a = dataclasses.replace(assignment(token=5), key=task.key)
+    s.assigned(a)
+    assert await s.ack([write(a)]) == [Outcome.OK]
+    await s.close(orphaned=True)
+    # The same worker on a new stream heartbeats it (adoption) before the grace ends.
+    again = world.open("w")
+    assert await again.heartbeat([write(a)]) == [Outcome.OK]
+    assert await world.sessions.end_orphans() == 0
+    assert all(kind != "end_leases" for kind, _ in world.completer.calls)
+
+
+async def test_a_stream_the_server_ended_leaves_its_running_tasks_their_lease(
+    world: World,
+) -> None:
+    world.sessions.config = EngineConfig(orphan_grace_s=0)
+    s = world.open()
+    a = assignment()
+    s.assigned(a)
+    assert await s.ack([write(a)]) == [Outcome.OK]
+    await s.close()  # the server stopping, a tenant move: the worker reconnects
+    assert await world.sessions.end_orphans() == 0

@@ -3064,7 +3064,11 @@ export type Assignment = Message<"tickwheel.v1.Assignment"> & {
   dueAt?: Timestamp | undefined;
 
   /**
-   * Lease expiry; heartbeat before it.
+   * Lease expiry; ack (or heartbeat) before it. To a worker that acks before it runs
+   * a task (Hello.start_on_delivery false) this is the short dispatch lease, the
+   * server's ack timeout (5 s by default) after the due time: an accepted ack extends
+   * the lease to Welcome.lease_ttl_s, and a task not acked by then goes back to another
+   * worker (its ack is then refused with the old token). Heartbeats keep it after.
    *
    * @generated from field: google.protobuf.Timestamp lease_expires_at = 10;
    */
