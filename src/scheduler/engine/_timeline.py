@@ -164,6 +164,10 @@ class Timeline:
                     (keep if p.shard_id in rebuilding else out).append(p)
                 items = keep
                 if out:
+                    # Spilled tasks are in sight too (a path taken over the cap only).
+                    for p in out:
+                        if p.pool in self._watched:
+                            self._saw(p.pool, (p.due_at - _EPOCH) // _MS)
                     self._mirror.spill(out, self._add_unspilled)
         keys = array.array("q")
         dues = array.array("q")
