@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import operator
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -87,6 +88,9 @@ from scheduler.types import (
 )
 
 log = logging.getLogger("tickwheel.engine")
+
+_FLOW = operator.attrgetter("flow")
+"""A new task's flow options (None without): read in C over a batch."""
 
 UNARY_ACTOR = "CompleteTask/FailTask"
 """The actor of a refused write made by the unary RPCs (they carry no worker id)."""
@@ -380,7 +384,10 @@ class Engine:
                 admission.validate(specs[i], "task" if single else f"tasks[{i}]")
                 new.append(admission.new_task(tenant_id, specs[i], now, horizon))
         started = time.perf_counter()
-        if any(t.flow is not None and t.flow.debounce is not None for t in new):
+        # Flow options are rare: one C pass over the batch, a look at each only then.
+        if any(map(_FLOW, new)) and any(
+            t.flow is not None and t.flow.debounce is not None for t in new
+        ):
             results = await self._insert_debounced(new, now)
         else:
             results = await self.store.insert_tasks(new, now)

@@ -18,6 +18,7 @@ with the ready queues; calls only the task table.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from scheduler.ids import uuid_of_int
@@ -34,7 +35,7 @@ Group = tuple[uuid.UUID, str, Pool, str]
 class TaskRows:
     """The task table, its interned groups and the wheel that times some of its rows."""
 
-    __slots__ = ("_group_of", "groups", "table", "wheel")
+    __slots__ = ("_group_of", "groups", "on_group", "table", "wheel")
 
     def __init__(self) -> None:
         self.table = TaskTable()
@@ -43,6 +44,9 @@ class TaskRows:
         self._group_of: dict[Group, int] = {}
         self.wheel: TimingWheel | None = None
         """The wheel whose keys are this table's handles (None: nothing is timed)."""
+        self.on_group: Callable[[int, Pool], None] | None = None
+        """Told each group number as it is interned, with its pool (the timeline keeps
+        the latest due time of a reserve's pool per group, so no task pays for it)."""
 
     def __len__(self) -> int:
         return len(self.table)
@@ -54,6 +58,8 @@ class TaskRows:
         if n is None:
             n = self._group_of[key] = len(self.groups)
             self.groups.append(key)
+            if self.on_group is not None:
+                self.on_group(n, pool)
         return n
 
     def add(self, p: Preloaded) -> int:

@@ -87,8 +87,14 @@ class Timeline:
         # The wheel's keys are the table's handles; the ready queues share the rows.
         self.rows = TaskRows()
         self.rows.wheel = self._wheel
+        self.rows.on_group = self._interned
         self._table = self.rows.table
         self._watched = frozenset(r.pool for r in config.reserves)
+        self._group_latest: list[int] = []
+        """By group number: the latest due ms of its tasks that entered the wheel (a
+        group of a reserve's pool), or the end of time (any other group)."""
+        self._watched_groups: list[int] = []
+        """The group numbers of the reserves' pools."""
         self.latest_due_ms: dict[Pool, int] = {}
         """Per pool that has a reserve: the latest due time (ms since the epoch) of a
         task of that pool that entered the wheel (the dispatcher holds the pool's
@@ -141,8 +147,6 @@ class Timeline:
             # Only our shards: the rest belong to other nodes, whose reconcile finds them.
             owned = self._shards.owned_or_gaining()
             items = [p for p in items if p.shard_id in owned]
-        if self._watched:
-            self._see(items)
         cap = self._config.wheel_max_timers
         if cap and spill and self._mirror.enabled:
             table = self._table
@@ -160,27 +164,34 @@ class Timeline:
                     (keep if p.shard_id in rebuilding else out).append(p)
                 items = keep
                 if out:
+                    # Spilled tasks are in sight too (a path taken over the cap only).
+                    for p in out:
+                        if p.pool in self._watched:
+                            self._saw(p.pool, (p.due_at - _EPOCH) // _MS)
                     self._mirror.spill(out, self._add_unspilled)
         keys = array.array("q")
         dues = array.array("q")
         added: list[Preloaded] = []
         add = self._table.add
         group = self.rows.group
+        # The latest due time of a reserve's pool, per group (interned: a group's pool
+        # is known once); a task of an unwatched pool costs a list index, no more.
+        latest = self._group_latest
         for p in items:
             due_us = (p.due_at - _EPOCH) // _US
-            k = add(
-                p.key.id.int,
-                (p.key.scheduled_at - _EPOCH) // _US,
-                due_us,
-                group(p.tenant_id, p.type, p.pool, p.rate_key),
-                p.shard_id,
-            )
+            g = group(p.tenant_id, p.type, p.pool, p.rate_key)
+            k = add(p.key.id.int, (p.key.scheduled_at - _EPOCH) // _US, due_us, g, p.shard_id)
             if k < 0:
                 continue  # in the wheel or waiting ready already (a reload, say)
             keys.append(k)
-            dues.append(max(due_us // 1000, 0))
+            due_ms = max(due_us // 1000, 0)
+            dues.append(due_ms)
             if index:
                 added.append(p)
+            if due_ms > latest[g]:
+                latest[g] = due_ms
+        if self._watched_groups:
+            self._note_latest()
         if keys:
             if index:
                 self._mirror.add(added)
@@ -222,17 +233,22 @@ class Timeline:
             self._wake_dispatcher()
         return added
 
-    def _see(self, items: Sequence[Preloaded]) -> None:
-        """Note the latest due time of each watched pool among ``items``."""
-        watched = self._watched
-        latest: dict[Pool, datetime] = {}
-        for p in items:
-            if p.pool in watched:
-                due = latest.get(p.pool)
-                if due is None or p.due_at > due:
-                    latest[p.pool] = p.due_at
-        for pool, due in latest.items():
-            self._saw(pool, (due - _EPOCH) // _MS)
+    def _interned(self, g: int, pool: Pool) -> None:
+        """A group was interned (``TaskRows.on_group``): a group of a reserve's pool
+        starts at -1 (noted), any other at the end of time (never noted: ``due_ms >
+        latest[g]`` is never true for it)."""
+        watched = pool in self._watched
+        self._group_latest.append(-1 if watched else _END_MS)
+        if watched:
+            self._watched_groups.append(g)
+
+    def _note_latest(self) -> None:
+        """Fold the watched groups' latest due times into :attr:`latest_due_ms` (per
+        pool; O(watched groups), once per add)."""
+        latest, groups = self._group_latest, self.rows.groups
+        for g in self._watched_groups:
+            if latest[g] >= 0:
+                self._saw(groups[g][2], latest[g])
 
     def _saw(self, pool: Pool, due_ms: int) -> None:
         if due_ms > self.latest_due_ms.get(pool, -1):

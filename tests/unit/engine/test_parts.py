@@ -180,6 +180,24 @@ def timeline(config: EngineConfig, shards: ShardState) -> tuple[Timeline, list[i
     return Timeline(config, shards, mirror, stats, lambda: wakes.append(1), to_ms(T0)), wakes
 
 
+def test_timeline_notes_the_latest_due_time_of_a_reserve_pool_only() -> None:
+    # Kept per interned group (no walk of every added task): critical has the default
+    # reserve, standard none; a task already held adds nothing; the latest only grows.
+    tl, _ = timeline(EngineConfig(), shard_state())
+    tl.add([preloaded(50), preloaded(70)])
+    assert tl.latest_due_ms == {}
+    late, early = preloaded(40, pool=Pool.CRITICAL), preloaded(30, pool=Pool.CRITICAL)
+    tl.add([late, early, preloaded(90)])
+    assert tl.latest_due_ms == {Pool.CRITICAL: to_ms(T0) + 40}
+    tl.add([preloaded(20, pool=Pool.CRITICAL)])
+    assert tl.latest_due_ms == {Pool.CRITICAL: to_ms(T0) + 40}
+    tl.add([preloaded(60, pool=Pool.CRITICAL)])
+    assert tl.latest_due_ms == {Pool.CRITICAL: to_ms(T0) + 60}
+    no_reserve, _ = timeline(EngineConfig(reserves=()), shard_state())
+    no_reserve.add([preloaded(10, pool=Pool.CRITICAL)])
+    assert no_reserve.latest_due_ms == {}
+
+
 def test_timeline_fires_in_due_order_and_forgets_what_it_drops() -> None:
     tl, wakes = timeline(EngineConfig(), shard_state())
     a, b, c = preloaded(30), preloaded(10), preloaded(20, shard=5)

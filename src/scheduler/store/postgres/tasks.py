@@ -11,6 +11,7 @@ inherited by :class:`~scheduler.store.postgres.PostgresStore`.
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -54,6 +55,17 @@ def _window(t: NewTask) -> bool:
     return t.flow is not None and t.flow.idempotency_window
 
 
+_FLOW = operator.attrgetter("flow")
+_CONCURRENCY_KEY = operator.attrgetter("concurrency_key")
+_RATE_LIMIT_KEY = operator.attrgetter("rate_limit_key")
+
+
+def _flowing(tasks: Sequence[NewTask]) -> bool:
+    """Whether a task of ``tasks`` has flow options (debounce, throttle, a key window):
+    one pass in C (``map`` of an ``attrgetter``), no Python call a task."""
+    return any(map(_FLOW, tasks))
+
+
 def insert_args(
     tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
 ) -> tuple[Any, ...]:
@@ -81,8 +93,10 @@ def insert_args(
         column([t.schedule_id for t in tasks]),
         now,
         column([_common.retry_policy_json(t.retry_policy) for t in tasks]),
-        column([t.concurrency_key for t in tasks]),
-        column([t.rate_limit_key or None for t in tasks]),
+        # Without a key in the batch (flow control unused): no array at all, in one C
+        # pass each (unnest pads the missing columns with NULLs).
+        [t.concurrency_key for t in tasks] if any(map(_CONCURRENCY_KEY, tasks)) else None,
+        [t.rate_limit_key or None for t in tasks] if any(map(_RATE_LIMIT_KEY, tasks)) else None,
     )
 
 
@@ -111,7 +125,7 @@ class Tasks(Tenants, Partitions, TaskStore):
     async def _insert_rows(
         self, tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[InsertResult]:
-        if any(_alone(t) for t in tasks):
+        if _flowing(tasks) and any(_alone(t) for t in tasks):
             return await self._insert_flow(tasks, encoded, now)
         scope = scope_of_all(t.tenant_id for t in tasks)
         async with self._db.conn(scope, tx=True) as conn:
@@ -186,7 +200,8 @@ class Tasks(Tenants, Partitions, TaskStore):
                     [e[2] for e in created_edges],
                     [e[3] for e in created_edges],
                 )
-        if windows := [t for t in tasks if t.id in created and _window(t)]:
+        windows = [t for t in tasks if t.id in created and _window(t)] if _flowing(tasks) else []
+        if windows:
             await conn.execute(
                 q["set_key_window"],
                 [t.id for t in windows],
