@@ -273,7 +273,7 @@ export type TaskSpec = Message<"tickwheel.v1.TaskSpec"> & {
    * Rate limit key (issue 43): tasks of one tenant naming the same key start no faster
    * than the key's token bucket allows (SetRateLimit: rate per second and burst),
    * across every node; held tasks stay PRELOADED in due order and start as tokens
-   * come. Applied at dispatch, not at submit. 1-128 characters; unset (empty) means
+   * come. Applied at dispatch, not at submit. 1-128 characters, no NUL; unset (empty) means
    * no key. A key with no limit set is not limited.
    *
    * @generated from field: string rate_limit_key = 25;
@@ -334,7 +334,7 @@ export const TaskSpecSchema: GenMessage<TaskSpec> = /*@__PURE__*/
  */
 export type Throttle = Message<"tickwheel.v1.Throttle"> & {
   /**
-   * The key, 1-128 characters, per tenant.
+   * The key, 1-128 characters, no NUL, per tenant.
    *
    * @generated from field: string key = 1;
    */
@@ -365,7 +365,7 @@ export const ThrottleSchema: GenMessage<Throttle> = /*@__PURE__*/
  */
 export type Debounce = Message<"tickwheel.v1.Debounce"> & {
   /**
-   * The key, 1-128 characters, per tenant.
+   * The key, 1-128 characters, no NUL, per tenant.
    *
    * @generated from field: string key = 1;
    */
@@ -695,7 +695,7 @@ export const TaskSchema: GenMessage<Task> = /*@__PURE__*/
  */
 export type RateLimit = Message<"tickwheel.v1.RateLimit"> & {
   /**
-   * The key (TaskSpec.rate_limit_key), 1-128 characters.
+   * The key (TaskSpec.rate_limit_key), 1-128 characters, no NUL.
    *
    * @generated from field: string key = 1;
    */
@@ -807,7 +807,7 @@ export const ListRateLimitsResponseSchema: GenMessage<ListRateLimitsResponse> = 
  */
 export type DeleteRateLimitRequest = Message<"tickwheel.v1.DeleteRateLimitRequest"> & {
   /**
-   * The key, 1-128 characters.
+   * The key, 1-128 characters, no NUL.
    *
    * @generated from field: string key = 1;
    */
