@@ -8,23 +8,14 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from scheduler.store._common import key_window, key_window_over
-from scheduler.types import FlowOptions, IdempotencyScope, NewTask
+from scheduler.types import FlowOptions, IdempotencyScope, NewTask, Tenant
+from tests.support.stores import new_task
 
 NOW = datetime(2026, 12, 6, tzinfo=UTC)
 
 
 def _task(flow: FlowOptions | None) -> NewTask:
-    return NewTask(
-        id=uuid.uuid4(),
-        tenant_id=uuid.uuid4(),
-        type="t",
-        payload={},
-        scheduled_at=NOW,
-        due_at=NOW,
-        idempotency_key="k",
-        shard_id=0,
-        flow=flow,
-    )
+    return new_task(Tenant(id=uuid.uuid4(), name="t"), NOW, flow=flow)
 
 
 def test_the_window_a_submission_sets() -> None:
