@@ -290,9 +290,12 @@ async def test_the_fingerprint_ignores_a_claim_and_a_heartbeat(
         await conn.close()
 
 
-def _flow_task(tenant: Tenant, at: datetime, **flow: object) -> NewTask:
+def _flow_task(tenant: Tenant, at: datetime, payload: Any = None, **flow: Any) -> NewTask:
     task_id = uuid7()
-    return new_task(tenant, at, id=task_id, idempotency_key=str(task_id), flow=FlowOptions(**flow))
+    more = {} if payload is None else {"payload": payload}
+    return new_task(
+        tenant, at, id=task_id, idempotency_key=str(task_id), flow=FlowOptions(**flow), **more
+    )
 
 
 async def test_a_move_carries_the_tenants_flow_control(
@@ -308,8 +311,9 @@ async def test_a_move_carries_the_tenants_flow_control(
     await us.pause_dispatch(tenant.id, "report.build", None, NOW)
     await us.pause_dispatch(ALL_TENANTS, "", Pool.BULK, NOW)
     later = NOW + timedelta(hours=1)
-    debounce = Debounce(key="doc-1", period_s=60)
-    [pending] = await us.insert_tasks([_flow_task(tenant, later, debounce=debounce)], NOW)
+    debounce = Debounce(key="doc-1", period_s=60, max_delay_s=60)
+    first = _flow_task(tenant, later, debounce=debounce, payload={"rev": 1})
+    [pending] = await us.insert_tasks([first], NOW)
     throttle = Throttle(key="acct-42", period_s=3600)
     [period] = await us.insert_tasks([_flow_task(tenant, NOW, throttle=throttle)], NOW)
     ttl = new_task(tenant, NOW, idempotency_key="inv-77", flow=FlowOptions(idempotency_ttl_s=3600))
@@ -317,7 +321,19 @@ async def test_a_move_carries_the_tenants_flow_control(
     for done in (period, keyed):  # finished: their windows still hold
         await force_status(us, done.task.key, TaskState.COMPLETED)
 
-    await _us_to_eu(tenant, pg_dsn, second_dsn)
+    async def replace_payload() -> None:
+        # After the pre-copy, a submission of the burst that replaces the payload alone
+        # (its due time held at the max_delay cap): the task digest does not see it.
+        again = _flow_task(tenant, later, debounce=debounce, payload={"rev": 2})
+        [joined] = await us.insert_tasks([again], NOW)
+        assert joined.debounced
+
+    async def on_step(step: str) -> None:
+        if step.startswith("pre-copied"):
+            await replace_payload()
+
+    await _us_to_eu(tenant, pg_dsn, second_dsn, on_step=on_step)
+    assert (await eu.get_task(tenant.id, pending.task.id)).payload == {"rev": 2}
 
     assert [(c.type, c.limit) for c in await eu.concurrency_limits(tenant.id)] == [
         ("email.send", 3)

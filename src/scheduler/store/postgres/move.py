@@ -67,6 +67,7 @@ from scheduler.store.postgres.move_flow import (
     FLOW_TABLES,
     RULE_TABLES,
     delete_flow,
+    repayloaded,
     window_tasks,
 )
 
@@ -89,11 +90,13 @@ _DIGEST = """md5(concat_ws('|', id,
     CASE status WHEN 'PRELOADED' THEN 'SCHEDULED' ELSE status END,
     fencing_token, retry_count, due_at, worker_id, cancel_requested,
     unresolved_dependencies, md5(coalesce(checkpoint::text, '')),
-    md5(coalesce(last_error, '')), md5(coalesce(payload::text, ''))))"""
+    md5(coalesce(last_error, ''))))"""
 """One live task's state as the move compares it. PRELOADED counts as SCHEDULED (a
 pre-loader claim, at either end, changes nothing that moves) and the lease is left out
-(heartbeats; the last value S held is carried over when T opens). The payload counts: a
-debounced submission may replace it alone (issue 43). Both connections
+(heartbeats; the last value S held is carried over when T opens). The payload is left
+out too (hashing every live task's payload doubled the digest's cost): the only change
+of a live task's payload, a debounced submission's, is compared apart
+(:data:`.move_flow.DEBOUNCED`). Both connections
 read times in UTC, so the two databases spell them alike."""
 
 _DIGESTS = (
@@ -385,6 +388,11 @@ async def _sync(
         at_dst = {r["id"]: r["digest"] for r in await dst.fetch(_DIGESTS, tid, live)}
         changed = [i for i, d in at_src.items() if at_dst.get(i) != d]
         stale = [i for i, d in at_dst.items() if at_src.get(i) != d]
+        known = set(changed)
+        for i in await repayloaded(src, dst, tid, at_src):  # same digest, new payload
+            if i not in known:
+                changed.append(i)
+                stale.append(i)
         ids = changed + await window_tasks(src, tid, set(at_src))
         parts = {name: await src.fetchval(sql, tid, ids) for name, sql in _PARTS.items()}
     counts = await _copy(dst, tid, stale, parts)

@@ -39,17 +39,30 @@ FLOW_PARTS: dict[str, str] = {
 }
 """Each flow table's part of a copy, as :data:`.move._PARTS` (every column)."""
 
+DEBOUNCED = (
+    "SELECT t.id, md5(t.payload::text) AS digest FROM debounce_keys k"
+    " JOIN tasks t ON t.id = k.task_id AND t.scheduled_at = k.scheduled_at"
+    " WHERE k.tenant_id = $1 AND t.tenant_id = $1 AND t.status IN ('SCHEDULED', 'PRELOADED')"
+)
+"""The pending debounced tasks' payloads: a debounced submission may replace a task's
+payload alone (its due time held at the burst's max_delay cap), which the move's task
+digest leaves out; these few are compared apart."""
+
 FLOW_MD5 = (
     "(SELECT md5(concat_ws('|', "
     + ", ".join(
-        f"(SELECT coalesce(string_agg(to_jsonb(r)::text, ',' ORDER BY to_jsonb(r)::text), '')"
-        f" FROM {table} r WHERE tenant_id = $1)"
-        for table in FLOW_TABLES
+        [
+            f"(SELECT coalesce(string_agg(to_jsonb(r)::text, ',' ORDER BY to_jsonb(r)::text),"
+            f" '') FROM {table} r WHERE tenant_id = $1)"
+            for table in FLOW_TABLES
+        ]
+        + [f"(SELECT coalesce(string_agg(id || digest, ',' ORDER BY id), '') FROM ({DEBOUNCED}) d)"]
     )
     + "))) AS flow_md5"
 )
-"""The fingerprint's column of the flow rows: a rule set, or a debounce or throttle key
-moved, after the last copy makes the flip copy again."""
+"""The fingerprint's column of the flow rows and the debounced payloads: a rule set, a
+debounce or throttle key moved, or a pending task's payload replaced after the last
+copy makes the flip copy again."""
 
 _WINDOW_TASKS = (
     "SELECT task_id FROM throttle_keys WHERE tenant_id = $1 AND next_at > now()"
@@ -61,6 +74,15 @@ async def window_tasks(src: Any, tid: uuid.UUID, live: set[uuid.UUID]) -> list[u
     """The finished tasks whose window still holds at the source (see the module
     docstring); read in the copy's snapshot."""
     return [r["task_id"] for r in await src.fetch(_WINDOW_TASKS, tid) if r["task_id"] not in live]
+
+
+async def repayloaded(
+    src: Any, dst: Any, tid: uuid.UUID, live: dict[uuid.UUID, str]
+) -> list[uuid.UUID]:
+    """The live pending debounced tasks whose payload differs between the two ends."""
+    at_src = {r["id"]: r["digest"] for r in await src.fetch(DEBOUNCED, tid)}
+    at_dst = {r["id"]: r["digest"] for r in await dst.fetch(DEBOUNCED, tid)}
+    return [i for i, d in at_src.items() if i in live and at_dst.get(i) != d]
 
 
 async def delete_flow(conn: Any, tid: uuid.UUID, tables: tuple[str, ...] = FLOW_TABLES) -> None:
