@@ -66,8 +66,11 @@ copy makes the flip copy again."""
 
 _WINDOW_TASKS = (
     "SELECT task_id FROM throttle_keys WHERE tenant_id = $1 AND next_at > now()"
-    " UNION SELECT task_id FROM task_keys WHERE tenant_id = $1 AND expires_at > now()"
+    " UNION SELECT task_id FROM task_keys"
+    " WHERE tenant_id = $1 AND expires_at IS NOT NULL AND expires_at > now()"
 )
+"""The tasks of the open windows; the keys with a TTL through their partial index
+(migration 0021), not every key row of the tenant."""
 
 
 async def window_tasks(src: Any, tid: uuid.UUID, live: set[uuid.UUID]) -> list[uuid.UUID]:
