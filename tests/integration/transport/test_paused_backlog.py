@@ -4,7 +4,6 @@ worker is told leaves the paused ones out."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
@@ -12,6 +11,7 @@ from scheduler.client import Client, TaskSpec
 from scheduler.states import TaskState
 from scheduler.worker import TaskContext, Worker
 from tests.integration.transport.conftest import Stack
+from tests.integration.transport.test_sdk import running
 from tests.support.waiting import eventually
 
 
@@ -31,25 +31,20 @@ async def test_list_workers_shows_paused_tasks_apart(stack: Stack) -> None:
         slots=4,
         worker_id="w-paused",
     )
-    run = asyncio.create_task(worker.run(), name="test-worker-run")
-    try:
-        async with await stack.client() as client:
-            await eventually(lambda: _figures(client), lambda f: f == [("w-paused", 0, 0)])
-            await client.pause_dispatch("report.build")
-            specs = [TaskSpec(type="report.build", payload={"n": n}) for n in range(3)]
-            tasks = await client.submit_many(specs)  # due now
-            await eventually(
-                lambda: _figures(client),
-                lambda f: f == [("w-paused", 0, 3)],
-                what="three due tasks counted as paused, none as waiting",
-            )
-            for t in tasks:
-                assert (await client.get(t.id)).state is TaskState.PRELOADED
-            await client.resume_dispatch("report.build")
-            for t in tasks:
-                done = await client.wait(t.id, timeout_s=30)
-                assert done.state is TaskState.COMPLETED
-            assert await _figures(client) == [("w-paused", 0, 0)]
-    finally:
-        await worker.shutdown(grace_s=2)
-        await asyncio.wait_for(run, 15)
+    async with running(worker), await stack.client() as client:
+        await eventually(lambda: _figures(client), lambda f: f == [("w-paused", 0, 0)])
+        await client.pause_dispatch("report.build")
+        specs = [TaskSpec(type="report.build", payload={"n": n}) for n in range(3)]
+        tasks = await client.submit_many(specs)  # due now
+        await eventually(
+            lambda: _figures(client),
+            lambda f: f == [("w-paused", 0, 3)],
+            what="three due tasks counted as paused, none as waiting",
+        )
+        for t in tasks:
+            assert (await client.get(t.id)).state is TaskState.PRELOADED
+        await client.resume_dispatch("report.build")
+        for t in tasks:
+            done = await client.wait(t.id, timeout_s=30)
+            assert done.state is TaskState.COMPLETED
+        assert await _figures(client) == [("w-paused", 0, 0)]
