@@ -2,19 +2,24 @@
 
 The gRPC services check them first (so a client in any language gets the same answer
 whatever path its call takes), the engine checks the same constants again for
-in-process callers, and the SDKs split their batches by them. A leaf: imports nothing.
+in-process callers, and the SDKs split their batches by them. A leaf: imports only the
+error types (for :func:`flow_key`, the one check of a flow key).
 A value that is a configuration of a node (lease times, batch sizes of the store) is
 not here: it lives in that part's config dataclass.
 """
 
 from __future__ import annotations
 
+from scheduler._errors import InvalidArgument
+
 MAX_TYPE_CHARS = 64
 """A task type's length."""
 MAX_IDEMPOTENCY_KEY_CHARS = 128
 """An idempotency key's length."""
-MAX_RATE_LIMIT_KEY_CHARS = 128
-"""A rate limit key's length (TaskSpec.rate_limit_key, issue 43)."""
+MAX_FLOW_KEY_CHARS = 128
+"""A flow control key's length (issue 43, docs/flow-control.md): a task's concurrency
+key and rate limit key, a debounce key and a throttle key are 1..this characters
+without NUL (:func:`flow_key`)."""
 MAX_RETRIES = 100
 """``max_retries`` of a task (0..this)."""
 DEFAULT_MAX_RETRIES = 3
@@ -25,8 +30,6 @@ MAX_NON_RETRYABLE_TYPES = 32
 MAX_ERROR_TYPE_CHARS = 128
 """Longest error type name (Failure.error_type, a policy's error types)."""
 """``max_retries`` when the caller leaves it unset."""
-MAX_CONCURRENCY_KEY_CHARS = 128
-"""A task's concurrency key (1..this characters; issue 43, docs/flow-control.md)."""
 MAX_CONCURRENCY_LIMIT = 100_000
 """The largest concurrency limit of a (tenant, type) (1..this)."""
 MAX_SUBMIT_BATCH = 10_000
@@ -97,3 +100,24 @@ the field), whether or not the protobuf decoder could read it."""
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
 """Largest gRPC message the server receives or sends unless configured otherwise
 (64 MiB: a SubmitTasks batch of 10,000 tasks fits); larger is RESOURCE_EXHAUSTED."""
+
+
+def flow_key_ok(value: object) -> bool:
+    """Whether ``value`` is a good flow control key (the fast path of :func:`flow_key`)."""
+    return type(value) is str and 0 < len(value) <= MAX_FLOW_KEY_CHARS and "\x00" not in value
+
+
+def flow_key(value: object, field: str) -> str:
+    """A flow control key (concurrency, rate limit, debounce or throttle key): a string
+    of 1..:data:`MAX_FLOW_KEY_CHARS` characters without NUL (PostgreSQL text holds
+    none). InvalidArgument names ``field`` (``task.concurrency_key``, ``limit.key``, …)."""
+    if flow_key_ok(value):
+        assert isinstance(value, str)
+        return value
+    if not isinstance(value, str):
+        raise InvalidArgument(field, "must be a string")
+    if not value:
+        raise InvalidArgument(field, "required")
+    if len(value) > MAX_FLOW_KEY_CHARS:
+        raise InvalidArgument(field, f"longer than {MAX_FLOW_KEY_CHARS} characters")
+    raise InvalidArgument(field, "must not contain NUL")

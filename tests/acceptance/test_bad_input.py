@@ -296,6 +296,13 @@ CASES: list[Case] = [
     raw(S, "ListSchedules", b"\xff", "request"),
     # -- flow control (issue 43) ---------------------------------------------------------
     c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(rate_limit_key="k" * 129)), "task.rate_limit_key"),
+    # one flow key check (limits.flow_key): NUL is refused by each key, named by its field
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(rate_limit_key="a\x00b")), "task.rate_limit_key"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(concurrency_key="k" * 129)), "task.concurrency_key"),
+    c(S, "SubmitTasks", lambda: pb.SubmitTasksRequest(tasks=[_spec(), _spec(concurrency_key="a\x00b")]), "tasks[1].concurrency_key"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_dspec(key="a\x00b")), "task.debounce.key"),
+    c(S, SUBMIT, lambda: pb.SubmitTaskRequest(task=_spec(throttle=pb.Throttle(key="a\x00b", period_s=1))), "task.throttle.key"),
+    c(S, "SetRateLimit", lambda: pb.SetRateLimitRequest(limit=pb.RateLimit(key="a\x00b", rate=1)), "limit.key"),
     c(S, "SetRateLimit", lambda: pb.SetRateLimitRequest(), "limit"),
     c(S, "SetRateLimit", lambda: pb.SetRateLimitRequest(limit=pb.RateLimit(rate=1)), "limit.key"),
     c(S, "SetRateLimit", lambda: pb.SetRateLimitRequest(limit=pb.RateLimit(key="k" * 129, rate=1)), "limit.key"),

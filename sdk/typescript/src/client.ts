@@ -1,11 +1,14 @@
 // The producer's client: SchedulerService (tasks, workflows, schedules, expectations,
-// watching) with an API key, and AdminClient (tenants, API keys) with the admin token.
+// watching, rate limits and pauses) with an API key, and AdminClient (tenants, API keys,
+// concurrency limits) with the admin token.
 import { createClient, type CallOptions, type Client as RpcClient, type Transport } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import {
   AdminService,
   BulkAction,
+  DebouncePayload,
+  IdempotencyScope,
   JitterMode,
   OverlapPolicy,
   Pool,
@@ -23,6 +26,8 @@ import {
   type Workflow as PbWorkflow,
   type WorkflowNode as PbWorkflowNode,
   type GetWorkflowResponse,
+  type DispatchPause as PbDispatchPause,
+  type RateLimit as PbRateLimit,
 } from "./gen/tickwheel/v1/tickwheel_pb.js";
 import { fromError, TenantMoving, TickwheelError } from "./errors.js";
 import { fromJsonBytes, jsonBytes, type JsonObject } from "./json.js";
@@ -77,6 +82,8 @@ export interface TaskInfo {
   checkpoint?: JsonObject;
   workerId: string;
   cancelRequested: boolean;
+  /** The task's concurrency key ("" for none). */
+  concurrencyKey: string;
   createdAt?: Date;
   updatedAt?: Date;
   /** The message as it came (trace context, retry policy, shard, ...). */
@@ -105,6 +112,7 @@ export function taskInfo(t: PbTask): TaskInfo {
     checkpoint: fromJsonBytes(t.checkpointJson, t.checkpoint),
     workerId: t.workerId,
     cancelRequested: t.cancelRequested,
+    concurrencyKey: t.concurrencyKey,
     createdAt: date(t.createdAt),
     updatedAt: date(t.updatedAt),
     raw: t,
@@ -127,7 +135,44 @@ export interface SubmitOptions {
   timeoutS?: number;
   retryPolicy?: MessageInitShape<typeof RetryPolicySchema>;
   traceparent?: string;
+  /** At most N tasks of this (type, key) run at once, cluster-wide (docs/flow-control.md). */
+  concurrencyKey?: string;
+  /** The task starts no faster than this key's token bucket allows (`setRateLimit`). */
+  rateLimitKey?: string;
+  /** Join the key's pending task instead of adding one (not with idempotencyKey or a time). */
+  debounce?: DebounceOptions;
+  /** At most one task per period of due time per key (not with debounce or idempotencyKey). */
+  throttle?: ThrottleOptions;
+  /** The idempotency key dedupes for this many seconds after its task's submission. */
+  idempotencyTtlS?: number;
+  /** "UNTIL_FINISHED": the key dedupes only while its task is not finished. */
+  idempotencyScope?: "FOREVER" | "UNTIL_FINISHED";
 }
+
+/** Debounce by key: the task is due `periodS` after the burst's latest submission,
+ * never later than `maxDelayS` (0: no cap) after its first. */
+export interface DebounceOptions {
+  key: string;
+  periodS: number;
+  maxDelayS?: number;
+  /** Which submission's payload the task runs with (default: the latest). */
+  payload?: "LATEST" | "FIRST";
+}
+
+export interface ThrottleOptions {
+  key: string;
+  periodS: number;
+}
+
+/** What a submit answers: the task, and whether this submission made it. */
+export type Submitted = TaskInfo & {
+  /** False when an idempotency key named a task already, or the submission was debounced. */
+  created: boolean;
+  /** The submission joined its debounce key's pending task (this one). */
+  debounced: boolean;
+  /** The submission fell inside its throttle key's period (of this task): nothing was made. */
+  throttled: boolean;
+};
 
 export interface TaskSubmit extends SubmitOptions {
   type: string;
@@ -149,8 +194,53 @@ export function taskSpec(type: string, payload: JsonObject | undefined, o: Submi
     timeoutS: o.timeoutS ?? 0,
     retryPolicy: o.retryPolicy,
     traceContext: o.traceparent ? { traceparent: o.traceparent } : undefined,
+    concurrencyKey: o.concurrencyKey ?? "",
+    rateLimitKey: o.rateLimitKey ?? "",
+    debounce: o.debounce && {
+      key: o.debounce.key,
+      periodS: o.debounce.periodS,
+      maxDelayS: o.debounce.maxDelayS ?? 0,
+      payload: o.debounce.payload ? DebouncePayload[o.debounce.payload] : DebouncePayload.UNSPECIFIED,
+    },
+    throttle: o.throttle && { key: o.throttle.key, periodS: o.throttle.periodS },
+    idempotencyTtlS: o.idempotencyTtlS ?? 0,
+    idempotencyScope: o.idempotencyScope ? IdempotencyScope[o.idempotencyScope] : IdempotencyScope.UNSPECIFIED,
   };
 }
+
+/** A rate limit key's token bucket: `rate` starts a second, bursts of `burst`. */
+export interface RateLimitInfo {
+  key: string;
+  rate: number;
+  burst: number;
+  updatedAt?: Date;
+}
+
+/** A dispatch pause: `tenantId` "" for every tenant, `taskType` "" for every type,
+ * `pool` undefined for every pool. */
+export interface PauseInfo {
+  tenantId: string;
+  taskType: string;
+  pool?: PoolName;
+  pausedAt?: Date;
+}
+
+const rateLimitInfo = (m: PbRateLimit): RateLimitInfo => ({ key: m.key, rate: m.rate, burst: m.burst, updatedAt: date(m.updatedAt) });
+const pauseInfo = (m: PbDispatchPause): PauseInfo => ({
+  tenantId: m.tenantId,
+  taskType: m.taskType,
+  pool: m.pool === Pool.UNSPECIFIED ? undefined : (enumName(Pool, m.pool, "") as PoolName),
+  pausedAt: date(m.pausedAt),
+});
+
+/** What a pause (or a resume) names: a task type, a pool, or both (neither: all work). */
+export interface PauseTarget {
+  taskType?: string;
+  pool?: PoolName | Pool;
+  /** The admin token only (no tenantId): every tenant. */
+  allTenants?: boolean;
+}
+const pauseRequest = (p: PauseTarget) => ({ taskType: p.taskType ?? "", pool: poolOf(p.pool), allTenants: p.allTenants ?? false });
 
 export interface ListFilter {
   states?: (StateName | TaskState)[];
@@ -281,16 +371,17 @@ export class Client extends Base {
 
   // -- tasks ---------------------------------------------------------------------
 
-  /** Submit one task; `created` is false when its idempotency key named one already. */
-  async submit(type: string, payload?: JsonObject, opts: SubmitOptions = {}): Promise<TaskInfo & { created: boolean }> {
+  /** Submit one task; `created` is false when its idempotency key named one already
+   * (or the submission was debounced or throttled: `debounced`, `throttled`). */
+  async submit(type: string, payload?: JsonObject, opts: SubmitOptions = {}): Promise<Submitted> {
     const r = await this.call((c) => this.scheduler.submitTask({ task: taskSpec(type, payload, opts) }, c));
-    return { ...taskInfo(r.task!), created: r.created };
+    return { ...taskInfo(r.task!), created: r.created, debounced: r.debounced, throttled: r.throttled };
   }
 
   /** Submit many tasks in one call (at most 10,000), answered in order. */
-  async submitMany(tasks: TaskSubmit[]): Promise<(TaskInfo & { created: boolean })[]> {
+  async submitMany(tasks: TaskSubmit[]): Promise<Submitted[]> {
     const r = await this.call((c) => this.scheduler.submitTasks({ tasks: tasks.map((t) => taskSpec(t.type, t.payload, t)) }, c));
-    return r.results.map((x) => ({ ...taskInfo(x.task!), created: x.created }));
+    return r.results.map((x) => ({ ...taskInfo(x.task!), created: x.created, debounced: x.debounced, throttled: x.throttled }));
   }
 
   async get(taskId: string): Promise<TaskInfo> {
@@ -477,6 +568,34 @@ export class Client extends Base {
     return this.call((c) => this.scheduler.runBulkAction({ planToken }, c));
   }
 
+  // -- flow control (issue 43; docs/flow-control.md) -------------------------------
+
+  /** Limit the tasks naming `rateLimitKey: key` to `rate` starts a second across every
+   * node, with bursts of up to `burst` (0: max(1, ceil(rate))). */
+  async setRateLimit(key: string, rate: number, burst = 0): Promise<RateLimitInfo> {
+    return rateLimitInfo((await this.call((c) => this.scheduler.setRateLimit({ limit: { key, rate, burst } }, c))).limit!);
+  }
+  /** The tenant's rate limits, by key. */
+  async listRateLimits(): Promise<RateLimitInfo[]> {
+    return (await this.call((c) => this.scheduler.listRateLimits({}, c))).limits.map(rateLimitInfo);
+  }
+  /** Remove a key's limit (NotFound if it had none): its tasks are no longer held. */
+  async deleteRateLimit(key: string): Promise<void> {
+    await this.call((c) => this.scheduler.deleteRateLimit({ key }, c));
+  }
+  /** Hold the tenant's tasks of a type and/or a pool PRELOADED until `resumeDispatch`. */
+  async pauseDispatch(p: PauseTarget = {}): Promise<PauseInfo> {
+    return pauseInfo((await this.call((c) => this.scheduler.pauseDispatch(pauseRequest(p), c))).pause!);
+  }
+  /** Remove the pause with exactly these fields (NotFound if none): its tasks go out in due order. */
+  async resumeDispatch(p: PauseTarget = {}): Promise<void> {
+    await this.call((c) => this.scheduler.resumeDispatch(pauseRequest(p), c));
+  }
+  /** The pauses that apply to the tenant (its own and every all-tenants one). */
+  async listDispatchPauses(): Promise<PauseInfo[]> {
+    return (await this.call((c) => this.scheduler.listDispatchPauses({}, c))).pauses.map(pauseInfo);
+  }
+
   // -- unary worker writes (the streaming Worker is the usual way) ----------------
 
   /** Complete a task outside a stream, fenced by its token. */
@@ -502,7 +621,7 @@ export interface AdminOptions extends ConnectOptions {
   region?: string;
 }
 
-/** Tenants and API keys (the platform admin token, or a key with the admin scope). */
+/** Tenants, API keys and concurrency limits (the platform admin token, or a key with the admin scope). */
 export class AdminClient extends Base {
   readonly admin: RpcClient<typeof AdminService>;
 
@@ -541,5 +660,16 @@ export class AdminClient extends Base {
   }
   async rotateApiKey(keyId: string, graceS = 0, expiresAt?: Date) {
     return this.call((c) => this.admin.rotateApiKey({ keyId, graceS, expiresAt: ts(expiresAt) }, c));
+  }
+
+  /** At most `limit` tasks of one concurrency key of `type` run at once, cluster-wide
+   * (1..100,000; undefined or 0: back to the default, 1). Returns the limit in force. */
+  async setConcurrencyLimit(tenantId: string, type: string, limit?: number): Promise<number> {
+    return (await this.call((c) => this.admin.setConcurrencyLimit({ tenantId, type, limit: limit ?? 0 }, c))).limit!.limit;
+  }
+  /** The concurrency limits set for a tenant, by task type (a type not listed: 1). */
+  async listConcurrencyLimits(tenantId: string): Promise<Map<string, number>> {
+    const r = await this.call((c) => this.admin.listConcurrencyLimits({ tenantId }, c));
+    return new Map(r.limits.map((l) => [l.type, l.limit]));
   }
 }

@@ -22,12 +22,15 @@ from collections.abc import Coroutine, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from scheduler.client._admin import AdminClient
 from scheduler.client._client import Client
+from scheduler.client._flow import PauseInfo, RateLimitInfo
 from scheduler.client._handle import outcome
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import JSON, Task, TaskSpec
 from scheduler.regions import RegionDirectory
 from scheduler.states import TaskState
+from scheduler.types import Pool
 
 _T = TypeVar("_T")
 
@@ -108,7 +111,9 @@ class SyncTaskHandle:
 
 class SyncClient:
     """Blocking twin of :class:`Client` for scripts: submit, get, wait/result,
-    cancel, list. ``close()`` (or ``with``) stops its loop thread."""
+    cancel, list, and the flow control calls (rate limits, dispatch pauses, and with
+    an ``admin``-scoped key its tenant's concurrency limits). ``close()`` (or
+    ``with``) stops its loop thread."""
 
     def __init__(
         self,
@@ -137,6 +142,8 @@ class SyncClient:
         except BaseException:
             self._loop.stop()
             raise
+        self._api_key = api_key
+        self._admin: AdminClient | None = None
         self._closed = False
 
     @property
@@ -205,6 +212,55 @@ class SyncClient:
             return out
 
         return self._loop.run(collect())
+
+    # -- flow control (issue 43; docs/flow-control.md) ---------------------------------
+    def set_rate_limit(self, key: str, rate: float, burst: int = 0) -> RateLimitInfo:
+        """Limit the tasks naming ``rate_limit_key=key`` to ``rate`` starts a second
+        across every node, bursts of up to ``burst`` (0: ``max(1, ceil(rate))``)."""
+        return self._loop.run(self._client.set_rate_limit(key, rate, burst))
+
+    def list_rate_limits(self) -> builtins.list[RateLimitInfo]:
+        """The tenant's rate limits, by key."""
+        return self._loop.run(self._client.list_rate_limits())
+
+    def delete_rate_limit(self, key: str) -> None:
+        """Remove a key's limit (NotFound if it had none)."""
+        self._loop.run(self._client.delete_rate_limit(key))
+
+    def pause_dispatch(
+        self, task_type: str | None = None, pool: Pool | None = None, *, all_tenants: bool = False
+    ) -> PauseInfo:
+        """Hold the tenant's tasks of ``task_type`` and/or ``pool`` (both None: all
+        of them) PRELOADED until :meth:`resume_dispatch`."""
+        return self._loop.run(self._client.pause_dispatch(task_type, pool, all_tenants=all_tenants))
+
+    def resume_dispatch(
+        self, task_type: str | None = None, pool: Pool | None = None, *, all_tenants: bool = False
+    ) -> None:
+        """Remove the pause of exactly these fields (NotFound if none)."""
+        self._loop.run(self._client.resume_dispatch(task_type, pool, all_tenants=all_tenants))
+
+    def list_dispatch_pauses(self) -> builtins.list[PauseInfo]:
+        """The pauses that apply to the tenant (its own and every all-tenants one)."""
+        return self._loop.run(self._client.list_dispatch_pauses())
+
+    def _admin_calls(self) -> AdminClient:
+        # AdminService on the same channel with the same key (it needs the admin scope).
+        if self._admin is None:
+            self._admin = AdminClient(self._client._channel, api_key=self._api_key)
+        return self._admin
+
+    def set_concurrency_limit(
+        self, tenant_id: uuid.UUID | str, type: str, limit: int | None
+    ) -> int:
+        """At most ``limit`` tasks of one concurrency key of ``type`` run at once,
+        cluster-wide (None: back to 1). The key needs the ``admin`` scope of
+        ``tenant_id``. Returns the limit in force."""
+        return self._loop.run(self._admin_calls().set_concurrency_limit(tenant_id, type, limit))
+
+    def concurrency_limits(self, tenant_id: uuid.UUID | str) -> dict[str, int]:
+        """The concurrency limits set for the tenant, by task type (not listed: 1)."""
+        return self._loop.run(self._admin_calls().concurrency_limits(tenant_id))
 
     def close(self) -> None:
         """Close the channel and stop the loop thread; safe twice."""

@@ -9,7 +9,13 @@ stream whose hello asked for it (``Hello.backlog``), the ready tasks it could ta
 timer over the open streams, never a cost per task, and it is advisory: dispatch still
 pushes only against credit.
 
-Calls the sessions and the ready queues; built and started by the facade.
+Tasks a dispatch pause holds (issue 43) are counted apart (:meth:`BacklogReporter.figures`)
+and left out of the report: a worker that sent its free slots where only paused work
+waits would leave them idle there until the resume, while other nodes' work waited.
+ListWorkers shows both figures (``WorkerInfo.waiting``, ``WorkerInfo.paused``).
+
+Calls the sessions, the ready queues and the flow rules (which pauses hold); built and
+started by the facade.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ import time
 from collections.abc import Callable
 
 from scheduler.engine._config import EngineConfig
+from scheduler.engine._flow import FlowRules
 from scheduler.engine._ready import ReadyQueues
 from scheduler.engine._registry import Sessions
+from scheduler.engine._sessions import WorkerSession
 
 STALE_S = 1.0
 """A figure that moved by less than a tenth is still reported once the last report
@@ -46,12 +54,14 @@ class BacklogReporter:
         config: EngineConfig,
         sessions: Sessions,
         ready: ReadyQueues,
+        flow: FlowRules | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._interval_s = config.backlog_interval_s
         self._sessions = sessions
         self._ready = ready
+        self._flow = flow
         self._clock = clock
         self.reports = 0
         """Backlog notices pushed so far (for tests and metrics)."""
@@ -71,10 +81,16 @@ class BacklogReporter:
         for session in self._sessions.streams():
             if not session.wants_backlog or session.closed:
                 continue
-            waiting = self._ready.waiting_for(session.pools, session.task_types, session.scope)
+            waiting, _paused = self.figures(session)
             last = session.backlog_reported
             if worth_reporting(last, waiting, now - session.backlog_reported_at):
                 session.report_backlog(waiting, now)
                 sent += 1
         self.reports += sent
         return sent
+
+    def figures(self, session: WorkerSession) -> tuple[int, int]:
+        """The tasks waiting here that ``session`` could take: (not paused, paused)."""
+        flow = self._flow
+        paused = flow.paused if flow is not None and flow.pauses else None
+        return self._ready.waiting_for(session.pools, session.task_types, session.scope, paused)

@@ -218,8 +218,10 @@ class Engine:
         self._shard_handler = ShardHandler(
             store, node_id, self.now, self._shards, self._preloader, self._timeline, self._ready
         )
-        self._moves = MoveWatch(cfg, self.tenancy, self._sessions, self._ready, self.wake)
-        self.backlog = BacklogReporter(cfg, self._sessions, self._ready)
+        self._moves = MoveWatch(
+            cfg, self.tenancy, self._sessions, self._ready, self.wake, self.flow.refresh
+        )
+        self.backlog = BacklogReporter(cfg, self._sessions, self._ready, self.flow)
         self._tasks: list[asyncio.Task[None]] = []
         self._lifecycle = asyncio.Lock()
         self._started = False

@@ -26,7 +26,7 @@ from typing import Any
 from scheduler._errors import InvalidArgument, NotFound
 from scheduler.engine._ready import ReadyQueues, Veto
 from scheduler.engine._stats import HOLD_CAUSES
-from scheduler.limits import MAX_RATE_LIMIT_KEY_CHARS, MAX_TYPE_CHARS
+from scheduler.limits import MAX_TYPE_CHARS, flow_key
 from scheduler.quota._key_buckets import KeyId, KeyLimit, LocalKeyBuckets
 from scheduler.store import Store
 from scheduler.types import DispatchPause, Pool, RateLimitRule
@@ -235,7 +235,7 @@ class FlowRules:
         self, tenant_id: uuid.UUID, key: str, rate: float, burst: int
     ) -> RateLimitRule:
         """Create or replace a key's limit (``burst`` 0: ``max(1, ceil(rate))``)."""
-        check_key(key, "limit.key")
+        flow_key(key, "limit.key")
         if not (math.isfinite(rate) and 0 < rate <= MAX_RATE):
             raise InvalidArgument("limit.rate", f"must be > 0 and at most {MAX_RATE:,}")
         if burst == 0:
@@ -248,7 +248,7 @@ class FlowRules:
 
     async def delete_rate_limit(self, tenant_id: uuid.UUID, key: str) -> None:
         """Remove a key's limit; NotFound when it had none."""
-        check_key(key, "key")
+        flow_key(key, "key")
         if not await self._store.delete_rate_limit(tenant_id, key):
             raise NotFound("rate limit", key)
         await self._applied()
@@ -288,14 +288,6 @@ MAX_RATE = 1_000_000
 
 def _dt(now_s: float) -> datetime:
     return datetime.fromtimestamp(now_s, UTC)
-
-
-def check_key(key: str, field: str) -> None:
-    """A rate limit key: 1-128 characters."""
-    if not key:
-        raise InvalidArgument(field, "required")
-    if len(key) > MAX_RATE_LIMIT_KEY_CHARS:
-        raise InvalidArgument(field, f"longer than {MAX_RATE_LIMIT_KEY_CHARS} characters")
 
 
 def check_type(task_type: str) -> None:

@@ -7,15 +7,18 @@ workers reconnect: UNAVAILABLE while frozen, sent to the new home after); a depa
 tenant's waiting tasks leave the ready queues (their rows live in another region now).
 The dispatcher skips the tenants in ``ReadyQueues.paused``, and the transport's
 authentication answers UNAVAILABLE for a tenant not served
-(:meth:`Tenancy.check_served`). Calls the tenancy, the sessions and the ready queues;
-built and started by the facade.
+(:meth:`Tenancy.check_served`). A tenant served again (arrived, or a move undone) has
+its flow rules read before its tasks go out: its dispatch pauses and rate limits came
+with it (issue 43), and the flow loop would see them only within ``flow_refresh_s``.
+Calls the tenancy, the sessions, the ready queues and the flow rules' refresh; built
+and started by the facade.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from scheduler._errors import StoreError, TenantMoving
 from scheduler.engine._config import EngineConfig
@@ -38,12 +41,14 @@ class MoveWatch:
         sessions: Sessions,
         ready: ReadyQueues,
         wake: Callable[[], None],
+        refresh_rules: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._config = config
         self._tenancy = tenancy
         self._sessions = sessions
         self._ready = ready
         self._wake = wake
+        self._refresh_rules = refresh_rules
         ready.paused_known.clear()  # the dispatcher waits for the first read
 
     async def run(self) -> None:
@@ -76,6 +81,14 @@ class MoveWatch:
     async def poll(self) -> None:
         """One read of the moves and what follows from a change."""
         stopped, resumed = await self._tenancy.read_moves()
+        if resumed and self._refresh_rules is not None:
+            # Its pauses and rate limits, before the ready queues let its tasks out
+            # (the freeze holds them until the assignment below). A failed read is the
+            # flow loop's to retry; the tenant is not kept frozen for it.
+            try:
+                await self._refresh_rules()
+            except Exception as exc:
+                log.warning("flow rules not read for a tenant served again: %s", exc)
         moves = self._tenancy.moves
         self._ready.paused = frozenset(moves)  # the dispatcher grants them nothing
         self._ready.paused_known.set()

@@ -35,6 +35,10 @@ lane's tasks must wait this round (a paused type or pool, a rate limit key out o
 tokens). The lane's tasks stay where they are, in due order."""
 
 
+Paused = Callable[[uuid.UUID, str, Pool], bool]
+"""``paused(tenant, type, pool)``: whether a dispatch pause holds that lane."""
+
+
 def lane_of(type_: str, rate_key: str) -> str:
     """A tenant's queue name for a type and rate limit key: the type alone without a
     key (a type is printable ASCII without spaces, so the separator cannot clash)."""
@@ -434,12 +438,17 @@ class ReadyQueues:
         ]
 
     def waiting_for(
-        self, pools: Iterable[Pool], types: frozenset[str] | None, tenant: uuid.UUID | None
-    ) -> int:
+        self,
+        pools: Iterable[Pool],
+        types: frozenset[str] | None,
+        tenant: uuid.UUID | None,
+        paused: Paused | None = None,
+    ) -> tuple[int, int]:
         """How many waiting tasks a worker of ``tenant`` (None: a shared worker, any
-        tenant) running ``types`` (None: any) in ``pools`` could take; O(tenants x
-        types), for the backlog reports (``_backlog.py``), never per task."""
-        n = 0
+        tenant) running ``types`` (None: any) in ``pools`` could take, and apart from
+        them how many of its lanes ``paused`` holds (a dispatch pause, issue 43);
+        O(tenants x types), for the backlog reports (``_backlog.py``), never per task."""
+        n = held = 0
         for pool in pools:
             pq = self._pools[pool]
             if not pq.count:
@@ -452,10 +461,13 @@ class ReadyQueues:
             for t in candidates:
                 if t.id in self.paused:
                     continue
-                for type_, queue in t.types.items():
-                    if types is None or type_ in types:
-                        n += len(queue)
-        return n
+                for queue in t.types.values():
+                    if types is None or queue.type in types:
+                        if paused is not None and paused(t.id, queue.type, pool):
+                            held += len(queue)
+                        else:
+                            n += len(queue)
+        return n, held
 
     def has_lane(self, tenant_id: uuid.UUID, task_type: str, pool: Pool, rate_key: str) -> bool:
         """Whether tasks of this lane wait."""

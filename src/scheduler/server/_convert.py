@@ -27,15 +27,14 @@ from scheduler.jitter import JitterMode
 from scheduler.limits import (
     DEFAULT_MAX_RETRIES,
     MAX_BACKOFF_S,
-    MAX_CONCURRENCY_KEY_CHARS,
     MAX_ERROR_TYPE_CHARS,
     MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_NAME_CHARS,
     MAX_NON_RETRYABLE_TYPES,
-    MAX_RATE_LIMIT_KEY_CHARS,
     MAX_RETRIES,
     MAX_TIMEOUT_S,
     MAX_TYPE_CHARS,
+    flow_key,
 )
 from scheduler.server._convert_fields import _TYPE_CHARS
 from scheduler.server._convert_fields import (
@@ -168,10 +167,8 @@ def spec_from_proto(
         raise InvalidArgument(
             f"{field}.idempotency_key", f"longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters"
         )
-    if len(spec.rate_limit_key) > MAX_RATE_LIMIT_KEY_CHARS:
-        raise InvalidArgument(
-            f"{field}.rate_limit_key", f"longer than {MAX_RATE_LIMIT_KEY_CHARS} characters"
-        )
+    if spec.rate_limit_key:  # empty: no key
+        flow_key(spec.rate_limit_key, f"{field}.rate_limit_key")
     pool = pool_from_proto(spec.pool, f"{field}.pool")
     jitter: JitterMode | None
     if spec.jitter_mode == pb.JITTER_MODE_UNSPECIFIED:
@@ -304,15 +301,7 @@ def task_type_from_proto(value: str, field: str) -> str:
 
 def concurrency_key_from_proto(key: str, field: str) -> str | None:
     """``TaskSpec.concurrency_key``: None when empty; 1..128 characters, no NUL."""
-    if not key:
-        return None
-    if len(key) > MAX_CONCURRENCY_KEY_CHARS:
-        raise InvalidArgument(
-            f"{field}.concurrency_key", f"longer than {MAX_CONCURRENCY_KEY_CHARS} characters"
-        )
-    if "\x00" in key:
-        raise InvalidArgument(f"{field}.concurrency_key", "must not contain NUL")
-    return key
+    return flow_key(key, f"{field}.concurrency_key") if key else None
 
 
 def retry_policy_from_proto(msg: pb.RetryPolicy, field: str) -> RetryPolicy | None:

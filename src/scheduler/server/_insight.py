@@ -70,8 +70,11 @@ def forecast_to_proto(
     return out
 
 
-def worker_to_proto(s: WorkerSession, node_id: str) -> pb.WorkerInfo:
-    """One worker stream on the wire."""
+def worker_to_proto(
+    s: WorkerSession, node_id: str, backlog: tuple[int, int] = (0, 0)
+) -> pb.WorkerInfo:
+    """One worker stream on the wire; ``backlog``: the tasks waiting here it could take
+    (not paused, paused)."""
     used = s.held
     out = pb.WorkerInfo(
         worker_id=s.worker_id,
@@ -83,6 +86,8 @@ def worker_to_proto(s: WorkerSession, node_id: str) -> pb.WorkerInfo:
         slots_free=max(0, s.credits),
         start_on_delivery=s.start_on_delivery,
         node_id=node_id,
+        waiting=backlog[0],
+        paused=backlog[1],
     )
     out.connected_at.CopyFrom(conv.from_datetime(s.connected_at))
     out.last_seen.CopyFrom(conv.from_datetime(s.last_seen))
@@ -152,7 +157,10 @@ class InsightRpcs:
         tenant = await self._gate.reader_scope(context, Scope.READ)
         node = self._engine.node_id
         out = pb.ListWorkersResponse(
-            workers=[worker_to_proto(s, node) for s in self._engine.watch.workers(tenant)],
+            workers=[
+                worker_to_proto(s, node, self._engine.backlog.figures(s))
+                for s in self._engine.watch.workers(tenant)
+            ],
             node_id=node,
         )
         for g in await self._engine.watch.unserved(tenant):

@@ -18,6 +18,8 @@ from scheduler.types import (
     ActivityBucket,
     CompleteResult,
     Forecast,
+    IdempotencyScope,
+    NewTask,
     Outcome,
     Page,
     Pool,
@@ -39,6 +41,35 @@ ZERO_UUID = uuid.UUID(int=0)
 MAX_UUID = uuid.UUID(int=(1 << 128) - 1)
 
 TENANT_FIELDS = ("name", "tier", "rate_limit_rps", "max_concurrent_workers", "home_region")
+
+
+# -- the idempotency key's window (issue 43), the same rule in both stores --------------
+FINISHED = frozenset(
+    {TaskState.COMPLETED.value, TaskState.CANCELLED.value, TaskState.DEAD_LETTER.value}
+)
+"""The states after which an ``UNTIL_FINISHED`` key no longer dedupes."""
+
+
+def key_window(task: NewTask, now: datetime) -> tuple[datetime | None, bool] | None:
+    """The window a new task's idempotency key gets: (when it stops deduplicating by
+    time, None: never; whether it dedupes only while the task is not finished). None
+    when the submission asks for no window."""
+    flow = task.flow
+    if flow is None or not flow.idempotency_window:
+        return None
+    ttl = flow.idempotency_ttl_s
+    expires = now + timedelta(seconds=ttl) if ttl else None
+    return expires, flow.idempotency_scope is IdempotencyScope.UNTIL_FINISHED
+
+
+def key_window_over(row: Any, now: Any) -> bool:
+    """Whether the idempotency key of a task read by its key (either store's row with
+    ``key_expires_at``, ``key_until_finished`` and ``status``) no longer dedupes at
+    ``now`` (in the row's own time: a datetime on PostgreSQL, microseconds on SQLite)."""
+    expires = row["key_expires_at"]
+    if expires is not None and expires <= now:
+        return True
+    return bool(row["key_until_finished"]) and row["status"] in FINISHED
 
 
 def retry_policy_json(policy: RetryPolicy | None) -> str | None:

@@ -86,12 +86,6 @@ def non_negative_int(field: str, value: object, maximum: int = 2**31 - 1) -> int
     return value
 
 
-def _key_ok(key: object) -> bool:
-    return (
-        type(key) is str and 0 < len(key) <= limits.MAX_CONCURRENCY_KEY_CHARS and "\x00" not in key
-    )
-
-
 def concurrency_limit(field: str, value: object) -> int:
     """A concurrency limit: an int in 1..``limits.MAX_CONCURRENCY_LIMIT``."""
     if type(value) is not int or not 1 <= value <= limits.MAX_CONCURRENCY_LIMIT:
@@ -129,7 +123,7 @@ def _new_task_ok(task: object) -> bool:
         and type(t.pool) is Pool
         and type(t.jitter_mode) is JitterMode
         and type(t.strict_timing) is bool
-        and (t.concurrency_key is None or _key_ok(t.concurrency_key))
+        and (t.concurrency_key is None or limits.flow_key_ok(t.concurrency_key))
         and (type(timeout) is float or type(timeout) is int)
         and math.isfinite(timeout)
         and timeout >= 0
@@ -189,7 +183,7 @@ def new_task(i: int, task: object, limit_bytes: int) -> tuple[str, str | None]:
     text(f"{p}.type", task.type, TYPE_MAX_CHARS)
     text(f"{p}.idempotency_key", task.idempotency_key, IDEMPOTENCY_KEY_MAX_CHARS)
     if task.concurrency_key is not None:
-        text(f"{p}.concurrency_key", task.concurrency_key, limits.MAX_CONCURRENCY_KEY_CHARS)
+        limits.flow_key(task.concurrency_key, f"{p}.concurrency_key")
     aware(f"{p}.scheduled_at", task.scheduled_at)
     aware(f"{p}.due_at", task.due_at)
     non_negative_int(f"{p}.shard_id", task.shard_id)

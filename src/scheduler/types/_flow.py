@@ -13,9 +13,8 @@ import math
 from datetime import datetime, timedelta
 
 from scheduler._errors import InvalidArgument
+from scheduler.limits import flow_key
 
-MAX_FLOW_KEY_CHARS = 128
-"""A debounce or throttle key: 1-128 characters (as an idempotency key)."""
 MAX_FLOW_PERIOD_S = 7 * 86_400.0
 """Longest debounce period, debounce max delay and throttle period: 7 days."""
 MAX_IDEMPOTENCY_TTL_S = 366 * 86_400.0
@@ -94,19 +93,12 @@ def _period(field: str, value: float, *, zero: bool = False) -> None:
         raise InvalidArgument(field, f"must be {low} and at most {MAX_FLOW_PERIOD_S:.0f} s")
 
 
-def _key(field: str, key: str) -> None:
-    if not key:
-        raise InvalidArgument(field, "required")
-    if len(key) > MAX_FLOW_KEY_CHARS:
-        raise InvalidArgument(field, f"longer than {MAX_FLOW_KEY_CHARS} characters")
-
-
 def check_flow(flow: FlowOptions, prefix: str, *, idempotency_key: bool) -> None:
     """Refuse bad flow options, naming the field (``prefix`` is the task's, ``task``
     or ``tasks[i]``); ``idempotency_key``: whether the submission names one."""
     d, t = flow.debounce, flow.throttle
     if d is not None:
-        _key(f"{prefix}.debounce.key", d.key)
+        flow_key(d.key, f"{prefix}.debounce.key")
         _period(f"{prefix}.debounce.period_s", d.period_s)
         _period(f"{prefix}.debounce.max_delay_s", d.max_delay_s, zero=True)
         if d.max_delay_s and d.max_delay_s < d.period_s:
@@ -116,7 +108,7 @@ def check_flow(flow: FlowOptions, prefix: str, *, idempotency_key: bool) -> None
         if not isinstance(d.payload, DebouncePayload):
             raise InvalidArgument(f"{prefix}.debounce.payload", "must be latest or first")
     if t is not None:
-        _key(f"{prefix}.throttle.key", t.key)
+        flow_key(t.key, f"{prefix}.throttle.key")
         _period(f"{prefix}.throttle.period_s", t.period_s)
     if d is not None and t is not None:
         raise InvalidArgument(f"{prefix}.throttle", "set debounce or throttle, not both")

@@ -342,6 +342,8 @@ def workers(response: pb.ListWorkersResponse) -> list[dict[str, Any]]:
             "slots": w.slots,
             "slots_used": w.slots_used,
             "slots_free": w.slots_free,
+            "waiting": w.waiting,
+            "paused": w.paused,
             "start_on_delivery": w.start_on_delivery,
             "connected_at": ts(w, "connected_at"),
             "last_seen": ts(w, "last_seen"),

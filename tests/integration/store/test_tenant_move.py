@@ -2,25 +2,37 @@
 ``tickwheel tenants move`` (``scheduler.store.postgres.move``) on real databases.
 
 What moves (live tasks with their tokens, workers and leases, their keys, schedules,
-the tenant and its keys), what stays (terminal history), the checked flip that copies
-again when the source changed after a copy, and a re-run that resumes.
+the tenant and its keys, its flow control rows and the tasks of its open windows), what
+stays (terminal history), the checked flip that copies again when the source changed
+after a copy, and a re-run that resumes.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
 
 from scheduler._errors import FailedPrecondition, TenantMoving
+from scheduler.ids import uuid7
 from scheduler.states import TaskState
 from scheduler.store import StoreConfig, open_store
 from scheduler.store.postgres import PostgresStore
-from scheduler.store.postgres.move import fingerprint, move_tenant
-from scheduler.types import TaskKey, Tenant
+from scheduler.store.postgres.move import MoveReport, fingerprint, move_tenant
+from scheduler.types import (
+    ALL_TENANTS,
+    Debounce,
+    FlowOptions,
+    NewTask,
+    Pool,
+    TaskKey,
+    Tenant,
+    Throttle,
+)
 from tests.support.servers import PostgresServer
 from tests.support.stores import force_status, new_task
 
@@ -103,6 +115,33 @@ async def _seed(store: PostgresStore) -> tuple[Tenant, dict[str, uuid.UUID]]:
     return tenant, {name: k.id for name, k in keys.items()}
 
 
+async def _us_to_eu(tenant: Tenant, us_dsn: str, eu_dsn: str, **kw: Any) -> MoveReport:
+    return await move_tenant(
+        tenant.id,
+        source_dsn=us_dsn,
+        target_dsn=eu_dsn,
+        source_region="us",
+        target_region="eu",
+        settle_s=0,
+        **kw,
+    )
+
+
+def _after_first_copy(write: Callable[[], Awaitable[None]]) -> Callable[[str], Awaitable[None]]:
+    """A move's ``on_step`` that makes ``write`` at the source once, after the first copy
+    (a write in flight when the freeze began)."""
+    copies = 0
+
+    async def on_step(step: str) -> None:
+        nonlocal copies
+        if step.startswith("copied"):
+            copies += 1
+            if copies == 1:
+                await write()
+
+    return on_step
+
+
 async def test_a_move_copies_live_rows_flips_the_home_and_keeps_history(
     us: PostgresStore, eu: PostgresStore, pg_dsn: str, second_dsn: str
 ) -> None:
@@ -114,15 +153,7 @@ async def test_a_move_copies_live_rows_flips_the_home_and_keeps_history(
             seen_frozen.append(await us.tenant_moves())
             seen_frozen.append(await eu.tenant_moves())
 
-    report = await move_tenant(
-        tenant.id,
-        source_dsn=pg_dsn,
-        target_dsn=second_dsn,
-        source_region="us",
-        target_region="eu",
-        settle_s=0,
-        on_step=on_step,
-    )
+    report = await _us_to_eu(tenant, pg_dsn, second_dsn, on_step=on_step)
     # While frozen, neither region served the tenant.
     assert seen_frozen == [{tenant.id: "frozen"}, {tenant.id: "frozen"}]
     assert report.tasks_moved == 4
@@ -152,14 +183,7 @@ async def test_a_move_copies_live_rows_flips_the_home_and_keeps_history(
     assert moved.fencing_token == 4
 
     # A re-run finds the move done and changes nothing.
-    again = await move_tenant(
-        tenant.id,
-        source_dsn=pg_dsn,
-        target_dsn=second_dsn,
-        source_region="us",
-        target_region="eu",
-        settle_s=0,
-    )
+    again = await _us_to_eu(tenant, pg_dsn, second_dsn)
     assert again.resumed
     assert await _states(second_dsn, tenant.id) == at_eu
 
@@ -171,30 +195,17 @@ async def test_a_write_after_the_copy_makes_the_flip_copy_again(
     freeze began) is caught by the flip's check: the task is not left live at the new
     home, and it is in no region twice."""
     tenant, ids = await _seed(us)
-    copies = 0
 
-    async def on_step(step: str) -> None:
-        nonlocal copies
-        if step.startswith("copied"):
-            copies += 1
-            if copies == 1:
-                conn = await _conn(pg_dsn)
-                try:
-                    await conn.execute(
-                        "UPDATE tasks SET status = 'COMPLETED' WHERE id = $1", ids["running"]
-                    )
-                finally:
-                    await conn.close()
+    async def complete() -> None:
+        conn = await _conn(pg_dsn)
+        try:
+            await conn.execute(
+                "UPDATE tasks SET status = 'COMPLETED' WHERE id = $1", ids["running"]
+            )
+        finally:
+            await conn.close()
 
-    report = await move_tenant(
-        tenant.id,
-        source_dsn=pg_dsn,
-        target_dsn=second_dsn,
-        source_region="us",
-        target_region="eu",
-        settle_s=0,
-        on_step=on_step,
-    )
+    report = await _us_to_eu(tenant, pg_dsn, second_dsn, on_step=_after_first_copy(complete))
     assert report.copies == 2
     at_eu = await _states(second_dsn, tenant.id)
     assert ids["running"] not in at_eu
@@ -277,3 +288,97 @@ async def test_the_fingerprint_ignores_a_claim_and_a_heartbeat(
         assert await fingerprint(conn, tenant.id) != before
     finally:
         await conn.close()
+
+
+def _flow_task(tenant: Tenant, at: datetime, payload: Any = None, **flow: Any) -> NewTask:
+    task_id = uuid7()
+    more = {} if payload is None else {"payload": payload}
+    return new_task(
+        tenant, at, id=task_id, idempotency_key=str(task_id), flow=FlowOptions(**flow), **more
+    )
+
+
+async def test_a_move_carries_the_tenants_flow_control(
+    us: PostgresStore, eu: PostgresStore, pg_dsn: str, second_dsn: str
+) -> None:
+    """Issue 43's tenant-scoped rows move with the tenant: its concurrency and rate
+    limits and pauses (an all-tenants pause stays where it is), and its debounce,
+    throttle and idempotency windows hold at the new home, including those whose task
+    already finished (copied for the window's sake)."""
+    tenant, _ = await _seed(us)
+    await us.set_concurrency_limit(tenant.id, "email.send", 3, NOW)
+    await us.set_rate_limit(tenant.id, "partner", 5.0, 10, NOW)
+    await us.pause_dispatch(tenant.id, "report.build", None, NOW)
+    await us.pause_dispatch(ALL_TENANTS, "", Pool.BULK, NOW)
+    later = NOW + timedelta(hours=1)
+    debounce = Debounce(key="doc-1", period_s=60, max_delay_s=60)
+    first = _flow_task(tenant, later, debounce=debounce, payload={"rev": 1})
+    [pending] = await us.insert_tasks([first], NOW)
+    throttle = Throttle(key="acct-42", period_s=3600)
+    [period] = await us.insert_tasks([_flow_task(tenant, NOW, throttle=throttle)], NOW)
+    ttl = new_task(tenant, NOW, idempotency_key="inv-77", flow=FlowOptions(idempotency_ttl_s=3600))
+    [keyed] = await us.insert_tasks([ttl], NOW)
+    for done in (period, keyed):  # finished: their windows still hold
+        await force_status(us, done.task.key, TaskState.COMPLETED)
+
+    async def replace_payload() -> None:
+        # After the pre-copy, a submission of the burst that replaces the payload alone
+        # (its due time held at the max_delay cap): the task digest does not see it.
+        again = _flow_task(tenant, later, debounce=debounce, payload={"rev": 2})
+        [joined] = await us.insert_tasks([again], NOW)
+        assert joined.debounced
+
+    async def on_step(step: str) -> None:
+        if step.startswith("pre-copied"):
+            await replace_payload()
+
+    await _us_to_eu(tenant, pg_dsn, second_dsn, on_step=on_step)
+    assert (await eu.get_task(tenant.id, pending.task.id)).payload == {"rev": 2}
+
+    assert [(c.type, c.limit) for c in await eu.concurrency_limits(tenant.id)] == [
+        ("email.send", 3)
+    ]
+    assert [(r.key, r.rate, r.burst) for r in await eu.list_rate_limits(tenant.id)] == [
+        ("partner", 5.0, 10)
+    ]
+    assert [(p.tenant_id, p.task_type) for p in await eu.list_dispatch_pauses(tenant.id)] == [
+        (tenant.id, "report.build")
+    ]
+    # The source applies none of its rules any more; the all-tenants pause stays.
+    assert await us.concurrency_limits(tenant.id) == []
+    assert await us.list_rate_limits(tenant.id) == []
+    assert [p.tenant_id for p in await us.list_dispatch_pauses(tenant.id)] == [ALL_TENANTS]
+    assert [p.tenant_id for p in await eu.list_dispatch_pauses()] == [tenant.id]
+
+    # The windows hold at the new home: the burst's pending task takes the next
+    # submission, the throttle period and the key's TTL answer their finished tasks.
+    [joined] = await eu.insert_tasks([_flow_task(tenant, later, debounce=debounce)], NOW)
+    assert (joined.created, joined.debounced, joined.task.id) == (False, True, pending.task.id)
+    [held] = await eu.insert_tasks([_flow_task(tenant, NOW, throttle=throttle)], NOW)
+    assert (held.created, held.throttled, held.task.id) == (False, True, period.task.id)
+    assert held.task.status is TaskState.COMPLETED
+    again = new_task(
+        tenant, NOW, idempotency_key="inv-77", flow=FlowOptions(idempotency_ttl_s=3600)
+    )
+    [same] = await eu.insert_tasks([again], NOW)
+    assert (same.created, same.task.id) == (False, keyed.task.id)
+    # Other finished tasks stay at the source only.
+    completed = {
+        t
+        for t, (state, _, _) in (await _states(second_dsn, tenant.id)).items()
+        if state == "COMPLETED"
+    }
+    assert completed == {period.task.id, keyed.task.id}
+
+
+async def test_a_flow_rule_set_after_the_copy_makes_the_flip_copy_again(
+    us: PostgresStore, eu: PostgresStore, pg_dsn: str, second_dsn: str
+) -> None:
+    tenant, _ = await _seed(us)
+
+    async def set_limit() -> None:
+        await us.set_rate_limit(tenant.id, "late", 1.0, 1, NOW)
+
+    report = await _us_to_eu(tenant, pg_dsn, second_dsn, on_step=_after_first_copy(set_limit))
+    assert report.copies == 2
+    assert [r.key for r in await eu.list_rate_limits(tenant.id)] == ["late"]

@@ -135,7 +135,12 @@ async def test_move_watch_ends_streams_pauses_dispatch_and_drops_a_departed_tena
     ready = ReadyQueues(lambda _t: 1)
     ready.extend([_preloaded(A), _preloaded(A), _preloaded(B)])
     wakes: list[int] = []
-    watch = MoveWatch(config, t, sessions, ready, lambda: wakes.append(1))
+    refreshed: list[frozenset[uuid.UUID]] = []
+
+    async def refresh_rules() -> None:  # what the ready queues hold back while it runs
+        refreshed.append(ready.paused)
+
+    watch = MoveWatch(config, t, sessions, ready, lambda: wakes.append(1), refresh_rules)
 
     store.moves = {A: "frozen"}
     await watch.poll()
@@ -152,10 +157,14 @@ async def test_move_watch_ends_streams_pauses_dispatch_and_drops_a_departed_tena
     assert ready.tenant_counts() == {B: 1}  # its rows live elsewhere now
     assert wakes == []
 
+    assert refreshed == []
     store.moves = {}
     await watch.poll()
     assert ready.paused == frozenset()
     assert wakes == [1]
+    # Issue 43: its flow rules (pauses, rate limits) came with it and are read while
+    # its tasks are still held.
+    assert refreshed == [frozenset({A})]
 
 
 def _rpc_error(code: grpc.StatusCode, exc: Any) -> grpc.aio.AioRpcError:

@@ -196,11 +196,11 @@ def test_waiting_for_counts_what_a_worker_could_take() -> None:
     rq.extend([task(a, type_="x"), task(a, type_="x"), task(a, type_="y"), task(b, type_="x")])
     rq.extend([task(a, Pool.BULK, type_="x")])
     std = [Pool.STANDARD]
-    assert rq.waiting_for(std, frozenset({"x"}), a) == 2
-    assert rq.waiting_for(std, frozenset({"x", "y"}), a) == 3
-    assert rq.waiting_for([Pool.STANDARD, Pool.BULK], frozenset({"x"}), a) == 3
-    assert rq.waiting_for(std, frozenset({"x"}), None) == 3  # a shared worker: any tenant
-    assert rq.waiting_for(std, frozenset({"z"}), a) == 0
-    assert rq.waiting_for(std, None, b) == 1
+    assert rq.waiting_for(std, frozenset({"x"}), a) == (2, 0)
+    assert rq.waiting_for(std, frozenset({"x", "y"}), a) == (3, 0)
+    assert rq.waiting_for([Pool.STANDARD, Pool.BULK], frozenset({"x"}), a) == (3, 0)
+    assert rq.waiting_for(std, frozenset({"x"}), None) == (3, 0)  # a shared worker: any tenant
+    assert rq.waiting_for(std, frozenset({"z"}), a) == (0, 0)
+    assert rq.waiting_for(std, None, b) == (1, 0)
     rq.paused = frozenset({a})  # a home move froze a: its tasks are not on offer
-    assert rq.waiting_for(std, frozenset({"x"}), None) == 1
+    assert rq.waiting_for(std, frozenset({"x"}), None) == (1, 0)

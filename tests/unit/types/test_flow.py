@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler._errors import InvalidArgument
+from scheduler.limits import MAX_FLOW_KEY_CHARS, flow_key, flow_key_ok
 from scheduler.types import (
     Debounce,
     FlowOptions,
@@ -72,3 +73,24 @@ def test_the_debounced_due_time_is_capped_by_the_first_submission() -> None:
     assert debounced_due(late, T0, d) == late
     uncapped = Debounce(key="k", period_s=1.0)
     assert debounced_due(late, T0, uncapped) == late + timedelta(seconds=1)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("", "required"),
+        ("k" * 129, "longer than 128 characters"),
+        ("a\x00b", "must not contain NUL"),
+        (7, "must be a string"),
+    ],
+)
+def test_one_flow_key_check_names_each_field(value: object, problem: str) -> None:
+    """Every flow key (concurrency, rate limit, debounce, throttle) has one bound and
+    one check (``limits.flow_key``); the error names the caller's field."""
+    for field in ("task.concurrency_key", "tasks[2].rate_limit_key", "limit.key"):
+        with pytest.raises(InvalidArgument) as err:
+            flow_key(value, field)
+        assert (err.value.field, err.value.problem) == (field, problem)
+    assert not flow_key_ok(value)
+    assert flow_key("k" * MAX_FLOW_KEY_CHARS, "f") == "k" * 128
+    assert flow_key_ok("acme")

@@ -10,7 +10,9 @@ CLI. The protocol (docs/regions.md, "Moving a tenant's home"):
 2. **Pre-copy** (no pause): a REPEATABLE READ snapshot of the tenant's live rows at S
    goes into T: its tasks SCHEDULED, PRELOADED, RETRYING, DISPATCHED, RUNNING (tokens,
    worker ids and leases kept; a PRELOADED row arrives SCHEDULED, for T's pre-loader),
-   their idempotency keys and DAG edges, and every workflow, schedule and expectation.
+   their idempotency keys and DAG edges, and every workflow, schedule and expectation;
+   its flow control rows (concurrency and rate limits, dispatch pauses, debounce and
+   throttle keys) and the finished tasks a still open window names (:mod:`.move_flow`).
 3. **Freeze S**: ``tenant_moves`` at S says ``source/frozen``. S's nodes read the table
    every ``move_poll_interval_s``; from then on they answer the tenant's calls
    TENANT_MOVING (UNAVAILABLE; the SDKs make the call again), dispatch none of its
@@ -25,11 +27,12 @@ CLI. The protocol (docs/regions.md, "Moving a tenant's home"):
    tens of milliseconds, about 0.3 s for 5,000 live tasks), compute the fingerprint
    again; if anything changed since the copy (a write that was in flight when the
    freeze began), roll back and copy again. Else delete its live tasks (with their
-   keys and edges), schedules and expectations at S, set its ``home_region`` to T and
-   ``tenant_moves`` to ``source/done``: from now on S forwards its calls to T. A write
-   to a deleted row finds nothing (a worker's is refused as stale, a dispatch commits
-   nothing), and the one statement that inserts tasks refuses a tenant with a
-   ``source`` row (a late submission gets TENANT_MOVING and is made again, at T).
+   keys and edges), schedules, expectations, limits and pauses at S, set its
+   ``home_region`` to T and ``tenant_moves`` to ``source/done``: from now on S forwards
+   its calls to T. A write to a deleted row finds nothing (a worker's is refused as
+   stale, a dispatch commits nothing), and the one statement that inserts tasks
+   refuses a tenant with a ``source`` row (a late submission gets TENANT_MOVING and is
+   made again, at T).
 6. **Open T**: the leases of the copied DISPATCHED/RUNNING tasks are brought up to the
    values S last held (heartbeats during the copy) plus the pause (no node heard their
    workers meanwhile), and ``tenant_moves`` at T says
@@ -58,6 +61,15 @@ import asyncpg
 from scheduler._errors import FailedPrecondition, NotFound, StoreError
 from scheduler.regions import check_region_name
 from scheduler.store.postgres._db import driver_errors
+from scheduler.store.postgres.move_flow import (
+    FLOW_MD5,
+    FLOW_PARTS,
+    FLOW_TABLES,
+    RULE_TABLES,
+    delete_flow,
+    repayloaded,
+    window_tasks,
+)
 
 LIVE_STATES: tuple[str, ...] = ("SCHEDULED", "PRELOADED", "RETRYING", "DISPATCHED", "RUNNING")
 """Task states that move with the tenant (everything not terminal)."""
@@ -81,7 +93,10 @@ _DIGEST = """md5(concat_ws('|', id,
     md5(coalesce(last_error, ''))))"""
 """One live task's state as the move compares it. PRELOADED counts as SCHEDULED (a
 pre-loader claim, at either end, changes nothing that moves) and the lease is left out
-(heartbeats; the last value S held is carried over when T opens). Both connections
+(heartbeats; the last value S held is carried over when T opens). The payload is left
+out too (hashing every live task's payload doubled the digest's cost): the only change
+of a live task's payload, a debounced submission's, is compared apart
+(:data:`.move_flow.DEBOUNCED`). Both connections
 read times in UTC, so the two databases spell them alike."""
 
 _DIGESTS = (
@@ -96,7 +111,8 @@ SELECT
            WHERE tenant_id = $1 AND status = ANY($2::text[])) r) AS tasks_md5,
   (SELECT coalesce(md5(string_agg(concat_ws('|', id, enabled, next_fire_at,
         last_fired_at, buffered_at, updated_at), ',' ORDER BY id)), '')
-     FROM cron_schedules WHERE tenant_id = $1) AS schedules_md5
+     FROM cron_schedules WHERE tenant_id = $1) AS schedules_md5,
+  {FLOW_MD5}
 """
 """The tenant's live state the flip must find unchanged since the last copy."""
 
@@ -113,10 +129,11 @@ _PARTS = {
     " FROM cron_schedules s WHERE tenant_id = $1 AND $2::uuid[] IS NOT NULL",
     "job_expectations": "SELECT coalesce(jsonb_agg(to_jsonb(e)), '[]')::text"
     " FROM job_expectations e WHERE tenant_id = $1 AND $2::uuid[] IS NOT NULL",
+    **FLOW_PARTS,
 }
 """Each table's part of what a copy carries, as one JSON array (every column, so a later
 migration's column moves too): the tasks given (new or changed since the last copy),
-their keys and DAG edges, and every workflow, schedule and expectation."""
+their keys and DAG edges, every workflow, schedule and expectation, and the flow rows."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +143,7 @@ class Fingerprint:
     tasks: int
     tasks_md5: str
     schedules_md5: str
+    flow_md5: str
 
 
 @dataclass
@@ -353,15 +371,16 @@ async def fingerprint(conn: asyncpg.Connection, tid: uuid.UUID) -> Fingerprint:
     """The tenant's live state at ``conn``'s database (see :data:`_FINGERPRINT`)."""
     row = await conn.fetchrow(_FINGERPRINT, tid, list(LIVE_STATES))
     assert row is not None  # an aggregate always answers one row
-    return Fingerprint(row["tasks"], row["tasks_md5"], row["schedules_md5"])
+    return Fingerprint(row["tasks"], row["tasks_md5"], row["schedules_md5"], row["flow_md5"])
 
 
 async def _sync(
     src: asyncpg.Connection, dst: asyncpg.Connection, tid: uuid.UUID
 ) -> tuple[Fingerprint, dict[str, int]]:
     """Bring T's copy of the tenant's live rows up to a snapshot of S: the tasks whose
-    digest differs (new, changed, gone at S) are replaced, schedules and expectations
-    replaced whole. Returns the snapshot's fingerprint and counts."""
+    digest differs (new, changed, gone at S) are replaced, schedules, expectations and
+    flow rows replaced whole, and the finished tasks of open windows added. Returns the
+    snapshot's fingerprint and counts."""
     live = list(LIVE_STATES)
     async with src.transaction(isolation="repeatable_read", readonly=True):
         fp = await fingerprint(src, tid)
@@ -369,7 +388,13 @@ async def _sync(
         at_dst = {r["id"]: r["digest"] for r in await dst.fetch(_DIGESTS, tid, live)}
         changed = [i for i, d in at_src.items() if at_dst.get(i) != d]
         stale = [i for i, d in at_dst.items() if at_src.get(i) != d]
-        parts = {name: await src.fetchval(sql, tid, changed) for name, sql in _PARTS.items()}
+        known = set(changed)
+        for i in await repayloaded(src, dst, tid, at_src):  # same digest, new payload
+            if i not in known:
+                changed.append(i)
+                stale.append(i)
+        ids = changed + await window_tasks(src, tid, set(at_src))
+        parts = {name: await src.fetchval(sql, tid, ids) for name, sql in _PARTS.items()}
     counts = await _copy(dst, tid, stale, parts)
     counts.update(copied=len(changed), live=len(at_src))
     return fp, counts
@@ -390,6 +415,7 @@ async def _copy(
         await _delete_tasks(dst, tid, stale)
         await dst.execute("DELETE FROM cron_schedules WHERE tenant_id = $1", tid)
         await dst.execute("DELETE FROM job_expectations WHERE tenant_id = $1", tid)
+        await delete_flow(dst, tid)
         # The day partitions (UTC days) the tasks need, made if T lacks one.
         await dst.execute(
             "SELECT tickwheel_ensure_partition(d) FROM (SELECT DISTINCT"
@@ -404,6 +430,7 @@ async def _copy(
             "task_dependencies",
             "cron_schedules",
             "job_expectations",
+            *FLOW_TABLES,
         ):
             cols = _columns(parts[table])
             counts[table] = 0
@@ -448,7 +475,9 @@ async def _flip_source(
         await src.execute("SET LOCAL lock_timeout = '10s'")
         # Writers of any tenant wait for this transaction (a read and a delete of the
         # tenant's live rows): no write can slip between the check and the flip.
-        await src.execute("LOCK TABLE tasks, cron_schedules IN SHARE ROW EXCLUSIVE MODE")
+        # The rules' tables too (each written alone, never with tasks: no deadlock).
+        rules = ", ".join(RULE_TABLES)
+        await src.execute(f"LOCK TABLE tasks, cron_schedules, {rules} IN SHARE ROW EXCLUSIVE MODE")
         if await fingerprint(src, tid) != copied:
             raise _Rollback
         leases = await _leases(src, tid)
@@ -457,6 +486,7 @@ async def _flip_source(
         await _delete_tasks(src, tid)
         await src.execute("DELETE FROM cron_schedules WHERE tenant_id = $1", tid)
         await src.execute("DELETE FROM job_expectations WHERE tenant_id = $1", tid)
+        await delete_flow(src, tid, RULE_TABLES)
         await src.execute("UPDATE tenants SET home_region = $2 WHERE id = $1", tid, target)
         await src.execute(
             "UPDATE tenant_moves SET phase = 'done', updated_at = now() WHERE tenant_id = $1",
@@ -543,4 +573,5 @@ async def _abort(src: asyncpg.Connection, dst: asyncpg.Connection, tid: uuid.UUI
         await _delete_tasks(dst, tid)
         await dst.execute("DELETE FROM cron_schedules WHERE tenant_id = $1", tid)
         await dst.execute("DELETE FROM job_expectations WHERE tenant_id = $1", tid)
+        await delete_flow(dst, tid)
     await src.execute("DELETE FROM tenant_moves WHERE tenant_id = $1 AND role = 'source'", tid)

@@ -6,20 +6,18 @@ takes the (tenant, key) row's lock and either pushes the pending task of the key
 time and, by option, payload) or points the key at the new task the caller then
 inserts in the same transaction. A pushed task's owner hears of its new due time at
 commit (:func:`.notices.notify_moved`). :func:`throttle`: ``tickwheel_throttle()``,
-the same under a throttle key's lock. And the idempotency window's rules
-(:func:`expires_at`, :func:`until_finished`, :func:`window_over`). Called by
-:mod:`.tasks`.
+the same under a throttle key's lock (the idempotency window's rule, shared with
+SQLite, is :func:`scheduler.store._common.key_window`). Called by :mod:`.tasks`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from scheduler.states import TaskState
 from scheduler.store.postgres.notices import notify_moved
-from scheduler.types import DebouncePayload, IdempotencyScope, NewTask, TaskKey
+from scheduler.types import DebouncePayload, NewTask, TaskKey
 
 if TYPE_CHECKING:
     from scheduler.store.postgres._db import Conn
@@ -73,27 +71,3 @@ async def throttle(conn: Conn, q: Mapping[str, str], task: NewTask) -> TaskKey |
     )
     assert row is not None
     return None if row["r_created"] else TaskKey(row["r_task"], row["r_scheduled"])
-
-
-def expires_at(task: NewTask, now: datetime) -> datetime | None:
-    """When ``task``'s idempotency key stops deduplicating by time (None: never)."""
-    ttl = task.flow.idempotency_ttl_s if task.flow is not None else 0.0
-    return now + timedelta(seconds=ttl) if ttl else None
-
-
-def until_finished(task: NewTask) -> bool:
-    """Whether ``task``'s key dedupes only while the task is not finished."""
-    return task.flow is not None and task.flow.idempotency_scope is IdempotencyScope.UNTIL_FINISHED
-
-
-_FINISHED = frozenset(
-    {TaskState.COMPLETED.value, TaskState.CANCELLED.value, TaskState.DEAD_LETTER.value}
-)
-
-
-def window_over(row: Any, now: datetime) -> bool:
-    """Whether the key of a ``tasks_by_idempotency`` row no longer dedupes."""
-    expires = row["key_expires_at"]
-    if expires is not None and expires <= now:
-        return True
-    return bool(row["key_until_finished"]) and row["status"] in _FINISHED

@@ -50,11 +50,6 @@ def _alone(t: NewTask) -> bool:
     return t.flow is not None and (t.flow.debounce is not None or t.flow.throttle is not None)
 
 
-def _window(t: NewTask) -> bool:
-    """Whether ``t``'s idempotency key has a window (a TTL or a scope)."""
-    return t.flow is not None and t.flow.idempotency_window
-
-
 _FLOW = operator.attrgetter("flow")
 _CONCURRENCY_KEY = operator.attrgetter("concurrency_key")
 _RATE_LIMIT_KEY = operator.attrgetter("rate_limit_key")
@@ -200,13 +195,17 @@ class Tasks(Tenants, Partitions, TaskStore):
                     [e[2] for e in created_edges],
                     [e[3] for e in created_edges],
                 )
-        windows = [t for t in tasks if t.id in created and _window(t)] if _flowing(tasks) else []
-        if windows:
+        spans = (
+            [(t.id, w) for t in tasks if t.id in created and (w := _common.key_window(t, now))]
+            if _flowing(tasks)
+            else []
+        )
+        if spans:
             await conn.execute(
                 q["set_key_window"],
-                [t.id for t in windows],
-                [submit_flow.expires_at(t, now) for t in windows],
-                [submit_flow.until_finished(t) for t in windows],
+                [i for i, _ in spans],
+                [w[0] for _, w in spans],
+                [w[1] for _, w in spans],
             )
         dups = [i for i, t in enumerate(tasks) if t.id not in created]
         existing: dict[int, TaskRecord] = {}
@@ -217,7 +216,7 @@ class Tasks(Tenants, Partitions, TaskStore):
                 [tasks[i].idempotency_key for i in dups],
             )
             existing = {dups[r["ord"] - 1]: rows.task(r) for r in found}
-            stale = [dups[r["ord"] - 1] for r in found if submit_flow.window_over(r, now)]
+            stale = [dups[r["ord"] - 1] for r in found if _common.key_window_over(r, now)]
             if stale and retire:
                 # The key's window is over (its TTL ran out, or its task finished): the
                 # key is freed and these go in as new tasks (issue 43).

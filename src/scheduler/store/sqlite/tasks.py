@@ -24,7 +24,6 @@ from scheduler.types import (
     MAX_OVERDUE_GROUPS,
     DebouncePayload,
     Forecast,
-    IdempotencyScope,
     InsertResult,
     NewTask,
     OverdueGroup,
@@ -35,8 +34,6 @@ from scheduler.types import (
     TaskRecord,
     debounced_due,
 )
-
-_FINISHED = frozenset({"COMPLETED", "CANCELLED", "DEAD_LETTER"})
 
 
 class Tasks(Part, TaskStore):
@@ -108,24 +105,18 @@ class Tasks(Part, TaskStore):
                     q["insert_dependency"],
                     [(str(t.workflow_id), str(p), str(t.id)) for p in dict.fromkeys(t.depends_on)],
                 )
-            if created and t.flow is not None and t.flow.idempotency_window:
-                ttl = t.flow.idempotency_ttl_s
-                expires = rows.us(now + timedelta(seconds=ttl)) if ttl else None
-                until = t.flow.idempotency_scope is IdempotencyScope.UNTIL_FINISHED
-                c.execute(q["set_key_window"], (expires, int(until), str(t.id)))
+            window = _common.key_window(t, now) if created else None
+            if window is not None:
+                expires, until = window
+                expires_us = None if expires is None else rows.us(expires)
+                c.execute(q["set_key_window"], (expires_us, int(until), str(t.id)))
             row = c.execute(
                 q["task_by_idempotency"], (str(t.tenant_id), t.idempotency_key)
             ).fetchone()
-            if not created and retire and _window_over(row):
+            if not created and retire and _common.key_window_over(row, n):
                 c.execute(q["retire_key"], (row["id"],))
                 return _insert(c, t, payload, trace, retire=False)
             return InsertResult(rows.task(row), created)
-
-        def _window_over(row: sqlite3.Row) -> bool:
-            expires = row["key_expires_at"]
-            if expires is not None and expires <= n:
-                return True
-            return bool(row["key_until_finished"]) and row["status"] in _FINISHED
 
         def _throttle(c: sqlite3.Connection, t: NewTask) -> sqlite3.Row | None:
             # The period's task when ``t`` is due before the key's next allowed time;

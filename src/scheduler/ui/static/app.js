@@ -180,7 +180,9 @@
           cell(tr, w.worker_id, true);
           if (allTenants) { cell(tr, tenantNames[w.tenant_id] || w.tenant_id.slice(0, 8)).title = w.tenant_id; }
           cell(tr, w.task_types.join(", ") || "any"); cell(tr, w.pools.join(", ") || "any");
-          cell(tr, w.slots_used); cell(tr, w.slots_free); cell(tr, w.start_on_delivery ? "yes" : "no");
+          cell(tr, w.slots_used); cell(tr, w.slots_free);
+          cell(tr, w.paused ? w.waiting + " (" + w.paused + " paused)" : w.waiting);
+          cell(tr, w.start_on_delivery ? "yes" : "no");
           cell(tr, w.last_seen ? w.last_seen.slice(0, 19).replace("T", " ") : "—"); cell(tr, w.node_id);
           body.appendChild(tr);
         });

@@ -1415,7 +1415,7 @@ class ListWorkersRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class WorkerInfo(_message.Message):
-    __slots__ = ("worker_id", "tenant_id", "task_types", "pools", "slots", "slots_used", "slots_free", "start_on_delivery", "connected_at", "last_seen", "node_id")
+    __slots__ = ("worker_id", "tenant_id", "task_types", "pools", "slots", "slots_used", "slots_free", "start_on_delivery", "connected_at", "last_seen", "node_id", "waiting", "paused")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_TYPES_FIELD_NUMBER: _ClassVar[int]
@@ -1427,6 +1427,8 @@ class WorkerInfo(_message.Message):
     CONNECTED_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     tenant_id: str
     task_types: _containers.RepeatedScalarFieldContainer[str]
@@ -1438,7 +1440,9 @@ class WorkerInfo(_message.Message):
     connected_at: _timestamp_pb2.Timestamp
     last_seen: _timestamp_pb2.Timestamp
     node_id: str
-    def __init__(self, worker_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., slots_free: _Optional[int] = ..., start_on_delivery: _Optional[bool] = ..., connected_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., node_id: _Optional[str] = ...) -> None: ...
+    waiting: int
+    paused: int
+    def __init__(self, worker_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., slots_free: _Optional[int] = ..., start_on_delivery: _Optional[bool] = ..., connected_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., node_id: _Optional[str] = ..., waiting: _Optional[int] = ..., paused: _Optional[int] = ...) -> None: ...
 
 class ListWorkersResponse(_message.Message):
     __slots__ = ("workers", "node_id", "unserved")

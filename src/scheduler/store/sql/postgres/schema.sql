@@ -763,3 +763,12 @@ $$;
 -- tasks.idempotency_key) and the key is free for the new task.
 ALTER TABLE task_keys ADD COLUMN expires_at TIMESTAMP WITH TIME ZONE;
 ALTER TABLE task_keys ADD COLUMN until_finished BOOLEAN NOT NULL DEFAULT FALSE;
+
+-- == The idempotency keys with a TTL, by tenant (migrations/0021_key_ttl_index.sql) ==
+-- 0021: the idempotency keys with a window in time, by tenant (issue 43). A tenant's
+-- home move copies the finished tasks whose key's TTL has not run out
+-- (store/postgres/move_flow.py), on every copy round, one inside the tenant's pause:
+-- without this it read every key row the tenant ever had (one per task). Partial: only
+-- the keys submitted with idempotency_ttl_s.
+CREATE INDEX idx_task_keys_ttl ON task_keys (tenant_id, expires_at)
+    WHERE expires_at IS NOT NULL;
