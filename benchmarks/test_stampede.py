@@ -2,9 +2,9 @@
 
 A script, not a test (no timing assertion). It starts PostgreSQL (the test harness), a
 fresh database migrated by the tree under test, ``tickwheel serve`` and one ``tickwheel
-worker`` (2,000 slots, ack-first, the ``lateness`` handler that records when it started
-against the task's jittered due time) from that tree, and submits N tasks with that
-tree's client (a child process) for an instant T:
+worker`` (2,000 slots, ack-first, ``benchmarks/start_recorder.py``'s handler, which
+records in memory when it started against the task's jittered due time) from that tree,
+and submits N tasks with that tree's client (a child process) for an instant T:
 
 - ``minute``: T is a whole minute and the tasks take the default jitter rule (a round
   instant is spread late-only over 0-120 s), so the due curve is flat at N/121 a second;
@@ -66,7 +66,8 @@ from benchmarks.compare_trees import _cpu, _env, _postgres_procs, _tenant_key  #
 from tests.support.processes import TICKWHEEL, ProcessGroup  # noqa: E402
 from tests.support.servers import PostgresServer, start_server  # noqa: E402
 
-HANDLERS = "tests.acceptance.handlers"
+HANDLER = "benchmarks.start_recorder:started"
+"""Records start times in memory, written out in batches (not a file write a task)."""
 
 _SUBMIT = """
 import asyncio, sys, time
@@ -206,7 +207,7 @@ def one_run(
         worker = group.worker(
             serve.target,
             key,
-            {"late": f"{HANDLERS}:lateness"},
+            {"late": HANDLER},
             name="st-w",
             slots=args.slots,
             env={**_env(tree), "TW_RECORD_FILE": str(records)},
