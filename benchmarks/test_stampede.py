@@ -179,6 +179,23 @@ class _CpuTracker(threading.Thread):
         return (_cpu([self.serve]), _cpu([self.worker]), pg, vac)
 
 
+def _started(records: Path) -> int:
+    """How many tasks the worker's recorder has seen start (``start_recorder``)."""
+    try:
+        return int(records.with_name(records.name + ".count").read_text() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _dump(records: Path, timeout_s: float = 120.0) -> None:
+    """Ask the worker's recorder to write its start records (after the CPU window)."""
+    records.with_name(records.name + ".dump").touch()
+    done = records.with_name(records.name + ".done")
+    deadline = time.time() + timeout_s
+    while not done.exists() and time.time() < deadline:
+        time.sleep(0.2)
+
+
 def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
@@ -254,15 +271,16 @@ def one_run(
         idx0 = _by_index(server, name)
         end = at + (args.window_s if mode == "minute" else args.window_s / 2)
         while time.time() < end:
-            if len(records.read_bytes().splitlines() if records.exists() else []) >= n:
+            if _started(records) >= n:
                 break
-            time.sleep(0.5)
+            time.sleep(0.25)
         cpu1 = cpu.mark()
         cpu.done.set()
         for proc in spy:
             proc.wait()
+        _dump(records)
         if args.pg_stats:
-            _print_statements(server, name, max(1, len(records.read_bytes().splitlines())))
+            _print_statements(server, name, max(1, _started(records)))
         tup1 = int(server.psql(TUPLES, database=name).strip())
         idx1 = _by_index(server, name)
         rss.done.set()
