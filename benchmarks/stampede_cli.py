@@ -79,7 +79,9 @@ def one_run(server: PostgresServer, tree: Path, args: argparse.Namespace) -> dic
     records = work / "records.jsonl"
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        subprocess.run([TICKWHEEL, "migrate", "--postgres-dsn", dsn], env=env, check=True)
+        subprocess.run(
+            [TICKWHEEL, "migrate", "--postgres-dsn", dsn], env=env, check=True, capture_output=True
+        )
         target = f"127.0.0.1:{free_port()}"
         admin_arg = ("--admin-token", TOKEN)
         with open(work / "serve.log", "wb") as log:
