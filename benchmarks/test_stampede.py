@@ -2,9 +2,9 @@
 
 A script, not a test (no timing assertion). It starts PostgreSQL (the test harness), a
 fresh database migrated by the tree under test, ``tickwheel serve`` and one ``tickwheel
-worker`` (2,000 slots, ack-first, the ``lateness`` handler that records when it started
-against the task's jittered due time) from that tree, and submits N tasks with that
-tree's client (a child process) for an instant T:
+worker`` (2,000 slots, ack-first, ``benchmarks/start_recorder.py``'s handler, which
+records in memory when it started against the task's jittered due time) from that tree,
+and submits N tasks with that tree's client (a child process) for an instant T:
 
 - ``minute``: T is a whole minute and the tasks take the default jitter rule (a round
   instant is spread late-only over 0-120 s), so the due curve is flat at N/121 a second;
@@ -66,7 +66,8 @@ from benchmarks.compare_trees import _cpu, _env, _postgres_procs, _tenant_key  #
 from tests.support.processes import TICKWHEEL, ProcessGroup  # noqa: E402
 from tests.support.servers import PostgresServer, start_server  # noqa: E402
 
-HANDLERS = "tests.acceptance.handlers"
+HANDLER = "benchmarks.start_recorder:started"
+"""Records start times in memory, written out in batches (not a file write a task)."""
 
 _SUBMIT = """
 import asyncio, sys, time
@@ -178,6 +179,23 @@ class _CpuTracker(threading.Thread):
         return (_cpu([self.serve]), _cpu([self.worker]), pg, vac)
 
 
+def _started(records: Path) -> int:
+    """How many tasks the worker's recorder has seen start (``start_recorder``)."""
+    try:
+        return int(records.with_name(records.name + ".count").read_text() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _dump(records: Path, timeout_s: float = 120.0) -> None:
+    """Ask the worker's recorder to write its start records (after the CPU window)."""
+    records.with_name(records.name + ".dump").touch()
+    done = records.with_name(records.name + ".done")
+    deadline = time.time() + timeout_s
+    while not done.exists() and time.time() < deadline:
+        time.sleep(0.2)
+
+
 def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
@@ -206,7 +224,7 @@ def one_run(
         worker = group.worker(
             serve.target,
             key,
-            {"late": f"{HANDLERS}:lateness"},
+            {"late": HANDLER},
             name="st-w",
             slots=args.slots,
             env={**_env(tree), "TW_RECORD_FILE": str(records)},
@@ -253,15 +271,16 @@ def one_run(
         idx0 = _by_index(server, name)
         end = at + (args.window_s if mode == "minute" else args.window_s / 2)
         while time.time() < end:
-            if len(records.read_bytes().splitlines() if records.exists() else []) >= n:
+            if _started(records) >= n:
                 break
-            time.sleep(0.5)
+            time.sleep(0.25)
         cpu1 = cpu.mark()
         cpu.done.set()
         for proc in spy:
             proc.wait()
+        _dump(records)
         if args.pg_stats:
-            _print_statements(server, name, max(1, len(records.read_bytes().splitlines())))
+            _print_statements(server, name, max(1, _started(records)))
         tup1 = int(server.psql(TUPLES, database=name).strip())
         idx1 = _by_index(server, name)
         rss.done.set()

@@ -105,16 +105,16 @@ class Slots:
         task_id = held.ctx.task_id
         if self.held.get(task_id) is held:
             del self.held[task_id]
-        if self.credit is not None:
-            # The slot is the whole worker's: it goes where work waits, even while
-            # this stream drains.
-            self.credit.finished(1)
-        elif not self._stopping():
+        if self.credit is not None or not self._stopping():
+            # A shared slot is the whole worker's: it goes where work waits, even
+            # while this stream drains.
             self.give_back(1)
 
     def give_back(self, slots: int) -> None:
-        """Return slots to the server; all returned in one loop turn ride in one message
-        (Kafka mode: wake the consumer, which fetches again)."""
+        """Return slots; all returned in one loop turn ride in one ``Credit`` message,
+        or one call of the shared split (a cluster worker's member: one grant for the
+        turn, not one message a task) (Kafka mode: wake the consumer, which fetches
+        again)."""
         if self._wakeup is not None:
             self._wakeup.set()
             return
@@ -126,5 +126,9 @@ class Slots:
     def _flush(self) -> None:
         self._flush_scheduled = False
         slots, self._credit_due = self._credit_due, 0
-        if slots and not self._stopping():
+        if not slots:
+            return
+        if self.credit is not None:
+            self.credit.finished(slots)
+        elif not self._stopping():
             self._send(pb.WorkerMessage(credit=pb.Credit(slots=slots)))
