@@ -51,7 +51,7 @@ class Sessions:
         tokens), for :meth:`release_overdue` (``EngineConfig.ack_timeout_s``)."""
         self._orphans: dict[uuid.UUID, tuple[float, TaskKey, int]] = {}
         """RUNNING tasks of streams that broke on the worker's side, not yet taken up
-        again: (when their grace ends, key, token), for :meth:`release_overdue`."""
+        again: (when their grace ends, key, token), for :meth:`end_orphans`."""
 
     def __iter__(self) -> Iterator[WorkerSession]:
         return iter(list(self._sessions.values()))
