@@ -468,8 +468,8 @@ class HandlerRunner:
         ctx = held.ctx
         started = time.perf_counter()
         outcome = await self._invoke(held)
-        stats = self.stats
-        stats.handler_done(ctx.type, time.perf_counter() - started)
+        self._slots.handler_ended(held)  # its slot is free; its row stays to the answer
+        (stats := self.stats).handler_done(ctx.type, time.perf_counter() - started)
         if held.released:  # released at the drain deadline while it ran
             return
         reason = ctx.cancel_reason

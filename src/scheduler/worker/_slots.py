@@ -3,7 +3,8 @@
 Owns :class:`Held` (one row per task held: its fenced ref, its context, whether it
 was acked or released, its handler task and span) and :class:`Slots` (the table, the
 slot count, and the credit owed back to the server). A slot is taken when an
-assignment is held and given back when its handler task ends; credit given back in
+assignment is held and given back when its handler returns (its row stays until the
+outcome is answered: :meth:`Slots.handler_ended`); credit given back in
 one loop turn rides in one ``Credit`` message. In Kafka mode a freed slot wakes the
 consumer instead (it fetches as many records as there are free slots).
 
@@ -43,6 +44,9 @@ class Held:
     """RUNNING in the store (acked, or started on delivery): heartbeats renew it."""
     released: bool = False
     """Released at the drain deadline while its handler ran: nothing more to commit."""
+    freed: bool = False
+    """Its slot went back when its handler ended (:meth:`Slots.handler_ended`), before
+    its outcome's answer: the row stays until then, the slot is another task's."""
     committing: bool = False
     """Its outcome was sent and its answer is awaited: a heartbeat refused for it now
     is answered after the outcome committed (the task is no longer RUNNING), not a
@@ -91,13 +95,29 @@ class Slots:
         self._wakeup = wakeup
         self._credit_due = 0
         self._flush_scheduled = False
+        self._freed = 0
+        """Rows whose slot went back early (``Held.freed``): at most ``capacity``, so a
+        server slow to answer outcomes holds at most twice the slots in rows."""
         self.credit: StreamCredit | None = None
         """Set when this worker's slots are shared with other streams (a cluster
         worker's member): credit is then granted by the shared split, not per slot."""
 
     def free(self) -> int:
-        """Slots not taken by a held task."""
-        return max(0, self.capacity - len(self.held))
+        """Slots not taken by a held task whose handler runs (or has yet to)."""
+        return max(0, self.capacity - len(self.held) + self._freed)
+
+    def handler_ended(self, held: Held) -> None:
+        """``held``'s handler returned (or raised): its slot goes back now, while its
+        outcome is still being committed, unless ``capacity`` rows are in that state
+        already (then at :meth:`drop`). A slot bounds the handlers that run at once, not
+        the outcomes on their way to the server: a short task's slot is free one round
+        trip (the completion's durable write) sooner."""
+        if held.freed or self._freed >= self.capacity:
+            return
+        if self.credit is not None or not self._stopping():
+            held.freed = True
+            self._freed += 1
+            self.give_back(1)
 
     def drop(self, held: Held) -> None:
         """``held``'s handler task ended: forget it (unless a later attempt of the task
@@ -105,7 +125,9 @@ class Slots:
         task_id = held.ctx.task_id
         if self.held.get(task_id) is held:
             del self.held[task_id]
-        if self.credit is not None or not self._stopping():
+        if held.freed:
+            self._freed -= 1  # its slot went back when its handler ended
+        elif self.credit is not None or not self._stopping():
             # A shared slot is the whole worker's: it goes where work waits, even
             # while this stream drains.
             self.give_back(1)

@@ -112,3 +112,59 @@ async def test_a_release_carries_the_attempts_token_and_last_checkpoint() -> Non
     empty = _held(task_id).release_message().release
     assert not empty.HasField("checkpoint")
     assert not empty.checkpoint_json
+
+
+async def test_a_slot_goes_back_when_its_handler_ends_not_when_its_outcome_is_answered() -> None:
+    sent = _Sent()
+    slots = Slots(2, send=sent, stopping=lambda: False)
+    task_id = uuid.uuid4()
+    slots.held[task_id] = held = _held(task_id)
+    assert slots.free() == 1
+    slots.handler_ended(held)
+    slots.handler_ended(held)  # once only
+    assert slots.free() == 2  # the row stays (its outcome is in flight), the slot is free
+    assert list(slots.held) == [task_id]
+    await asyncio.wait_for(sent.arrived.wait(), 1.0)
+    assert sent.messages == [pb.WorkerMessage(credit=pb.Credit(slots=1))]
+    sent.arrived.clear()
+    slots.drop(held)  # the outcome's answer: the row goes, no second credit
+    assert slots.held == {}
+    assert slots.free() == 2
+    await asyncio.sleep(0.01)
+    assert len(sent.messages) == 1
+
+
+async def test_early_slots_are_capped_at_the_capacity() -> None:
+    """A server slow to answer outcomes: at most ``capacity`` rows hold a slot that went
+    back early; the next handler's slot waits for its own outcome's answer."""
+    sent = _Sent()
+    slots = Slots(2, send=sent, stopping=lambda: False)
+    rows = []
+    for _ in range(3):
+        task_id = uuid.uuid4()
+        slots.held[task_id] = held = _held(task_id)
+        rows.append(held)
+    for held in rows:
+        slots.handler_ended(held)
+    assert [h.freed for h in rows] == [True, True, False]
+    await asyncio.wait_for(sent.arrived.wait(), 1.0)
+    assert sent.messages == [pb.WorkerMessage(credit=pb.Credit(slots=2))]
+    sent.arrived.clear()
+    slots.drop(rows[2])  # its slot goes back now
+    await asyncio.wait_for(sent.arrived.wait(), 1.0)
+    assert sent.messages[-1] == pb.WorkerMessage(credit=pb.Credit(slots=1))
+    slots.drop(rows[0])
+    slots.handler_ended(rows[1])
+    assert slots.free() == 2
+
+
+async def test_no_early_slot_while_draining() -> None:
+    sent = _Sent()
+    slots = Slots(2, send=sent, stopping=lambda: True)
+    task_id = uuid.uuid4()
+    slots.held[task_id] = held = _held(task_id)
+    slots.handler_ended(held)
+    slots.drop(held)
+    await asyncio.sleep(0.01)
+    assert sent.messages == []
+    assert not held.freed

@@ -2575,7 +2575,11 @@ export const HelloSchema: GenMessage<Hello> = /*@__PURE__*/
   messageDesc(file_tickwheel_v1_tickwheel, 66);
 
 /**
- * More capacity: the server may push `slots` more tasks.
+ * More capacity: the server may push `slots` more tasks. A slot bounds the handlers a
+ * worker runs at once: the Python SDK gives a slot back when its handler returns, while
+ * the outcome's Result is still awaited (at most its slot count of outcomes in flight
+ * that way), so a short task's slot is free a round trip sooner. The server never
+ * checks credit against the tasks it holds for the stream.
  *
  * @generated from message tickwheel.v1.Credit
  */
