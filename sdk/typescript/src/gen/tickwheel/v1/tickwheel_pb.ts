@@ -4763,7 +4763,9 @@ export type WorkerInfo = Message<"tickwheel.v1.WorkerInfo"> & {
 
   /**
    * Credit it has left: tasks the server may still push to it (slots - used, once the
-   * worker has granted back the slots of the tasks it finished).
+   * worker has granted back the slots of the tasks it finished; a Python worker grants a
+   * slot back when its handler returns, before its outcome is written, so used + free
+   * may briefly exceed slots).
    *
    * @generated from field: uint32 slots_free = 7;
    */
