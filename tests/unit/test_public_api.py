@@ -49,7 +49,7 @@ def test_client_methods() -> None:
             "delete_expectation", "delete_rate_limit", "delete_schedule", "fail", "get",
             "get_schedule", "get_workflow", "history", "list", "list_dispatch_pauses",
             "list_expectations", "list_page", "list_rate_limits", "list_schedules",
-            "list_workflows", "pause_dispatch", "pause_schedule", "plan_bulk", "redrive",
+            "list_workers", "list_workflows", "pause_dispatch", "pause_schedule", "plan_bulk", "redrive",
             "register_expectation", "resume_dispatch", "resume_schedule", "run_bulk",
             "set_rate_limit", "submit", "submit_many", "submit_workflow", "wait",
         ],

@@ -1,7 +1,8 @@
 """The ``tickwheel`` click group: global options, and every command group registered.
 
 Each command group lives in its own module: ``_serve`` (serve, dev, migrate),
-``_tasks`` (submit, get, cancel, redrive, list), ``_worker``, ``_admin`` (tenants,
+``_tasks`` (submit, get, cancel, redrive, list), ``_worker``, ``_workers`` (the
+connected workers), ``_admin`` (tenants,
 keys), ``_watchdog``, ``_orchestration`` (workflows, schedules, expectations) and ``_ui``
 (the web dashboard);
 shared options are in ``_options``, running and clients in ``_runner``. Called by the
@@ -28,6 +29,7 @@ from scheduler.cli._tasks import cancel, get, history, list_, redrive, submit
 from scheduler.cli._ui import ui
 from scheduler.cli._watchdog import watchdog
 from scheduler.cli._worker import worker
+from scheduler.cli._workers import workers
 
 _settings: dict[str, object] = {"verbose": 0, "level": None, "format": "text"}
 """The logging asked for so far: group options first, then the subcommand's."""
@@ -168,6 +170,7 @@ for _command in (
     list_,
     history,
     worker,
+    workers,
     tenants,
     keys,
     concurrency,

@@ -45,6 +45,7 @@ from scheduler.client._types import (
     TenantInfo,
     WorkflowInfo,
 )
+from scheduler.client._workers import WorkerInfo
 from scheduler.jitter import JitterMode
 from scheduler.states import TaskState
 from scheduler.types import (
@@ -113,5 +114,6 @@ __all__ = [
     "Unauthenticated",
     "Unavailable",
     "UpstreamPolicy",
+    "WorkerInfo",
     "WorkflowInfo",
 ]

@@ -33,6 +33,7 @@ from scheduler.client._flow import FlowCalls
 from scheduler.client._schedules import ScheduleCalls
 from scheduler.client._tasks import WAIT_SLICE_S, TaskCalls
 from scheduler.client._tls import TLSConfig
+from scheduler.client._workers import WorkerCalls
 from scheduler.client._workflows import WorkflowCalls
 from scheduler.regions import RegionDirectory
 
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 
-class Client(TaskCalls, WorkflowCalls, ScheduleCalls, ExpectationCalls, FlowCalls):
+class Client(TaskCalls, WorkflowCalls, ScheduleCalls, ExpectationCalls, FlowCalls, WorkerCalls):
     """A tenant's connection to Tickwheel. Create with :meth:`connect`.
 
     Every call has a deadline (``rpc_timeout_s``) and raises the same

@@ -28,6 +28,7 @@ from scheduler.client._flow import PauseInfo, RateLimitInfo
 from scheduler.client._handle import outcome
 from scheduler.client._tls import TLSConfig
 from scheduler.client._types import JSON, Task, TaskSpec
+from scheduler.client._workers import WorkerInfo
 from scheduler.regions import RegionDirectory
 from scheduler.states import TaskState
 from scheduler.types import Pool
@@ -226,6 +227,10 @@ class SyncClient:
     def delete_rate_limit(self, key: str) -> None:
         """Remove a key's limit (NotFound if it had none)."""
         self._loop.run(self._client.delete_rate_limit(key))
+
+    def list_workers(self) -> builtins.list[WorkerInfo]:
+        """The worker streams connected to the node reached, by worker id."""
+        return self._loop.run(self._client.list_workers())
 
     def pause_dispatch(
         self, task_type: str | None = None, pool: Pool | None = None, *, all_tenants: bool = False

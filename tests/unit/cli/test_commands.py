@@ -36,6 +36,7 @@ def test_every_command_is_registered() -> None:
         "ui",
         "watchdog",
         "worker",
+        "workers",
         "workflows",
     ]
     groups = {n: c for n, c in main.commands.items() if isinstance(c, click.Group)}
