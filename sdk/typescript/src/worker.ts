@@ -4,8 +4,9 @@
 // (src/scheduler/worker) speaks it:
 // - Hello (worker id, types, pools, slots as initial credit, start_on_delivery,
 //   json_bytes, backlog) -> Welcome (session, lease ttl, heartbeat interval, members);
-// - the server pushes Assignments against credit; each finished task gives a slot
-//   back as Credit (one message for every slot freed in one turn of the event loop);
+// - the server pushes Assignments against credit; each finished handler gives a slot
+//   back as Credit, before its outcome's Result (at most `slots` outcomes in flight so;
+//   one message for every slot freed in one turn of the event loop);
 // - ack-first (default): an Ack per push turns the tasks RUNNING before their handlers
 //   start; start-on-delivery: the handlers start at once and no ack is sent;
 // - heartbeats renew the leases of the running tasks (at once after a reconnect, so the
@@ -159,6 +160,8 @@ class Held {
   acked = false;
   committing = false;
   released = false;
+  /** Its slot went back when its handler returned; the row stays until the outcome's Result. */
+  freed = false;
   done: Promise<void> = Promise.resolve();
   checkpointData: JsonObject | undefined;
   drainDeadline: Date | undefined;
@@ -498,6 +501,7 @@ export class Worker {
   readonly startOnDelivery: boolean;
   readonly requestTimeoutS: number;
   readonly capacity: number;
+  private freed = 0;
   readonly held = new Map<string, Held>();
   readonly report: DrainReport = { completed: 0, failed: 0, cancelled: 0, released: 0, releasedAtDeadline: 0, rejected: 0, uncommitted: 0 };
   stopping = false;
@@ -787,6 +791,17 @@ export class Worker {
 
   private drop(h: Held): void {
     if (this.held.get(h.a.taskId) === h) this.held.delete(h.a.taskId);
+    if (h.freed) this.freed -= 1; // its slot went back when its handler returned
+    else this.splitGrant(this.split.finished(1));
+  }
+
+  /** The handler returned: its slot is free now, while its outcome is still being
+   * committed (at most `capacity` rows in that state; past that, at drop). A slot bounds
+   * the handlers that run at once, so a short task's slot is free a round trip sooner. */
+  private handlerEnded(h: Held): void {
+    if (h.freed || this.freed >= this.capacity) return;
+    h.freed = true;
+    this.freed += 1;
     this.splitGrant(this.split.finished(1));
   }
 
@@ -868,6 +883,7 @@ export class Worker {
 
   private async attempt(h: Held): Promise<void> {
     const outcome = await this.invoke(h);
+    this.handlerEnded(h);
     if (h.released) return; // released at the drain deadline while it ran
     const reason = h.cancelReason;
     let msg: WorkerMessageInit | undefined;
