@@ -236,7 +236,11 @@ class Completer:
         )
 
     async def record_refused(
-        self, writes: Sequence[FencedWrite], outcomes: Sequence[Outcome], actor: str, write: str
+        self,
+        writes: Sequence[FencedWrite | Completion | FailureReport | Release],
+        outcomes: Sequence[Outcome],
+        actor: str,
+        write: str,
     ) -> None:
         """Record the STALE ones in the task's history (GetTaskHistory's refused
         writes). Only on a refusal, so accepted writes cost nothing; one statement per
@@ -282,9 +286,8 @@ class Completer:
         Only OK: a zombie's rejected write must not free the slot of the worker that
         holds the task now (the reaper freed the zombie's slot when its lease lapsed).
         """
-        for item, outcome in zip(items, outcomes, strict=True):
-            if outcome is Outcome.OK:
-                self._slots.free(item.key.id)
+        ok = Outcome.OK
+        self._slots.free_many([i.key.id for i, o in zip(items, outcomes, strict=True) if o is ok])
 
     async def _flush_acks(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         lease = self._now() + timedelta(seconds=self._config.lease_ttl_s)
@@ -304,15 +307,22 @@ class Completer:
         started = time.perf_counter()
         results = await self._store.complete(items, self._now())
         self._stats.write("complete", len(items), time.perf_counter() - started)
+        # One pass a batch (issue 41): the count by labels, then the slots and the
+        # waiters of the accepted ones, told once each.
         outcomes = [r.outcome for r in results]
-        self._count("completed", items, outcomes)
-        self._free_ok(items, outcomes)
-        self._timeline.add([c for r in results for c in r.ready_children])
-        self._stats.completed += sum(r.outcome is Outcome.OK for r in results)
-        self._settled(
-            c.key.id for c, r in zip(items, results, strict=True) if r.outcome is Outcome.OK
-        )
-        return [r.outcome for r in results]
+        counter = self._stats.tasks["completed"]
+        labels = self._slots.labels
+        ok = Outcome.OK
+        done = [c.key.id for c, o in zip(items, outcomes, strict=True) if o is ok]
+        for task_id in done:
+            counter[labels(task_id)] += 1
+        self._slots.free_many(done)
+        children = [c for r in results if r.ready_children for c in r.ready_children]
+        if children:
+            self._timeline.add(children)
+        self._stats.completed += len(done)
+        self._settled(done)
+        return outcomes
 
     async def _flush_failures(self, items: Sequence[FailureReport]) -> list[Outcome]:
         failures = [

@@ -12,11 +12,11 @@ that was already committed.
 from __future__ import annotations
 
 import asyncio
-import collections
 import heapq
 import itertools
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 
 from scheduler._aio import wait_event
 from scheduler.engine._sessions import WorkerSession
@@ -35,7 +35,11 @@ class Delivery:
         self._stats = stats
         self._heap: list[tuple[int, int, WorkerSession, Assignment]] = []
         self._seq = itertools.count()
-        self._holding: collections.Counter[uuid.UUID] = collections.Counter()
+        self._holding: dict[uuid.UUID, int] = {}
+        """How many times each task is held (a plain dict: a Counter's missing key is a
+        Python call, a task)."""
+        self._last_due: tuple[datetime | None, int] = (None, 0)
+        """The last due time converted, and its microseconds (a burst shares one)."""
         self._cancel: set[uuid.UUID] = set()
         self._wake = asyncio.Event()
 
@@ -44,8 +48,14 @@ class Delivery:
 
     def hold(self, session: WorkerSession, a: Assignment) -> None:
         """Deliver ``a`` to ``session`` at its due tick."""
-        heapq.heappush(self._heap, (to_us(a.due_at), next(self._seq), session, a))
-        self._holding[a.key.id] += 1
+        due, due_us = self._last_due
+        if a.due_at != due:
+            due_us = to_us(a.due_at)
+            self._last_due = (a.due_at, due_us)
+        heapq.heappush(self._heap, (due_us, next(self._seq), session, a))
+        holding = self._holding
+        task_id = a.key.id
+        holding[task_id] = holding.get(task_id, 0) + 1
 
     def wake(self) -> None:
         """New assignments are held: look at the earliest again."""
@@ -69,16 +79,23 @@ class Delivery:
         holding = self._holding
         lateness_ms = self._stats.lateness_ms
         lateness_s = self._stats.lateness_s
+        pop = heapq.heappop
+        last: WorkerSession | None = None
+        batch: list[Assignment] = []
         while heap and heap[0][0] <= now_us:
-            due_us, _, session, a = heapq.heappop(heap)
-            left = holding[a.key.id] - 1
+            due_us, _, session, a = pop(heap)
+            task_id = a.key.id
+            left = holding[task_id] - 1
             if left > 0:
-                holding[a.key.id] = left
+                holding[task_id] = left
             else:
-                del holding[a.key.id]
+                del holding[task_id]
             lateness_ms.append((now_us - due_us) / 1000.0)
             lateness_s.observe((now_us - due_us) / 1e6)
-            per_session.setdefault(session.session_id, (session, []))[1].append(a)
+            if session is not last:  # a run of one session's: one lookup, not one a task
+                batch = per_session.setdefault(session.session_id, (session, []))[1]
+                last = session
+            batch.append(a)
         for session, batch in per_session.values():
             self._stats.delivered += len(batch)
             session.deliver(tuple(batch))

@@ -111,6 +111,12 @@ class Dispatcher:
         if self.keys.freed(task_id):
             self._wake.set()
 
+    def freed_many(self, task_ids: list[uuid.UUID]) -> None:
+        """:meth:`freed` for a batch (nothing to do a task while no keyed task runs)."""
+        keys = self.keys
+        if keys.running_keyed and any([keys.freed(t) for t in task_ids]):
+            self._wake.set()
+
     def _now_ms(self) -> int:
         return to_ms(self._now())
 
@@ -321,18 +327,24 @@ class Dispatcher:
         self._held = self.held_reserves(to_ms(now)) if cfg.reserves else frozenset()
         reserving = bool(self._held)
         active = collections.deque(sessions)
-        while active and len(picks) < limit and len(self._ready):
+        ready = self._ready
+        # Only the pools with tasks waiting are tried (nothing is queued during the
+        # loop, so a pool found empty stays empty): no call a slot for the others.
+        live = [pool for pool in POOL_ORDER if ready.depth(pool)]
+        while active and len(picks) < limit and live:
             s = active.popleft()
             task = None
-            for pool in POOL_ORDER:
+            for pool in live:
                 if (
                     pool in s.pools
                     and (s.outlet is not None or pool not in self._outlet_pools)
                     and self._pool_open(pool, capacity)
                     and (not reserving or self._room(s, pool))
                 ):
-                    task = self._ready.pop(pool, s.task_types, s.scope, allow, veto)
+                    task = ready.pop(pool, s.task_types, s.scope, allow, veto)
                     if task is not None:
+                        if not ready.depth(pool):
+                            live.remove(pool)
                         break
             if task is None:
                 continue  # nothing this session can run right now
@@ -377,16 +389,19 @@ class Dispatcher:
                     await self._quota.refund(unused, now.timestamp())
                     await self._refund_keys(gate, now.timestamp())
                     return 0
+        # From the due time, not the commit: a task committed ahead (the lead and the
+        # window) still gets its whole lease once it is delivered. To a worker that
+        # acks first, only until the ack is due (its ack extends it): a task pushed by
+        # a node that died unacked goes back then. Per session and per shard once.
+        leases = {s: short if s.acks_first else ttl for s in sessions}
+        epoch = self._shards.epoch
+        epochs = {shard: epoch(shard) for shard in {p.shard_id for _, p in picks}}
         requests = [
             DispatchRequest(
                 key=p.key,
                 worker_id=s.worker_id,
-                # From the due time, not the commit: a task committed ahead (the lead
-                # and the window) still gets its whole lease once it is delivered. To
-                # a worker that acks first, only until the ack is due (its ack extends
-                # it): a task pushed by a node that died unacked goes back then.
-                lease_expires_at=max(now, p.due_at) + (short if s.acks_first else ttl),
-                epoch=self._shards.epoch(p.shard_id),
+                lease_expires_at=max(now, p.due_at) + leases[s],
+                epoch=epochs[p.shard_id],
                 running=s.start_on_delivery,
             )
             for s, p in picks
@@ -419,10 +434,13 @@ class Dispatcher:
         refund: collections.Counter[uuid.UUID] = collections.Counter(unused)
         pool_wait = stats.pool_wait_ms
         ready_wait = stats.ready_wait_s
-        dispatched = stats.tasks["dispatched"]
+        counts: collections.Counter[tuple[Pool, str]] = collections.Counter()
         late: dict[WorkerSession, list[Assignment]] = {}
         keys = self.keys
         hold_of = self._flow.hold_of if self._flow.since else None
+        waits: dict[datetime, int] = {}  # by due time: a burst shares a few
+        hold = self._delivery.hold
+        sent = 0
         for (s, p), a in zip(picks, assignments, strict=True):
             if a is None:  # cancelled between pre-load and dispatch
                 self._undo(s, p)
@@ -438,18 +456,25 @@ class Dispatcher:
             assert type(a) is Assignment
             if a.concurrency_key is not None:
                 keys.dispatched(p.key.id, p.tenant_id, p.type, a.concurrency_key)
-            wait_ms = max(0, now_ms - to_ms(p.due_at))
-            pool_wait[p.pool].append(float(wait_ms))
-            ready_wait[p.pool].observe(wait_ms / 1000.0)
+            wait_ms = waits.get(p.due_at)
+            if wait_ms is None:
+                wait_ms = waits[p.due_at] = max(0, now_ms - to_ms(p.due_at))
+            pool = p.pool
+            pool_wait[pool].append(float(wait_ms))
+            ready_wait[pool].observe(wait_ms / 1000.0)
             if hold_of is not None:
-                hold = hold_of(p.tenant_id, p.type, p.pool, p.rate_key, p.due_at.timestamp())
-                if hold is not None:
-                    stats.held_wait_s[hold[0]].observe(hold[1])
-            dispatched[(p.pool.value, p.type)] += 1
+                held = hold_of(p.tenant_id, p.type, pool, p.rate_key, p.due_at.timestamp())
+                if held is not None:
+                    stats.held_wait_s[held[0]].observe(held[1])
+            counts[(pool, p.type)] += 1
+            sent += 1
             if s.assigned(a):
-                self._delivery.hold(s, a)
+                hold(s, a)
             else:
                 late.setdefault(s, []).append(a)
+        dispatched = stats.tasks["dispatched"]
+        for (pool, type_), n in counts.items():
+            dispatched[(pool.value, type_)] += n
         if hold_of is not None:
             self._flow.prune(self._ready)
         for s, gone in late.items():
@@ -457,8 +482,9 @@ class Dispatcher:
         if refund:
             await self._quota.refund(refund, now.timestamp())
         await self._refund_keys(gate, now.timestamp())
-        self._mirror.remove([p.key for _, p in picks], [p.shard_id for _, p in picks])
-        self._stats.dispatched += sum(type(a) is Assignment for a in assignments)
+        if self._mirror.enabled:
+            self._mirror.remove([p.key for _, p in picks], [p.shard_id for _, p in picks])
+        self._stats.dispatched += sent
         self._delivery.wake()
         return len(picks)
 

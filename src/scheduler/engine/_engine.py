@@ -148,7 +148,7 @@ class Engine:
         self._preloader.on_move = self._moved
         self._debounce = DebounceCombiner(self.store.insert_tasks, self._background)
         self.preloader = self._preloader  # the door to a reconcile pass run now
-        self._slots = Slots(self._slot_freed)
+        self._slots = Slots(self._slot_freed, self._slots_freed)
         self._waiters = Waiters()
         self._completer = Completer(
             store,
@@ -327,6 +327,12 @@ class Engine:
     def _slot_freed(self, task_id: uuid.UUID) -> None:
         self._sessions.freed(task_id)
         self._dispatcher.freed(task_id)
+        self._wake_dispatcher()
+
+    def _slots_freed(self, task_ids: list[uuid.UUID]) -> None:
+        """:meth:`_slot_freed` for a batch (a completion flush), one wake for all."""
+        self._sessions.freed_many(task_ids)
+        self._dispatcher.freed_many(task_ids)
         self._wake_dispatcher()
 
     # ------------------------------------------------------------------ shards

@@ -81,6 +81,11 @@ class KeyGate:
         """A keyed task went to a worker from this node."""
         self._running[task_id] = (tenant_id, type_, key)
 
+    @property
+    def running_keyed(self) -> bool:
+        """Whether a task with a concurrency key runs (else :meth:`freed` is a no-op)."""
+        return bool(self._running)
+
     def freed(self, task_id: uuid.UUID) -> bool:
         """A task left its worker; True when it frees a slot that a held task waits for."""
         k = self._running.pop(task_id, None)

@@ -199,7 +199,7 @@ class _Tenant:
         if best is None:
             return -1
         handle = best.pop(table)
-        if not best:
+        if not best.late and len(best.run) == best.head:  # empty (no __len__ call a task)
             del by_type[best.lane]
         return handle
 

@@ -202,3 +202,9 @@ class Sessions:
         for session in self._outlets:
             if session.let_go(task_id):
                 session.return_credit()
+
+    def freed_many(self, task_ids: Sequence[uuid.UUID]) -> None:
+        """:meth:`freed` for each task (nothing to do a task without an outlet)."""
+        if self._outlets:
+            for task_id in task_ids:
+                self.freed(task_id)

@@ -35,13 +35,15 @@ Group = tuple[uuid.UUID, str, Pool, str]
 class TaskRows:
     """The task table, its interned groups and the wheel that times some of its rows."""
 
-    __slots__ = ("_group_of", "groups", "on_group", "table", "wheel")
+    __slots__ = ("_group_of", "_last", "groups", "on_group", "table", "wheel")
 
     def __init__(self) -> None:
         self.table = TaskTable()
         self.groups: list[Group] = []
         """(tenant, type, pool, rate limit key) by group number: a handful per node."""
         self._group_of: dict[Group, int] = {}
+        self._last: tuple[int, datetime, int, datetime] = (0, _EPOCH, 0, _EPOCH)
+        """The times :meth:`rebuild` built last (µs and datetime: scheduled, due)."""
         self.wheel: TimingWheel | None = None
         """The wheel whose keys are this table's handles (None: nothing is timed)."""
         self.on_group: Callable[[int, Pool], None] | None = None
@@ -105,9 +107,21 @@ class TaskRows:
         """A ``Preloaded`` from a row of the table."""
         task_id, scheduled_us, due_us, group, shard = row
         tenant_id, type_, pool, rate_key = self.groups[group]
+        # The last times built are used again (datetimes are immutable): the tasks of a
+        # stampede share one scheduled_at, and a burst's one due time.
+        last = self._last
+        same = scheduled_us == last[0]
+        scheduled = last[1] if same else _EPOCH + timedelta(0, 0, scheduled_us)
+        if due_us == scheduled_us:
+            due = scheduled
+        elif due_us == last[2]:
+            due = last[3]
+        else:
+            due = _EPOCH + timedelta(0, 0, due_us)
+        self._last = (scheduled_us, scheduled, due_us, due)
         return Preloaded(
-            TaskKey(uuid_of_int(task_id), _EPOCH + timedelta(0, 0, scheduled_us)),
-            _EPOCH + timedelta(0, 0, due_us),
+            TaskKey(uuid_of_int(task_id), scheduled),
+            due,
             tenant_id,
             shard,
             pool,

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from scheduler._errors import InvalidArgument, NotFound, TickwheelError
 from scheduler.engine._completer import Completer
@@ -50,6 +50,8 @@ from scheduler.types import (
 )
 
 Publish = Callable[[Outlet, Sequence[Assignment]], None]
+
+W = TypeVar("W", FencedWrite, Completion, FailureReport, Release)  # a key and a token
 
 
 class Registry(Protocol):
@@ -306,7 +308,7 @@ class WorkerSession:
         self._queue.put_nowait(None)
 
     # -- the worker's writes -----------------------------------------------------------
-    async def _own(self, writes: Sequence[FencedWrite]) -> list[Outcome | None]:
+    async def _own(self, writes: Sequence[W]) -> list[Outcome | None]:
         """Which writes this session may make: None for a task it holds, else the
         outcome that refuses the write without touching the store.
 
@@ -319,6 +321,9 @@ class WorkerSession:
         for another tenant's or a missing task, STALE for a task of another worker, an
         old token or a task no longer leased.
         """
+        held = self._held
+        if all(map(held.__contains__, [w.key.id for w in writes])):
+            return [None] * len(writes)  # every one given here: the common case, a C loop
         owned: list[Outcome | None] = []
         for w in writes:
             if w.key.id in self._held:
@@ -363,15 +368,19 @@ class WorkerSession:
 
     async def _fenced(
         self,
-        writes: Sequence[FencedWrite],
-        run: Callable[[list[FencedWrite]], Any],
+        writes: Sequence[W],
+        run: Callable[[list[W]], Any],
         kind: str,
     ) -> list[Outcome]:
+        """``run`` the items (each a ``key`` and a ``token``) this session may write."""
         refused = await self._own(writes)
-        mine = [w for w, no in zip(writes, refused, strict=True) if no is None]
-        results: list[Outcome] = await run(mine) if mine else []
-        it = iter(results)
-        out = [next(it) if no is None else no for no in refused]
+        if refused.count(None) == len(refused):  # all owned: no merge a task
+            out: list[Outcome] = await run(list(writes)) if writes else []
+        else:
+            mine = [w for w, no in zip(writes, refused, strict=True) if no is None]
+            results: list[Outcome] = await run(mine) if mine else []
+            it = iter(results)
+            out = [next(it) if no is None else no for no in refused]
         self._completer.count_stale(out)
         if Outcome.STALE in out:
             # Refused here (another session's task) or by the store (an old token):
@@ -499,18 +508,18 @@ class WorkerSession:
     async def complete(self, items: Sequence[Completion]) -> list[Outcome]:
         """RUNNING -> COMPLETED (fenced)."""
         self._revive()
-        by_id = {c.key.id: c for c in items}
 
-        async def run(mine: list[FencedWrite]) -> list[Outcome]:
-            if self._unwritten:  # adopted by _own just now, or before
+        async def run(mine: list[Completion]) -> list[Outcome]:
+            unwritten = self._unwritten
+            if unwritten:  # adopted by _own just now, or before
                 now = self._completer.now()
-                for tid in self._unwritten & by_id.keys():
-                    by_id[tid] = dataclasses.replace(by_id[tid], acked_at=now)
-            return await self._completer.complete([by_id[w.key.id] for w in mine])
+                mine = [
+                    dataclasses.replace(c, acked_at=now) if c.key.id in unwritten else c
+                    for c in mine
+                ]
+            return await self._completer.complete(mine)
 
-        out = await self._fenced(
-            [FencedWrite(key=c.key, token=c.token) for c in items], run, "complete"
-        )
+        out = await self._fenced(items, run, "complete")
         self._forget(items, out)
         return out
 
@@ -555,9 +564,10 @@ class WorkerSession:
         return out
 
     def _forget(self, items: Sequence[Any], outcomes: Sequence[Outcome]) -> None:
+        let_go, gone = self.let_go, Outcome.NOT_FOUND
         for item, outcome in zip(items, outcomes, strict=True):
-            if outcome is not Outcome.NOT_FOUND:
-                self.let_go(item.key.id)
+            if outcome is not gone:
+                let_go(item.key.id)
 
     async def close(self, *, orphaned: bool = False) -> None:
         """End the session; tasks dispatched to it but not acked go back to PRELOADED.

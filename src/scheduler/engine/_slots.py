@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from scheduler.engine._ready import POOL_ORDER
 from scheduler.engine._stats import UNKNOWN, Labels
@@ -21,8 +21,15 @@ from scheduler.types import Pool, Preloaded
 class Slots:
     """Worker slots in use on this node."""
 
-    def __init__(self, on_free: Callable[[uuid.UUID], None]) -> None:
+    def __init__(
+        self,
+        on_free: Callable[[uuid.UUID], None],
+        on_free_many: Callable[[list[uuid.UUID]], None] | None = None,
+    ) -> None:
         self._on_free = on_free
+        self._on_free_many = on_free_many
+        """Told the tasks one :meth:`free_many` freed, in one call (None: ``on_free``
+        per task)."""
         self._inflight: dict[uuid.UUID, tuple[Pool, uuid.UUID, str]] = {}
         self._by_pool: dict[Pool, int] = dict.fromkeys(POOL_ORDER, 0)
         self._finished: collections.Counter[uuid.UUID] = collections.Counter()
@@ -62,6 +69,25 @@ class Slots:
             self._by_pool[pool] -= 1
             self._finished[tenant_id] += 1
             self._on_free(task_id)
+
+    def free_many(self, task_ids: Iterable[uuid.UUID]) -> None:
+        """:meth:`free` for each of ``task_ids``, the callback told once (a completion
+        batch: one call, not a chain of them a task)."""
+        pop, by_pool, finished = self._inflight.pop, self._by_pool, self._finished
+        freed: list[uuid.UUID] = []
+        for task_id in task_ids:
+            held = pop(task_id, None)
+            if held is not None:
+                by_pool[held[0]] -= 1
+                finished[held[1]] += 1
+                freed.append(task_id)
+        if not freed:
+            return
+        if self._on_free_many is not None:
+            self._on_free_many(freed)
+        else:
+            for task_id in freed:
+                self._on_free(task_id)
 
     def take_finished(self) -> collections.Counter[uuid.UUID]:
         """Per tenant, the tasks that came back since the last call."""

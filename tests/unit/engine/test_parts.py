@@ -20,6 +20,7 @@ from scheduler.engine._admission import Admission
 from scheduler.engine._delivery import Delivery
 from scheduler.engine._index_mirror import IndexMirror
 from scheduler.engine._ready import ReadyQueues
+from scheduler.engine._rows import TaskRows
 from scheduler.engine._shard_state import ShardState
 from scheduler.engine._slots import Slots
 from scheduler.engine._stats import EngineStats
@@ -170,6 +171,46 @@ def test_slots_count_per_pool_and_report_what_finished() -> None:
     assert slots.in_pool(Pool.BULK) == 0
     assert slots.take_finished() == {TENANT: 1}
     assert slots.take_finished() == {}
+
+
+def test_slots_free_many_is_free_for_each_with_one_callback() -> None:
+    # A completion batch (issue 41): the same counts as free() a task; the batch
+    # callback told the freed ones once, in order; without it, on_free a task.
+    batches: list[list[uuid.UUID]] = []
+    singles: list[uuid.UUID] = []
+    slots = Slots(singles.append, batches.append)
+    a, b, c = preloaded(0), preloaded(0, pool=Pool.BULK), preloaded(0)
+    for p in (a, b, c):
+        slots.take(p)
+    stranger = uuid.uuid4()
+    slots.free_many([b.key.id, stranger, a.key.id, a.key.id])
+    assert batches == [[b.key.id, a.key.id]]
+    assert singles == []
+    assert (len(slots), slots.in_pool(Pool.STANDARD), slots.in_pool(Pool.BULK)) == (1, 1, 0)
+    assert slots.take_finished() == {TENANT: 2}
+    slots.free_many([stranger])  # nothing freed: no call
+    assert len(batches) == 1
+    plain = Slots(singles.append)
+    plain.take(c)
+    plain.free_many([c.key.id])
+    assert singles == [c.key.id]
+
+
+def test_rows_rebuild_gives_each_row_its_own_times() -> None:
+    # rebuild reuses the datetimes it built last (a burst shares them): never a stale
+    # one for a row with other times.
+    rows = TaskRows()
+    tasks = [preloaded(0), preloaded(0), preloaded(5), preloaded(5), preloaded(0)]
+    late = Preloaded(
+        key=TaskKey(uuid.uuid4(), T0),
+        due_at=T0 + timedelta(seconds=9),
+        tenant_id=TENANT,
+        shard_id=0,
+        pool=Pool.STANDARD,
+        type="t",
+    )
+    handles = [rows.add(p) for p in [*tasks, late]]
+    assert [rows.take(h) for h in handles] == [*tasks, late]
 
 
 # -- timeline ----------------------------------------------------------------------------
