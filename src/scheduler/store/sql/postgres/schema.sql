@@ -774,22 +774,23 @@ CREATE INDEX idx_task_keys_ttl ON task_keys (tenant_id, expires_at)
     WHERE expires_at IS NOT NULL;
 
 -- == What a task's lifecycle writes (migrations/0022_lifecycle_write_cost.sql) ==
--- 0022: what a task's lifecycle writes (issue 41, the stampede's PostgreSQL CPU and WAL).
--- The completion ledger's index on completed_at alone is a BRIN index: no statement
--- reads the ledger by that column alone through an index (the watchdog reads it by
--- tenant and type, job or schedule), and the rows arrive in completed_at order, so a
--- time window still reads only its own block ranges, while a completion no longer adds
--- a btree entry (one of the two a ledger row had: 65 B of WAL and a btree descent a
--- task). Task partitions are filled to 70% by inserts (fillfactor), leaving room on the
--- page for the new versions of a task's dispatch and completion (every state change is
--- a non-HOT update: status is in the predicates of the partial indexes): an update on
--- the tuple's own page writes a smaller WAL record (prefix and suffix compression) and
--- no lock record for the old version, needs no free-space-map search, and pruning
--- reclaims the dead versions in place, so a finished partition ends smaller than one
--- filled to 100%. New partitions get it from tickwheel_ensure_partition; existing ones
--- for their future inserts (no rewrite).
+-- 0022: what a task's lifecycle writes (issue 41, the stampede's PostgreSQL WAL).
+-- The completion ledger's index on completed_at alone becomes a BRIN index: no statement
+-- reads the ledger through an index by that column alone (the watchdog reads it by
+-- tenant and type, job or schedule), the rows arrive in completed_at order, and a
+-- time window still reads only its own block ranges (autosummarize: a range is
+-- summarised once filled, not at the next vacuum); a completion no longer adds a btree
+-- entry (65 B of WAL a task). Task partitions are filled to 70% by inserts
+-- (fillfactor): every state change of a task is a non-HOT update (status is in the
+-- predicates of the partial indexes), and with room on its page the new version of
+-- the dispatch and of the completion stays there: a smaller WAL record (prefix and
+-- suffix compression), no lock record for the old version, and pruning reclaims the
+-- dead versions in place, so a finished partition ends smaller than one filled to
+-- 100% (docs/benchmarks.md, "PostgreSQL's writes a task"). New partitions get it from
+-- tickwheel_ensure_partition, existing ones for their future inserts (no rewrite).
 DROP INDEX idx_task_completions_at;
-CREATE INDEX idx_task_completions_at ON task_completions USING brin (completed_at);
+CREATE INDEX idx_task_completions_at ON task_completions USING brin (completed_at)
+    WITH (autosummarize = on);
 
 CREATE OR REPLACE FUNCTION tickwheel_ensure_partition(day DATE) RETURNS BOOLEAN
 LANGUAGE plpgsql AS $$
