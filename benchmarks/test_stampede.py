@@ -179,6 +179,11 @@ class _CpuTracker(threading.Thread):
         return (_cpu([self.serve]), _cpu([self.worker]), pg, vac)
 
 
+def _wal(server: PostgresServer) -> int:
+    """The server's WAL position, in bytes (every database's writes)."""
+    return int(server.psql("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").strip())
+
+
 def _started(records: Path) -> int:
     """How many tasks the worker's recorder has seen start (``start_recorder``)."""
     try:
@@ -262,6 +267,7 @@ def one_run(
         )
         submit_rate = float(sub.stdout.split()[-1])
         cpu_sub1 = cpu.mark()
+        wal_sub1 = _wal(server)
         late_submit = time.time() - at
         time.sleep(max(0.0, at - 1 - time.time()))
         rss_timers = rss.proc.memory_info().rss  # every task a timer in the wheel
@@ -275,6 +281,7 @@ def one_run(
                 break
             time.sleep(0.25)
         cpu1 = cpu.mark()
+        wal1 = _wal(server)
         cpu.done.set()
         for proc in spy:
             proc.wait()
@@ -327,6 +334,7 @@ def one_run(
             "after submit: total us/task": (sum(cpu1[:3]) - sum(cpu_sub1[:3])) / per * 1e6,
             "window: postgres autovacuum us/task": (cpu1[3] - cpu0[3]) / per * 1e6,
             "window: total us/task": (sum(cpu1[:3]) - sum(cpu0[:3])) / per * 1e6,
+            "after submit: postgres WAL B/task": (wal1 - wal_sub1) / per,
             "pg_tuples_per_task": (tup1 - tup0) / per,
             "serve_rss_before_mib": rss_before / 2**20,
             "serve_rss_peak_mib": rss.peak / 2**20,
