@@ -344,10 +344,11 @@ def one_run(
             "submit_per_s": submit_rate,
             "submit_ended_before_T_s": -late_submit,
             "due_per_s": n / max(len(span), 1),
-            # Over the due span of the tasks that started; with tasks left over (a
-            # backlog at the end), over T ... the end instead: the started tasks' due
-            # span alone would make a drain look as fast as the due curve.
-            "starts_per_s_mean": started / max(len(span), 1)
+            # Over the due span of the tasks that started, or T ... the last start if
+            # that is longer; with tasks left over (a backlog at the end), over T ...
+            # the end: the started tasks' due span alone would make a drain look as
+            # fast as the due curve.
+            "starts_per_s_mean": started / max(len(span), max(r["at"] for r in rows) - at, 1)
             if mode != "instant" and started == n
             else started / max((max(r["at"] for r in rows) - at) if rows else 1, 1e-3),
             "starts_per_s_min": min((starts.get(s, 0) for s in span), default=0),
