@@ -257,7 +257,16 @@ def one_run(
         serve = group.serve(
             dsn,
             lease_ttl_s=30.0,
-            extra_args=("--canary-interval-s", "0", "--metrics-port", str(metrics)),
+            # /metrics for the store writes, without its queue-depth reader (a count
+            # over the task table every 10 s, a sequential scan at this size).
+            extra_args=(
+                "--canary-interval-s",
+                "0",
+                "--metrics-port",
+                str(metrics),
+                "--metrics-depth-interval-s",
+                "0",
+            ),
             env=_env(tree),
         )
         key = asyncio.run(_tenant_key(serve.target))
