@@ -8,7 +8,10 @@ and submits N tasks with that tree's client (a child process) for an instant T:
 
 - ``minute``: T is a whole minute and the tasks take the default jitter rule (a round
   instant is spread late-only over 0-120 s), so the due curve is flat at N/121 a second;
-- ``instant``: the tasks are strict (no jitter), all due at T: a burst.
+- ``instant``: the tasks are strict (no jitter), all due at T: a burst;
+- ``stream``: ``--rate`` x ``--duration-s`` strict tasks, due evenly from T at the rate
+  (the flat stream the jitter makes of a minute, without its 121 s): a steady stream
+  whose CPU a task set beside the burst's is the issue's "within 1.5x".
 
 T is the next whole minute (``instant``: second) after the submission is expected to
 end (+ ``--lead-s``). It
@@ -20,7 +23,10 @@ started task of serve, the worker and PostgreSQL (every backend), from T - 1 s t
 end; PostgreSQL's tuples fetched and read per started task on the task partitions
 (pg_stat_user_tables: idx_tup_fetch + seq_tup_read, same span); serve's RSS before the
 submission, at T - 1 s (every task a timer in the wheel) and at its peak (the backlog
-waiting in the ready queues included), and the growth per task of each.
+waiting in the ready queues included), and the growth per task of each; from serve's
+``/metrics``, the batched store writes a thousand tasks and their mean rows by kind
+(dispatch, ack, complete...), and the context switches a task of serve and the worker
+(their wake-ups).
 
 ``--plans`` instead runs the plan probe (tests/support/plans.py) at each size of
 ``--sizes``: tuples touched per task of every hot statement with a batch of 1,000, on
@@ -32,6 +38,7 @@ minute was SCHEDULED (the stampede's stale ones) and fresh.
 
     .venv/bin/python -m benchmarks.test_stampede --tasks 100000 --modes minute,instant
     .venv/bin/python -m benchmarks.test_stampede --tree /tmp/wt-before --tasks 100000
+    .venv/bin/python -m benchmarks.test_stampede --modes stream,instant --rate 8333 --duration-s 30
     .venv/bin/python -m benchmarks.test_stampede --plans --sizes 10000,100000,1000000
 
 ``test_stampede_small`` runs a 5,000-task instant under pytest-benchmark (``make bench``).
@@ -64,7 +71,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.compare_trees import _cpu, _env, _postgres_procs, _tenant_key  # noqa: E402
 from tests.support.processes import TICKWHEEL, ProcessGroup  # noqa: E402
-from tests.support.servers import PostgresServer, start_server  # noqa: E402
+from tests.support.servers import PostgresServer, free_port, start_server  # noqa: E402
 
 HANDLER = "benchmarks.start_recorder:started"
 """Records start times in memory, written out in batches (not a file write a task)."""
@@ -74,20 +81,27 @@ import asyncio, sys, time
 from datetime import datetime, UTC
 from scheduler.client import Client, TaskSpec
 
-async def main(target, key, n, at, strict):
-    at = datetime.fromtimestamp(float(at), UTC)
+async def main(target, key, n, at, strict, spread):
+    at = float(at)
+    step = float(spread) / n
     started = time.perf_counter()
     async with await Client.connect(target, api_key=key) as c:
         for start in range(0, n, 10_000):
             await c.submit_many(
-                TaskSpec(type="late", payload={"i": i}, scheduled_at=at, strict_timing=strict)
+                TaskSpec(
+                    type="late",
+                    payload={"i": i},
+                    scheduled_at=datetime.fromtimestamp(at + i * step, UTC),
+                    strict_timing=strict,
+                )
                 for i in range(start, min(n, start + 10_000))
             )
     print(n / (time.perf_counter() - started), flush=True)
 
-asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"))
+asyncio.run(main(*sys.argv[1:3], int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1", sys.argv[6]))
 """
-"""The submitter: the tree's own client; prints its submission rate (tasks/s)."""
+"""The submitter: the tree's own client; prints its submission rate (tasks/s). Task i
+is due at ``at + i * spread / n`` (spread 0: every task at ``at``)."""
 
 TUPLES = """
 SELECT coalesce(sum(coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)), 0)::bigint
@@ -110,6 +124,28 @@ sequential scans: where the tuples fetched come from."""
 def _by_index(server: PostgresServer, database: str) -> Counter[str]:
     out = server.psql(BY_INDEX, database=database)
     return Counter({k: int(v) for k, v in (line.split("|") for line in out.splitlines() if line)})
+
+
+def _scrape(port: int) -> Counter[str]:
+    """serve's batched store writes so far by kind: ``calls kind`` and ``rows kind``."""
+    import urllib.request
+
+    out: Counter[str] = Counter()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("tickwheel_store_batch_size_"):
+                name, value = line.rsplit(" ", 1)
+                kind = name.split('kind="', 1)[1].split('"', 1)[0]
+                if name.startswith("tickwheel_store_batch_size_count"):
+                    out[f"calls {kind}"] += int(float(value))
+                elif name.startswith("tickwheel_store_batch_size_sum"):
+                    out[f"rows {kind}"] += int(float(value))
+    return out
+
+
+def _switches(*procs: psutil.Process) -> list[int]:
+    """Context switches (voluntary + involuntary) of each process: its wake-ups."""
+    return [sum(p.num_ctx_switches()) for p in procs]
 
 
 def _quantile(xs: list[float], q: float) -> float:
@@ -222,8 +258,21 @@ def one_run(
             check=True,
             capture_output=True,
         )
+        metrics = free_port()
         serve = group.serve(
-            dsn, lease_ttl_s=30.0, extra_args=("--canary-interval-s", "0"), env=_env(tree)
+            dsn,
+            lease_ttl_s=30.0,
+            # /metrics for the store writes, without its queue-depth reader (a count
+            # over the task table every 10 s, a sequential scan at this size).
+            extra_args=(
+                "--canary-interval-s",
+                "0",
+                "--metrics-port",
+                str(metrics),
+                "--metrics-depth-interval-s",
+                "0",
+            ),
+            env=_env(tree),
         )
         key = asyncio.run(_tenant_key(serve.target))
         worker = group.worker(
@@ -247,7 +296,8 @@ def one_run(
         # lead, so the submission's INSERTs do not land in the due window.
         ready = time.time() + n / args.submit_rate + args.lead_s
         at = math.ceil(ready / 60) * 60 if mode == "minute" else math.ceil(ready)
-        strict = "1" if mode == "instant" else "0"
+        strict = "0" if mode == "minute" else "1"
+        spread = n / args.rate if mode == "stream" else 0.0
         cpu_sub0 = cpu.mark()
         sub = subprocess.run(
             [
@@ -259,6 +309,7 @@ def one_run(
                 str(n),
                 str(at),
                 strict,
+                str(spread),
             ],
             env={**os.environ, **_env(tree)},
             check=True,
@@ -275,13 +326,15 @@ def one_run(
         spy = _py_spy(args, base / name, sp.pid, wp.pid, max(1, int(at + 60 - time.time())))
         tup0 = int(server.psql(TUPLES, database=name).strip())
         idx0 = _by_index(server, name)
-        end = at + (args.window_s if mode == "minute" else args.window_s / 2)
+        writes0, sw0 = _scrape(metrics), _switches(sp, wp)
+        end = at + (args.window_s if mode == "minute" else spread + args.window_s / 2)
         while time.time() < end:
             if _started(records) >= n:
                 break
             time.sleep(0.25)
         cpu1 = cpu.mark()
         wal1 = _wal(server)
+        writes1, sw1 = _scrape(metrics), _switches(sp, wp)
         cpu.done.set()
         for proc in spy:
             proc.wait()
@@ -301,18 +354,21 @@ def one_run(
         due_secs = [s for s in dues if dues[s] > 0]
         span = range(min(due_secs), max(due_secs) + 1) if due_secs else range(0)
         per = max(started, 1)
+        writes = writes1 - writes0
         return {
             "tasks": n,
             "submit_per_s": submit_rate,
             "submit_ended_before_T_s": -late_submit,
             "due_per_s": n / max(len(span), 1),
-            # Over the due span of the tasks that started; with tasks left over (a
-            # backlog at the end), over T ... the end instead: the started tasks' due
-            # span alone would make a drain look as fast as the due curve.
-            "starts_per_s_mean": started / max(len(span), 1)
-            if mode == "minute" and started == n
+            # Over the due span of the tasks that started, or T ... the last start if
+            # that is longer; with tasks left over (a backlog at the end), over T ...
+            # the end: the started tasks' due span alone would make a drain look as
+            # fast as the due curve.
+            "starts_per_s_mean": started / max(len(span), max(r["at"] for r in rows) - at, 1)
+            if mode != "instant" and started == n
             else started / max((max(r["at"] for r in rows) - at) if rows else 1, 1e-3),
             "starts_per_s_min": min((starts.get(s, 0) for s in span), default=0),
+            "last_start_after_T_s": max((r["at"] for r in rows), default=at) - at,
             "late_p50_ms": _quantile(late, 0.5),
             "late_p99_ms": _quantile(late, 0.99),
             "late_p999_ms": _quantile(late, 0.999),
@@ -341,6 +397,19 @@ def one_run(
             "serve_rss_bytes_per_task": (rss.peak - rss_before) / n,
             "serve_rss_at_T_mib": rss_timers / 2**20,
             "serve_rss_timer_bytes_per_task": (rss_timers - rss_before) / n,
+            "serve switches/task": (sw1[0] - sw0[0]) / per,
+            "worker switches/task": (sw1[1] - sw0[1]) / per,
+            **{
+                f"store {k.split()[1]}: calls/1000 tasks": writes[k] * 1000 / per
+                for k in sorted(writes)
+                if k.startswith("calls")
+            },
+            **{
+                f"store {k.split()[1]}: mean rows a call": writes[k]
+                / max(writes[f"calls{k[4:]}"], 1)
+                for k in sorted(writes)
+                if k.startswith("rows")
+            },
             **{
                 f"read per task: {k}": (idx1[k] - idx0[k]) / per
                 for k in sorted(idx1)
@@ -484,7 +553,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--tree", type=Path, default=REPO, help="the checkout to run")
     parser.add_argument("--tasks", type=int, default=100_000)
-    parser.add_argument("--modes", default="minute,instant", help="minute, instant or both")
+    parser.add_argument("--modes", default="minute,instant", help="minute, instant, stream")
+    parser.add_argument("--rate", type=float, default=8_333, help="stream: tasks due a second")
+    parser.add_argument("--duration-s", type=float, default=30.0, help="stream: its length")
     parser.add_argument("--slots", type=int, default=2_000, help="the worker's slots")
     parser.add_argument("--lead-s", type=float, default=15.0, help="T after submission ends")
     parser.add_argument(
@@ -510,7 +581,8 @@ def main() -> None:
             plans(server, sizes, args.batch, args.spreads.split(","))
             return
         for mode in args.modes.split(","):
-            figures = one_run(server, args.tree.resolve(), args.tasks, mode, base, args)
+            n = int(args.rate * args.duration_s) if mode == "stream" else args.tasks
+            figures = one_run(server, args.tree.resolve(), n, mode, base, args)
             print(f"{mode} ({args.tree}):")
             for k, v in figures.items():
                 print(f"  {k:42s} {v:12.2f}", flush=True)
@@ -523,7 +595,13 @@ def test_stampede_small(benchmark: Any, tmp_path: Path) -> None:
     server = start_server(PostgresServer)
     try:
         ns = argparse.Namespace(
-            slots=2_000, lead_s=5.0, window_s=120.0, pg_stats=False, profile="", submit_rate=8_000
+            slots=2_000,
+            lead_s=5.0,
+            window_s=120.0,
+            pg_stats=False,
+            profile="",
+            submit_rate=8_000,
+            rate=8_333,
         )
         figures = benchmark.pedantic(
             one_run, args=(server, REPO, 5_000, "instant", tmp_path, ns), rounds=1

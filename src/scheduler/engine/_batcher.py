@@ -4,6 +4,10 @@ Callers ``await batcher.submit(item)``; a single named flusher task takes everyt
 queued so far (up to ``max_batch``), makes one call to the batch function and hands
 each caller its own result. While a flush is in flight, new items pile up for the
 next one, so the batch size grows with load and a quiet system still answers at once.
+With a ``linger_s`` the flusher waits until the oldest queued item is that old (or a
+full batch is queued) before it flushes: in a steady stream the callers come a few at a
+time, each flush is a store call (a round trip and a transaction), and a few
+milliseconds gather several of them into one; a lone item waits ``linger_s`` at most.
 
 A flush that finds no store (:class:`~scheduler._errors.StoreUnavailable`) is not
 answered with the error: its items stay first in line and are flushed again, after
@@ -97,13 +101,20 @@ class Batcher(Generic[T, R]):
         *,
         max_batch: int = 1000,
         beat: Beat | None = None,
+        linger_s: float = 0.0,
     ) -> None:
         self._name = name
         self._flush = flush
         self._max_batch = max_batch
+        self._linger_s = linger_s
+        """How long the oldest queued item may wait for others (0: flush at once)."""
+        self._queued = 0
+        """Items queued (not yet taken by a flush)."""
+        self._full = asyncio.Event()
+        """A full batch is queued (or the batcher stops): flush without lingering."""
         self.retry = OutageRetry(name, beat)
         """Waits between the tries of a flush that found no store."""
-        self._pending: collections.deque[tuple[Sequence[T], asyncio.Future[list[R]]]] = (
+        self._pending: collections.deque[tuple[Sequence[T], asyncio.Future[list[R]], float]] = (
             collections.deque()
         )
         self._wakeup = asyncio.Event()
@@ -123,6 +134,7 @@ class Batcher(Generic[T, R]):
         if task is None:
             return
         self._wakeup.set()
+        self._full.set()
         await task
 
     async def submit(self, item: T) -> R:
@@ -139,17 +151,34 @@ class Batcher(Generic[T, R]):
             raise RuntimeError(f"batcher {self._name} is not running")
         if not items:
             return []
-        fut: asyncio.Future[list[R]] = asyncio.get_running_loop().create_future()
-        self._pending.append((items, fut))
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[list[R]] = loop.create_future()
+        self._pending.append((items, fut, loop.time() if self._linger_s > 0 else 0.0))
+        self._queued += len(items)
+        if self._queued >= self._max_batch:
+            self._full.set()
         self._wakeup.set()
         return await fut
+
+    async def _linger(self) -> None:
+        """Wait until the oldest queued item has waited ``linger_s``, a full batch is
+        queued or the batcher stops."""
+        left = self._pending[0][2] + self._linger_s - asyncio.get_running_loop().time()
+        if left <= 0 or self._closed or self._queued >= self._max_batch:
+            return
+        self._full.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(left):
+                await self._full.wait()
 
     async def _run(self) -> None:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._pending:
-                groups: list[tuple[Sequence[T], asyncio.Future[list[R]]]] = []
+                if self._linger_s > 0:
+                    await self._linger()
+                groups: list[tuple[Sequence[T], asyncio.Future[list[R]], float]] = []
                 size = 0
                 while self._pending and (
                     not groups or size + len(self._pending[0][0]) <= self._max_batch
@@ -157,29 +186,31 @@ class Batcher(Generic[T, R]):
                     group = self._pending.popleft()
                     groups.append(group)
                     size += len(group[0])
-                batch = [item for items, _ in groups for item in items]
+                self._queued -= size
+                batch = [item for items, _, _ in groups for item in items]
                 try:
                     results = await self._flush(batch)
                 except asyncio.CancelledError:
-                    for _, fut in groups:
+                    for _, fut, _ in groups:
                         fut.cancel()
                     raise
                 except StoreUnavailable as exc:
                     if await self.retry.failed(exc, len(batch)):
                         self._pending.extendleft(reversed(groups))  # first in line again
+                        self._queued += size
                         continue
-                    for _, fut in groups:
+                    for _, fut, _ in groups:
                         if not fut.done():
                             fut.set_exception(exc)
                     continue
                 except Exception as exc:
-                    for _, fut in groups:
+                    for _, fut, _ in groups:
                         if not fut.done():
                             fut.set_exception(exc)
                     continue
                 self.retry.ok()
                 offset = 0
-                for items, fut in groups:
+                for items, fut, _ in groups:
                     n = len(items)
                     if not fut.done():
                         fut.set_result(list(results[offset : offset + n]))

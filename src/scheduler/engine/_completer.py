@@ -90,7 +90,11 @@ class Completer:
             "heartbeat", self._flush_heartbeats, max_batch=mb, beat=beat
         )
         self._completions: Batcher[Completion, Outcome] = Batcher(
-            "complete", self._flush_completions, max_batch=mb, beat=beat
+            "complete",
+            self._flush_completions,
+            max_batch=mb,
+            beat=beat,
+            linger_s=config.complete_linger_ms / 1000,
         )
         self._failures: Batcher[FailureReport, Outcome] = Batcher(
             "fail", self._flush_failures, max_batch=mb, beat=beat

@@ -129,6 +129,13 @@ class EngineConfig:
     arrived, together with the others; a completion of the task that comes meanwhile
     writes the ack with it (one statement, DISPATCHED -> RUNNING -> COMPLETED, both
     audit rows), so a short task's ack costs no write of its own."""
+    complete_linger_ms: int = 10
+    """How long a worker's completion waits for others before the batched write (the
+    oldest queued one this long at most; a full ``max_batch`` goes at once). In a steady
+    stream completions arrive a few at a time, and each write is a store round trip and
+    a transaction; this gathers them into one write every few milliseconds (issue 41).
+    The worker's answer, and the slot it frees, come this much later. 0: each write
+    goes as soon as the one before it is done."""
     dispatch_batch: int = 250
     """Most tasks per dispatch commit while the dispatcher commits ahead of due times.
     A round runs on the event loop that also delivers, so a smaller one delays the
@@ -353,6 +360,8 @@ class EngineConfig:
             raise ValueError("EngineConfig.jitter_window_s must be >= 0")
         if not 0 <= self.ack_linger_ms <= 1000:
             raise ValueError("EngineConfig.ack_linger_ms must be 0-1000")
+        if not 0 <= self.complete_linger_ms <= 1000:
+            raise ValueError("EngineConfig.complete_linger_ms must be 0-1000")
         if self.dispatch_window_ms < 0:
             raise ValueError("EngineConfig.dispatch_window_ms must be >= 0")
         if self.index_flush_ms < 0:

@@ -167,7 +167,7 @@ class Engine:
             store,
             cfg,
             self._completer,
-            self._wake_dispatcher,
+            self._room_freed,
             self._outlets.publish,
             self._preloader.wake,
         )
@@ -324,10 +324,13 @@ class Engine:
     def _wake_dispatcher(self) -> None:
         self._dispatcher.wake()
 
+    def _room_freed(self) -> None:
+        self._dispatcher.room_freed()
+
     def _slot_freed(self, task_id: uuid.UUID) -> None:
         self._sessions.freed(task_id)
         self._dispatcher.freed(task_id)
-        self._wake_dispatcher()
+        self._dispatcher.room_freed()
 
     def _slots_freed(self, task_ids: list[uuid.UUID]) -> None:
         """:meth:`_slot_freed` for a batch (a completion flush), one wake for all."""

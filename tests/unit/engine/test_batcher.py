@@ -105,3 +105,39 @@ async def test_an_ack_write_that_found_no_store_stays_in_flight_until_it_lands()
         await acks.stop()
     assert calls == [1, 1, 1]
     assert not beat.failing
+
+
+async def test_a_linger_gathers_the_callers_of_a_few_milliseconds_into_one_flush() -> None:
+    """In a steady stream completions come a few at a time: with a linger, those that
+    arrive within it of the oldest go in one store call, and a lone one waits the
+    linger at most."""
+    store = Store(outage=0)
+    batcher = Batcher("complete", store.flush, linger_s=0.05)
+    batcher.start()
+    try:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        first = asyncio.ensure_future(batcher.submit_many([1]))
+        await asyncio.sleep(0.01)
+        second = asyncio.ensure_future(batcher.submit_many([2, 3]))
+        assert await asyncio.wait_for(asyncio.gather(first, second), 10) == [[10], [20, 30]]
+        assert store.calls == [[1, 2, 3]]  # one store call for both callers
+        assert loop.time() - started >= 0.05
+        started = loop.time()
+        assert await asyncio.wait_for(batcher.submit(4), 10) == 40  # a lone one
+        assert 0.05 <= loop.time() - started < 5
+    finally:
+        await batcher.stop()
+
+
+async def test_a_full_batch_and_a_stop_do_not_wait_for_the_linger() -> None:
+    store = Store(outage=0)
+    batcher = Batcher("complete", store.flush, max_batch=3, linger_s=3600.0)
+    batcher.start()
+    assert await asyncio.wait_for(batcher.submit_many([1, 2, 3]), 10) == [10, 20, 30]
+    lone = asyncio.ensure_future(batcher.submit(4))
+    await asyncio.sleep(0.01)
+    assert not lone.done()  # lingering
+    await asyncio.wait_for(batcher.stop(), 10)
+    assert await lone == 40
+    assert store.calls == [[1, 2, 3], [4]]

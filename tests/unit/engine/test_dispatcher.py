@@ -596,3 +596,15 @@ async def test_a_failing_commit_marks_the_round_failed_until_one_lands() -> None
         await until(lambda: not rig.beat.failing and len(rig.ready) == 0)
     finally:
         await cancel_and_wait([loop])
+
+
+async def test_new_room_wakes_the_loop_only_while_tasks_wait_for_it() -> None:
+    """A worker's credit (one every few milliseconds in a steady stream) costs a round
+    only when a ready task waits for it; what comes due later fires on the timer."""
+    rig = Rig()
+    wake = rig.dispatcher._wake
+    rig.dispatcher.room_freed()
+    assert not wake.is_set()
+    rig.ready.extend([task()])
+    rig.dispatcher.room_freed()
+    assert wake.is_set()
