@@ -220,6 +220,13 @@ def _wal(server: PostgresServer) -> int:
     return int(server.psql("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").strip())
 
 
+def _checkpoints(server: PostgresServer) -> int:
+    """Checkpoints the server has run (timed and requested): each makes the next change
+    of every page write a full-page image to the WAL."""
+    sql = "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+    return int(server.psql(sql).strip())
+
+
 def _started(records: Path) -> int:
     """How many tasks the worker's recorder has seen start (``start_recorder``)."""
     try:
@@ -318,7 +325,7 @@ def one_run(
         )
         submit_rate = float(sub.stdout.split()[-1])
         cpu_sub1 = cpu.mark()
-        wal_sub1 = _wal(server)
+        wal_sub1, ckpt0 = _wal(server), _checkpoints(server)
         late_submit = time.time() - at
         time.sleep(max(0.0, at - 1 - time.time()))
         rss_timers = rss.proc.memory_info().rss  # every task a timer in the wheel
@@ -333,7 +340,7 @@ def one_run(
                 break
             time.sleep(0.25)
         cpu1 = cpu.mark()
-        wal1 = _wal(server)
+        wal1, ckpt1 = _wal(server), _checkpoints(server)
         writes1, sw1 = _scrape(metrics), _switches(sp, wp)
         cpu.done.set()
         for proc in spy:
@@ -391,6 +398,7 @@ def one_run(
             "window: postgres autovacuum us/task": (cpu1[3] - cpu0[3]) / per * 1e6,
             "window: total us/task": (sum(cpu1[:3]) - sum(cpu0[:3])) / per * 1e6,
             "after submit: postgres WAL B/task": (wal1 - wal_sub1) / per,
+            "after submit: postgres checkpoints": ckpt1 - ckpt0,
             "pg_tuples_per_task": (tup1 - tup0) / per,
             "serve_rss_before_mib": rss_before / 2**20,
             "serve_rss_peak_mib": rss.peak / 2**20,
@@ -568,10 +576,26 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--batch", type=int, default=1_000, help="plan probe batch")
     parser.add_argument("--spreads", default="one,day", help="plan probe layouts: one, day")
+    parser.add_argument(
+        "--pg-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a PostgreSQL setting for the harness's server (repeatable), e.g. max_wal_size=8GB",
+    )
     args = parser.parse_args()
     # Stopped with SIGTERM (a background job ignores SIGINT): still stop every process.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    server = start_server(_StatsPostgres if args.pg_stats else PostgresServer)
+    kind = _StatsPostgres if args.pg_stats else PostgresServer
+    if args.pg_setting:
+        extra = [arg for setting in args.pg_setting for arg in ("-c", setting)]
+
+        class _Tuned(kind):  # type: ignore[valid-type,misc]
+            def command(self) -> list[str]:
+                return [*super().command(), *extra]
+
+        kind = _Tuned
+    server = start_server(kind)
     base = Path(tempfile.mkdtemp(prefix="tickwheel-stampede-"))
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
