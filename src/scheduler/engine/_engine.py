@@ -333,10 +333,11 @@ class Engine:
         self._dispatcher.room_freed()
 
     def _slots_freed(self, task_ids: list[uuid.UUID]) -> None:
-        """:meth:`_slot_freed` for a batch (a completion flush), one wake for all."""
+        """:meth:`_slot_freed` for a batch (a completion flush), one wake for all (only
+        while tasks wait, as for one)."""
         self._sessions.freed_many(task_ids)
         self._dispatcher.freed_many(task_ids)
-        self._wake_dispatcher()
+        self._dispatcher.room_freed()
 
     # ------------------------------------------------------------------ shards
     async def on_gain(self, shards: Mapping[int, int]) -> None:
