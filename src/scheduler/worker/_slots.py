@@ -114,7 +114,7 @@ class Slots:
         trip (the completion's durable write) sooner."""
         if held.freed or self._freed >= self.capacity:
             return
-        if self.credit is not None or not self._stopping():
+        if self._gives_back():
             held.freed = True
             self._freed += 1
             self.give_back(1)
@@ -127,10 +127,13 @@ class Slots:
             del self.held[task_id]
         if held.freed:
             self._freed -= 1  # its slot went back when its handler ended
-        elif self.credit is not None or not self._stopping():
-            # A shared slot is the whole worker's: it goes where work waits, even
-            # while this stream drains.
+        elif self._gives_back():
             self.give_back(1)
+
+    def _gives_back(self) -> bool:
+        """Whether a freed slot goes back: not while this stream drains, unless it is
+        shared (a shared slot is the whole worker's: it goes where work waits)."""
+        return self.credit is not None or not self._stopping()
 
     def give_back(self, slots: int) -> None:
         """Return slots; all returned in one loop turn ride in one ``Credit`` message,
