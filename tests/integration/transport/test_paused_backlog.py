@@ -23,18 +23,24 @@ async def _figures(client: Client) -> list[tuple[str, int, int]]:
     return [(w.worker_id, w.waiting, w.paused) for w in answer.workers]
 
 
-async def test_list_workers_shows_paused_tasks_apart(stack: Stack) -> None:
-    async def handler(ctx: TaskContext) -> dict[str, Any]:
-        return {"ran": ctx.payload["n"]}
+async def _report_handler(ctx: TaskContext) -> dict[str, Any]:
+    return {"ran": ctx.payload.get("n")}
 
-    worker = Worker(
+
+def _report_worker(stack: Stack, worker_id: str, **options: Any) -> Worker:
+    """A 4-slot worker of tenant A for ``report.build``."""
+    return Worker(
         stack.target,
         api_key=stack.key_a,
-        handlers={"report.build": handler},
+        handlers={"report.build": _report_handler},
         slots=4,
-        worker_id="w-paused",
+        worker_id=worker_id,
+        **options,
     )
-    async with running(worker), await stack.client() as client:
+
+
+async def test_list_workers_shows_paused_tasks_apart(stack: Stack) -> None:
+    async with running(_report_worker(stack, "w-paused")), await stack.client() as client:
         await eventually(lambda: _figures(client), lambda f: f == [("w-paused", 0, 0)])
         await client.pause_dispatch("report.build")
         specs = [TaskSpec(type="report.build", payload={"n": n}) for n in range(3)]
@@ -57,18 +63,7 @@ async def test_list_workers_from_the_client_the_sync_client_and_the_cli(stack: S
     """``Client.list_workers``, ``SyncClient.list_workers`` and ``tickwheel workers``
     show the same stream: its id, types, slots and waiting and paused figures; another
     tenant's key sees none of it."""
-
-    async def handler(ctx: TaskContext) -> None:
-        return None
-
-    worker = Worker(
-        stack.target,
-        api_key=stack.key_a,
-        handlers={"report.build": handler},
-        slots=4,
-        worker_id="w-listed",
-        pools=[Pool.STANDARD],
-    )
+    worker = _report_worker(stack, "w-listed", pools=[Pool.STANDARD])
     async with running(worker), await stack.client() as client:
         await eventually(lambda: _figures(client), lambda f: f == [("w-listed", 0, 0)])
         await client.pause_dispatch("report.build")
