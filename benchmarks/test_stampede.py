@@ -355,6 +355,9 @@ def one_run(
         counts = Counter(r["task_id"] for r in rows)
         started = len(counts)
         late = sorted(r["start_ms"] for r in rows)
+        # The worker's receipt of the push against the due time: what the start's
+        # lateness owes to the commit and delivery, the rest being the ack's round trip.
+        got = sorted(r["late_ms"] for r in rows)
         # Starts a second against the due curve (the due time is start - lateness).
         starts = Counter(int(r["at"] - at) for r in rows)
         dues = Counter(int(r["at"] - r["start_ms"] / 1000.0 - at) for r in rows)
@@ -380,6 +383,8 @@ def one_run(
             "late_p99_ms": _quantile(late, 0.99),
             "late_p999_ms": _quantile(late, 0.999),
             "late_max_ms": late[-1] if late else float("nan"),
+            "received_late_p50_ms": _quantile(got, 0.5),
+            "received_late_p99_ms": _quantile(got, 0.99),
             "not_started": n - started,
             "started_twice": sum(1 for c in counts.values() if c > 1),
             "serve_us_per_task": (cpu1[0] - cpu0[0]) / per * 1e6,
