@@ -77,7 +77,10 @@ async def test_an_unacked_task_goes_to_another_worker_and_the_late_ack_is_refuse
         task = await engine.store.get_task(tenant, a.key.id)
         assert task.status is TaskState.COMPLETED
         assert task.worker_id == "other"
-        assert engine.stats.lease_expiries["ack_timeout"] == 1
+        # Taken back once, when its ack was overdue: by the session's push timer or by
+        # the dispatch lease, which ends ack_timeout_s after the due time, whichever
+        # the reaper came to first (the push follows the commit by a few ms).
+        assert engine.stats.lease_expiries["ack_timeout"] + engine.stats.reclaimed == 1
     finally:
         await engine.stop()
 
