@@ -243,8 +243,11 @@ class Dispatch(Part, DispatchStore):
             self._q["mark_dispatched_keyed"],
             *self._dispatch_args(go, now, glo, ghi),
             index,
-            rank,
-            *(list(c) for c in zip(*keys, strict=True)),
+            uniform(rank),
+            uniform([k[0] for k in keys]),
+            uniform([k[1] for k in keys]),
+            [k[2] for k in keys],  # the keys' count: never one value for all
+            uniform([k[3] for k in keys]),
         )
         by_id = {r[0]: r for r in done}
         held = {

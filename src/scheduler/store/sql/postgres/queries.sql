@@ -398,15 +398,19 @@ FROM k
 -- its key's requests in request order. A key's free slots (its limit - its tasks
 -- DISPATCHED or RUNNING, counted once a key: a probe of idx_tasks_concurrency_active
 -- in every partition, since a key's running tasks may be in any day's) go to its
--- requests of rank up to that; the others stay PRELOADED. $1-$10 as mark_dispatched's.
--- No probe of the tasks but the update's own, no sort.
+-- requests of rank up to that; the others stay PRELOADED. $1-$10 as mark_dispatched's;
+-- $12-$14 and $16 may be one value for all (tickwheel_fill). No probe of the tasks but
+-- the update's own, no sort.
 WITH f AS MATERIALIZED (
     SELECT array_agg(k.lim - (
             SELECT count(*) FROM tasks a
             WHERE a.tenant_id = k.tenant_id AND a.type = k.type AND a.concurrency_key = k.ckey
               AND a.concurrency_key IS NOT NULL AND a.status IN ('DISPATCHED', 'RUNNING')
         ) ORDER BY k.i) AS free
-    FROM unnest($13::uuid[], $14::text[], $15::text[], $16::int[])
+    FROM unnest(tickwheel_fill($13::uuid[], cardinality($15::text[])),
+                tickwheel_fill($14::text[], cardinality($15::text[])),
+                $15::text[],
+                tickwheel_fill($16::int[], cardinality($15::text[])))
         WITH ORDINALITY AS k(tenant_id, type, ckey, lim, i)
 ), d AS (
     UPDATE tasks t SET
@@ -420,7 +424,7 @@ WITH f AS MATERIALIZED (
                 tickwheel_fill($4::timestamptz[], cardinality($1::uuid[])),
                 $9::bigint[],
                 tickwheel_fill($10::bool[], cardinality($1::uuid[])),
-                $11::int[], $12::int[])
+                $11::int[], tickwheel_fill($12::int[], cardinality($1::uuid[])))
         AS u(id, scheduled_at, worker_id, lease, epoch, running, k, rank)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.id = ANY($1::uuid[])
       AND u.rank <= (SELECT f.free FROM f)[u.k]
