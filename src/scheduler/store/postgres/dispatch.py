@@ -209,8 +209,9 @@ class Dispatch(Part, DispatchStore):
         ``mark_dispatched_keyed`` counts each distinct key's DISPATCHED/RUNNING tasks
         once and dispatches, in a later statement whose snapshot sees every dispatch
         committed before the locks were granted. The requests are grouped by key here (a
-        rank per request, the keys once), so that statement probes no task but the ones
-        it writes and sorts nothing. A task that leaves PRELOADED between the two
+        rank per request, the keys once; every key once when as many distinct key hashes
+        were locked as tasks found), so that statement probes no task but the ones it
+        writes and sorts nothing. A task that leaves PRELOADED between the two
         statements still takes its rank: a later task of its key may be held until the
         key's re-check (the engine's ``KeyGate``), never dispatched over the limit."""
         lo, hi = _common.bounds([r.key for r in missing])
@@ -225,29 +226,35 @@ class Dispatch(Part, DispatchStore):
             return {}, {}
         of = {r[0]: r for r in found}  # id, tenant, type, key, limit, locked
         go = [r for r in missing if r.key.id in of]
-        slot: dict[tuple[uuid.UUID, str, str], int] = {}  # key -> its place in keys
-        keys: list[tuple[uuid.UUID, str, str, int]] = []  # tenant, type, key, limit
-        taken: list[int] = []
-        index, rank = [], []
-        for r in go:
-            row = of[r.key.id]
-            i = slot.setdefault((row[1], row[2], row[3]), len(keys))
-            if i == len(keys):
-                keys.append((row[1], row[2], row[3], row[4]))
-                taken.append(0)
-            taken[i] += 1
-            index.append(i + 1)
-            rank.append(taken[i])
+        rows = [of[r.key.id] for r in go]
+        index: list[int] | None = None
+        rank: list[int] = [1]
+        if found[0][5] != len(found):  # fewer distinct key hashes locked than tasks
+            # A key repeats: each request's key (1-based, in order of first request) and
+            # its rank among its key's requests.
+            slot: dict[tuple[uuid.UUID, str, str], int] = {}
+            first: list[Any] = []
+            taken: list[int] = []
+            index, rank = [], []
+            for row in rows:
+                i = slot.setdefault((row[1], row[2], row[3]), len(first))
+                if i == len(first):
+                    first.append(row)
+                    taken.append(0)
+                taken[i] += 1
+                index.append(i + 1)
+                rank.append(taken[i])
+            rows = first
         glo, ghi = _common.bounds([r.key for r in go])
         done = await conn.fetch(
             self._q["mark_dispatched_keyed"],
             *self._dispatch_args(go, now, glo, ghi),
             index,
             uniform(rank),
-            uniform([k[0] for k in keys]),
-            uniform([k[1] for k in keys]),
-            [k[2] for k in keys],  # the keys' count: never one value for all
-            uniform([k[3] for k in keys]),
+            uniform([r[1] for r in rows]),
+            uniform([r[2] for r in rows]),
+            [r[3] for r in rows],  # the keys' count: never one value for all
+            uniform([r[4] for r in rows]),
         )
         by_id = {r[0]: r for r in done}
         held = {

@@ -399,8 +399,8 @@ FROM k
 -- DISPATCHED or RUNNING, counted once a key: a probe of idx_tasks_concurrency_active
 -- in every partition, since a key's running tasks may be in any day's) go to its
 -- requests of rank up to that; the others stay PRELOADED. $1-$10 as mark_dispatched's;
--- $12-$14 and $16 may be one value for all (tickwheel_fill). No probe of the tasks but
--- the update's own, no sort.
+-- $12-$14 and $16 may be one value for all (tickwheel_fill); $11 NULL: request i's key
+-- is key i (every key once). No probe of the tasks but the update's own, no sort.
 WITH f AS MATERIALIZED (
     SELECT array_agg(k.lim - (
             SELECT count(*) FROM tasks a
@@ -425,9 +425,9 @@ WITH f AS MATERIALIZED (
                 $9::bigint[],
                 tickwheel_fill($10::bool[], cardinality($1::uuid[])),
                 $11::int[], tickwheel_fill($12::int[], cardinality($1::uuid[])))
-        AS u(id, scheduled_at, worker_id, lease, epoch, running, k, rank)
+        WITH ORDINALITY AS u(id, scheduled_at, worker_id, lease, epoch, running, k, rank, i)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.id = ANY($1::uuid[])
-      AND u.rank <= (SELECT f.free FROM f)[u.k]
+      AND u.rank <= (SELECT f.free FROM f)[coalesce(u.k, u.i)]
       AND t.status = ANY((SELECT ARRAY[{{from:PRELOADED|to:DISPATCHED,RUNNING}}])::text[])
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
       AND t.concurrency_key IS NOT NULL
