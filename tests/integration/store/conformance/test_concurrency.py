@@ -116,9 +116,7 @@ async def test_a_type_without_a_limit_runs_one_task_per_key(store: Store, tenant
     assert isinstance((await _dispatch(store, [other]))[0], Assignment)
 
 
-async def test_one_batch_counts_each_key_of_each_type_apart(
-    store: Store, tenant: Tenant
-) -> None:
+async def test_one_batch_counts_each_key_of_each_type_apart(store: Store, tenant: Tenant) -> None:
     """One dispatch of interleaved tasks: the same key name under two types is two keys,
     each with its type's limit and its own count; a key already running counts its
     running task; the unkeyed task goes out."""
