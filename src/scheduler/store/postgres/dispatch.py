@@ -16,7 +16,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.jitter import JITTER_WINDOW_S
 from scheduler.states import TaskState
@@ -36,6 +36,9 @@ from scheduler.types import (
     ReclaimResult,
     TaskKey,
 )
+
+if TYPE_CHECKING:
+    from scheduler.store.postgres._db import Conn
 
 
 class Dispatch(Part, DispatchStore):
@@ -152,7 +155,7 @@ class Dispatch(Part, DispatchStore):
     ) -> list[Assignment | Held | None]:
         """PRELOADED -> DISPATCHED (RUNNING when ``running``) with token + 1, in one
         statement; a task with a concurrency key only while its key has a free slot
-        (:meth:`_dispatch_keyed`), else :class:`Held`."""
+        (:meth:`_dispatch_keyed`, in the same transaction), else :class:`Held`."""
         _validate.aware("now", now)
         if not requests:
             return []
@@ -165,18 +168,19 @@ class Dispatch(Part, DispatchStore):
         todo = list(first.values())
         lo, hi = _common.bounds([r.key for r in todo])
         small = len(todo) < GENERIC_BELOW
+        held: dict[uuid.UUID, Held] = {}
         async with self._db.conn(SYSTEM, by_key=True, generic=small) as conn:
             found = await conn.fetch(
                 self._q["mark_dispatched"], *self._dispatch_args(todo, now, lo, hi), False
             )
-        by_id: dict[uuid.UUID, Any] = {r[0]: r for r in found}
-        held: dict[uuid.UUID, Held] = {}
-        if len(by_id) < len(todo):
-            # A task not dispatched was cancelled meanwhile, or has a concurrency key
-            # (rare: looked up only then, so a deployment without keys pays nothing).
-            missing = [r for r in todo if r.key.id not in by_id]
-            keyed, held = await self._dispatch_keyed(missing, now)
-            by_id.update(keyed)
+            by_id: dict[uuid.UUID, Any] = {r[0]: r for r in found}
+            if len(by_id) < len(todo):
+                # A task not dispatched was cancelled meanwhile, or has a concurrency key
+                # (rare: looked up only then, so a deployment without keys pays nothing):
+                # the keyed path, in the same transaction (no second BEGIN and COMMIT).
+                missing = [r for r in todo if r.key.id not in by_id]
+                keyed, held = await self._dispatch_keyed(conn, missing, now)
+                by_id.update(keyed)
         return self._assignments(requests, by_id, held)
 
     def _dispatch_args(
@@ -196,39 +200,66 @@ class Dispatch(Part, DispatchStore):
         )
 
     async def _dispatch_keyed(
-        self, missing: Sequence[DispatchRequest], now: datetime
+        self, conn: Conn, missing: Sequence[DispatchRequest], now: datetime
     ) -> tuple[dict[uuid.UUID, Any], dict[uuid.UUID, Held]]:
         """Dispatch the tasks of ``missing`` that have a concurrency key, as many per key
         as its free slots (in request order: the dispatcher's due order); the rest are
-        :class:`Held`. Exact across nodes: one transaction takes an advisory lock per
-        key (``lock_keyed``), then counts each key's DISPATCHED/RUNNING tasks and
-        dispatches in a later statement (``mark_dispatched_keyed``), whose snapshot sees
-        every dispatch committed before the locks were granted; the locks go at its
-        commit."""
+        :class:`Held`. Exact across nodes: ``lock_keyed`` names each task's key and takes
+        one advisory lock per distinct key, held to the commit; then
+        ``mark_dispatched_keyed`` counts each distinct key's DISPATCHED/RUNNING tasks
+        once and dispatches, in a later statement whose snapshot sees every dispatch
+        committed before the locks were granted. The requests are grouped by key here (a
+        rank per request, the keys once; every key once when as many distinct key hashes
+        were locked as tasks found), so that statement probes no task but the ones it
+        writes and sorts nothing. A task that leaves PRELOADED between the two
+        statements still takes its rank: a later task of its key may be held until the
+        key's re-check (the engine's ``KeyGate``), never dispatched over the limit."""
         lo, hi = _common.bounds([r.key for r in missing])
-        q = self._q
-        async with self._db.conn(SYSTEM, tx=True, by_key=True) as conn:
-            # The window of mark_dispatched_keyed sorts, which BY_KEY prices as a
-            # disabled node: without this the planner's cost asked for JIT compilation,
-            # seconds of it per call.
-            await conn.execute("SET LOCAL jit = off")
-            keyed = await conn.fetch(
-                q["lock_keyed"],
-                [r.key.id for r in missing],
-                uniform([r.key.scheduled_at for r in missing]),
-                lo,
-                hi,
-            )
-            if not keyed:
-                return {}, {}
-            key_of = {r[0]: (r[1], r[2]) for r in keyed}
-            go = [r for r in missing if r.key.id in key_of]
-            glo, ghi = _common.bounds([r.key for r in go])
-            found = await conn.fetch(
-                q["mark_dispatched_keyed"], *self._dispatch_args(go, now, glo, ghi)
-            )
-        by_id = {r[0]: r for r in found}
-        held = {r.key.id: Held(*key_of[r.key.id]) for r in go if r.key.id not in by_id}
+        found = await conn.fetch(
+            self._q["lock_keyed"],
+            [r.key.id for r in missing],
+            uniform([r.key.scheduled_at for r in missing]),
+            lo,
+            hi,
+        )
+        if not found:
+            return {}, {}
+        of = {r[0]: r for r in found}  # id, tenant, type, key, limit, locked
+        go = [r for r in missing if r.key.id in of]
+        rows = [of[r.key.id] for r in go]
+        index: list[int] | None = None
+        rank: list[int] = [1]
+        if found[0][5] != len(found):  # fewer distinct key hashes locked than tasks
+            # A key repeats: each request's key (1-based, in order of first request) and
+            # its rank among its key's requests.
+            slot: dict[tuple[uuid.UUID, str, str], int] = {}
+            first: list[Any] = []
+            taken: list[int] = []
+            index, rank = [], []
+            for row in rows:
+                i = slot.setdefault((row[1], row[2], row[3]), len(first))
+                if i == len(first):
+                    first.append(row)
+                    taken.append(0)
+                taken[i] += 1
+                index.append(i + 1)
+                rank.append(taken[i])
+            rows = first
+        glo, ghi = _common.bounds([r.key for r in go])
+        done = await conn.fetch(
+            self._q["mark_dispatched_keyed"],
+            *self._dispatch_args(go, now, glo, ghi),
+            index,
+            uniform(rank),
+            uniform([r[1] for r in rows]),
+            uniform([r[2] for r in rows]),
+            [r[3] for r in rows],  # the keys' count: never one value for all
+            uniform([r[4] for r in rows]),
+        )
+        by_id = {r[0]: r for r in done}
+        held = {
+            r.key.id: Held(of[r.key.id][3], of[r.key.id][4]) for r in go if r.key.id not in by_id
+        }
         return by_id, held
 
     @staticmethod

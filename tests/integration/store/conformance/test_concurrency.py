@@ -116,6 +116,43 @@ async def test_a_type_without_a_limit_runs_one_task_per_key(store: Store, tenant
     assert isinstance((await _dispatch(store, [other]))[0], Assignment)
 
 
+async def test_one_batch_counts_each_key_of_each_type_apart(store: Store, tenant: Tenant) -> None:
+    """One dispatch of interleaved tasks: the same key name under two types is two keys,
+    each with its type's limit and its own count; a key already running counts its
+    running task; the unkeyed task goes out."""
+    await store.set_concurrency_limit(tenant.id, "sms.send", 2, NOW)
+    [running] = await _preloaded(store, tenant, 1, concurrency_key="k1")
+    assert isinstance((await _dispatch(store, [running]))[0], Assignment)
+    email = await _preloaded(store, tenant, 2, concurrency_key="k1")
+    sms = await _preloaded(store, tenant, 3, concurrency_key="k1", type="sms.send")
+    other = await _preloaded(store, tenant, 2, concurrency_key="k2")
+    [plain] = await _preloaded(store, tenant, 1)
+    batch = [sms[0], email[0], other[0], sms[1], plain, email[1], other[1], sms[2]]
+    answers = await _dispatch(store, batch)
+    assert [type(a).__name__ for a in answers] == [
+        "Assignment",  # sms k1: 1 of 2
+        "Held",  # email k1: its running task takes the one slot
+        "Assignment",  # email k2
+        "Assignment",  # sms k1: 2 of 2
+        "Assignment",  # no key
+        "Held",
+        "Held",  # email k2: taken by other[0]
+        "Held",  # sms k1: both taken
+    ]
+    assert answers[1] == answers[5] == Held("k1", 1)
+    assert answers[6] == Held("k2", 1)
+    assert answers[7] == Held("k1", 2)
+
+
+async def test_one_key_name_under_two_types_is_two_keys_in_one_batch(
+    store: Store, tenant: Tenant
+) -> None:
+    email = await _preloaded(store, tenant, 2, concurrency_key="k1")
+    sms = await _preloaded(store, tenant, 2, concurrency_key="k1", type="sms.send")
+    answers = await _dispatch(store, [email[0], sms[0], email[1], sms[1]])
+    assert [type(a) for a in answers] == [Assignment, Assignment, Held, Held]
+
+
 async def test_every_way_out_of_running_frees_exactly_one_slot(
     store: Store, tenant: Tenant
 ) -> None:

@@ -362,14 +362,15 @@ FROM d
 
 -- name: lock_keyed
 -- Of the PRELOADED tasks ($1 ids, $2 scheduled_at, $3/$4 bounds), those with a
--- concurrency key, each with its key's limit (1 without a row); and one
--- transaction-scoped advisory lock per key taken (a 64-bit hash of tenant, type and key,
--- in hash order, so two dispatchers take shared keys in the same order; a collision
--- only makes two keys wait for each other). The locks are held to the commit: the next
--- dispatcher of a key counts only after this one's dispatches are written. The lock
--- subquery is uncorrelated: run once, before the first row is returned.
+-- concurrency key, each with its tenant, type, key and the key's limit (1 without a
+-- row); and one transaction-scoped advisory lock per distinct key taken (a 64-bit hash
+-- of tenant, type and key, in hash order, so two dispatchers take shared keys in the
+-- same order; a collision only makes two keys wait for each other). The locks are held
+-- to the commit: the next dispatcher of a key counts only after this one's dispatches
+-- are written. The lock subquery is uncorrelated: run once, before the first row is
+-- returned.
 WITH k AS MATERIALIZED (
-    SELECT t.id, t.concurrency_key, coalesce(l.max_running, 1) AS lim,
+    SELECT t.id, t.tenant_id, t.type, t.concurrency_key, coalesce(l.max_running, 1) AS lim,
         hashtextextended(t.tenant_id::text || '/' || t.type || '/' || t.concurrency_key, 0) AS h
     FROM unnest($1::uuid[], tickwheel_fill($2::timestamptz[], cardinality($1::uuid[])))
         AS u(id, scheduled_at)
@@ -383,69 +384,58 @@ WITH k AS MATERIALIZED (
     ) t
     LEFT JOIN concurrency_limits l ON l.tenant_id = t.tenant_id AND l.type = t.type
 )
-SELECT k.id, k.concurrency_key, k.lim,
+SELECT k.id, k.tenant_id, k.type, k.concurrency_key, k.lim,
     (SELECT count(pg_advisory_xact_lock(s.h)) FROM (SELECT DISTINCT h FROM k ORDER BY h) s)
         AS locked
 FROM k
 
 -- name: mark_dispatched_keyed
 -- mark_dispatched for tasks with a concurrency key, run after lock_keyed in the same
--- transaction (its snapshot, taken after the locks were granted, sees every dispatch
--- of these keys committed before): per key, its free slots (limit - tasks DISPATCHED or
--- RUNNING) go to its first requests in request order ($1 ...); the others stay
--- PRELOADED. Parameters as mark_dispatched's but $11.
-WITH u AS MATERIALIZED (
-    SELECT * FROM unnest($1::uuid[],
+-- transaction: its snapshot, taken after the locks were granted, sees every dispatch
+-- of these keys committed before. The caller groups the requests by key from
+-- lock_keyed's rows: $13-$16 each distinct key's tenant,
+-- type, key and limit; $11 each request's key (1-based into them), $12 its rank among
+-- its key's requests in request order. A key's free slots (its limit - its tasks
+-- DISPATCHED or RUNNING, counted once a key: a probe of idx_tasks_concurrency_active
+-- in every partition, since a key's running tasks may be in any day's) go to its
+-- requests of rank up to that; the others stay PRELOADED. $1-$10 as mark_dispatched's;
+-- $12-$14 and $16 may be one value for all (tickwheel_fill); $11 NULL: request i's key
+-- is key i (every key once). No probe of the tasks but the update's own, no sort.
+WITH f AS MATERIALIZED (
+    SELECT array_agg(k.lim - (
+            SELECT count(*) FROM tasks a
+            WHERE a.tenant_id = k.tenant_id AND a.type = k.type AND a.concurrency_key = k.ckey
+              AND a.concurrency_key IS NOT NULL AND a.status IN ('DISPATCHED', 'RUNNING')
+        ) ORDER BY k.i) AS free
+    FROM unnest(tickwheel_fill($13::uuid[], cardinality($15::text[])),
+                tickwheel_fill($14::text[], cardinality($15::text[])),
+                $15::text[],
+                tickwheel_fill($16::int[], cardinality($15::text[])))
+        WITH ORDINALITY AS k(tenant_id, type, ckey, lim, i)
+), d AS (
+    UPDATE tasks t SET
+        status = CASE WHEN u.running THEN 'RUNNING' ELSE 'DISPATCHED' END,
+        fencing_token = GREATEST(t.fencing_token,
+            (SELECT g.generation << 40 FROM fencing_generation g)) + 1,
+        worker_id = u.worker_id, lease_expires_at = u.lease, updated_at = $5
+    FROM unnest($1::uuid[],
                 tickwheel_fill($2::timestamptz[], cardinality($1::uuid[])),
                 tickwheel_fill($3::text[], cardinality($1::uuid[])),
                 tickwheel_fill($4::timestamptz[], cardinality($1::uuid[])),
                 $9::bigint[],
-                tickwheel_fill($10::bool[], cardinality($1::uuid[])))
-        WITH ORDINALITY AS u(id, scheduled_at, worker_id, lease, epoch, running, ord)
-), k AS MATERIALIZED (
-    -- One primary-key probe a request (the LIMIT keeps it a subquery per key, as in
-    -- existing_keys).
-    SELECT u.*, t.tenant_id, t.type, t.concurrency_key AS ckey
-    FROM u CROSS JOIN LATERAL (
-        SELECT t.tenant_id, t.type, t.concurrency_key FROM tasks t
-        WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
-          AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
-          AND t.status = ANY((SELECT ARRAY[{{states:PRELOADED}}])::text[])
-          AND t.concurrency_key IS NOT NULL
-        LIMIT 1
-    ) t
-), go AS MATERIALIZED (
-    -- Per row, not joined to a per-key relation: a CTE's row count is unknown to the
-    -- planner, and a join of two of them became a nested loop over every pair. A key
-    -- repeated in the batch repeats its count (an index probe of at most its limit).
-    SELECT r.* FROM (
-        SELECT k.*,
-            row_number() OVER (PARTITION BY k.tenant_id, k.type, k.ckey ORDER BY k.ord) AS rn,
-            coalesce((SELECT l.max_running FROM concurrency_limits l
-                      WHERE l.tenant_id = k.tenant_id AND l.type = k.type), 1) - (
-                SELECT count(*) FROM tasks a
-                WHERE a.tenant_id = k.tenant_id AND a.type = k.type AND a.concurrency_key = k.ckey
-                  AND a.concurrency_key IS NOT NULL AND a.status IN ('DISPATCHED', 'RUNNING')
-            ) AS free
-        FROM k
-    ) r
-    WHERE r.rn <= r.free
-), d AS (
-    UPDATE tasks t SET
-        status = CASE WHEN go.running THEN 'RUNNING' ELSE 'DISPATCHED' END,
-        fencing_token = GREATEST(t.fencing_token,
-            (SELECT g.generation << 40 FROM fencing_generation g)) + 1,
-        worker_id = go.worker_id, lease_expires_at = go.lease, updated_at = $5
-    FROM go
-    WHERE t.id = go.id AND t.scheduled_at = go.scheduled_at AND t.tenant_id = go.tenant_id
-      AND t.id = ANY($1::uuid[])
+                tickwheel_fill($10::bool[], cardinality($1::uuid[])),
+                $11::int[], tickwheel_fill($12::int[], cardinality($1::uuid[])))
+        WITH ORDINALITY AS u(id, scheduled_at, worker_id, lease, epoch, running, k, rank, i)
+    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.id = ANY($1::uuid[])
+      AND u.rank <= (SELECT f.free FROM f)[coalesce(u.k, u.i)]
       AND t.status = ANY((SELECT ARRAY[{{from:PRELOADED|to:DISPATCHED,RUNNING}}])::text[])
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
-      AND (go.epoch IS NULL OR EXISTS (
-          SELECT 1 FROM shard_epochs se WHERE se.shard_id = t.shard_id AND se.epoch = go.epoch))
+      AND t.concurrency_key IS NOT NULL
+      AND (u.epoch IS NULL OR EXISTS (
+          SELECT 1 FROM shard_epochs se WHERE se.shard_id = t.shard_id AND se.epoch = u.epoch))
     RETURNING t.id, t.scheduled_at, t.tenant_id, t.type, t.payload, t.fencing_token,
         t.retry_count, t.max_retries, t.due_at, t.checkpoint, t.trace_context, t.pool,
-        t.timeout_s, go.epoch, t.status, t.concurrency_key
+        t.timeout_s, u.epoch, t.status, t.concurrency_key
 ), audit AS (
     INSERT INTO task_transitions
         (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, epoch,
