@@ -7,12 +7,18 @@
 -- `t.status = ANY((SELECT ARRAY[...])::text[])`, never as `t.status IN (...)`. The planner cannot
 -- see the states, so no partial index on status (lease, claimable, forecast, preloaded)
 -- is implied by the guard, and the statistics of status (stale within seconds in a
--- stampede) price nothing. And it names its ids as an array, `t.id = ANY($1::uuid[])`,
--- beside the join on the batch: the primary key (id, scheduled_at) serves that with one
--- probe a key, while any scan would test every row against the whole array, so the
--- planner cannot price a scan of the partition below the batch's probes (it did for a
--- 1,000-task batch on 100,000 tasks: a hash join over every row; migration 0015,
--- tests/integration/store/test_plans.py).
+-- stampede) price nothing. And it reads its batch through arrays the planner cannot see
+-- either: `unnest((SELECT $1::uuid[]), (SELECT $2::timestamptz[]), ...)` (each array an
+-- InitPlan; the claim and the reaper pack the keys they found into arrays, `k`).
+-- PostgreSQL prices unnest of an array it cannot see as 10 rows, so the join is ten
+-- primary-key probes against any scan of the partition, whatever the batch, the
+-- partition's size or its statistics: a nested loop that probes (id, scheduled_at)
+-- once a key. With the arrays visible, a batch of 1,000 on 10,000 tasks was priced
+-- cheaper as a hash join over a walk of the tenant index (10 tuples a task; turning
+-- hash joins off instead gave, on a partition without statistics, a nested loop driven
+-- from a walk of the primary key: 50 a task on 50,000). The `t.id = ANY($1)` that sat
+-- beside the join, to price such walks above the probes, is gone: in a nested loop it
+-- made each probe 1,000 index descents (tests/integration/store/test_plans.py).
 
 -- name: insert_tenant
 INSERT INTO tenants (id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at)
@@ -256,14 +262,19 @@ WITH c AS (
     ORDER BY due_at
     LIMIT $5
     FOR UPDATE SKIP LOCKED
+), k AS (
+    -- The claimed keys as arrays (see the top of this file: unnest of arrays the
+    -- planner cannot see is priced as 10 keys, so the update probes the primary key).
+    SELECT array_agg(id) AS ids, array_agg(scheduled_at) AS ats, array_agg(status) AS sts
+    FROM c
 ), moved AS (
     UPDATE tasks t SET status = 'PRELOADED', updated_at = $6
-    FROM c
-    WHERE t.id = c.id AND t.scheduled_at = c.scheduled_at
+    FROM k, unnest(k.ids, k.ats, k.sts) AS u(id, scheduled_at, status)
+    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
       AND t.scheduled_at >= $3 AND t.scheduled_at < $4
     RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
         t.rate_limit_key,
-        t.fencing_token, t.status, c.status AS from_status
+        t.fencing_token, t.status, u.status AS from_status
 ), audit AS (
     INSERT INTO task_transitions (task_id, scheduled_at, from_status, to_status, fencing_token, actor, at, reason)
     SELECT m.id, m.scheduled_at, p.f, p.t, m.fencing_token, $7, $6,
@@ -329,14 +340,14 @@ WITH d AS (
         fencing_token = GREATEST(t.fencing_token,
             (SELECT g.generation << 40 FROM fencing_generation g)) + 1,
         worker_id = u.worker_id, lease_expires_at = u.lease, updated_at = $5
-    FROM unnest($1::uuid[],
-                tickwheel_fill($2::timestamptz[], cardinality($1::uuid[])),
-                tickwheel_fill($3::text[], cardinality($1::uuid[])),
-                tickwheel_fill($4::timestamptz[], cardinality($1::uuid[])),
-                $9::bigint[],
-                tickwheel_fill($10::bool[], cardinality($1::uuid[])))
+    FROM unnest((SELECT $1::uuid[]),
+                (SELECT tickwheel_fill($2::timestamptz[], cardinality($1::uuid[]))),
+                (SELECT tickwheel_fill($3::text[], cardinality($1::uuid[]))),
+                (SELECT tickwheel_fill($4::timestamptz[], cardinality($1::uuid[]))),
+                (SELECT $9::bigint[]),
+                (SELECT tickwheel_fill($10::bool[], cardinality($1::uuid[]))))
         AS u(id, scheduled_at, worker_id, lease, epoch, running)
-    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.id = ANY($1::uuid[])
+    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
       AND t.status = ANY((SELECT ARRAY[{{from:PRELOADED|to:DISPATCHED,RUNNING}}])::text[])
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
       AND ($11::bool OR t.concurrency_key IS NULL)
@@ -418,15 +429,16 @@ WITH f AS MATERIALIZED (
         fencing_token = GREATEST(t.fencing_token,
             (SELECT g.generation << 40 FROM fencing_generation g)) + 1,
         worker_id = u.worker_id, lease_expires_at = u.lease, updated_at = $5
-    FROM unnest($1::uuid[],
-                tickwheel_fill($2::timestamptz[], cardinality($1::uuid[])),
-                tickwheel_fill($3::text[], cardinality($1::uuid[])),
-                tickwheel_fill($4::timestamptz[], cardinality($1::uuid[])),
-                $9::bigint[],
-                tickwheel_fill($10::bool[], cardinality($1::uuid[])),
-                $11::int[], tickwheel_fill($12::int[], cardinality($1::uuid[])))
+    FROM unnest((SELECT $1::uuid[]),
+                (SELECT tickwheel_fill($2::timestamptz[], cardinality($1::uuid[]))),
+                (SELECT tickwheel_fill($3::text[], cardinality($1::uuid[]))),
+                (SELECT tickwheel_fill($4::timestamptz[], cardinality($1::uuid[]))),
+                (SELECT $9::bigint[]),
+                (SELECT tickwheel_fill($10::bool[], cardinality($1::uuid[]))),
+                (SELECT $11::int[]),
+                (SELECT tickwheel_fill($12::int[], cardinality($1::uuid[]))))
         WITH ORDINALITY AS u(id, scheduled_at, worker_id, lease, epoch, running, k, rank, i)
-    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.id = ANY($1::uuid[])
+    WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at
       AND u.rank <= (SELECT f.free FROM f)[coalesce(u.k, u.i)]
       AND t.status = ANY((SELECT ARRAY[{{from:PRELOADED|to:DISPATCHED,RUNNING}}])::text[])
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
@@ -465,9 +477,9 @@ WHERE ($1::uuid IS NULL OR tenant_id = $1) ORDER BY tenant_id, type
 -- $1 ids, $2 scheduled_at, $3 tokens, $4 lease, $5 now, $6/$7 bounds
 WITH a AS (
     UPDATE tasks t SET status = 'RUNNING', lease_expires_at = $4, updated_at = $5
-    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
+    FROM unnest((SELECT $1::uuid[]), (SELECT $2::timestamptz[]), (SELECT $3::bigint[]))
+        AS u(id, scheduled_at, token)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-      AND t.id = ANY($1::uuid[])
       AND t.status = ANY((SELECT ARRAY[{{from:DISPATCHED|to:RUNNING}}])::text[])
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
     RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id
@@ -482,9 +494,10 @@ SELECT id, fencing_token FROM a
 -- name: heartbeat
 -- Also answers a repeated ack ($8 = the states the lease may be extended in).
 UPDATE tasks t SET lease_expires_at = $4, updated_at = $5
-FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
+FROM unnest((SELECT $1::uuid[]), (SELECT $2::timestamptz[]), (SELECT $3::bigint[]))
+    AS u(id, scheduled_at, token)
 WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-  AND t.id = ANY($1::uuid[]) AND t.status = ANY((SELECT $8::text[])::text[])
+  AND t.status = ANY((SELECT $8::text[])::text[])
   AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
 RETURNING t.id, t.fencing_token
 
@@ -515,11 +528,11 @@ RETURNING id
 WITH done AS (
     UPDATE tasks t SET status = 'COMPLETED', result_payload = u.result::jsonb,
         lease_expires_at = NULL, updated_at = $5
-    FROM unnest($1::uuid[], tickwheel_fill($2::timestamptz[], cardinality($1::uuid[])),
-                 $3::bigint[], $4::text[], $8::timestamptz[])
+    FROM unnest((SELECT $1::uuid[]),
+                (SELECT tickwheel_fill($2::timestamptz[], cardinality($1::uuid[]))),
+                (SELECT $3::bigint[]), (SELECT $4::text[]), (SELECT $8::timestamptz[]))
         AS u(id, scheduled_at, token, result, acked_at)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-      AND t.id = ANY($1::uuid[])
       AND t.status = CASE WHEN u.acked_at IS NULL
                           THEN {{from:RUNNING|to:COMPLETED}}
                           ELSE {{from:DISPATCHED|to:RUNNING}} END
@@ -598,11 +611,11 @@ WITH f AS (
                       ELSE t.due_at END,
         last_error = u.error, last_error_type = nullif(u.error_type, ''),
         last_traceback = nullif(u.traceback, ''), lease_expires_at = NULL, updated_at = $7
-    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $5::bool[],
-                $6::timestamptz[], $10::text[], $11::float8[], $12::text[])
+    FROM unnest((SELECT $1::uuid[]), (SELECT $2::timestamptz[]), (SELECT $3::bigint[]),
+                (SELECT $4::text[]), (SELECT $5::bool[]), (SELECT $6::timestamptz[]),
+                (SELECT $10::text[]), (SELECT $11::float8[]), (SELECT $12::text[]))
         AS u(id, scheduled_at, token, error, retryable, retry_at, error_type, spread, traceback)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-      AND t.id = ANY($1::uuid[])
       AND t.status = ANY((SELECT ARRAY[{{from:RUNNING|to:RETRYING}}])::text[])
       AND t.scheduled_at >= $8 AND t.scheduled_at <= $9
     RETURNING t.id, t.scheduled_at, t.status, t.fencing_token, t.worker_id, t.workflow_id,
@@ -630,10 +643,11 @@ SELECT id, fencing_token, status, workflow_id FROM f
 WITH old AS (
     SELECT t.id, t.scheduled_at, t.status, t.worker_id, u.checkpoint
     FROM tasks t
-    JOIN unnest($1::uuid[], $2::timestamptz[], $3::bigint[], $4::text[], $8::bool[])
+    JOIN unnest((SELECT $1::uuid[]), (SELECT $2::timestamptz[]), (SELECT $3::bigint[]),
+                (SELECT $4::text[]), (SELECT $8::bool[]))
         AS u(id, scheduled_at, token, checkpoint, dispatched_only)
       ON t.id = u.id AND t.scheduled_at = u.scheduled_at
-    WHERE t.fencing_token = u.token AND t.id = ANY($1::uuid[])
+    WHERE t.fencing_token = u.token
       AND t.status = ANY((SELECT ARRAY[{{from:RUNNING,DISPATCHED|to:PRELOADED}}])::text[])
       AND (NOT u.dispatched_only OR t.status = 'DISPATCHED')
       AND t.scheduled_at >= $6 AND t.scheduled_at <= $7
@@ -662,9 +676,9 @@ SELECT id, fencing_token, status, workflow_id FROM r
 -- name: confirm_cancel
 WITH c AS (
     UPDATE tasks t SET status = 'CANCELLED', lease_expires_at = NULL, updated_at = $4
-    FROM unnest($1::uuid[], $2::timestamptz[], $3::bigint[]) AS u(id, scheduled_at, token)
+    FROM unnest((SELECT $1::uuid[]), (SELECT $2::timestamptz[]), (SELECT $3::bigint[]))
+        AS u(id, scheduled_at, token)
     WHERE t.id = u.id AND t.scheduled_at = u.scheduled_at AND t.fencing_token = u.token
-      AND t.id = ANY($1::uuid[])
       AND t.status = ANY((SELECT ARRAY[{{from:RUNNING|to:CANCELLED}}])::text[]) AND t.cancel_requested
       AND t.scheduled_at >= $5 AND t.scheduled_at <= $6
     RETURNING t.id, t.scheduled_at, t.fencing_token, t.worker_id, t.workflow_id
@@ -686,6 +700,12 @@ WITH x AS (
     ORDER BY lease_expires_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED
+), k AS (
+    -- The expired keys as arrays, as claim_preload's.
+    SELECT array_agg(id) AS ids, array_agg(scheduled_at) AS ats, array_agg(status) AS sts,
+        array_agg(cancel_requested) AS cancels, array_agg(retry_count) AS retries,
+        array_agg(max_retries) AS maxes
+    FROM x
 ), r AS (
     UPDATE tasks t SET
         status = CASE
@@ -704,7 +724,8 @@ WITH x AS (
         last_traceback = CASE WHEN x.status = 'RUNNING' AND NOT x.cancel_requested
                               THEN NULL ELSE t.last_traceback END,
         lease_expires_at = NULL, updated_at = $1
-    FROM x
+    FROM k, unnest(k.ids, k.ats, k.sts, k.cancels, k.retries, k.maxes)
+        AS x(id, scheduled_at, status, cancel_requested, retry_count, max_retries)
     WHERE t.id = x.id AND t.scheduled_at = x.scheduled_at
     RETURNING t.id, t.scheduled_at, t.due_at, t.tenant_id, t.shard_id, t.pool, t.type,
         t.rate_limit_key,
