@@ -3,9 +3,9 @@ EXPLAIN (ANALYZE, BUFFERS) each statement of the dispatch, ack, completion and p
 paths with a small batch, and count the tuples and index entries it touched.
 
 Used by the plan-regression test (tests/integration/store/test_plans.py) and by the
-benchmark's plan probe (benchmarks/test_stampede.py) that runs the same statements on bigger
-tables. Seeding is plain SQL (``generate_series``): a million rows in seconds, not the
-store's insert path.
+benchmark's plan probe (benchmarks/plan_probe.py, ``test_stampede --plans``) that runs
+the same statements on bigger tables. Seeding is plain SQL (``generate_series``): a
+million rows in seconds, not the store's insert path.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ class PlanCost:
     """What one EXPLAIN (ANALYZE, BUFFERS) touched on the task partitions."""
 
     #: Tuples and index entries read by the scans of task partitions: rows returned plus
-    #: rows removed by a filter or a recheck, times the loops.
+    #: rows removed by a filter or a recheck, times the loops. (Not the index entries an
+    #: index scan steps over for a condition on a column after the first: a nested loop
+    #: whose every probe walks the index shows as 1 a task; ``ms`` shows it.)
     tuples: int = 0
     #: Shared buffers hit + read by the whole statement (every relation).
     buffers: int = 0
@@ -249,13 +251,19 @@ async def explain(
     """EXPLAIN (ANALYZE, BUFFERS) ``sql`` in a transaction that is rolled back (the writes
     run), under a custom or the generic plan (asyncpg's prepared statements get the
     generic one after five runs when it looks no dearer), in a by-key transaction as the
-    store runs it (``by_key``) or a plain one."""
+    store runs it (``by_key``) or a plain one.
+
+    The generic plan is that of a prepared statement (``PREPARE``, then ``EXPLAIN
+    EXECUTE`` under ``force_generic_plan``): an ``EXPLAIN`` sent with bound parameters is
+    planned with their values whatever ``plan_cache_mode`` says (PostgreSQL 15 has no
+    ``EXPLAIN (GENERIC_PLAN)``), so it always showed the custom plan."""
     from scheduler.store.postgres import _db
 
     # An older tree (the benchmark's --tree) has no BY_KEY: its calls ran as they were.
     pin = getattr(_db, "BY_KEY", None) if by_key else None
     tx = conn.transaction()
     await tx.start()
+    prepared = False
     try:
         await conn.execute("SET LOCAL tickwheel.tenant = '*'")
         await conn.execute("SET LOCAL jit = off")  # as the store's pool connections
@@ -263,7 +271,28 @@ async def explain(
             await conn.execute(pin)
         mode = "force_generic_plan" if generic else "force_custom_plan"
         await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
-        raw = await conn.fetchval(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", *args)
+        if not generic:
+            raw = await conn.fetchval(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", *args)
+            return plan_cost(raw)
+        await conn.execute(f"PREPARE tickwheel_probe AS {sql}")
+        prepared = True
+        # EXECUTE takes no bound parameters: its arguments go as literals of the types
+        # the statement was prepared with.
+        types = await conn.fetchval(
+            "SELECT parameter_types::text[] FROM pg_prepared_statements"
+            " WHERE name = 'tickwheel_probe'"
+        )
+        literals = [
+            f"{await conn.fetchval(f'SELECT quote_nullable($1::{t})', a)}::{t}"
+            for t, a in zip(types, args, strict=True)
+        ]
+        raw = await conn.fetchval(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE tickwheel_probe("
+            + ", ".join(literals)
+            + ")"
+        )
         return plan_cost(raw)
     finally:
         await tx.rollback()
+        if prepared:  # PREPARE is the session's, not the transaction's
+            await conn.execute("DEALLOCATE tickwheel_probe")
