@@ -28,10 +28,12 @@ waiting in the ready queues included), and the growth per task of each; from ser
 (dispatch, ack, complete...), and the context switches a task of serve and the worker
 (their wake-ups).
 
-``--plans`` instead runs the plan probe (tests/support/plans.py) at each size of
-``--sizes``: tuples touched per task of every hot statement with a batch of 1,000, on
-tasks sharing one scheduled_at or spread over a day, with statistics taken while the
-minute was SCHEDULED (the stampede's stale ones) and fresh.
+``--plans`` instead runs the plan probe (benchmarks/plan_probe.py) at each size of
+``--sizes``: tuples touched per task of every hot statement with a batch of 1,000
+(``--batch``), on tasks sharing one scheduled_at or spread over a day (``--spreads``),
+with no statistics, statistics taken while the minute was SCHEDULED (the stampede's
+stale ones) and fresh ones, each under the custom and the generic plan (the server runs
+with autovacuum off); ``--plans-sql`` probes another revision's queries.sql.
 
 ``--tree`` runs another checkout (its extension built; ``git worktree add --detach
 /tmp/wt-before main && (cd /tmp/wt-before && python setup.py -q build_ext --inplace)``)::
@@ -59,16 +61,15 @@ import threading
 import time
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks import plan_probe  # noqa: E402
 from benchmarks.compare_trees import _cpu, _env, _postgres_procs, _tenant_key  # noqa: E402
 from tests.support.processes import TICKWHEEL, ProcessGroup  # noqa: E402
 from tests.support.servers import PostgresServer, free_port, start_server  # noqa: E402
@@ -501,67 +502,6 @@ class _StatsPostgres(PostgresServer):
         ]
 
 
-async def _plans(dsn: str, n: int, spread_s: int, k: int) -> dict[str, dict[str, float]]:
-    from tests.support.plans import BY_KEY_PROBES, HOT, Probe, explain, seed_stampede
-
-    from scheduler.store.postgres import Q
-
-    now = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
-    conn = await asyncpg.connect(dsn)
-    out: dict[str, dict[str, float]] = {}
-    try:
-        await conn.execute("SET tickwheel.tenant = '*'")
-        tenant = uuid.uuid4()
-        await conn.execute("INSERT INTO tenants (id, name) VALUES ($1, 'plans')", tenant)
-        await seed_stampede(conn, tenant, now, n, spread_s=spread_s)
-        # Statistics of a minute still SCHEDULED, then pre-loaded (the issue's trigger).
-        await conn.execute("UPDATE tasks SET status = 'SCHEDULED' WHERE status = 'PRELOADED'")
-        await conn.execute("ANALYZE tasks")
-        await conn.execute(
-            "UPDATE tasks SET status = 'PRELOADED' WHERE right(idempotency_key, 1) IN"
-            " ('1', '3', '5', '7', '9')"
-        )
-        probe = await Probe.prepare(conn, now, k)
-        for stats in ("stale", "fresh"):
-            if stats == "fresh":
-                await conn.execute("ANALYZE tasks")
-            for name in HOT:
-                statement, args = probe.args(name)
-                cost = await explain(
-                    conn, Q[statement], args, generic=False, by_key=name in BY_KEY_PROBES
-                )
-                out.setdefault(name, {})[stats] = cost.tuples / k
-                out[name][f"{stats}_ms"] = cost.ms
-    finally:
-        await conn.close()
-    return out
-
-
-def plans(server: PostgresServer, sizes: list[int], k: int, spreads: list[str]) -> None:
-    """Print the plan probe's tuples a task at each size, on one scheduled_at (``one``)
-    and spread over a day (``day``)."""
-    from tests.support.db import migrate_sync
-
-    layouts = {"one": (0, "one scheduled_at"), "day": (86_399, "spread over a day")}
-    for n in sizes:
-        for spread_s, label in (layouts[x] for x in spreads):
-            name = f"pl_{uuid.uuid4().hex[:10]}"
-            server.ensure_app_role()
-            server.psql(f"CREATE DATABASE {name} OWNER {server.app_user}")
-            try:
-                migrate_sync(server.app_dsn(name))
-                got = asyncio.run(_plans(server.app_dsn(name), n, spread_s, k))
-            finally:
-                server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            print(f"{n:,} tasks, {label}, batch {k}: tuples a task (stale stats / fresh; ms)")
-            for stmt, v in got.items():
-                print(
-                    f"  {stmt:22s} {v['stale']:10.1f} {v['fresh']:8.1f}"
-                    f"   {v['stale_ms']:8.1f} {v['fresh_ms']:7.1f}",
-                    flush=True,
-                )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--tree", type=Path, default=REPO, help="the checkout to run")
@@ -582,6 +522,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1_000, help="plan probe batch")
     parser.add_argument("--spreads", default="one,day", help="plan probe layouts: one, day")
     parser.add_argument(
+        "--plans-sql",
+        type=Path,
+        default=None,
+        help="plan probe: a queries.sql to probe instead of this tree's (same schema), e.g."
+        " git show main:src/scheduler/store/sql/postgres/queries.sql > /tmp/before.sql",
+    )
+    parser.add_argument(
         "--pg-setting",
         action="append",
         default=[],
@@ -591,6 +538,9 @@ def main() -> None:
     args = parser.parse_args()
     # Stopped with SIGTERM (a background job ignores SIGINT): still stop every process.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.plans and not any(x.startswith("autovacuum=") for x in args.pg_setting):
+        # The probe's phases take their statistics themselves (none, stale, fresh).
+        args.pg_setting.append("autovacuum=off")
     kind = _StatsPostgres if args.pg_stats else PostgresServer
     if args.pg_setting:
         extra = [arg for setting in args.pg_setting for arg in ("-c", setting)]
@@ -607,7 +557,7 @@ def main() -> None:
     try:
         if args.plans:
             sizes = [int(x) for x in args.sizes.split(",")]
-            plans(server, sizes, args.batch, args.spreads.split(","))
+            plan_probe.plans(server, sizes, args.batch, args.spreads.split(","), args.plans_sql)
             return
         for mode in args.modes.split(","):
             n = int(args.rate * args.duration_s) if mode == "stream" else args.tasks
