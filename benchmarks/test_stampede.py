@@ -33,7 +33,8 @@ waiting in the ready queues included), and the growth per task of each; from ser
 (``--batch``), on tasks sharing one scheduled_at or spread over a day (``--spreads``),
 with no statistics, statistics taken while the minute was SCHEDULED (the stampede's
 stale ones) and fresh ones, each under the custom and the generic plan (the server runs
-with autovacuum off); ``--plans-sql`` probes another revision's queries.sql.
+with autovacuum off); ``--plans-sql`` probes another revision's queries.sql beside
+this tree's, on the same seed.
 
 ``--tree`` runs another checkout (its extension built; ``git worktree add --detach
 /tmp/wt-before main && (cd /tmp/wt-before && python setup.py -q build_ext --inplace)``)::
@@ -522,10 +523,15 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1_000, help="plan probe batch")
     parser.add_argument("--spreads", default="one,day", help="plan probe layouts: one, day")
     parser.add_argument(
+        "--plans-phases",
+        default="none,stale,fresh",
+        help="plan probe: statistics phases (stale costs two updates of half the tasks)",
+    )
+    parser.add_argument(
         "--plans-sql",
         type=Path,
         default=None,
-        help="plan probe: a queries.sql to probe instead of this tree's (same schema), e.g."
+        help="plan probe: a queries.sql to probe beside this tree's (same seed and schema), e.g."
         " git show main:src/scheduler/store/sql/postgres/queries.sql > /tmp/before.sql",
     )
     parser.add_argument(
@@ -557,7 +563,14 @@ def main() -> None:
     try:
         if args.plans:
             sizes = [int(x) for x in args.sizes.split(",")]
-            plan_probe.plans(server, sizes, args.batch, args.spreads.split(","), args.plans_sql)
+            plan_probe.plans(
+                server,
+                sizes,
+                args.batch,
+                args.spreads.split(","),
+                args.plans_sql,
+                tuple(args.plans_phases.split(",")),
+            )
             return
         for mode in args.modes.split(","):
             n = int(args.rate * args.duration_s) if mode == "stream" else args.tasks
