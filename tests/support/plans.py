@@ -41,9 +41,10 @@ class PlanCost:
     """What one EXPLAIN (ANALYZE, BUFFERS) touched on the task partitions."""
 
     #: Tuples and index entries read by the scans of task partitions: rows returned plus
-    #: rows removed by a filter or a recheck, times the loops. (Not the index entries an
-    #: index scan steps over for a condition on a column after the first: a nested loop
-    #: whose every probe walks the index shows as 1 a task; ``ms`` shows it.)
+    #: rows removed by a filter or a recheck, times the loops. (Not the rows a join
+    #: compares, nor the index entries an index scan steps over for a condition on a
+    #: column after the first: a nested loop over the batch for each key shows as 1 a
+    #: task; ``ms`` shows it.)
     tuples: int = 0
     #: Shared buffers hit + read by the whole statement (every relation).
     buffers: int = 0

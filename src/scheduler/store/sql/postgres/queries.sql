@@ -17,8 +17,10 @@
 -- cheaper as a hash join over a walk of the tenant index (10 tuples a task; turning
 -- hash joins off instead gave, on a partition without statistics, a nested loop driven
 -- from a walk of the primary key: 50 a task on 50,000). The `t.id = ANY($1)` that sat
--- beside the join, to price such walks above the probes, is gone: in a nested loop it
--- made each probe 1,000 index descents (tests/integration/store/test_plans.py).
+-- beside the join, to price such walks above the probes, is gone: the planner drove
+-- nested loops from it too, the array's 1,000 keys read from the primary key outside
+-- and the batch scanned again inside for each, a million comparisons a batch
+-- (tests/integration/store/test_plans.py; docs/benchmarks.md).
 
 -- name: insert_tenant
 INSERT INTO tenants (id, name, tier, rate_limit_rps, max_concurrent_workers, home_region, created_at)
