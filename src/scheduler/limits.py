@@ -50,6 +50,8 @@ MAX_TASK_TYPES = 256
 """Task types one worker stream declares."""
 MAX_SLOTS = 100_000
 """Slots one worker stream may grant at once."""
+MAX_EARLY_MS = 60_000
+"""How far ahead of due a worker may offer to hold its pushes (``Hello.early_ms``)."""
 
 # -- API keys and server protection (issue 15; docs/keys.md) ----------------------------
 MAX_STREAMS_PER_TENANT = 1000

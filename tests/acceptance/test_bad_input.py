@@ -575,6 +575,7 @@ STREAM_CASES: list[tuple[list[bytes], str]] = [
     ([_msg(pb.WorkerMessage(hello=pb.Hello(worker_id="w", task_types=["t", "x" * 65], slots=1)))], "hello.task_types[1]"),
     ([_msg(pb.WorkerMessage(hello=pb.Hello(worker_id="w", task_types=["t"], pools=[9], slots=1)))], "hello.pools[0]"),
     ([_msg(pb.WorkerMessage(hello=pb.Hello(worker_id="w", task_types=["t"], slots=100_001)))], "hello.slots"),
+    ([_msg(pb.WorkerMessage(hello=pb.Hello(worker_id="w", task_types=["t"], slots=1, early_ms=60_001)))], "hello.early_ms"),
 ]  # fmt: skip
 
 

@@ -125,6 +125,7 @@ STREAM_HELLO = [
     (pb.Hello(worker_id="w", task_types=["x" * 65], slots=1), "hello.task_types[0]"),
     (pb.Hello(worker_id="w", task_types=["t", ""], slots=1), "hello.task_types[1]"),
     (pb.Hello(worker_id="w", task_types=["t"], slots=1_000_000), "hello.slots"),
+    (pb.Hello(worker_id="w", task_types=["t"], slots=1, early_ms=2**32 - 1), "hello.early_ms"),
 ]
 
 STREAM_MESSAGES = [

@@ -3,7 +3,9 @@
 // The protocol (proto/tickwheel/v1/tickwheel.proto, WorkerService), as the Python SDK
 // (src/scheduler/worker) speaks it:
 // - Hello (worker id, types, pools, slots as initial credit, start_on_delivery,
-//   json_bytes, backlog) -> Welcome (session, lease ttl, heartbeat interval, members);
+//   json_bytes, backlog, early_ms) -> Welcome (session, lease ttl, heartbeat interval,
+//   members); a task pushed ahead of its due time (start_in_us) is acked at once and
+//   its handler held until then;
 // - the server pushes Assignments against credit; each finished handler gives a slot
 //   back as Credit, before its outcome's Result (at most `slots` outcomes in flight so;
 //   one message for every slot freed in one turn of the event loop);
@@ -91,6 +93,9 @@ export interface DrainReport {
 
 /** Longest a completion waits for an earlier Completions message's Result. */
 const COMPLETION_LINGER_MS = 5;
+/** Hello.early_ms: a task may be pushed this far ahead of its due time, and is held
+ * until then (the server pushes at most its own --push-ahead-ms ahead, 20 by default). */
+const HOLD_EARLY_MS = 1000;
 const FATAL = [Unauthenticated, PermissionDenied, InvalidArgument];
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -165,12 +170,16 @@ class Held {
   done: Promise<void> = Promise.resolve();
   checkpointData: JsonObject | undefined;
   drainDeadline: Date | undefined;
+  /** performance.now() before which the handler must not start: a task pushed ahead of
+   * its due time (Assignment.start_in_us, from the push's arrival) is held until then. */
+  readonly startAt: number;
   constructor(
     readonly member: Member,
     readonly a: Assignment,
     readonly ref: Ref,
   ) {
     this.checkpointData = fromJsonBytes(a.checkpointJson, a.checkpoint);
+    this.startAt = a.startInUs ? performance.now() + a.startInUs / 1000 : 0;
   }
   cancel(reason: CancelReason): void {
     if (this.cancelReason) return; // the first reason wins
@@ -282,6 +291,7 @@ class Member {
           startOnDelivery: w.startOnDelivery,
           jsonBytes: true,
           backlog: this.wantBacklog,
+          earlyMs: HOLD_EARLY_MS,
         },
       },
     });
@@ -855,6 +865,12 @@ export class Worker {
   }
 
   private async invoke(h: Held): Promise<{ ok: true; value: Uint8Array } | { ok: false; error: Error }> {
+    // Pushed ahead: held to its due instant (a timer may fire a little early: wait again).
+    for (let wait = h.startAt - performance.now(); wait > 0; wait = h.startAt - performance.now()) {
+      await sleep(Math.ceil(wait));
+    }
+    // Cancelled, drained or lost before it started: the handler never runs.
+    if (h.cancelReason) return { ok: false, error: new Interrupted(h.cancelReason) };
     const handler = this.handlers.get(h.a.type)!;
     const payload = fromJsonBytes(h.a.payloadJson, h.a.payload) ?? {};
     const ctx = this.context(h);

@@ -38,6 +38,18 @@ describe("worker", () => {
     assert.equal(report.completed, 1);
   });
 
+  test("a task pushed ahead of its due time is held: no handler starts before it", async () => {
+    const seen: Array<[number, number]> = [];
+    const { worker, run } = start({ "due.at": async (_p, ctx) => void seen.push([Date.now(), ctx.dueAt!.getTime()]) }, { slots: 40 });
+    const first = Date.now() + 1500;
+    const tasks = await client.submitMany(Array.from({ length: 30 }, (_, i) => ({ type: "due.at", scheduledAt: new Date(first + i * 7), strictTiming: true })));
+    for (const t of tasks) await client.result(t.id, 60);
+    assert.equal(seen.length, 30);
+    for (const [startedMs, dueMs] of seen) assert.ok(startedMs >= dueMs, `started ${dueMs - startedMs} ms before due`);
+    await worker.shutdown(5);
+    await run;
+  });
+
   test("start-on-delivery: many tasks complete, a non-object result is wrapped", async () => {
     const { worker, run } = start({ "sod.n": async (p) => (p as { i: number }).i * 2 }, { startOnDelivery: true, slots: 8 });
     const tasks = await client.submitMany(Array.from({ length: 40 }, (_, i) => ({ type: "sod.n", payload: { i } })));

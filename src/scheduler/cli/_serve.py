@@ -275,6 +275,16 @@ MIN_ADMIN_TOKEN_CHARS = 16
     "answered once written, as before).",
 )
 @click.option(
+    "--push-ahead-ms",
+    envvar="TICKWHEEL_PUSH_AHEAD_MS",
+    type=click.IntRange(0, 1000),
+    default=20,
+    show_default=True,
+    help="Push a task this long before its due time to a worker that holds it until "
+    "then (Hello.early_ms: the Python SDK does), so its ack happens before the due "
+    "instant; 0: every push at the due instant.",
+)
+@click.option(
     "--row-level-security/--no-row-level-security",
     envvar="TICKWHEEL_ROW_LEVEL_SECURITY",
     default=True,
@@ -323,6 +333,7 @@ def serve(
     pools_config: dict[str, Any],
     canary_interval_s: float,
     ack_linger_ms: int,
+    push_ahead_ms: int,
     row_level_security: bool,
     kafka_bootstrap: str | None,
     kafka_pools: str | None,
@@ -372,6 +383,7 @@ def serve(
             **pools_config,
             canary_interval_s=canary_interval_s,
             ack_linger_ms=ack_linger_ms,
+            push_ahead_ms=push_ahead_ms,
             shard_count=shard_count,
             region=region,
         )

@@ -114,6 +114,14 @@ class EngineConfig:
     (brief §12: commit ahead, deliver on time)."""
     dispatch_lead_max_ms: int = 1000
     """Upper bound of the adaptive lead (it follows recent commit times)."""
+    push_ahead_ms: int = 20
+    """Push a committed task this long before its due time to a worker stream that
+    holds early pushes (``Hello.early_ms``, the Python SDK's default; the lesser of the
+    two), with the time left to its due instant (``Assignment.start_in_us``): the push,
+    the ack and its answer then happen before the due instant, and only the worker's
+    own timer after it (issue 41: they were half of a flat stream's start lateness).
+    The dispatch lead grows by as much, so the commit lands first. Streams that do not
+    hold are pushed at the due instant as before. 0: every push at the due instant."""
     dispatch_window_ms: int = 50
     """A dispatch round starts when the earliest task is within the lead of its due
     time and takes every task due up to this much later too, so rounds come at most
@@ -364,6 +372,8 @@ class EngineConfig:
             raise ValueError("EngineConfig.complete_linger_ms must be 0-1000")
         if self.dispatch_window_ms < 0:
             raise ValueError("EngineConfig.dispatch_window_ms must be >= 0")
+        if not 0 <= self.push_ahead_ms <= 1000:
+            raise ValueError("EngineConfig.push_ahead_ms must be 0-1000")
         if self.index_flush_ms < 0:
             raise ValueError("EngineConfig.index_flush_ms must be >= 0")
         if self.reconcile_skew_s < 0:

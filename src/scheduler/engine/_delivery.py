@@ -47,12 +47,13 @@ class Delivery:
         return len(self._heap)
 
     def hold(self, session: WorkerSession, a: Assignment) -> None:
-        """Deliver ``a`` to ``session`` at its due tick."""
+        """Deliver ``a`` to ``session`` at its due tick, or as much before it as the
+        session holds early pushes (``WorkerSession.early_us``)."""
         due, due_us = self._last_due
         if a.due_at != due:
             due_us = to_us(a.due_at)
             self._last_due = (a.due_at, due_us)
-        heapq.heappush(self._heap, (due_us, next(self._seq), session, a))
+        heapq.heappush(self._heap, (due_us - session.early_us, next(self._seq), session, a))
         holding = self._holding
         task_id = a.key.id
         holding[task_id] = holding.get(task_id, 0) + 1
@@ -70,8 +71,10 @@ class Delivery:
         return True
 
     def deliver_due(self, now_us: int) -> None:
-        """Push committed assignments whose due instant has come (``now_us``, epoch
-        microseconds, at or after it), grouped per session."""
+        """Push committed assignments whose push instant has come (``now_us``, epoch
+        microseconds, at or after it: the due instant, less the session's
+        ``early_us``), grouped per session. The lateness recorded is the push's,
+        against that instant."""
         heap = self._heap
         if not heap or heap[0][0] > now_us:
             return
@@ -83,7 +86,7 @@ class Delivery:
         last: WorkerSession | None = None
         batch: list[Assignment] = []
         while heap and heap[0][0] <= now_us:
-            due_us, _, session, a = pop(heap)
+            due_us, _, session, a = pop(heap)  # the push instant
             task_id = a.key.id
             left = holding[task_id] - 1
             if left > 0:

@@ -133,11 +133,13 @@ class Dispatcher:
 
         A durable commit usually takes well under a millisecond but sometimes stalls
         for hundreds (brief §12); the lead follows 1.5x the slowest of the last
-        commits, between ``dispatch_lead_ms`` and ``dispatch_lead_max_ms``.
+        commits, between ``dispatch_lead_ms`` and ``dispatch_lead_max_ms``, plus
+        ``push_ahead_ms`` (a push may go that much before the due tick).
         """
+        cfg = self._config
         recent = max(self._commit_ms, default=0.0)
         lead = int(recent * 1.5) + 1
-        return max(self._config.dispatch_lead_ms, min(self._config.dispatch_lead_max_ms, lead))
+        return cfg.push_ahead_ms + max(cfg.dispatch_lead_ms, min(cfg.dispatch_lead_max_ms, lead))
 
     async def run(self) -> None:
         """The dispatch loop, until cancelled."""

@@ -104,19 +104,19 @@ class WorkerSession:
         self.outlet: Outlet | None = None
         self.lease_ttl_s = registry.config.lease_ttl_s
         self.heartbeat_interval_s = registry.config.heartbeat_interval_s
-        self._credits = hello.slots
-        self.slots = hello.slots
+        self._credits = self.slots = hello.slots
         """The slots the worker announced in its hello (its concurrency)."""
         self.connected_at = datetime.now(UTC)
         self._connected_mono = self._seen_mono = time.monotonic()
         self.wants_backlog = hello.backlog
         """The worker asked for :class:`BacklogNotice` events (``_backlog.py``)."""
         self.backlog_reported = 0
-        """The last waiting figure reported to it."""
+        """The last waiting figure reported to it, and when (``time.monotonic()``)."""
         self.backlog_reported_at = -math.inf
-        """When (``time.monotonic()``) it was reported."""
         self.start_on_delivery = hello.start_on_delivery
         """Dispatches commit RUNNING and count as acked once pushed (see WorkerHello)."""
+        self.early_us = min(hello.early_ms, registry.config.push_ahead_ms) * 1000
+        """Tasks are pushed this long before due; the worker holds them (Hello.early_ms)."""
         self.draining = False
         self._stalled = False
         self.closed = False

@@ -59,6 +59,10 @@ class WorkerHello:
     backlog: bool = False
     """The worker wants :class:`BacklogNotice` events (advisory: how much work waits
     here for it), to move its credit between the nodes of a cluster."""
+    early_ms: int = 0
+    """How far ahead of a task's due time the worker takes its push and holds it until
+    then (``Hello.early_ms``); the session pushes up to the lesser of this and
+    ``EngineConfig.push_ahead_ms`` early. 0: at the due instant."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

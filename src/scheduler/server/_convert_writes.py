@@ -6,6 +6,7 @@ an :class:`~scheduler._errors.InvalidArgument` naming it; ``_convert.py`` re-exp
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler import jsonbytes
@@ -27,10 +28,13 @@ from scheduler.server._convert_fields import (
 from scheduler.types import Assignment, Completion, FencedWrite, Release, TaskKey
 
 
-def assignment_to_proto(a: Assignment, *, json_bytes: bool = False) -> pb.Assignment:
+def assignment_to_proto(
+    a: Assignment, *, json_bytes: bool = False, now_us: int = 0
+) -> pb.Assignment:
     """The proto view of an assignment pushed to a worker; ``json_bytes``: payload and
     checkpoint as ``*_json`` bytes (the stored text, passed through) instead of
-    Structs."""
+    Structs; ``now_us`` (epoch microseconds, 0: none): when it is pushed to a worker
+    that holds early pushes, for ``start_in_us``."""
     msg = pb.Assignment(
         task_id=str(a.key.id),
         tenant_id=str(a.tenant_id),
@@ -54,7 +58,23 @@ def assignment_to_proto(a: Assignment, *, json_bytes: bool = False) -> pb.Assign
             msg.checkpoint.CopyFrom(_struct_of(a.checkpoint))
     if a.trace_context:
         msg.trace_context.CopyFrom(trace_to_proto(a.trace_context))
+    if now_us:
+        msg.start_in_us = start_in_us(a.due_at, now_us)
     return msg
+
+
+MAX_START_IN_US = 0xFFFFFFFF
+"""``Assignment.start_in_us`` is a uint32: about 71 minutes, far above any push ahead."""
+
+
+def start_in_us(due_at: datetime, now_us: int) -> int:
+    """Microseconds from ``now_us`` (epoch) to ``due_at``; 0 once it is due."""
+    due_us = (due_at - _EPOCH) // _US
+    return max(0, min(due_us - now_us, MAX_START_IN_US))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
 
 
 def ref_to_proto(key: TaskKey, token: int) -> pb.TaskRef:

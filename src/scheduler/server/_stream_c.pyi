@@ -7,5 +7,5 @@ KINDS: dict[int, str]
 
 def decode_writes(data: bytes) -> tuple[int, str, list[Any], list[bytes]] | None: ...
 def encode_assignments(
-    assignments: Sequence[Assignment], one: Callable[[Assignment], bytes]
+    assignments: Sequence[Assignment], one: Callable[[Assignment], bytes], now_us: int = 0
 ) -> bytes: ...

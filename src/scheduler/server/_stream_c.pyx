@@ -77,7 +77,7 @@ WIRE_FIELDS = {
             "task_id": 0x0A, "tenant_id": 0x12, "type": 0x1A, "fencing_token": 0x28,
             "attempt": 0x30, "max_retries": 0x38, "scheduled_at": 0x42, "due_at": 0x4A,
             "lease_expires_at": 0x52, "pool": 0x68, "timeout_s": 0x71,
-            "payload_json": 130, "checkpoint_json": 138,
+            "payload_json": 130, "checkpoint_json": 138, "start_in_us": 144,
         },
         ("payload", "checkpoint", "trace_context", "dispatch_trace_context"),
     ),
@@ -378,13 +378,15 @@ cdef inline Py_ssize_t _varint_len(uint64_t v) noexcept:
     return n
 
 
-cdef int _put_assignment(Out* body, object a) except -1:
+cdef int _put_assignment(Out* body, object a, int64_t now_us) except -1:
     """Assignment ``a`` (no trace context), JSON as bytes, field by field in number
-    order, into ``body`` (without its own tag and length)."""
+    order, into ``body`` (without its own tag and length); with ``now_us`` (epoch
+    microseconds, 0: none) the time left to its due instant, once it is ahead."""
     cdef object key = a.key
     cdef bytes text
     cdef double timeout
-    cdef int64_t token
+    cdef int64_t token, seconds, left
+    cdef int micros
     cdef object pool
     _put_uuid(body, 0x0A, key[0])  # 1: task_id
     _put_uuid(body, 0x12, a.tenant_id)  # 2: tenant_id
@@ -423,10 +425,19 @@ cdef int _put_assignment(Out* body, object a) except -1:
         text = _to_json(checkpoint)
         if text:
             _put_field_bytes(body, 138, text)  # 17: checkpoint_json (tag 0x8a 0x01)
+    if now_us:
+        if not utc_parts(a.due_at, &seconds, &micros):
+            raise ValueError("due_at is not a UTC datetime")  # the general path's then
+        left = seconds * 1000000 + micros - now_us
+        if left > 0:
+            if left > 0xFFFFFFFF:
+                left = 0xFFFFFFFF
+            _put_varint(body, 144)  # 18: start_in_us, uint32 (tag 0x90 0x01)
+            _put_varint(body, <uint64_t>left)
     return 0
 
 
-def encode_assignments(assignments, one):
+def encode_assignments(assignments, one, int64_t now_us=0):
     """``ServerMessage{assignments: Assignments{tasks}}`` as bytes, the payloads and
     checkpoints as JSON bytes. An assignment with a trace context (or a time before
     the epoch) is written by ``one(a)``, which returns its serialised
@@ -450,7 +461,7 @@ def encode_assignments(assignments, one):
                 _put_field_bytes(&body, 0x0A, data)
                 continue
             try:
-                _put_assignment(&item, a)
+                _put_assignment(&item, a, now_us)
             except ValueError:
                 data = one(a)
                 _put_field_bytes(&body, 0x0A, data)

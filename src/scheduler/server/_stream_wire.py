@@ -28,7 +28,8 @@ from scheduler.types import Assignment, Outcome
 from scheduler.wire import varint
 
 _decode_writes: Callable[[bytes], tuple[int, str, list[Any], list[bytes]] | None] | None
-_encode_assignments: Callable[[Sequence[Assignment], Callable[[Assignment], bytes]], bytes] | None
+_Encode = Callable[[Sequence[Assignment], Callable[[Assignment], bytes], int], bytes]
+_encode_assignments: _Encode | None
 STREAM_DECODER: Literal["c", "python"]
 
 _native, STREAM_DECODER_ERROR = extension("scheduler.server._stream_c")
@@ -107,13 +108,16 @@ def encode_result(request_id: int, ids: Sequence[bytes], outcomes: Sequence[Outc
 
 
 def encode_assignments(
-    assignments: Sequence[Assignment], one: Callable[[Assignment], bytes]
+    assignments: Sequence[Assignment], one: Callable[[Assignment], bytes], now_us: int = 0
 ) -> bytes:
     """``ServerMessage{assignments: Assignments{tasks}}`` as bytes, JSON as bytes.
     ``one(a)`` writes one assignment's ``Assignment`` bytes through the generated class
-    (recording a traced one's dispatch span): the native writer calls it only for a
-    traced assignment, without the extension it writes every one."""
+    (recording a traced one's dispatch span; it sets ``start_in_us`` itself): the
+    native writer calls it only for a traced assignment, without the extension it
+    writes every one. ``now_us`` (epoch microseconds, 0: none): the push's instant on a
+    stream that holds early pushes, each assignment not yet due written with the time
+    left (``start_in_us``)."""
     if _encode_assignments is not None:
-        return _encode_assignments(assignments, one)
+        return _encode_assignments(assignments, one, now_us)
     body = b"".join(b"\x0a" + varint(len(data)) + data for data in map(one, assignments))
     return b"\x12" + varint(len(body)) + body

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, ClassVar
@@ -39,7 +40,13 @@ from scheduler.engine import (
     WorkerHello,
     WorkerSession,
 )
-from scheduler.limits import MAX_SLOTS, MAX_TASK_TYPES, MAX_TYPE_CHARS, MAX_WORKER_ID_CHARS
+from scheduler.limits import (
+    MAX_EARLY_MS,
+    MAX_SLOTS,
+    MAX_TASK_TYPES,
+    MAX_TYPE_CHARS,
+    MAX_WORKER_ID_CHARS,
+)
 from scheduler.logs import task_extra, trace_id_of
 from scheduler.server import _convert as conv
 from scheduler.server._auth import Gatekeeper, tenant_of
@@ -85,6 +92,8 @@ def hello_from_proto(hello: pb.Hello, tenant_id: uuid.UUID) -> WorkerHello:
     )
     if hello.slots > MAX_SLOTS:
         raise InvalidArgument("hello.slots", f"at most {MAX_SLOTS}")
+    if hello.early_ms > MAX_EARLY_MS:
+        raise InvalidArgument("hello.early_ms", f"at most {MAX_EARLY_MS}")
     return WorkerHello(
         worker_id=hello.worker_id,
         tenant_id=tenant_id,
@@ -93,6 +102,7 @@ def hello_from_proto(hello: pb.Hello, tenant_id: uuid.UUID) -> WorkerHello:
         slots=hello.slots,
         start_on_delivery=hello.start_on_delivery,
         backlog=hello.backlog,
+        early_ms=hello.early_ms,
     )
 
 
@@ -101,20 +111,24 @@ def event_to_proto(
     worker_id: str = "",
     *,
     json_bytes: bool = False,
+    now_us: int = 0,
 ) -> Reply:
     """A session event as the message pushed to the worker; ``json_bytes``: payloads
     and checkpoints as JSON bytes (the worker's ``Hello.json_bytes``), and assignments
     written as bytes (``_stream_wire.encode_assignments``) unless DEBUG logging wants
-    each message."""
+    each message. ``now_us`` (epoch microseconds, on a stream that holds early pushes):
+    each assignment not yet due says how long until it is (``start_in_us``)."""
     if isinstance(event, BacklogNotice):
         return pb.ServerMessage(backlog=pb.Backlog(waiting=event.waiting))
     if isinstance(event, AssignmentBatch):
         if json_bytes and not _log.isEnabledFor(logging.DEBUG):
             # Written natively; a traced assignment through the generated class.
-            return encode_assignments(event.assignments, lambda a: _traced_assignment(a, worker_id))
+            return encode_assignments(
+                event.assignments, lambda a: _traced_assignment(a, worker_id, now_us), now_us
+            )
         tasks = []
         for a in event.assignments:
-            msg = conv.assignment_to_proto(a, json_bytes=json_bytes)
+            msg = conv.assignment_to_proto(a, json_bytes=json_bytes, now_us=now_us)
             _trace_dispatch(msg, worker_id)
             tasks.append(msg)
         if _log.isEnabledFor(logging.DEBUG):
@@ -136,9 +150,9 @@ def event_to_proto(
     return pb.ServerMessage(cancel=pb.CancelRequest(task=conv.ref_to_proto(event.key, event.token)))
 
 
-def _traced_assignment(a: Assignment, worker_id: str) -> bytes:
+def _traced_assignment(a: Assignment, worker_id: str, now_us: int = 0) -> bytes:
     """The bytes of a traced assignment (JSON as bytes), its dispatch span recorded."""
-    msg = conv.assignment_to_proto(a, json_bytes=True)
+    msg = conv.assignment_to_proto(a, json_bytes=True, now_us=now_us)
     _trace_dispatch(msg, worker_id)
     return msg.SerializeToString()
 
@@ -248,7 +262,10 @@ class WorkerService(pbg.WorkerServiceServicer):
                     if isinstance(item, Pushes):
                         # Every push that waited behind the last write, as one message.
                         batch = AssignmentBatch(tuple(item))
-                        yield event_to_proto(batch, session.worker_id, json_bytes=json_bytes)
+                        now_us = time.time_ns() // 1000 if session.early_us else 0
+                        yield event_to_proto(
+                            batch, session.worker_id, json_bytes=json_bytes, now_us=now_us
+                        )
                         continue
                     if isinstance(item, _End):
                         error = item.error

@@ -31,11 +31,17 @@ from scheduler.client import _convert as conv
 Pushed = tuple[Any, ...]
 """``(task_id, type, attempt, max_retries, payload, fencing_token, checkpoint,
 trace_context, scheduled_at, due_at, timeout_s, tenant_id, ref, dispatch_trace,
-ref_bytes)``: a ``uuid.UUID``, the payload and checkpoint as JSON objects (None: no
-checkpoint), the submitter's and the dispatch's trace contexts as dicts (or None),
-aware UTC datetimes, the tenant id's text, and the ``TaskRef`` the attempt writes
-with, as a message and serialised. A tuple, not a class: a busy worker makes
+ref_bytes, start_in_us)``: a ``uuid.UUID``, the payload and checkpoint as JSON objects
+(None: no checkpoint), the submitter's and the dispatch's trace contexts as dicts (or
+None), aware UTC datetimes, the tenant id's text, the ``TaskRef`` the attempt writes
+with, as a message and serialised, and how long after the push's arrival the handler
+may start (microseconds, 0: at once). A tuple, not a class: a busy worker makes
 thousands a second."""
+
+HOLD_EARLY_MS = 1000
+"""``Hello.early_ms``: a task may be pushed up to this far ahead of its due time, and
+is held until then (the server pushes at most its own ``--push-ahead-ms`` ahead, 20 by
+default)."""
 
 _native, PUSHED_DECODER_ERROR = extension("scheduler.worker._pushed_c")
 """The native reader, or None and why it is not in use."""
@@ -86,4 +92,5 @@ def pushed_of(a: pb.Assignment, task_id: uuid.UUID, trace_context: dict[str, str
         ref,
         conv.trace_from_proto(a.dispatch_trace_context),
         ref.SerializeToString(),
+        a.start_in_us,
     )

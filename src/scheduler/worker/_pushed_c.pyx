@@ -49,6 +49,7 @@ WIRE_FIELDS = {
             "attempt": 0x30, "max_retries": 0x38, "scheduled_at": 0x42, "due_at": 0x4A,
             "lease_expires_at": 0x52, "trace_context": 0x62, "pool": 0x68,
             "timeout_s": 0x71, "payload_json": 130, "checkpoint_json": 138,
+            "start_in_us": 144,
         },
         ("payload", "checkpoint", "dispatch_trace_context"),
     ),
@@ -98,12 +99,12 @@ cdef object _assignment(Reader* r, Py_ssize_t stop, _Seen seen):
     cdef Py_ssize_t n, ts_at = -1, ts_n = 0
     cdef const unsigned char* id_at = NULL
     cdef int64_t token = 0
-    cdef uint64_t attempt = 0, max_retries = 0
+    cdef uint64_t attempt = 0, max_retries = 0, start_in = 0
     cdef double timeout = 0.0
     tenant = type_text = scheduled_at = due_at = trace = None
     payload = checkpoint = None
     while r.pos < stop:
-        tag = _once(r, &seen_fields, 17)
+        tag = _once(r, &seen_fields, 18)
         if tag == 0:
             return None
         if tag == 0x0A:  # 1: task_id
@@ -180,6 +181,10 @@ cdef object _assignment(Reader* r, Py_ssize_t stop, _Seen seen):
                 payload = value
             else:
                 checkpoint = value
+        elif tag == 144:  # 18: start_in_us, uint32
+            start_in = _varint(r)
+            if r.bad or start_in > 0xFFFFFFFF:
+                return None
         else:  # a Struct, the dispatch trace context, or anything else
             return None
         if r.bad:
@@ -226,6 +231,7 @@ cdef object _assignment(Reader* r, Py_ssize_t stop, _Seen seen):
         _ref_of(ref_bytes),
         None,
         ref_bytes,
+        <object>start_in,
     )
 
 
@@ -233,7 +239,8 @@ def decode_pushed(bytes data):
     """The assignments of a ``ServerMessage`` holding ``assignments``, each as the
     worker's ``Pushed`` tuple (``scheduler.worker._pushed``: ``(task_id, type,
     attempt, max_retries, payload, fencing_token, checkpoint, trace_context,
-    scheduled_at, due_at, timeout_s, tenant_id, ref, dispatch_trace, ref_bytes)``);
+    scheduled_at, due_at, timeout_s, tenant_id, ref, dispatch_trace, ref_bytes,
+    start_in_us)``);
     None for any other message, or one the general decoder must read."""
     cdef Reader r
     cdef uint64_t tag

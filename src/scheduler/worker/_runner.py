@@ -56,7 +56,7 @@ from scheduler.worker._context import (
 from scheduler.worker._drain import Drain
 from scheduler.worker._outbox import Completed
 from scheduler.worker._pushed import Pushed, pushed_of, ref_of
-from scheduler.worker._slots import Held, Slots
+from scheduler.worker._slots import Held, Slots, held_of
 from scheduler.worker._stats import WorkerStats
 from scheduler.worker._stream import Answers, Stream
 from scheduler.worker._tracing import start_attempt_span, tracing_off, worker_tracer
@@ -261,6 +261,9 @@ class HandlerRunner:
         """Hold the pushed tasks and start their handlers; give back what we cannot
         run (draining, no handler, already held)."""
         received_at = datetime.now(UTC)
+        loop = self._loop
+        assert loop is not None
+        arrived = loop.time()
         fresh: list[Held] = []
         give_back: list[pb.TaskRef] = []
         stopping = self._drain.stopping
@@ -270,7 +273,7 @@ class HandlerRunner:
             if stopping or p[1] not in handlers or task_id in holding:
                 give_back.append(p[12])
                 continue
-            held = self._hold(p, received_at)
+            held = held_of(p, received_at, arrived, loop, self._checkpoint)
             holding[task_id] = held
             fresh.append(held)
         for ref in give_back:
@@ -331,7 +334,14 @@ class HandlerRunner:
                 cancel(current.ctx, LEASE_LOST)
                 del self._held[task_id]
             submit = trace_headers(record.headers or ()) or conv.trace_from_proto(a.trace_context)
-            held = self._hold(pushed_of(a, task_id, submit), received_at)
+            assert self._loop is not None
+            held = held_of(
+                pushed_of(a, task_id, submit),
+                received_at,
+                self._loop.time(),
+                self._loop,
+                self._checkpoint,
+            )
             self._held[task_id] = held
             fresh.append(held)
         if give_back:
@@ -347,50 +357,6 @@ class HandlerRunner:
         if ack is not None:
             with contextlib.suppress(TickwheelError):  # it expires on its own (_launch)
                 await ack.wait("")
-
-    def _hold(self, p: Pushed, received_at: datetime) -> Held:
-        """The held attempt of pushed task ``p`` (``scheduler.worker._pushed``)."""
-        assert self._loop is not None
-        (
-            task_id,
-            type_,
-            attempt,
-            max_retries,
-            payload,
-            token,
-            checkpoint,
-            submit_trace,
-            scheduled_at,
-            due_at,
-            timeout_s,
-            tenant_id,
-            ref,
-            dispatch_trace,
-            ref_bytes,
-        ) = p
-        ctx = TaskContext(
-            task_id=task_id,
-            type=type_,
-            attempt=attempt,
-            max_retries=max_retries,
-            payload=payload,
-            fencing_token=token,
-            checkpoint_data=checkpoint,
-            trace_context=submit_trace,
-            scheduled_at=scheduled_at,
-            due_at=due_at,
-            timeout_s=timeout_s,
-            received_at=received_at,
-            loop=self._loop,
-            checkpointer=self._checkpoint,
-        )
-        return Held(
-            ref=ref,
-            ctx=ctx,
-            ref_bytes=ref_bytes,
-            dispatch_trace=dispatch_trace,
-            tenant_id=tenant_id,
-        )
 
     def _launch(self, fresh: list[Held]) -> Answers | None:
         """Ack the new tasks in one message and start their handlers (no ack when
@@ -434,6 +400,10 @@ class HandlerRunner:
         try:
             if ack is not None and not await self._acked(held, ack):
                 return
+            if held.start_at:  # pushed ahead: its due instant by this loop's clock
+                wait = held.start_at - asyncio.get_running_loop().time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
             if not traced:
                 held.span = trace.INVALID_SPAN  # every call on it is a no-op
                 await self._attempt(held, held.span)
@@ -532,6 +502,10 @@ class HandlerRunner:
         """Run the handler; its result as JSON bytes, or the exception it raised (a
         result JSON cannot hold, such as a set or a NaN, fails the attempt)."""
         ctx = held.ctx
+        if ctx.cancel_reason is not None:
+            # Cancelled, drained or lost before it started (while its ack, or its
+            # due instant, was awaited): the handler never runs.
+            return Interrupted(ctx.cancel_reason)
         handler = self._handlers[ctx.type]
         try:
             if ctx.timeout_s > 0:

@@ -19,14 +19,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 from opentelemetry.trace import Span
 
 from scheduler import jsonbytes
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.logs import task_extra, trace_id_of
-from scheduler.worker._context import TaskContext
+from scheduler.worker._context import JSON, TaskContext
+from scheduler.worker._pushed import Pushed
 from scheduler.worker._shared_credit import StreamCredit
 
 
@@ -55,6 +57,9 @@ class Held:
     span: Span | None = None
     tenant_id: str = ""
     """The task's tenant (from its assignment), for log lines."""
+    start_at: float = 0.0
+    """The loop time before which its handler must not start: a task pushed ahead of
+    its due time (``Assignment.start_in_us``) is held until then. 0: at once."""
 
     def log_fields(self) -> dict[str, object]:
         """The attempt's log fields (``scheduler.logs``): task, tenant, token, trace."""
@@ -74,6 +79,59 @@ class Held:
                 task=self.ref, checkpoint_json=jsonbytes.dumps(data) if data is not None else b""
             )
         )
+
+
+def held_of(
+    p: Pushed,
+    received_at: datetime,
+    arrived: float,
+    loop: asyncio.AbstractEventLoop,
+    checkpointer: Callable[[TaskContext, JSON], Awaitable[None]],
+) -> Held:
+    """The held attempt of pushed task ``p`` (``scheduler.worker._pushed``), which
+    arrived at ``received_at`` (``arrived`` by ``loop``'s clock)."""
+    (
+        task_id,
+        type_,
+        attempt,
+        max_retries,
+        payload,
+        token,
+        checkpoint,
+        submit_trace,
+        scheduled_at,
+        due_at,
+        timeout_s,
+        tenant_id,
+        ref,
+        dispatch_trace,
+        ref_bytes,
+        start_in_us,
+    ) = p
+    ctx = TaskContext(
+        task_id=task_id,
+        type=type_,
+        attempt=attempt,
+        max_retries=max_retries,
+        payload=payload,
+        fencing_token=token,
+        checkpoint_data=checkpoint,
+        trace_context=submit_trace,
+        scheduled_at=scheduled_at,
+        due_at=due_at,
+        timeout_s=timeout_s,
+        received_at=received_at,
+        loop=loop,
+        checkpointer=checkpointer,
+    )
+    return Held(
+        ref=ref,
+        ctx=ctx,
+        ref_bytes=ref_bytes,
+        dispatch_trace=dispatch_trace,
+        tenant_id=tenant_id,
+        start_at=arrived + start_in_us / 1e6 if start_in_us else 0.0,
+    )
 
 
 class Slots:

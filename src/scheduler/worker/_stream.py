@@ -47,7 +47,7 @@ from scheduler.types import Pool
 from scheduler.worker import _outbox as outbox
 from scheduler.worker._backoff import Backoff, FailureLog, ReconnectConfig
 from scheduler.worker._outbox import Completed, Encoded
-from scheduler.worker._pushed import Pushed, read_pushed, server_message
+from scheduler.worker._pushed import HOLD_EARLY_MS, Pushed, read_pushed, server_message
 
 _log = logging.getLogger("tickwheel.worker")
 
@@ -354,15 +354,15 @@ class Stream:
         assert listener is not None
         call = connect(metadata=self._metadata)
         conn = Conn()
-        announced = listener.hello_slots()
         hello = pb.Hello(
             worker_id=self.worker_id,
             task_types=self._task_types,
             pools=[conv.pool_to_proto(p) for p in self.pools],
-            slots=announced,
+            slots=(announced := listener.hello_slots()),
             start_on_delivery=self._start_on_delivery,
             json_bytes=True,  # payloads as the stored JSON text: orjson reads them
             backlog=self.want_backlog,
+            early_ms=HOLD_EARLY_MS,  # the runner holds a task pushed ahead to its due time
         )
         writer: asyncio.Task[None] | None = None
         heart: asyncio.Task[None] | None = None

@@ -485,12 +485,17 @@ async def test_in_a_cluster_a_task_of_a_lost_shard_is_not_committed() -> None:
     assert s.credits == 2
 
 
-@pytest.mark.parametrize(("commit_ms", "lead"), [(0.0, 50), (100.0, 151), (5000.0, 1000)])
+@pytest.mark.parametrize(
+    ("commit_ms", "ahead", "lead"),
+    [(0.0, 0, 50), (100.0, 0, 151), (5000.0, 0, 1000), (0.0, 20, 70), (5000.0, 20, 1020)],
+)
 async def test_the_lead_follows_commit_times_within_its_bounds(
-    monkeypatch: pytest.MonkeyPatch, commit_ms: float, lead: int
+    monkeypatch: pytest.MonkeyPatch, commit_ms: float, ahead: int, lead: int
 ) -> None:
-    rig = Rig(EngineConfig(dispatch_lead_ms=50, dispatch_lead_max_ms=1000))
-    assert rig.dispatcher.lead_ms() == 50  # no commit yet
+    # A push may go ``push_ahead_ms`` before due: the commit leads by that much more.
+    cfg = EngineConfig(dispatch_lead_ms=50, dispatch_lead_max_ms=1000, push_ahead_ms=ahead)
+    rig = Rig(cfg)
+    assert rig.dispatcher.lead_ms() == 50 + ahead  # no commit yet
     clock = FakeClock()
     monkeypatch.setattr(_dispatcher, "time", clock)
     rig.store.tick, rig.store.commit_ms = clock, commit_ms

@@ -50,3 +50,35 @@ def test_to_ms_and_to_us_are_exact_far_from_the_epoch() -> None:
         at = T0 + us * US
         assert to_us(at) == to_us(T0) + us
         assert to_ms(at) == to_ms(T0) + us // 1000
+
+
+def test_a_session_that_holds_early_pushes_is_pushed_that_much_ahead() -> None:
+    """A stream whose worker holds early pushes (``Hello.early_ms``) is pushed
+    ``early_us`` before the due instant, to the microsecond, and no sooner; another
+    stream's copy of the same due time still waits for the instant itself. The
+    worker's side (no handler before the due instant) is tested end to end in
+    tests/integration/transport/test_worker_timing.py."""
+    clock = FakeClock(T0)
+    stats = EngineStats()
+    delivery = Delivery(lambda: to_us(clock()), stats)
+    early, plain = FakeSession(early_us=20_000), FakeSession()
+    due = T0 + timedelta(seconds=1, microseconds=377)
+    a, b = (dataclasses.replace(assignment(i), due_at=due) for i in (0, 1))
+    delivery.hold(early, a)  # type: ignore[arg-type]
+    delivery.hold(plain, b)  # type: ignore[arg-type]
+    clock.current = due - timedelta(microseconds=20_001)
+    delivery.deliver_due(to_us(clock()))
+    assert early.delivered == []
+    assert plain.delivered == []
+    clock.current += US
+    delivery.deliver_due(to_us(clock()))
+    assert early.delivered == [(a,)]
+    assert plain.delivered == []
+    clock.current = due - US
+    delivery.deliver_due(to_us(clock()))
+    assert plain.delivered == []
+    clock.current = due
+    delivery.deliver_due(to_us(clock()))
+    assert plain.delivered == [(b,)]
+    # The lateness recorded is each push's against its own instant: both on time.
+    assert list(stats.lateness_ms) == [0.0, 0.0]

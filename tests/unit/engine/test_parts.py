@@ -310,8 +310,9 @@ def test_timeline_takes_only_this_nodes_shards_and_admits_fresh_rows() -> None:
 
 # -- delivery ----------------------------------------------------------------------------
 class FakeSession:
-    def __init__(self) -> None:
+    def __init__(self, early_us: int = 0) -> None:
         self.session_id = uuid.uuid4().hex
+        self.early_us = early_us
         self.delivered: list[tuple[Assignment, ...]] = []
         self.cancels: list[TaskKey] = []
 

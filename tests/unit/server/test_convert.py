@@ -267,6 +267,15 @@ def test_hello_validation() -> None:
     assert hello.task_types == frozenset({"a", "b"})
     assert hello.pools == frozenset({Pool.BULK})
     assert hello.slots == 5
+    assert hello.early_ms == 0  # a worker that does not hold early pushes
+    assert (
+        hello_from_proto(
+            pb.Hello(worker_id="w", task_types=["a"], early_ms=60_000), tenant
+        ).early_ms
+        == 60_000
+    )
+    with pytest.raises(InvalidArgument, match=r"^hello\.early_ms: at most 60000"):
+        hello_from_proto(pb.Hello(worker_id="w", task_types=["a"], early_ms=60_001), tenant)
     assert hello_from_proto(pb.Hello(worker_id="w", task_types=["a"]), tenant).pools == frozenset(
         Pool
     )

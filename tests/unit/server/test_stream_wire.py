@@ -437,8 +437,8 @@ assignments = st.builds(
 )
 
 
-def _generated(batch: Sequence[Assignment]) -> bytes:
-    tasks = [conv.assignment_to_proto(a, json_bytes=True) for a in batch]
+def _generated(batch: Sequence[Assignment], now_us: int = 0) -> bytes:
+    tasks = [conv.assignment_to_proto(a, json_bytes=True, now_us=now_us) for a in batch]
     return pb.ServerMessage(assignments=pb.Assignments(tasks=tasks)).SerializeToString()
 
 
@@ -451,17 +451,34 @@ def untraced() -> Iterator[None]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(assignments, max_size=5))
+@given(st.lists(assignments, max_size=5), st.one_of(st.just(0), st.integers(1, 2**62)))
 def test_assignments_are_written_as_the_generated_class_writes_them(
-    batch: list[Assignment],
+    batch: list[Assignment], now_us: int
 ) -> None:
     """Byte for byte, whatever the fields (a traced assignment and a time before the
-    epoch go through the generated class inside the same message)."""
-    expected = _generated(batch)
+    epoch go through the generated class inside the same message), and whatever the
+    push's instant on a stream that holds early pushes (``start_in_us``)."""
+    expected = _generated(batch, now_us)
     with untraced():
-        assert event_to_proto(AssignmentBatch(tuple(batch)), "w", json_bytes=True) == expected
-        one = functools.partial(_traced_assignment, worker_id="w")
-        assert encode_assignments(batch, one) == expected
+        batch_event = AssignmentBatch(tuple(batch))
+        assert event_to_proto(batch_event, "w", json_bytes=True, now_us=now_us) == expected
+        one = functools.partial(_traced_assignment, worker_id="w", now_us=now_us)
+        assert encode_assignments(batch, one, now_us) == expected
+
+
+def test_a_push_ahead_of_due_says_how_long_until_due() -> None:
+    """``start_in_us``: the time from the push to the due instant, by the server's
+    clock; 0 (unset) once due, and never without ``now_us``."""
+    a = _assignment()
+    due_us = (a.due_at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    for now_us, left in [(due_us - 20_000, 20_000), (due_us - 1, 1), (due_us, 0), (due_us + 5, 0)]:
+        data = event_to_proto(AssignmentBatch((a,)), "w", json_bytes=True, now_us=now_us)
+        assert isinstance(data, bytes)
+        (task,) = pb.ServerMessage.FromString(data).assignments.tasks
+        assert task.start_in_us == left
+    data = event_to_proto(AssignmentBatch((a,)), "w", json_bytes=True)
+    assert isinstance(data, bytes)
+    assert pb.ServerMessage.FromString(data).assignments.tasks[0].start_in_us == 0
 
 
 def test_a_traced_assignment_carries_its_dispatch_span() -> None:

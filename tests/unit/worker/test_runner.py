@@ -238,3 +238,45 @@ async def test_a_finished_attempt_leaves_no_reference_cycle() -> None:
         gc.garbage.clear()
         gc.enable()
     assert left == []
+
+
+async def test_a_task_pushed_ahead_is_acked_at_once_and_starts_at_its_due_instant() -> None:
+    """``start_in_us``: the ack goes at once (before the due instant), the handler not
+    before that long after the push arrived, by the loop's clock."""
+    loop = asyncio.get_running_loop()
+    started: list[float] = []
+
+    async def handler(ctx: TaskContext) -> None:
+        started.append(loop.time())
+
+    stream = FakeStream()
+    runner, table, _ = _runner(handler, stream)
+    a = _assignment()
+    a.start_in_us = 30_000
+    arrived = loop.time()
+    runner.on_assignments([a])
+    assert [m.WhichOneof("kind") for m in stream.requested] == ["ack"]
+    await _finish(table, a)
+    assert started
+    assert started[0] >= arrived + 0.030
+
+
+async def test_a_task_cancelled_before_it_starts_never_runs_and_confirms_the_cancel() -> None:
+    """A CancelRequest for a task held to its due instant: the handler never runs
+    (the cancel is confirmed), and another attempt's cancel does not touch it."""
+    ran = asyncio.Event()
+
+    async def handler(ctx: TaskContext) -> None:
+        ran.set()
+
+    stream = FakeStream()
+    runner, table, _ = _runner(handler, stream)
+    a = _assignment(token=5)
+    a.start_in_us = 50_000
+    runner.on_assignments([a])
+    runner.on_cancel(pb.TaskRef(task_id=a.task_id, fencing_token=5))
+    await _finish(table, a)
+    assert not ran.is_set()
+    (confirmed,) = stream.committed
+    assert isinstance(confirmed, pb.WorkerMessage)
+    assert confirmed.cancel_confirmed.task.fencing_token == 5

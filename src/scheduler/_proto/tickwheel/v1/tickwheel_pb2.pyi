@@ -807,7 +807,7 @@ class TaskRef(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("worker_id", "task_types", "pools", "slots", "start_on_delivery", "json_bytes", "backlog")
+    __slots__ = ("worker_id", "task_types", "pools", "slots", "start_on_delivery", "json_bytes", "backlog", "early_ms")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_TYPES_FIELD_NUMBER: _ClassVar[int]
     POOLS_FIELD_NUMBER: _ClassVar[int]
@@ -815,6 +815,7 @@ class Hello(_message.Message):
     START_ON_DELIVERY_FIELD_NUMBER: _ClassVar[int]
     JSON_BYTES_FIELD_NUMBER: _ClassVar[int]
     BACKLOG_FIELD_NUMBER: _ClassVar[int]
+    EARLY_MS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     task_types: _containers.RepeatedScalarFieldContainer[str]
     pools: _containers.RepeatedScalarFieldContainer[Pool]
@@ -822,7 +823,8 @@ class Hello(_message.Message):
     start_on_delivery: bool
     json_bytes: bool
     backlog: bool
-    def __init__(self, worker_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ..., start_on_delivery: _Optional[bool] = ..., json_bytes: _Optional[bool] = ..., backlog: _Optional[bool] = ...) -> None: ...
+    early_ms: int
+    def __init__(self, worker_id: _Optional[str] = ..., task_types: _Optional[_Iterable[str]] = ..., pools: _Optional[_Iterable[_Union[Pool, str]]] = ..., slots: _Optional[int] = ..., start_on_delivery: _Optional[bool] = ..., json_bytes: _Optional[bool] = ..., backlog: _Optional[bool] = ..., early_ms: _Optional[int] = ...) -> None: ...
 
 class Credit(_message.Message):
     __slots__ = ("slots",)
@@ -931,7 +933,7 @@ class WorkerMessage(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., credit: _Optional[_Union[Credit, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., completion: _Optional[_Union[Completion, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., cancel_confirmed: _Optional[_Union[CancelConfirmed, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., completions: _Optional[_Union[Completions, _Mapping]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("task_id", "tenant_id", "type", "payload", "fencing_token", "attempt", "max_retries", "scheduled_at", "due_at", "lease_expires_at", "checkpoint", "trace_context", "pool", "timeout_s", "dispatch_trace_context", "payload_json", "checkpoint_json")
+    __slots__ = ("task_id", "tenant_id", "type", "payload", "fencing_token", "attempt", "max_retries", "scheduled_at", "due_at", "lease_expires_at", "checkpoint", "trace_context", "pool", "timeout_s", "dispatch_trace_context", "payload_json", "checkpoint_json", "start_in_us")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -949,6 +951,7 @@ class Assignment(_message.Message):
     DISPATCH_TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_JSON_FIELD_NUMBER: _ClassVar[int]
+    START_IN_US_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     tenant_id: str
     type: str
@@ -966,7 +969,8 @@ class Assignment(_message.Message):
     dispatch_trace_context: TraceContext
     payload_json: bytes
     checkpoint_json: bytes
-    def __init__(self, task_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., max_retries: _Optional[int] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., timeout_s: _Optional[float] = ..., dispatch_trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., checkpoint_json: _Optional[bytes] = ...) -> None: ...
+    start_in_us: int
+    def __init__(self, task_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fencing_token: _Optional[int] = ..., attempt: _Optional[int] = ..., max_retries: _Optional[int] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., pool: _Optional[_Union[Pool, str]] = ..., timeout_s: _Optional[float] = ..., dispatch_trace_context: _Optional[_Union[TraceContext, _Mapping]] = ..., payload_json: _Optional[bytes] = ..., checkpoint_json: _Optional[bytes] = ..., start_in_us: _Optional[int] = ...) -> None: ...
 
 class Assignments(_message.Message):
     __slots__ = ("tasks",)
