@@ -281,7 +281,7 @@ MIN_ADMIN_TOKEN_CHARS = 16
     default=20,
     show_default=True,
     help="Push a task this long before its due time to a worker that holds it until "
-    "then (Hello.early_ms: the Python SDK does), so its ack happens before the due "
+    "then (Hello.early_ms: both SDKs do), so its ack happens before the due "
     "instant; 0: every push at the due instant.",
 )
 @click.option(

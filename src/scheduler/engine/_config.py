@@ -116,7 +116,7 @@ class EngineConfig:
     """Upper bound of the adaptive lead (it follows recent commit times)."""
     push_ahead_ms: int = 20
     """Push a committed task this long before its due time to a worker stream that
-    holds early pushes (``Hello.early_ms``, the Python SDK's default; the lesser of the
+    holds early pushes (``Hello.early_ms``, both SDKs' default; the lesser of the
     two), with the time left to its due instant (``Assignment.start_in_us``): the push,
     the ack and its answer then happen before the due instant, and only the worker's
     own timer after it (issue 41: they were half of a flat stream's start lateness).
