@@ -263,7 +263,7 @@ class HandlerRunner:
         received_at = datetime.now(UTC)
         loop = self._loop
         assert loop is not None
-        arrived = loop.time()
+        arrived = time.monotonic()  # not loop.time(): uvloop's is the turn's start
         fresh: list[Held] = []
         give_back: list[pb.TaskRef] = []
         stopping = self._drain.stopping
@@ -338,7 +338,7 @@ class HandlerRunner:
             held = held_of(
                 pushed_of(a, task_id, submit),
                 received_at,
-                self._loop.time(),
+                time.monotonic(),
                 self._loop,
                 self._checkpoint,
             )
@@ -400,10 +400,9 @@ class HandlerRunner:
         try:
             if ack is not None and not await self._acked(held, ack):
                 return
-            if held.start_at:  # pushed ahead: its due instant by this loop's clock
-                wait = held.start_at - asyncio.get_running_loop().time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
+            # Pushed ahead: held to its due instant (a timer may end a little early).
+            while held.start_at and (wait := held.start_at - time.monotonic()) > 0:  # noqa: ASYNC110
+                await asyncio.sleep(wait)
             if not traced:
                 held.span = trace.INVALID_SPAN  # every call on it is a no-op
                 await self._attempt(held, held.span)
