@@ -1,7 +1,9 @@
 """Slots and credit: the table of tasks this worker holds, and the credit it grants.
 
 Owns :class:`Held` (one row per task held: its fenced ref, its context, whether it
-was acked or released, its handler task and span) and :class:`Slots` (the table, the
+was acked or released, when it may start, its handler task and span; made from a push
+by :func:`held_of`, which puts a task pushed ahead of its due time on the start grid,
+:data:`START_GRID_S`) and :class:`Slots` (the table, the
 slot count, and the credit owed back to the server). A slot is taken when an
 assignment is held and given back when its handler returns (its row stays until the
 outcome is answered: :meth:`Slots.handler_ended`); credit given back in
@@ -9,7 +11,8 @@ one loop turn rides in one ``Credit`` message. In Kafka mode a freed slot wakes 
 consumer instead (it fetches as many records as there are free slots).
 
 May call: the ``send`` and ``stopping`` callables it is given (the stream's send, the
-drain's flag). Called by: the handler runner (adds and drops rows), the drain (reads
+drain's flag) and a task's context (:func:`held_of` makes it). Called by: the
+handler runner (makes, adds and drops rows), the drain (reads
 the rows it must finish or release), the stream listener (free slots in ``Hello``)
 and the :class:`~scheduler.worker.Worker` facade (``running_tasks``).
 """
