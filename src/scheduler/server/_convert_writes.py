@@ -69,8 +69,12 @@ MAX_START_IN_US = 0xFFFFFFFF
 
 def start_in_us(due_at: datetime, now_us: int) -> int:
     """Microseconds from ``now_us`` (epoch) to ``due_at``; 0 once it is due."""
-    due_us = (due_at - _EPOCH) // _US
-    return max(0, min(due_us - now_us, MAX_START_IN_US))
+    return max(0, min(epoch_us(due_at) - now_us, MAX_START_IN_US))
+
+
+def epoch_us(at: datetime) -> int:
+    """Epoch microseconds of an aware datetime, exactly."""
+    return (at - _EPOCH) // _US
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

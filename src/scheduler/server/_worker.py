@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, ClassVar
@@ -262,7 +261,8 @@ class WorkerService(pbg.WorkerServiceServicer):
                     if isinstance(item, Pushes):
                         # Every push that waited behind the last write, as one message.
                         batch = AssignmentBatch(tuple(item))
-                        now_us = time.time_ns() // 1000 if session.early_us else 0
+                        # The engine's clock, as delivery's (a test's may be moved).
+                        now_us = conv.epoch_us(self._engine.now()) if session.early_us else 0
                         yield event_to_proto(
                             batch, session.worker_id, json_bytes=json_bytes, now_us=now_us
                         )
