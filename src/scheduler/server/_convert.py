@@ -101,9 +101,6 @@ from scheduler.server._convert_writes import (
     completion_from_proto as completion_from_proto,
 )
 from scheduler.server._convert_writes import (
-    epoch_us as epoch_us,
-)
-from scheduler.server._convert_writes import (
     error_text as error_text,
 )
 from scheduler.server._convert_writes import (

@@ -6,7 +6,7 @@ an :class:`~scheduler._errors.InvalidArgument` naming it; ``_convert.py`` re-exp
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from scheduler import jsonbytes
@@ -14,6 +14,7 @@ from scheduler._errors import InvalidArgument
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler._wellknown import set_timestamp
 from scheduler.engine import FailureReport
+from scheduler.engine._timeline import to_us
 from scheduler.limits import MAX_ERROR_CHARS, MAX_ERROR_TYPE_CHARS, MAX_TRACEBACK_CHARS
 from scheduler.server._convert_fields import (
     _TYPE_CHARS,
@@ -69,16 +70,7 @@ MAX_START_IN_US = 0xFFFFFFFF
 
 def start_in_us(due_at: datetime, now_us: int) -> int:
     """Microseconds from ``now_us`` (epoch) to ``due_at``; 0 once it is due."""
-    return max(0, min(epoch_us(due_at) - now_us, MAX_START_IN_US))
-
-
-def epoch_us(at: datetime) -> int:
-    """Epoch microseconds of an aware datetime, exactly."""
-    return (at - _EPOCH) // _US
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
+    return max(0, min(to_us(due_at) - now_us, MAX_START_IN_US))
 
 
 def ref_to_proto(key: TaskKey, token: int) -> pb.TaskRef:

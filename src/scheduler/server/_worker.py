@@ -39,6 +39,7 @@ from scheduler.engine import (
     WorkerHello,
     WorkerSession,
 )
+from scheduler.engine._timeline import to_us
 from scheduler.limits import (
     MAX_EARLY_MS,
     MAX_SLOTS,
@@ -262,7 +263,7 @@ class WorkerService(pbg.WorkerServiceServicer):
                         # Every push that waited behind the last write, as one message.
                         batch = AssignmentBatch(tuple(item))
                         # The engine's clock, as delivery's (a test's may be moved).
-                        now_us = conv.epoch_us(self._engine.now()) if session.early_us else 0
+                        now_us = to_us(self._engine.now()) if session.early_us else 0
                         yield event_to_proto(
                             batch, session.worker_id, json_bytes=json_bytes, now_us=now_us
                         )
