@@ -12,6 +12,7 @@ A server that cannot start FAILS the test with the tail of its log.
 from __future__ import annotations
 
 import itertools
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from typing import TypeVar
@@ -28,6 +29,15 @@ from tests.support.servers import (
     ServerStartError,
     start_server,
 )
+
+# The harness forks this process to start servers (initdb, pg_basebackup: as another
+# user, so a real fork, not vfork) while the tests' gRPC channels have threads inside
+# gRPC. gRPC's fork handlers then give up mid-way ("Other threads are currently calling
+# into gRPC, skipping fork() handlers") and the child can die before its exec (initdb
+# exited with only gRPC's epoll error once in a full run). No child here uses gRPC: each
+# execs at once, so the handlers are not needed. This runs before any test module
+# imports gRPC (nothing imported above does).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 S = TypeVar("S", bound=ServerProcess)
 TEMPLATE_DB = "tickwheel_template"
