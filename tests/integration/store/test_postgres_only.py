@@ -378,3 +378,31 @@ async def test_uniform_and_mixed_batches_write_the_same_rows(pg: PostgresStore) 
         row = await pg.get_task(None, r.key.id)
         assert (row.worker_id, row.lease_expires_at) == (r.worker_id, lease)
         assert row.status is (TaskState.RUNNING if r.running else TaskState.DISPATCHED)
+
+
+async def test_a_batch_is_written_in_due_order(pg: PostgresStore) -> None:
+    """A stampede's batch is due all over the jitter window in its submission order:
+    the rows go in by due time (``in_due_order``), so a heap page holds tasks due
+    together and the dispatch changes it once, not through the whole window. The
+    answers stay in the request's order; a batch naming a key twice keeps the request's
+    order, so the first of the two is created even when the other is due sooner."""
+    import random
+
+    t = await pg.create_tenant(Tenant(id=uuid.uuid4(), name="due-order"))
+    offsets = list(range(200))
+    random.Random(7).shuffle(offsets)
+    batch = [new_task(t, NOW, due_at=NOW + timedelta(milliseconds=ms)) for ms in offsets]
+    made = await pg.insert_tasks(batch, NOW)
+    assert [r.task.id for r in made] == [x.id for x in batch]
+    assert all(r.created for r in made)
+    async with system_conn(pg) as conn:
+        written = await conn.fetch(
+            "SELECT due_at FROM tasks WHERE tenant_id = $1 ORDER BY ctid", t.id
+        )
+    assert [r[0] for r in written] == sorted(x.due_at for x in batch)
+
+    first = new_task(t, NOW, due_at=NOW + timedelta(seconds=9), idempotency_key="twice")
+    twin = new_task(t, NOW, due_at=NOW + timedelta(seconds=1), idempotency_key="twice")
+    made = await pg.insert_tasks([first, twin], NOW)
+    assert [r.created for r in made] == [True, False]
+    assert made[1].task.id == first.id

@@ -61,6 +61,27 @@ def _flowing(tasks: Sequence[NewTask]) -> bool:
     return any(map(_FLOW, tasks))
 
 
+def in_due_order(
+    tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]]
+) -> tuple[Sequence[NewTask], Sequence[tuple[str, str | None]]]:
+    """``tasks`` (and their ``encoded`` JSON) in the order their rows are written: by
+    due time, stably, so the heap pages of a batch hold tasks due together.
+
+    A stampede's batch is due all over the jitter window in the order it was submitted:
+    written so, each heap page held tasks due a whole window apart, and the dispatch
+    changed each page again and again through the window (after every checkpoint, a
+    full-page image each time). In due order a page's tasks go within a moment of each
+    other. A batch naming one idempotency key twice keeps the request's order: the first
+    of the two in the request is the one created (``insert_tasks``, keys first)."""
+    due = [t.due_at for t in tasks]
+    order = sorted(range(len(tasks)), key=due.__getitem__)
+    if all(i == k for i, k in enumerate(order)):
+        return tasks, encoded
+    if len({(t.tenant_id, t.idempotency_key) for t in tasks}) < len(tasks):
+        return tasks, encoded
+    return [tasks[i] for i in order], [encoded[i] for i in order]
+
+
 def insert_args(
     tasks: Sequence[NewTask], encoded: Sequence[tuple[str, str | None]], now: datetime
 ) -> tuple[Any, ...]:
@@ -169,7 +190,7 @@ class Tasks(Tenants, Partitions, TaskStore):
         retire: bool = True,
     ) -> list[InsertResult]:
         q = self._q
-        args = insert_args(tasks, encoded, now)
+        args = insert_args(*in_due_order(tasks, encoded), now)
         edges = [
             (t.workflow_id, parent, t.id, t.scheduled_at)
             for t in tasks
