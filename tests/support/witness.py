@@ -102,6 +102,13 @@ class PeerProxy(PartitionProxy):
     async def stop(self) -> None:
         """Stop, and wait until every connection it held is closed."""
         self._stopping = True
+        if self._server is not None:
+            self._server.close()  # no connection accepted from here on
+        # A connection accepted just before has its handler's task made but maybe not
+        # run: let those run (each closes its own, as stopping) before the sweep below,
+        # or its transport outlives the test's loop and warns when collected later.
+        for _ in range(3):
+            await asyncio.sleep(0)
         accepting = [t for t in self._accepting if not t.done()]
         for t in accepting:
             t.cancel()
@@ -124,7 +131,9 @@ class PeerProxy(PartitionProxy):
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._closed.append(writer)  # every connection, closed and awaited by stop()
         if self._stopping:
-            writer.close()
+            writer.transport.abort()
+            with contextlib.suppress(OSError, RuntimeError):
+                await writer.wait_closed()
             return
         task = asyncio.current_task()
         if task is not None:
@@ -135,7 +144,7 @@ class PeerProxy(PartitionProxy):
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._target)
         except (OSError, asyncio.CancelledError):
-            writer.close()
+            writer.transport.abort()
             return
         self._closed.append(up_writer)
         self._writers |= {writer, up_writer}
