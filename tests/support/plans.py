@@ -90,8 +90,9 @@ async def seed_stampede(
     """Insert ``n`` tasks of one tenant: every one nominally at ``at`` (a stampede: one
     ``scheduled_at``, ``due_at`` jittered late-only over 0-120 s) or, with ``spread_s``,
     at ``at`` + (i mod spread_s) seconds. Half are SCHEDULED, half PRELOADED (the pre-loaded
-    backlog of a stampede that waits to be dispatched). ``conn``: a connection in the
-    system scope (``tickwheel.tenant = '*'``) or a superuser's."""
+    backlog of a stampede that waits to be dispatched), each with its ``task_keys`` row as
+    the store writes it. ``conn``: a connection in the system scope (``tickwheel.tenant =
+    '*'``) or a superuser's."""
     end = at + timedelta(seconds=spread_s)
     day = at.date()
     while day <= end.date():
@@ -99,15 +100,20 @@ async def seed_stampede(
         day += timedelta(days=1)
     await conn.execute(
         """
-        INSERT INTO tasks (id, tenant_id, type, scheduled_at, due_at, status, idempotency_key,
-                           payload, shard_id, jitter_mode)
-        SELECT gen_random_uuid(), $1, 'stampede', s.at, s.at + (g % 121) * interval '1 s',
-               CASE WHEN g % 2 = 0 THEN 'SCHEDULED' ELSE 'PRELOADED' END, 'k' || g,
-               '{}'::jsonb, g % 256, 'late_only'
-        FROM generate_series(1, $2::int) g,
-             LATERAL (SELECT $3::timestamptz
-                      + CASE WHEN $4::int > 0 THEN (g % $4::int) * interval '1 s'
-                             ELSE interval '0' END AS at) s
+        WITH t AS (
+            INSERT INTO tasks (id, tenant_id, type, scheduled_at, due_at, status,
+                               idempotency_key, payload, shard_id, jitter_mode)
+            SELECT gen_random_uuid(), $1, 'stampede', s.at, s.at + (g % 121) * interval '1 s',
+                   CASE WHEN g % 2 = 0 THEN 'SCHEDULED' ELSE 'PRELOADED' END, 'k' || g,
+                   '{}'::jsonb, g % 256, 'late_only'
+            FROM generate_series(1, $2::int) g,
+                 LATERAL (SELECT $3::timestamptz
+                          + CASE WHEN $4::int > 0 THEN (g % $4::int) * interval '1 s'
+                                 ELSE interval '0' END AS at) s
+            RETURNING tenant_id, idempotency_key, id, scheduled_at
+        )
+        INSERT INTO task_keys (tenant_id, idempotency_key, task_id, scheduled_at)
+        SELECT * FROM t
         """,
         tenant_id,
         n,

@@ -143,6 +143,78 @@ async def test_overdue_groups_read_the_forecast_index_only(conn: Any, stale: boo
     assert f"tasks_p{NOW:%Y%m%d}_due_at_pool_tenant_id_type_idx" in raw, scans
 
 
+LISTINGS = (
+    "list_tasks",
+    "list_tasks_scheduled_desc",
+    "list_tasks_created_asc",
+    "list_tasks_created_desc",
+)
+PAGE = 100
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["fresh-stats", "stale-stats"])
+async def test_a_tenants_listing_reads_its_page_through_task_keys(conn: Any, stale: bool) -> None:
+    """ListTasks and CountTasks of one tenant read ``tasks`` only by primary-key probes
+    from task_keys' listing indexes (migration 0022: ``tasks`` has no index by tenant,
+    so that a state change writes no listing entry): a page of 100 touches about 100
+    tasks, of a tenant of 50,000 on one ``scheduled_at`` and of one of 300 beside it,
+    never a scan of the partition. Custom plans only: the store plans these for each
+    call (``_db.CUSTOM``)."""
+    await _stampede(conn, stale=stale)
+    small = uuid.uuid4()
+    await conn.execute("INSERT INTO tenants (id, name) VALUES ($1, 'small')", small)
+    await seed_stampede(conn, small, NOW, 300, spread_s=300)
+    await conn.execute("ANALYZE task_keys")
+    big = await conn.fetchval(
+        "SELECT tenant_id FROM tasks GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+    )
+    lo, hi = NOW - timedelta(days=1), NOW + timedelta(days=1)
+    first, last = uuid.UUID(int=0), uuid.UUID(int=2**128 - 1)
+    over: dict[str, tuple[int, list[str]]] = {}
+    for tenant, name in itertools.product((big, small), LISTINGS):
+        after = (lo, first) if name.endswith(("tasks", "asc")) else (hi, last)
+        args = (tenant, None, None, lo, hi, *after, PAGE + 1, None)
+        cost = await explain(conn, Q[name], args, generic=False, by_key=False)
+        if cost.tuples > 2 * PAGE or [s for s in cost.scans if not s.endswith("_pkey")]:
+            over[f"{name} of {'big' if tenant == big else 'small'}"] = (cost.tuples, cost.scans)
+    args = (small, None, None, None, lo, hi, 1000)
+    cost = await explain(conn, Q["count_tenant_tasks"], args, generic=False, by_key=False)
+    if cost.tuples > 2 * 300 or [s for s in cost.scans if not s.endswith("_pkey")]:
+        over["count_tenant_tasks of small"] = (cost.tuples, cost.scans)
+    assert not over, json.dumps(over, indent=1)
+
+
+async def test_a_big_tenants_count_scans_and_counts_the_same(conn: Any) -> None:
+    """CountTasks of one tenant takes one of two statements (tenant_is_big): a tenant
+    with at least a twentieth of all tasks (and 10,000) is counted by a scan of the
+    window's partitions, a smaller one through task_keys. Both count alike, with and
+    without a filter."""
+    await _stampede(conn, stale=False, tasks=SMALL + 2_000)
+    small = uuid.uuid4()
+    await conn.execute("INSERT INTO tenants (id, name) VALUES ($1, 'small')", small)
+    await seed_stampede(conn, small, NOW, 300, spread_s=300)
+    await conn.execute("ANALYZE")
+    big = await conn.fetchval(
+        "SELECT tenant_id FROM tasks GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+    )
+    lo, hi = NOW - timedelta(days=1), NOW + timedelta(days=1)
+    assert await conn.fetchval(Q["tenant_is_big"], big, lo, hi) is True
+    assert await conn.fetchval(Q["tenant_is_big"], small, lo, hi) is False
+    # A window that holds fewer of the big tenant's tasks than the threshold.
+    assert await conn.fetchval(Q["tenant_is_big"], big, NOW + timedelta(hours=1), hi) is False
+    for tenant, states in itertools.product((big, small), (None, ["PRELOADED"])):
+        args = (tenant, states, None, None, lo, hi, 1000)
+        scanned = [dict(r) for r in await conn.fetch(Q["count_tenant_tasks_scan"], *args)]
+        probed = [dict(r) for r in await conn.fetch(Q["count_tenant_tasks"], *args)]
+        assert scanned == probed and scanned, (tenant == big, states)
+        assert sum(r["n"] for r in scanned) == await conn.fetchval(
+            "SELECT count(*) FROM tasks WHERE tenant_id = $1"
+            " AND ($2::text[] IS NULL OR status = ANY($2::text[]))",
+            tenant,
+            states,
+        )
+
+
 def _scans(node: dict[str, Any], relation: str = "tasks") -> list[str]:
     """The scans of the relations whose name starts with ``relation``."""
     out: list[str] = []

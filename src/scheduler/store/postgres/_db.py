@@ -65,6 +65,12 @@ about 0.8 ms of the backend's CPU a call whatever its batch, 80 us a task in a b
 prunes at executor start-up and probes the same indexes
 (``tests/integration/store/test_plans.py`` checks both plans of every hot statement),
 at a few microseconds a row more than the custom one: a large batch keeps planning."""
+CUSTOM: Final = "SET LOCAL plan_cache_mode = force_custom_plan"
+"""A tenant's listing and count (``Db.conn(..., custom=True)``): planned for the call's
+tenant and filters every time. They join ``task_keys`` to ``tasks`` (migration 0022), and
+the generic plan, blind to the tenant, can drive the join from the wrong side (a walk of
+every task in id order for a page of 100). Planning costs well under a millisecond; a
+listing is a read of a person or a script, not the hot path."""
 GENERIC_BELOW: Final = 100
 """Batches below this many tasks run the generic plan (:data:`GENERIC`): measured on
 PostgreSQL 15, a batch of 10 cost the backend 95 instead of 170 us a task, of 25 about
@@ -176,13 +182,20 @@ class Db:
 
     @contextlib.asynccontextmanager
     async def conn(
-        self, scope: Scope, *, tx: bool = False, by_key: bool = False, generic: bool = False
+        self,
+        scope: Scope,
+        *,
+        tx: bool = False,
+        by_key: bool = False,
+        generic: bool = False,
+        custom: bool = False,
     ) -> AsyncIterator[Conn]:
         """A pooled connection for ``scope``; driver errors leave as StoreError.
 
         ``by_key``: the call's statements find their tasks by key; its transaction starts
         with :data:`BY_KEY` (in the same message as ``BEGIN``), and with ``generic`` (a
-        small batch) with :data:`GENERIC` too.
+        small batch) with :data:`GENERIC` too. ``custom``: its transaction starts with
+        :data:`CUSTOM`.
 
         With row-level security the call runs in one transaction that starts with
         ``SET LOCAL tickwheel.tenant`` (sent with ``BEGIN`` in one message, so a call
@@ -210,12 +223,13 @@ class Db:
 
             timer = loop.call_at(deadline, expire)
             try:
+                local = _local(by_key, generic, custom)
                 if not self.row_level_security:
                     try:
-                        if tx or by_key:
+                        if tx or local:
                             async with conn.transaction():
-                                if by_key:
-                                    await conn.execute(_pin(generic))
+                                if local:
+                                    await conn.execute(local)
                                 yield conn
                         else:
                             yield conn
@@ -223,7 +237,7 @@ class Db:
                         _drop_if_lost(conn, exc)
                         raise
                     return
-                pin = f"; {_pin(generic)}" if by_key else ""
+                pin = f"; {local}" if local else ""
                 await conn.execute(
                     f"BEGIN; SET LOCAL {SCOPE_SETTING} = '{_scope_text(scope)}'{pin}"
                 )
@@ -245,8 +259,11 @@ class Db:
                 timer.cancel()
 
 
-def _pin(generic: bool) -> str:
-    return f"{BY_KEY}; {GENERIC}" if generic else BY_KEY
+def _local(by_key: bool, generic: bool, custom: bool) -> str:
+    """The SET LOCAL statements a call's transaction starts with ("" for none)."""
+    return "; ".join(
+        s for s, on in ((BY_KEY, by_key), (GENERIC, by_key and generic), (CUSTOM, custom)) if on
+    )
 
 
 def _drop_if_lost(conn: Conn, exc: BaseException) -> bool:

@@ -99,16 +99,23 @@ of a live task's payload, a debounced submission's, is compared apart
 (:data:`.move_flow.DEBOUNCED`). Both connections
 read times in UTC, so the two databases spell them alike."""
 
+_OF_TENANT = (
+    "tenant_id = $1 AND (id, scheduled_at) IN"
+    " (SELECT k.task_id, k.scheduled_at FROM task_keys k WHERE k.tenant_id = $1)"
+)
+"""The tenant's tasks (a condition on ``tasks``), found through task_keys' listing index
+(migration 0022: ``tasks`` has no index by tenant): one primary-key probe a task."""
+
 _DIGESTS = (
-    f"SELECT id, {_DIGEST} AS digest FROM tasks WHERE tenant_id = $1 AND status = ANY($2::text[])"
+    f"SELECT id, {_DIGEST} AS digest FROM tasks WHERE {_OF_TENANT} AND status = ANY($2::text[])"
 )
 
 _FINGERPRINT = f"""
 SELECT
-  (SELECT count(*) FROM tasks WHERE tenant_id = $1 AND status = ANY($2::text[])) AS tasks,
+  (SELECT count(*) FROM tasks WHERE {_OF_TENANT} AND status = ANY($2::text[])) AS tasks,
   (SELECT coalesce(md5(string_agg(d, ',' ORDER BY id)), '')
      FROM (SELECT id, {_DIGEST} AS d FROM tasks
-           WHERE tenant_id = $1 AND status = ANY($2::text[])) r) AS tasks_md5,
+           WHERE {_OF_TENANT} AND status = ANY($2::text[])) r) AS tasks_md5,
   (SELECT coalesce(md5(string_agg(concat_ws('|', id, enabled, next_fire_at,
         last_fired_at, buffered_at, updated_at), ',' ORDER BY id)), '')
      FROM cron_schedules WHERE tenant_id = $1) AS schedules_md5,
@@ -458,7 +465,7 @@ async def _copy(
 async def _leases(conn: asyncpg.Connection, tid: uuid.UUID) -> dict[uuid.UUID, _Lease]:
     """The leases of the tenant's live tasks (by id: scheduled_at, lease)."""
     leased = await conn.fetch(
-        "SELECT id, scheduled_at, lease_expires_at FROM tasks WHERE tenant_id = $1"
+        f"SELECT id, scheduled_at, lease_expires_at FROM tasks WHERE {_OF_TENANT}"
         " AND status = ANY($2::text[]) AND lease_expires_at IS NOT NULL",
         tid,
         list(LIVE_STATES),
@@ -547,7 +554,7 @@ async def _delete_tasks(
     live = list(LIVE_STATES)
     async with conn.transaction():
         gone = await conn.fetch(
-            "DELETE FROM tasks WHERE tenant_id = $1 AND status = ANY($2::text[])"
+            f"DELETE FROM tasks WHERE {_OF_TENANT} AND status = ANY($2::text[])"
             " AND ($3::uuid[] IS NULL OR id = ANY($3)) RETURNING id",
             tid,
             live,
