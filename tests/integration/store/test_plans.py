@@ -143,6 +143,22 @@ async def test_overdue_groups_read_the_forecast_index_only(conn: Any, stale: boo
     assert f"tasks_p{NOW:%Y%m%d}_due_at_pool_tenant_id_type_idx" in raw, scans
 
 
+async def _two_tenants(
+    conn: Any, *, stale: bool, analyze: str, tasks: int = TASKS
+) -> tuple[uuid.UUID, uuid.UUID]:
+    """A stampede of ``tasks`` (:func:`_stampede`) and a tenant of 300 tasks beside it,
+    then ``ANALYZE {analyze}`` (empty: every table): (the big tenant, the small one)."""
+    await _stampede(conn, stale=stale, tasks=tasks)
+    small = uuid.uuid4()
+    await conn.execute("INSERT INTO tenants (id, name) VALUES ($1, 'small')", small)
+    await seed_stampede(conn, small, NOW, 300, spread_s=300)
+    await conn.execute(f"ANALYZE {analyze}")
+    big = await conn.fetchval(
+        "SELECT tenant_id FROM tasks GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+    )
+    return big, small
+
+
 LISTINGS = (
     "list_tasks",
     "list_tasks_scheduled_desc",
@@ -160,14 +176,7 @@ async def test_a_tenants_listing_reads_its_page_through_task_keys(conn: Any, sta
     tasks, of a tenant of 50,000 on one ``scheduled_at`` and of one of 300 beside it,
     never a scan of the partition. Custom plans only: the store plans these for each
     call (``_db.CUSTOM``)."""
-    await _stampede(conn, stale=stale)
-    small = uuid.uuid4()
-    await conn.execute("INSERT INTO tenants (id, name) VALUES ($1, 'small')", small)
-    await seed_stampede(conn, small, NOW, 300, spread_s=300)
-    await conn.execute("ANALYZE task_keys")
-    big = await conn.fetchval(
-        "SELECT tenant_id FROM tasks GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
-    )
+    big, small = await _two_tenants(conn, stale=stale, analyze="task_keys")
     lo, hi = NOW - timedelta(days=1), NOW + timedelta(days=1)
     first, last = uuid.UUID(int=0), uuid.UUID(int=2**128 - 1)
     over: dict[str, tuple[int, list[str]]] = {}
@@ -186,17 +195,10 @@ async def test_a_tenants_listing_reads_its_page_through_task_keys(conn: Any, sta
 
 async def test_a_big_tenants_count_scans_and_counts_the_same(conn: Any) -> None:
     """CountTasks of one tenant takes one of two statements (tenant_is_big): a tenant
-    with at least a twentieth of all tasks (and 10,000) is counted by a scan of the
-    window's partitions, a smaller one through task_keys. Both count alike, with and
-    without a filter."""
-    await _stampede(conn, stale=False, tasks=SMALL + 2_000)
-    small = uuid.uuid4()
-    await conn.execute("INSERT INTO tenants (id, name) VALUES ($1, 'small')", small)
-    await seed_stampede(conn, small, NOW, 300, spread_s=300)
-    await conn.execute("ANALYZE")
-    big = await conn.fetchval(
-        "SELECT tenant_id FROM tasks GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
-    )
+    with at least a twentieth of all tasks (and 10,000) is counted by count_tasks, a
+    scan of the window's partitions, a smaller one through task_keys
+    (count_tenant_tasks). Both count alike, with and without a filter."""
+    big, small = await _two_tenants(conn, stale=False, analyze="", tasks=SMALL + 2_000)
     lo, hi = NOW - timedelta(days=1), NOW + timedelta(days=1)
     assert await conn.fetchval(Q["tenant_is_big"], big, lo, hi) is True
     assert await conn.fetchval(Q["tenant_is_big"], small, lo, hi) is False
@@ -204,7 +206,7 @@ async def test_a_big_tenants_count_scans_and_counts_the_same(conn: Any) -> None:
     assert await conn.fetchval(Q["tenant_is_big"], big, NOW + timedelta(hours=1), hi) is False
     for tenant, states in itertools.product((big, small), (None, ["PRELOADED"])):
         args = (tenant, states, None, None, lo, hi, 1000)
-        scanned = [dict(r) for r in await conn.fetch(Q["count_tenant_tasks_scan"], *args)]
+        scanned = [dict(r) for r in await conn.fetch(Q["count_tasks"], *args)]
         probed = [dict(r) for r in await conn.fetch(Q["count_tenant_tasks"], *args)]
         assert scanned, (tenant == big, states)
         assert scanned == probed, (tenant == big, states)

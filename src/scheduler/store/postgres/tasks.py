@@ -322,21 +322,22 @@ class Tasks(Tenants, Partitions, TaskStore):
         every tenant); at most MAX_COUNT_GROUPS groups, the total over all of them."""
         lo = _validate.aware("scheduled_from", flt.scheduled_from or _common.FAR_PAST)
         hi = _validate.aware("scheduled_to", flt.scheduled_to or _common.FAR_FUTURE)
-        args = (
-            [s.value for s in flt.statuses] or None,
-            flt.type,
-            [p.value for p in flt.pools] or None,
-            lo,
-            hi,
-            MAX_COUNT_GROUPS,
-        )
         async with self._db.conn(scope_of(tenant_id), custom=tenant_id is not None) as conn:
-            if tenant_id is None:
-                found = await conn.fetch(self._q["count_tasks"], *args)
-            else:  # `tasks` has no index by tenant (migration 0022): see tenant_is_big
-                big = await conn.fetchval(self._q["tenant_is_big"], tenant_id, lo, hi)
-                query = "count_tenant_tasks_scan" if big else "count_tenant_tasks"
-                found = await conn.fetch(self._q[query], tenant_id, *args)
+            query = "count_tasks"  # every tenant, or a big one: a scan (tenant_is_big)
+            if tenant_id is not None and not await conn.fetchval(
+                self._q["tenant_is_big"], tenant_id, lo, hi
+            ):
+                query = "count_tenant_tasks"
+            found = await conn.fetch(
+                self._q[query],
+                tenant_id,
+                [s.value for s in flt.statuses] or None,
+                flt.type,
+                [p.value for p in flt.pools] or None,
+                lo,
+                hi,
+                MAX_COUNT_GROUPS,
+            )
         groups = tuple(
             _common.task_count(r["tenant"], r["status"], r["type"], r["pool"], r["n"])
             for r in found

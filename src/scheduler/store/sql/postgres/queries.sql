@@ -213,30 +213,30 @@ ORDER BY k.task_id DESC
 LIMIT $8
 
 -- name: count_tasks
--- Every tenant's tasks, grouped by tenant too (count_tenant_tasks: one tenant's). $1
--- states, $2 type, $3 pools (NULL: any), $4/$5 the scheduled_at window, $6 groups
--- returned at most. `groups` and `total` count every group, also those past the limit.
-SELECT tenant_id AS tenant, status, type, pool,
+-- $1 tenant (NULL: every tenant, grouped by tenant too), $2 states, $3 type, $4 pools
+-- (NULL: any), $5/$6 the scheduled_at window, $7 groups returned at most. `groups` and
+-- `total` count every group, also those past the limit.
+SELECT CASE WHEN $1::uuid IS NULL THEN tenant_id END AS tenant, status, type, pool,
        count(*) AS n, count(*) OVER () AS groups, sum(count(*)) OVER () AS total
 FROM tasks
-WHERE ($1::text[] IS NULL OR status = ANY($1::text[]))
-  AND ($2::text IS NULL OR type = $2)
-  AND ($3::text[] IS NULL OR pool = ANY($3::text[]))
-  AND scheduled_at >= $4 AND scheduled_at < $5
-GROUP BY tenant_id, status, type, pool
-ORDER BY tenant_id, CASE status WHEN 'SCHEDULED' THEN 1 WHEN 'PRELOADED' THEN 2
-    WHEN 'DISPATCHED' THEN 3 WHEN 'RUNNING' THEN 4 WHEN 'RETRYING' THEN 5 WHEN 'COMPLETED' THEN 6
-    WHEN 'CANCELLED' THEN 7 ELSE 8 END, type,
-    CASE pool WHEN 'critical' THEN 1 WHEN 'standard' THEN 2 ELSE 3 END
-LIMIT $6
+WHERE ($1::uuid IS NULL OR tenant_id = $1::uuid)
+  AND ($2::text[] IS NULL OR status = ANY($2::text[]))
+  AND ($3::text IS NULL OR type = $3)
+  AND ($4::text[] IS NULL OR pool = ANY($4::text[]))
+  AND scheduled_at >= $5 AND scheduled_at < $6
+GROUP BY 1, status, type, pool
+ORDER BY 1, CASE status WHEN 'SCHEDULED' THEN 1 WHEN 'PRELOADED' THEN 2 WHEN 'DISPATCHED' THEN 3
+    WHEN 'RUNNING' THEN 4 WHEN 'RETRYING' THEN 5 WHEN 'COMPLETED' THEN 6 WHEN 'CANCELLED' THEN 7
+    ELSE 8 END, type, CASE pool WHEN 'critical' THEN 1 WHEN 'standard' THEN 2 ELSE 3 END
+LIMIT $7
 
 -- name: tenant_is_big
 -- Whether tenant $1 has at least a twentieth of all tasks (and at least 10,000) with
 -- scheduled_at in [$2, $3): an index-only range of task_keys stopped at that many.
--- CountTasks of one tenant reads a big one by a scan of the window's partitions
--- (count_tenant_tasks_scan: it reads most of their rows anyway, and a primary-key probe
--- costs about twenty rows of a scan) and a smaller one through task_keys
--- (count_tenant_tasks): `tasks` has no index by tenant (migration 0022).
+-- CountTasks of one tenant counts a big one with count_tasks, a scan of the window's
+-- partitions (`tasks` has no index by tenant since migration 0022; the scan reads most
+-- of their rows anyway, and a primary-key probe costs about twenty rows of a scan), and
+-- a smaller one through task_keys (count_tenant_tasks).
 WITH c AS MATERIALIZED (
     SELECT greatest(10000, (sum(p.reltuples) / 20)::bigint) AS cap
     FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid
@@ -248,29 +248,14 @@ FROM (SELECT 1 FROM task_keys k
       LIMIT (SELECT cap FROM c)) s
 
 -- name: count_tenant_tasks
--- count_tasks of one tenant ($1; $2-$7 are count_tasks' $1-$6), its tasks read through
--- task_keys as list_tasks does (a tenant that is not big: tenant_is_big).
+-- count_tasks of one tenant ($1; the same parameters), its tasks read through task_keys
+-- as list_tasks does (a tenant that is not big: tenant_is_big).
 SELECT NULL::uuid AS tenant, t.status, t.type, t.pool,
        count(*) AS n, count(*) OVER () AS groups, sum(count(*)) OVER () AS total
 FROM task_keys k
 JOIN tasks t ON t.id = k.task_id AND t.scheduled_at = k.scheduled_at
 WHERE k.tenant_id = $1::uuid AND k.scheduled_at >= $5 AND k.scheduled_at < $6
   AND t.tenant_id = $1::uuid AND t.scheduled_at >= $5 AND t.scheduled_at < $6
-  AND ($2::text[] IS NULL OR t.status = ANY($2::text[]))
-  AND ($3::text IS NULL OR t.type = $3)
-  AND ($4::text[] IS NULL OR t.pool = ANY($4::text[]))
-GROUP BY t.status, t.type, t.pool
-ORDER BY CASE t.status WHEN 'SCHEDULED' THEN 1 WHEN 'PRELOADED' THEN 2 WHEN 'DISPATCHED' THEN 3
-    WHEN 'RUNNING' THEN 4 WHEN 'RETRYING' THEN 5 WHEN 'COMPLETED' THEN 6 WHEN 'CANCELLED' THEN 7
-    ELSE 8 END, t.type, CASE t.pool WHEN 'critical' THEN 1 WHEN 'standard' THEN 2 ELSE 3 END
-LIMIT $7
-
--- name: count_tenant_tasks_scan
--- count_tenant_tasks of a big tenant (tenant_is_big): the window's partitions scanned.
-SELECT NULL::uuid AS tenant, t.status, t.type, t.pool,
-       count(*) AS n, count(*) OVER () AS groups, sum(count(*)) OVER () AS total
-FROM tasks t
-WHERE t.tenant_id = $1::uuid AND t.scheduled_at >= $5 AND t.scheduled_at < $6
   AND ($2::text[] IS NULL OR t.status = ANY($2::text[]))
   AND ($3::text IS NULL OR t.type = $3)
   AND ($4::text[] IS NULL OR t.pool = ANY($4::text[]))
