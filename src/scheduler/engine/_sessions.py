@@ -135,8 +135,8 @@ class WorkerSession:
         second, so the write lands before the lease can lapse and the reaper take the
         task back. Later acks are answered once written."""
         self._ack_margin = timedelta(seconds=1.0 + registry.config.ack_linger_ms / 1000)
-        self._pacer = Pacer(lambda batch: self._push(AssignmentBatch(batch)))
-        """Pushes to an ack-first worker, one per ``_pacing.PUSH_INTERVAL_S`` at most."""
+        self._pacer = Pacer(lambda batch: self._push(AssignmentBatch(batch)), self.early_us)
+        """Pushes to an ack-first worker, paced (``_pacing.Pacer``): fewer when ahead."""
         self._unwritten: set[uuid.UUID] = set()
         """Adopted DISPATCHED tasks (see :meth:`_own`) whose completion carries the ack."""
 

@@ -158,7 +158,10 @@ class HandlerRunner:
         credit = self._slots.credit
         if credit is not None:
             return 0 if self._drain.stopping else credit.hello()
-        return 0 if self._kafka_mode else self._slots.free()
+        if self._kafka_mode:
+            return 0
+        self._slots.forget_credit()
+        return self._slots.free()
 
     def on_welcome(self, announced: int) -> None:
         """A stream is up: say we drain, or top the credit up; keep held leases alive."""

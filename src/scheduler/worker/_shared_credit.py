@@ -115,6 +115,10 @@ class StreamCredit:
         if self._shared._is_current(self):
             del self._shared._current[self.stream]
 
+    def outstanding(self) -> int:
+        """Credit the nodes hold now, every stream's together."""
+        return self._shared.split.total_granted()
+
     def pushed(self, tasks: int) -> None:
         """The node pushed ``tasks``: each used a credit and takes a slot."""
         # A retired stream's pushes still take slots, but hold no share of the split.

@@ -151,6 +151,14 @@ def _on_grid(at: float) -> float:
     return max(at, math.ceil(at / START_GRID_S) * START_GRID_S)
 
 
+CREDIT_LINGER_S = 0.02
+"""Longest freed slots wait to be granted while the server still holds more than half
+this worker's slots in credit: a busy flat stream's handlers end every start-grid step
+(:data:`START_GRID_S`), and a ``Credit`` each time cost a message a step on both sides.
+With the server's credit at half or less they go at the end of the loop turn, as
+before, so a burst (all slots taken) or a worker of one slot waits for nothing."""
+
+
 class Slots:
     """The held-task table, the slot count and the credit owed to the server."""
 
@@ -170,6 +178,7 @@ class Slots:
         self._wakeup = wakeup
         self._credit_due = 0
         self._flush_scheduled = False
+        self._credit_timer: asyncio.TimerHandle | None = None
         self._freed = 0
         """Rows whose slot went back early (``Held.freed``): at most ``capacity``, so a
         server slow to answer outcomes holds at most twice the slots in rows."""
@@ -219,12 +228,34 @@ class Slots:
             self._wakeup.set()
             return
         self._credit_due += slots
+        low = self._server_credit() <= self.capacity // 2
+        if low and self._credit_timer is not None:
+            self._credit_timer.cancel()  # the server may run short: send it now
+            self._credit_timer = None
+            self._flush_scheduled = False
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            loop = asyncio.get_running_loop()
+            if low:
+                loop.call_soon(self._flush)
+            else:
+                self._credit_timer = loop.call_later(CREDIT_LINGER_S, self._flush)
+
+    def _server_credit(self) -> int:
+        """The credit the server holds, as this worker sees it: its free slots less
+        those owed (shared: what the split granted every stream)."""
+        if self.credit is not None:
+            return self.credit.outstanding()
+        return self.free() - self._credit_due
+
+    def forget_credit(self) -> None:
+        """A new stream's ``Hello`` announces every free slot: what was owed to the
+        last stream is in it (sent on the new one too, it would count twice)."""
+        self._credit_due = 0
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self._credit_timer = None
         slots, self._credit_due = self._credit_due, 0
         if not slots:
             return

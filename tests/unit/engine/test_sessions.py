@@ -355,6 +355,30 @@ async def test_a_held_back_push_goes_when_its_interval_is_over(
     assert _events(s) == [(d,)]
 
 
+async def test_a_worker_that_holds_early_pushes_is_pushed_a_third_of_the_lead_apart(
+    early: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pushed ahead of due (``Hello.early_ms``), a push may wait a third of the lead for
+    the next and its tasks still arrive ahead: fewer pushes, acks and Results a second
+    (``_pacing.EARLY_SHARE``). Without the lead the interval stays the short one."""
+    monkeypatch.setattr("scheduler.engine._pacing.PUSH_INTERVAL_S", 0.01)
+    early.sessions.config = dataclasses.replace(early.sessions.config, push_ahead_ms=900)
+    hello = WorkerHello(
+        worker_id="w", tenant_id=TENANT, task_types=frozenset({"t"}), slots=5, early_ms=900
+    )
+    ahead, plain = early.sessions.open(hello, shared=False), early.open("p", slots=5)
+    for s in (ahead, plain):
+        a, b = assignment(), assignment()
+        s.assigned(a)
+        s.assigned(b)
+        s.deliver((a,))
+        s.deliver((b,))
+        assert _events(s) == [(a,)]
+    await asyncio.sleep(0.1)  # ten short intervals; a third of 900 ms is 300
+    assert len(_events(plain)) == 1
+    assert _events(ahead) == []
+
+
 @pytest.mark.usefixtures("long_interval")
 async def test_a_burst_held_back_goes_in_full_pushes_without_waiting(
     early: World, monkeypatch: pytest.MonkeyPatch

@@ -7,9 +7,11 @@ import uuid
 from datetime import UTC, datetime
 
 import orjson
+import pytest
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.worker._context import TaskContext
+from scheduler.worker._shared_credit import SharedCredit
 from scheduler.worker._slots import Held, Slots
 
 
@@ -168,3 +170,98 @@ async def test_no_early_slot_while_draining() -> None:
     await asyncio.sleep(0.01)
     assert sent.messages == []
     assert not held.freed
+
+
+def _holding(slots: Slots, n: int) -> list[Held]:
+    rows = []
+    for _ in range(n):
+        task_id = uuid.uuid4()
+        slots.held[task_id] = held = _held(task_id)
+        rows.append(held)
+    return rows
+
+
+async def _turns(n: int = 5) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def test_credit_waits_while_the_server_holds_half_the_slots_or_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A flat stream's handlers end every start-grid step: while the server still holds
+    more than half this worker's slots in credit, what they free waits (at most
+    ``CREDIT_LINGER_S``) to go in one ``Credit`` with what the next steps free."""
+    monkeypatch.setattr("scheduler.worker._slots.CREDIT_LINGER_S", 0.05)
+    sent = _Sent()
+    slots = Slots(10, send=sent, stopping=lambda: False)
+    rows = _holding(slots, 3)
+    slots.drop(rows[0])  # the server holds 10 - 3 = 7 credits, more than half
+    await _turns()
+    slots.drop(rows[1])
+    await _turns()
+    assert sent.messages == []
+    await asyncio.wait_for(sent.arrived.wait(), 1.0)
+    assert sent.messages == [pb.WorkerMessage(credit=pb.Credit(slots=2))]
+
+
+async def test_credit_goes_at_the_end_of_the_turn_once_the_server_runs_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At half the slots or fewer in the server's hands (a burst took them), freed
+    slots go at the end of the loop turn, and a credit already waiting goes with them:
+    a busy worker, or a worker of one slot, never waits for the linger."""
+    monkeypatch.setattr("scheduler.worker._slots.CREDIT_LINGER_S", 3600.0)
+    sent = _Sent()
+    slots = Slots(10, send=sent, stopping=lambda: False)
+    rows = _holding(slots, 1)
+    slots.drop(rows[0])  # 10 free: the credit waits
+    await _turns()
+    assert sent.messages == []
+    rows = _holding(slots, 9)  # pushed 9 more: the server holds 1 + 0 owed
+    slots.drop(rows[0])
+    await asyncio.wait_for(sent.arrived.wait(), 1.0)
+    assert sent.messages == [pb.WorkerMessage(credit=pb.Credit(slots=2))]
+    one = Slots(1, send=(sent_one := _Sent()), stopping=lambda: False)
+    one.drop(_holding(one, 1)[0])
+    await asyncio.wait_for(sent_one.arrived.wait(), 1.0)
+    assert sent_one.messages == [pb.WorkerMessage(credit=pb.Credit(slots=1))]
+
+
+async def test_credit_owed_to_a_lost_stream_is_not_granted_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new stream's Hello announces every free slot, those owed included: the
+    waiting credit is forgotten, so the server never holds more than the slots."""
+    monkeypatch.setattr("scheduler.worker._slots.CREDIT_LINGER_S", 0.01)
+    sent = _Sent()
+    slots = Slots(10, send=sent, stopping=lambda: False)
+    slots.drop(_holding(slots, 1)[0])
+    slots.forget_credit()
+    assert slots.free() == 10  # what the Hello announces
+    await asyncio.sleep(0.05)
+    assert sent.messages == []
+
+
+async def test_shared_slots_wait_only_while_the_nodes_hold_more_than_half(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cluster worker's member: what the nodes hold is the split's grants, not this
+    member's free slots (the other members' tasks take slots too)."""
+    monkeypatch.setattr("scheduler.worker._slots.CREDIT_LINGER_S", 3600.0)
+    sent = _Sent()
+    shared = SharedCredit(10)
+    handle = shared.handle("a", sent, reports=False)
+    slots = Slots(10, send=sent, stopping=lambda: False)
+    slots.credit = handle
+    handle.welcome(handle.hello(), reports=False)  # alone: every slot granted
+    handle.pushed(3)
+    rows = _holding(slots, 3)
+    slots.drop(rows[0])  # the node holds 7 of 10
+    await _turns()
+    assert sent.messages == []
+    handle.pushed(5)  # the node holds 2: short
+    rows += _holding(slots, 5)
+    slots.drop(rows[1])
+    await asyncio.wait_for(sent.arrived.wait(), 1.0)
+    assert sent.messages == [pb.WorkerMessage(credit=pb.Credit(slots=2))]
