@@ -18,7 +18,8 @@ end (+ ``--lead-s``). It
 then waits until every task started or T + ``--window-s`` passed and reports: the
 submission rate; starts a second against the due curve (the mean over the due window
 and the lowest second); lateness of the handler's start against the jittered due time
-(p50/p99/p99.9/max, ms); tasks not started by the end; tasks started twice; CPU per
+(p50/p99/p99.9/max, ms; in the minute and stream modes also the p99 of each 10 s of
+due time); tasks not started by the end; tasks started twice; CPU per
 started task of serve, the worker and PostgreSQL (every backend), from T - 1 s to the
 end; PostgreSQL's tuples fetched and read per started task on the task partitions
 (pg_stat_user_tables: idx_tup_fetch + seq_tup_read, same span); serve's RSS before the
@@ -430,12 +431,36 @@ def one_run(
                 for k in sorted(idx1)
                 if idx1[k] - idx0[k] >= per / 10
             },
+            **_late_by_due(rows, at, mode),
         }
     finally:
         group.stop_all()
         if "cpu" in locals():
             cpu.done.set()
         server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+LATE_BUCKET_S = 10
+"""The minute's lateness p99 by when its tasks were due, in buckets of this many
+seconds: whether the tail is the whole window's or one stretch's (a checkpoint, an
+autovacuum, the submission still running)."""
+
+
+def _late_by_due(rows: list[dict[str, Any]], at: float, mode: str) -> dict[str, float]:
+    """Lateness p99 (ms) of the tasks due in each :data:`LATE_BUCKET_S` of the window
+    (minute and stream modes; a burst is due at one instant)."""
+    if mode == "instant":
+        return {}
+    buckets: dict[int, list[float]] = {}
+    for r in rows:
+        due = r["at"] - r["start_ms"] / 1000.0 - at
+        buckets.setdefault(int(due // LATE_BUCKET_S), []).append(r["start_ms"])
+    return {
+        f"late p99 ms, due T+{b * LATE_BUCKET_S}-{(b + 1) * LATE_BUCKET_S} s": _quantile(
+            sorted(v), 0.99
+        )
+        for b, v in sorted(buckets.items())
+    }
 
 
 STATEMENTS = """
