@@ -26,8 +26,8 @@ end; PostgreSQL's tuples fetched and read per started task on the task partition
 submission, at T - 1 s (every task a timer in the wheel) and at its peak (the backlog
 waiting in the ready queues included), and the growth per task of each; from serve's
 ``/metrics``, the batched store writes a thousand tasks and their mean rows by kind
-(dispatch, ack, complete...), and the context switches a task of serve and the worker
-(their wake-ups).
+(dispatch, ack, complete...) and how many took over 50 and 100 ms, and the context
+switches a task of serve and the worker (their wake-ups).
 
 ``--plans`` instead runs the plan probe (benchmarks/plan_probe.py) at each size of
 ``--sizes``: tuples touched per task of every hot statement with a batch of 1,000
@@ -129,14 +129,27 @@ def _by_index(server: PostgresServer, database: str) -> Counter[str]:
     return Counter({k: int(v) for k, v in (line.split("|") for line in out.splitlines() if line)})
 
 
+SLOW_COMMIT_S = ("0.05", "0.1")
+"""Bounds of serve's commit-time histogram (``tickwheel_store_commit_seconds``) whose
+excess the benchmark reports: commits of each kind slower than 50 and 100 ms, the
+stalls a dispatch lead must cover."""
+
+
 def _scrape(port: int) -> Counter[str]:
-    """serve's batched store writes so far by kind: ``calls kind`` and ``rows kind``."""
+    """serve's batched store writes so far by kind: ``calls kind`` and ``rows kind``,
+    and ``within LE kind``, those that committed within ``LE`` s (:data:`SLOW_COMMIT_S`)."""
     import urllib.request
 
     out: Counter[str] = Counter()
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         for line in r.read().decode().splitlines():
-            if line.startswith("tickwheel_store_batch_size_"):
+            if line.startswith("tickwheel_store_commit_seconds_bucket"):
+                name, value = line.rsplit(" ", 1)
+                kind = name.split('kind="', 1)[1].split('"', 1)[0]
+                le = name.split('le="', 1)[1].split('"', 1)[0]
+                if le in SLOW_COMMIT_S:
+                    out[f"within {le} {kind}"] += int(float(value))
+            elif line.startswith("tickwheel_store_batch_size_"):
                 name, value = line.rsplit(" ", 1)
                 kind = name.split('kind="', 1)[1].split('"', 1)[0]
                 if name.startswith("tickwheel_store_batch_size_count"):
@@ -425,6 +438,14 @@ def one_run(
                 / max(writes[f"calls{k[4:]}"], 1)
                 for k in sorted(writes)
                 if k.startswith("rows")
+            },
+            **{
+                f"store {k.split()[2]}: commits over {float(k.split()[1]) * 1000:g} ms": writes[
+                    f"calls {k.split()[2]}"
+                ]
+                - writes[k]
+                for k in sorted(writes)
+                if k.startswith("within")
             },
             **{
                 f"read per task: {k}": (idx1[k] - idx0[k]) / per
