@@ -143,19 +143,20 @@ def _scrape(port: int) -> Counter[str]:
     out: Counter[str] = Counter()
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         for line in r.read().decode().splitlines():
-            if line.startswith("tickwheel_store_commit_seconds_bucket"):
-                name, value = line.rsplit(" ", 1)
-                kind = name.split('kind="', 1)[1].split('"', 1)[0]
+            if not line.startswith(
+                ("tickwheel_store_commit_seconds_bucket", "tickwheel_store_batch_size_")
+            ):
+                continue
+            name, value = line.rsplit(" ", 1)
+            kind = name.split('kind="', 1)[1].split('"', 1)[0]
+            if name.startswith("tickwheel_store_commit_seconds_bucket"):
                 le = name.split('le="', 1)[1].split('"', 1)[0]
                 if le in SLOW_COMMIT_S:
                     out[f"within {le} {kind}"] += int(float(value))
-            elif line.startswith("tickwheel_store_batch_size_"):
-                name, value = line.rsplit(" ", 1)
-                kind = name.split('kind="', 1)[1].split('"', 1)[0]
-                if name.startswith("tickwheel_store_batch_size_count"):
-                    out[f"calls {kind}"] += int(float(value))
-                elif name.startswith("tickwheel_store_batch_size_sum"):
-                    out[f"rows {kind}"] += int(float(value))
+            elif name.startswith("tickwheel_store_batch_size_count"):
+                out[f"calls {kind}"] += int(float(value))
+            elif name.startswith("tickwheel_store_batch_size_sum"):
+                out[f"rows {kind}"] += int(float(value))
     return out
 
 
@@ -376,7 +377,7 @@ def one_run(
         got = sorted(r["late_ms"] for r in rows)
         # Starts a second against the due curve (the due time is start - lateness).
         starts = Counter(int(r["at"] - at) for r in rows)
-        dues = Counter(int(r["at"] - r["start_ms"] / 1000.0 - at) for r in rows)
+        dues = Counter(int(_due_after(r, at)) for r in rows)
         due_secs = [s for s in dues if dues[s] > 0]
         span = range(min(due_secs), max(due_secs) + 1) if due_secs else range(0)
         per = max(started, 1)
@@ -440,12 +441,11 @@ def one_run(
                 if k.startswith("rows")
             },
             **{
-                f"store {k.split()[2]}: commits over {float(k.split()[1]) * 1000:g} ms": writes[
-                    f"calls {k.split()[2]}"
-                ]
+                f"store {kind}: commits over {float(le) * 1000:g} ms": writes[f"calls {kind}"]
                 - writes[k]
                 for k in sorted(writes)
                 if k.startswith("within")
+                for _, le, kind in [k.split()]
             },
             **{
                 f"read per task: {k}": (idx1[k] - idx0[k]) / per
@@ -461,6 +461,12 @@ def one_run(
         server.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def _due_after(r: dict[str, Any], at: float) -> float:
+    """Seconds from T (``at``) to a recorded start's due time (its start less its
+    lateness)."""
+    return float(r["at"] - r["start_ms"] / 1000.0 - at)
+
+
 LATE_BUCKET_S = 10
 """The minute's lateness p99 by when its tasks were due, in buckets of this many
 seconds: whether the tail is the whole window's or one stretch's (a checkpoint, an
@@ -474,8 +480,7 @@ def _late_by_due(rows: list[dict[str, Any]], at: float, mode: str) -> dict[str, 
         return {}
     buckets: dict[int, list[float]] = {}
     for r in rows:
-        due = r["at"] - r["start_ms"] / 1000.0 - at
-        buckets.setdefault(int(due // LATE_BUCKET_S), []).append(r["start_ms"])
+        buckets.setdefault(int(_due_after(r, at) // LATE_BUCKET_S), []).append(r["start_ms"])
     return {
         f"late p99 ms, due T+{b * LATE_BUCKET_S}-{(b + 1) * LATE_BUCKET_S} s": _quantile(
             sorted(v), 0.99

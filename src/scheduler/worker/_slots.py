@@ -177,8 +177,9 @@ class Slots:
         self._stopping = stopping
         self._wakeup = wakeup
         self._credit_due = 0
-        self._flush_scheduled = False
-        self._credit_timer: asyncio.TimerHandle | None = None
+        self._flush: asyncio.Handle | None = None
+        """The pending flush of the credit owed: at the end of the turn, or a linger's
+        timer (:data:`CREDIT_LINGER_S`)."""
         self._freed = 0
         """Rows whose slot went back early (``Held.freed``): at most ``capacity``, so a
         server slow to answer outcomes holds at most twice the slots in rows."""
@@ -229,17 +230,17 @@ class Slots:
             return
         self._credit_due += slots
         low = self._server_credit() <= self.capacity // 2
-        if low and self._credit_timer is not None:
-            self._credit_timer.cancel()  # the server may run short: send it now
-            self._credit_timer = None
-            self._flush_scheduled = False
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
+        pending = self._flush
+        if low and isinstance(pending, asyncio.TimerHandle):
+            pending.cancel()  # the server may run short: send it now
+            pending = None
+        if pending is None:
             loop = asyncio.get_running_loop()
-            if low:
-                loop.call_soon(self._flush)
-            else:
-                self._credit_timer = loop.call_later(CREDIT_LINGER_S, self._flush)
+            self._flush = (
+                loop.call_soon(self._send_credit)
+                if low
+                else loop.call_later(CREDIT_LINGER_S, self._send_credit)
+            )
 
     def _server_credit(self) -> int:
         """The credit the server holds, as this worker sees it: its free slots less
@@ -253,9 +254,8 @@ class Slots:
         last stream is in it (sent on the new one too, it would count twice)."""
         self._credit_due = 0
 
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        self._credit_timer = None
+    def _send_credit(self) -> None:
+        self._flush = None
         slots, self._credit_due = self._credit_due, 0
         if not slots:
             return
