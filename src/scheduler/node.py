@@ -18,9 +18,9 @@ A standby node (``NodeConfig.standby``: a region's DR node on its PostgreSQL sta
 docs/regions.md "Disaster recovery") first holds its port with a
 :class:`~scheduler.server.NotPromotedServer` (NOT_SERVING, every RPC UNAVAILABLE) and
 polls the database until it is promoted and its fence raised (``tickwheel dr
-promote``); only then does it open everything as above, on the same port: the real
-server binds it beside the holder (SO_REUSEPORT) and the holder stops once the real
-server serves, so the port never stops listening.
+promote``); only then does it open everything as above, and the real server serves on
+the holder's gRPC server (``Server(..., held=...)``): one listening socket from the
+standby's start on, so no client is refused or reset across the promote.
 
 So a node that cannot serve claims nothing, and a second node on one database without
 etcd is refused instead of silently stopping the first one's dispatch. On PostgreSQL
@@ -298,10 +298,9 @@ class Node:
                     _log.warning("standby node: promoted, generation %d", generation)
                     break
             await asyncio.sleep(cfg.standby_poll_interval_s)
-        # The holder keeps listening until the real server serves beside it on the same
-        # port (SO_REUSEPORT; _open stops the holder then): no refused connection.
+        # The real server serves on the holder's server (_open): the port never closes.
         host = cfg.server.listen.rpartition(":")[0]
-        return dataclasses.replace(cfg.server, listen=f"{host}:{port}", reuse_port=True)
+        return dataclasses.replace(cfg.server, listen=f"{host}:{port}")
 
     async def _open(self) -> None:
         cfg = self.config
@@ -342,14 +341,12 @@ class Node:
             index=self._index,
         )
         self._engine.health.on_serving = self._on_engine_health
-        self._server = Server(self._engine, server_config)
+        self._server = Server(self._engine, server_config, held=self._placeholder)
         port = self._server.bind()
         await self._take_lease(port, db_file)
         await self._engine.start()
         await self._server.start()
-        if self._placeholder is not None:  # a promoted standby: the real server serves
-            placeholder, self._placeholder = self._placeholder, None
-            await placeholder.stop()
+        self._placeholder = None  # a promoted standby's: the real server's now
         if cfg.metrics is not None:
             from scheduler.metrics import node_endpoint
 

@@ -199,21 +199,20 @@ def _serializer(response_cls: Any) -> Callable[[Any], bytes]:
     return to_bytes
 
 
-def add_service(
-    server: grpc.aio.Server,
+def service_handlers(
     servicer: Any,
     service: ServiceDescriptor,
     messages: Any,
     router: Router | None = None,
-) -> None:
-    """Register every method of ``service`` on ``server``, served by the ``servicer``
-    method of the same name; ``messages`` is the generated module of its messages.
-    With ``router``, each call is routed home before it is decoded. A method named
-    in the servicer's ``REQUEST_DECODERS`` reads its request's bytes
-    (each message's, on a stream) with that function instead of the generated class:
-    it raises InvalidArgument for bytes that are no message, as :func:`decode` does,
-    or hands the bytes on for the handler to read. Every response may be a message
-    or its bytes."""
+) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    """The handler of every method of ``service`` by method name, served by the
+    ``servicer`` method of the same name; ``messages`` is the generated module of its
+    messages. With ``router``, each call is routed home before it is decoded. A method
+    named in the servicer's ``REQUEST_DECODERS`` reads its request's bytes (each
+    message's, on a stream) with that function instead of the generated class: it
+    raises InvalidArgument for bytes that are no message, as :func:`decode` does, or
+    hands the bytes on for the handler to read. Every response may be a message or its
+    bytes."""
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     readers: dict[str, Callable[[bytes], Any]] = getattr(servicer, "REQUEST_DECODERS", {})
     for method in service.methods:
@@ -234,6 +233,18 @@ def add_service(
             )
         else:  # pragma: no cover - the API has no such method
             raise TypeError(f"{method.full_name}: only unary and bidi methods are served")
+    return handlers
+
+
+def add_service(
+    server: grpc.aio.Server,
+    servicer: Any,
+    service: ServiceDescriptor,
+    messages: Any,
+    router: Router | None = None,
+) -> None:
+    """Register every method of ``service`` on ``server`` (:func:`service_handlers`)."""
+    handlers = service_handlers(servicer, service, messages, router)
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(service.full_name, handlers),)
     )

@@ -6,6 +6,7 @@ import asyncio
 import errno
 import socket
 from pathlib import Path
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
@@ -18,7 +19,7 @@ from scheduler.engine import Engine
 from scheduler.server._admin import AdminService
 from scheduler.server._auth import Gatekeeper
 from scheduler.server._config import ServerConfig
-from scheduler.server._decode import add_service
+from scheduler.server._decode import add_service, service_handlers
 from scheduler.server._regions import Router
 from scheduler.server._scheduler import SchedulerService
 from scheduler.server._worker import WorkerService
@@ -139,9 +140,29 @@ def check_listen(listen: str, *, reuse_port: bool = False) -> None:
 _Assembled = tuple[grpc.aio.Server, int, HealthServicer, Router, WorkerService]
 
 
-def _assemble(engine: Engine, config: ServerConfig) -> _Assembled:
-    check_listen(config.listen, reuse_port=config.reuse_port)
-    options = [
+class HeldServer(Protocol):
+    """A started gRPC server a :class:`Server` takes over instead of binding its own
+    (:class:`~scheduler.server.NotPromotedServer`, a standby node's holder)."""
+
+    port: int
+
+    @property
+    def server(self) -> grpc.aio.Server: ...
+
+    @property
+    def health(self) -> HealthServicer: ...
+
+    def stage(self, service: Any, handlers: dict[str, Any]) -> None:
+        """Keep ``service``'s handlers (by method name) for :meth:`hand_over`."""
+
+    def hand_over(self) -> None:
+        """Serve the staged handlers from now on; the server is the taker's to stop."""
+
+
+def server_options(config: ServerConfig) -> list[tuple[str, int]]:
+    """The grpcio options of a Tickwheel server (a standby node's holder's too: the
+    promote hands the holder's server the real services, docs/regions.md)."""
+    return [
         ("grpc.so_reuseport", 1 if config.reuse_port else 0),
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
@@ -159,22 +180,19 @@ def _assemble(engine: Engine, config: ServerConfig) -> _Assembled:
         ("grpc.http2.ping_timeout_ms", KEEPALIVE_TIMEOUT_MS),
         ("grpc.http2.max_pings_without_data", 0),
     ]
-    server = grpc.aio.server(options=options)
-    gate = Gatekeeper(engine, config)  # one per server: the limits count its calls
-    workers = WorkerService(engine, config, gate)
-    # Every call goes home first (docs/regions.md); then each service decodes its own
-    # requests: undecodable bytes answer INVALID_ARGUMENT.
-    router = Router(engine, gate, region=config.region, directory=config.regions)
-    services = pb.DESCRIPTOR.services_by_name
-    for name, servicer in (
-        ("SchedulerService", SchedulerService(engine, config, gate)),
-        ("WorkerService", workers),
-        ("AdminService", AdminService(engine, config, gate)),
-    ):
-        add_service(server, servicer, services[name], pb, router)
+
+
+def add_health_and_reflection(server: grpc.aio.Server) -> HealthServicer:
+    """Serve the health service and reflection on ``server``; its health servicer."""
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     _enable_reflection(server, (*SERVICE_NAMES, health.SERVICE_NAME))
+    return health_servicer
+
+
+def bind_port(server: grpc.aio.Server, config: ServerConfig) -> int:
+    """Bind ``server`` to ``config.listen`` (with TLS when configured); the port, or
+    :class:`ListenError`."""
     creds = server_credentials(config)
     try:
         if creds is None:
@@ -187,7 +205,35 @@ def _assemble(engine: Engine, config: ServerConfig) -> _Assembled:
         raise ListenError(
             errno.EADDRINUSE, f"cannot listen on {config.listen}: address already in use"
         )
-    return server, port, health_servicer, router, workers
+    return port
+
+
+def _assemble(engine: Engine, config: ServerConfig, held: HeldServer | None = None) -> _Assembled:
+    """The server's parts, bound. With ``held`` (a promoted standby node's holder) the
+    services go to the holder's server, already bound and serving, to be switched on
+    by :meth:`HeldServer.hand_over`: the port never changes hands."""
+    if held is None:
+        check_listen(config.listen, reuse_port=config.reuse_port)
+    server = grpc.aio.server(options=server_options(config)) if held is None else held.server
+    gate = Gatekeeper(engine, config)  # one per server: the limits count its calls
+    workers = WorkerService(engine, config, gate)
+    # Every call goes home first (docs/regions.md); then each service decodes its own
+    # requests: undecodable bytes answer INVALID_ARGUMENT.
+    router = Router(engine, gate, region=config.region, directory=config.regions)
+    services = pb.DESCRIPTOR.services_by_name
+    for name, servicer in (
+        ("SchedulerService", SchedulerService(engine, config, gate)),
+        ("WorkerService", workers),
+        ("AdminService", AdminService(engine, config, gate)),
+    ):
+        if held is None:
+            add_service(server, servicer, services[name], pb, router)
+        else:
+            held.stage(services[name], service_handlers(servicer, services[name], pb, router))
+    if held is not None:
+        return server, held.port, held.health, router, workers
+    health_servicer = add_health_and_reflection(server)
+    return server, bind_port(server, config), health_servicer, router, workers
 
 
 def build_server(engine: Engine, config: ServerConfig) -> grpc.aio.Server:
@@ -203,12 +249,19 @@ class Server:
     """The Tickwheel gRPC server with a River-style start/stop contract.
 
     ``stop()`` is safe before ``start()`` and when called twice. The engine's own
-    lifecycle belongs to the caller.
+    lifecycle belongs to the caller. With ``held`` (a :class:`HeldServer`: a promoted
+    standby node's holder, started) it serves on the holder's gRPC server:
+    :meth:`bind` stages the services there and :meth:`start` switches them on, so the
+    port is one socket from the standby's start on and no client meets a closing
+    listener.
     """
 
-    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+    def __init__(
+        self, engine: Engine, config: ServerConfig, *, held: HeldServer | None = None
+    ) -> None:
         self._engine = engine
         self._config = config
+        self._held = held
         self._server: grpc.aio.Server | None = None
         self._bound: _Assembled | None = None
         self._router: Router | None = None
@@ -237,7 +290,7 @@ class Server:
         this was not called.
         """
         if self._bound is None and self._server is None:
-            self._bound = _assemble(self._engine, self._config)
+            self._bound = _assemble(self._engine, self._config, self._held)
             self._port = self._bound[1]
             self._bound[3].fenced = self._fenced
         return self._port
@@ -251,7 +304,10 @@ class Server:
             self.bind()
             assert self._bound is not None
             (server, port, health_servicer, router, workers), self._bound = self._bound, None
-            await server.start()
+            if self._held is None:
+                await server.start()
+            else:
+                self._held.hand_over()
             self._server, self._port, self._health = server, port, health_servicer
             self._router, self._workers = router, workers
             await self._report()

@@ -8,12 +8,19 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from google.protobuf.descriptor import ServiceDescriptor
+from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.server._config import ServerConfig
-from scheduler.server._server import SERVICE_NAMES, check_listen, server_credentials
+from scheduler.server._server import (
+    SERVICE_NAMES,
+    add_health_and_reflection,
+    bind_port,
+    check_listen,
+    server_options,
+)
 
 
 def _refuser(message: str, client_streaming: bool, server_streaming: bool) -> Any:
@@ -33,14 +40,26 @@ def _refuser(message: str, client_streaming: bool, server_streaming: bool) -> An
     return grpc.unary_unary_rpc_method_handler(refuse)
 
 
-class _Refuse(grpc.GenericRpcHandler):  # type: ignore[type-arg]
+class _Switch(grpc.GenericRpcHandler):  # type: ignore[type-arg]
+    """Every Tickwheel method: refused with ``message`` until :meth:`go_live` switches
+    on the handlers :meth:`stage` was given."""
+
     def __init__(self, message: str) -> None:
-        self._handlers: dict[str, Any] = {}
+        self._refusers: dict[str, Any] = {}
         for service in pb.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
-                self._handlers[f"/{service.full_name}/{method.name}"] = _refuser(
+                self._refusers[f"/{service.full_name}/{method.name}"] = _refuser(
                     message, method.client_streaming, method.server_streaming
                 )
+        self._staged: dict[str, Any] = {}
+        self._handlers = self._refusers
+
+    def stage(self, service: ServiceDescriptor, handlers: dict[str, Any]) -> None:
+        for name, handler in handlers.items():
+            self._staged[f"/{service.full_name}/{name}"] = handler
+
+    def go_live(self) -> None:
+        self._handlers = {**self._refusers, **self._staged}
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
         return self._handlers.get(handler_call_details.method)
@@ -49,45 +68,57 @@ class _Refuse(grpc.GenericRpcHandler):  # type: ignore[type-arg]
 class NotPromotedServer:
     """Holds ``config.listen`` for a standby node until its database is promoted.
 
-    :meth:`start` binds and serves (ListenError when the address is in use), with
-    SO_REUSEPORT: the node's real :class:`~scheduler.server.Server` binds the same port
-    (``reuse_port``) and starts before :meth:`stop` closes this one.
+    :meth:`start` binds and serves (ListenError when the address is in use) with the
+    options of a real :class:`~scheduler.server.Server`. At the promote the node's real
+    server is built on this one (``Server(..., held=this)``): it stages its services
+    here and :meth:`hand_over` switches them on. The listening socket is the same from
+    the standby's start to the node's stop: no client is refused or reset across the
+    promote (a second listener closing would reset the connections in its queue).
     """
 
     def __init__(self, config: ServerConfig, message: str) -> None:
         self._config = config
-        self._message = message
+        self._switch = _Switch(message)
         self._server: grpc.aio.Server | None = None
+        self._health: HealthServicer | None = None
         self.port = 0
+
+    @property
+    def server(self) -> grpc.aio.Server:
+        """The gRPC server (after :meth:`start`, until :meth:`hand_over`)."""
+        if self._server is None:
+            raise RuntimeError("the standby server is not serving")
+        return self._server
+
+    @property
+    def health(self) -> HealthServicer:
+        """Its health servicer (after :meth:`start`, until :meth:`hand_over`)."""
+        if self._health is None:
+            raise RuntimeError("the standby server is not serving")
+        return self._health
 
     async def start(self) -> int:
         """Bind, serve, report NOT_SERVING; the bound port."""
-        from scheduler.server._server import ListenError
-
         check_listen(self._config.listen, reuse_port=self._config.reuse_port)
-        # SO_REUSEPORT always: at the promote the node's real server binds the same
-        # port beside this one, starts, and only then is this one stopped, so the port
-        # never stops listening (no "connection refused" across the promote).
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
-        server.add_generic_rpc_handlers((_Refuse(self._message),))
-        health_servicer = HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        creds = server_credentials(self._config)
-        try:
-            port = (
-                server.add_insecure_port(self._config.listen)
-                if creds is None
-                else server.add_secure_port(self._config.listen, creds)
-            )
-        except RuntimeError:
-            port = 0
-        if port == 0:
-            raise ListenError(98, f"cannot listen on {self._config.listen}: address in use")
+        server = grpc.aio.server(options=server_options(self._config))
+        server.add_generic_rpc_handlers((self._switch,))
+        health_servicer = add_health_and_reflection(server)
+        port = bind_port(server, self._config)
         await server.start()
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        self._server, self.port = server, port
+        self._server, self._health, self.port = server, health_servicer, port
         return port
+
+    def stage(self, service: ServiceDescriptor, handlers: dict[str, Any]) -> None:
+        """Keep ``service``'s handlers (by method name) for :meth:`hand_over`."""
+        self._switch.stage(service, handlers)
+
+    def hand_over(self) -> None:
+        """Serve the staged services from now on; the server is the real
+        :class:`~scheduler.server.Server`'s to stop (:meth:`stop` no longer does)."""
+        self._switch.go_live()
+        self._server = self._health = None
 
     async def stop(self) -> None:
         """Stop at once (every call is refused anyway); safe twice."""

@@ -1,6 +1,7 @@
 """A standby node (``NodeConfig.standby``) keeps listening across the promote (issue
-38): its holder server and the real server share the port (SO_REUSEPORT) while the
-real one starts, so a client connecting in a loop is never refused."""
+38): the real server serves on the holder's gRPC server, one listening socket
+throughout, so a client connecting in a loop is never refused or reset; and the port is
+the node's alone (no SO_REUSEPORT unless asked)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from scheduler.node import Node, NodeConfig
-from scheduler.server import ServerConfig
+from scheduler.server import ListenError, ServerConfig
+from scheduler.server._server import check_listen
 from scheduler.store.postgres import dr
 from tests.support.dr import Pair, replicated_pair
 from tests.support.servers import free_port, port_open
@@ -84,6 +86,8 @@ async def test_the_port_keeps_listening_across_the_promote(pair: Pair) -> None:
             lambda: asyncio.to_thread(port_open, "127.0.0.1", port), what="the holder to listen"
         )
         with _Prober(port) as probe:
+            with pytest.raises(ListenError, match="address already in use"):
+                check_listen(f"127.0.0.1:{port}", reuse_port=True)  # no one shares it
             before = await eventually(
                 lambda: asyncio.to_thread(lambda: probe.connected),
                 until=lambda n: n >= 20,
