@@ -70,6 +70,8 @@ class Completer:
         store_beat: Beat | None = None,
     ) -> None:
         self._store = store
+        self._recording: set[asyncio.Task[None]] = set()
+        """Refusals of acks answered before their write, being recorded."""
         self._config = config
         self._now = now
         self._stats = stats
@@ -130,11 +132,43 @@ class Completer:
         return self._now()
 
     # -- the writes ----------------------------------------------------------------------
-    def ack_later(self, writes: Sequence[FencedWrite]) -> asyncio.Future[list[Outcome]]:
+    def ack_later(
+        self, writes: Sequence[FencedWrite], actor: str | None = None
+    ) -> asyncio.Future[list[Outcome]]:
         """Queue DISPATCHED -> RUNNING (fenced) for the next ack write, or for the
         task's completion if it comes first; the future has the outcomes once
-        written."""
-        return self.acks.submit(writes, self._now())
+        written. With ``actor`` (the worker, answered before the write) the refused
+        ones are then counted and recorded in their tasks' history (the worker learns
+        it when its next write of the task is refused), and a failed write is logged."""
+        fut = self.acks.submit(writes, self._now())
+        if actor is not None:
+            fut.add_done_callback(lambda done: self._acks_written(writes, done, actor))
+        return fut
+
+    def _acks_written(
+        self, writes: Sequence[FencedWrite], fut: asyncio.Future[list[Outcome]], actor: str
+    ) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.warning(
+                "worker %s: %d acks not written (%s); their leases will lapse",
+                actor,
+                len(writes),
+                exc,
+            )
+            return
+        out = fut.result()
+        if all(o is Outcome.OK for o in out):
+            return
+        self.count_stale(out)
+        if Outcome.STALE in out:
+            task = asyncio.get_running_loop().create_task(
+                self.record_refused(writes, out, actor, "ack"), name="tickwheel-refused-acks"
+            )
+            self._recording.add(task)
+            task.add_done_callback(self._recording.discard)
 
     async def ack(self, writes: Sequence[FencedWrite]) -> list[Outcome]:
         """DISPATCHED -> RUNNING (fenced), written now."""

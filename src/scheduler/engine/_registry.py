@@ -8,7 +8,6 @@ reaper, the watch, moves, the backlog reports and the facade's ``open_session``.
 from __future__ import annotations
 
 import asyncio
-import collections
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +18,7 @@ from scheduler.engine._config import EngineConfig
 from scheduler.engine._sessions import OUTLET_WORKER_PREFIX, Publish, WorkerSession
 from scheduler.engine._types import Outlet, WorkerHello
 from scheduler.store import Store
-from scheduler.types import Assignment, FencedWrite, Pool, TaskKey
+from scheduler.types import FencedWrite, Pool, TaskKey
 
 
 class Sessions:
@@ -42,13 +41,6 @@ class Sessions:
         self.wake_reaper = wake_reaper
         self._sessions: dict[str, WorkerSession] = {}
         self._outlets: list[WorkerSession] = []
-        self.background: set[asyncio.Task[None]] = set()
-        """Refusals of acks answered before their write, being recorded."""
-        self._pushes: collections.deque[tuple[float, WorkerSession, list[tuple[TaskKey, int]]]] = (
-            collections.deque()
-        )
-        """Pushes to ack-first streams, oldest first: (when, session, its tasks and
-        tokens), for :meth:`release_overdue` (``EngineConfig.ack_timeout_s``)."""
         self._orphans: dict[uuid.UUID, tuple[float, TaskKey, int]] = {}
         """RUNNING tasks of streams that broke on the worker's side, not yet taken up
         again: (when their grace ends, key, token), for :meth:`end_orphans`."""
@@ -114,12 +106,6 @@ class Sessions:
                 ended += 1
         return ended
 
-    def pushed(self, session: WorkerSession, batch: tuple[Assignment, ...]) -> None:
-        """``batch`` went to ``session``'s worker, which acks before it runs a task."""
-        if self.config.ack_timeout_s > 0:
-            keys = [(a.key, a.fencing_token) for a in batch]
-            self._pushes.append((time.monotonic(), session, keys))
-
     def orphaned(self, held: Sequence[tuple[TaskKey, int]]) -> None:
         """A stream that broke on the worker's side left these RUNNING tasks: their
         leases end after ``EngineConfig.orphan_grace_s`` unless the worker takes them
@@ -155,18 +141,14 @@ class Sessions:
         with due tasks so holds them for the ack timeout, not for a whole lease; its
         late ack is refused, and an ack-first worker never runs a task whose ack was
         refused. How many went back."""
-        pushes = self._pushes
+        if self.config.ack_timeout_s <= 0:
+            return 0
         cutoff = time.monotonic() - self.config.ack_timeout_s
-        overdue: dict[WorkerSession, list[tuple[TaskKey, int]]] = {}
-        while pushes and pushes[0][0] <= cutoff:
-            _, session, keys = pushes.popleft()
-            late = [(k, t) for k, t in keys if session.awaits_ack(k.id, t)]
-            if late and not session.closed:
-                overdue.setdefault(session, []).extend(late)
         n = 0
-        for session, late in overdue.items():
-            for key, _ in late:
-                session.let_go(key.id)
+        for session in list(self._sessions.values()):
+            late = session.overdue(cutoff) if not session.closed else []
+            if not late:
+                continue
             session.stall()
             await self.completer.release_unacked(late, dispatched_only=True)
             n += len(late)

@@ -1,21 +1,21 @@
 """Worker sessions: one per worker stream.
 
 A session owns what its worker holds: the tasks it was given (or took over after a
-reconnect) with their tokens, which of them it acked, their attempt numbers, its credit
-and whether it is draining or stalled. The registry (``_registry.Sessions``) owns the
-set of open sessions and moves a task from one session to another when its worker
-reconnects. Sessions call the
-completer for every fenced write and the store only to check a task they were not given;
-they never see the engine. Called by the transport (``scheduler.server``) through the
-facade's ``open_session``, by the dispatcher (credit, assignments), delivery (pushes),
-the reaper (expired leases) and the engine's cancel.
+reconnect) with their tokens, which of them it acked (and when the others were pushed),
+their attempt numbers, its credit and whether it is draining or stalled. The registry
+(``_registry.Sessions``) owns the set of open sessions and moves a task from one session
+to another when its worker reconnects. Sessions call the completer for every fenced
+write and the store only to check a task they were not given; they never see the
+engine. Called by the transport (``scheduler.server``) through the facade's
+``open_session``, by the dispatcher (credit, assignments), delivery (pushes), the reaper
+(expired leases, overdue acks) and the engine's cancel.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
+import itertools
 import math
 import time
 import uuid
@@ -61,13 +61,11 @@ class Registry(Protocol):
     store: Store
     config: EngineConfig
     completer: Completer
-    background: set[asyncio.Task[None]]
     wake_dispatcher: Callable[[], None]
     publish: Publish
 
     def closed(self, session: WorkerSession) -> None: ...
     def hand_over(self, task_id: uuid.UUID, to: WorkerSession) -> None: ...
-    def pushed(self, session: WorkerSession, batch: tuple[Assignment, ...]) -> None: ...
     def orphaned(self, held: Sequence[tuple[TaskKey, int]]) -> None: ...
 
 
@@ -77,9 +75,6 @@ are written by the broker's consumers, shared (SYSTEM-tier) sessions."""
 
 _LEASED = frozenset({TaskState.DISPATCHED, TaskState.RUNNING})
 """States in which a task is held by a worker under a lease."""
-
-
-log = logging.getLogger("tickwheel.engine")
 
 
 class WorkerSession:
@@ -139,6 +134,10 @@ class WorkerSession:
         """Pushes to an ack-first worker, paced (``_pacing.Pacer``): fewer when ahead."""
         self._unwritten: set[uuid.UUID] = set()
         """Adopted DISPATCHED tasks (see :meth:`_own`) whose completion carries the ack."""
+        self._pushed_at: dict[uuid.UUID, float] = {}
+        """Tasks pushed to an ack-first worker and not acked: when (``time.monotonic``),
+        oldest first, for :meth:`overdue`. Acked ones leave at once, so no task's objects
+        outlive it here (5 s of tasks were 170,000 objects for the collector, issue 41)."""
 
     # -- what the transport reads -------------------------------------------------
     async def events(self) -> AsyncIterator[SessionEvent]:
@@ -166,7 +165,8 @@ class WorkerSession:
         if self.outlet is None:
             self._queue.put_nowait(event)
             if type(event) is AssignmentBatch and not self.start_on_delivery:
-                self._registry.pushed(self, event.assignments)  # its ack deadline
+                ids = [a.key.id for a in event.assignments]  # their ack deadline
+                self._pushed_at.update(dict.fromkeys(ids, time.monotonic()))
         elif isinstance(event, AssignmentBatch):
             self._registry.publish(self.outlet, event.assignments)
         # A broker worker learns of a cancel when it next writes (see _own).
@@ -262,10 +262,17 @@ class WorkerSession:
         """The key and token of ``task_id`` if this session holds it."""
         return self._held.get(task_id)
 
-    def awaits_ack(self, task_id: uuid.UUID, token: int) -> bool:
-        """Whether this session holds ``task_id`` under ``token`` and has no ack of it."""
-        h = self._held.get(task_id)
-        return h is not None and h[1] == token and task_id not in self._acked
+    def overdue(self, cutoff: float) -> list[tuple[TaskKey, int]]:
+        """The held tasks pushed at or before ``cutoff`` (``time.monotonic()``) and not
+        acked since, with their tokens; let go (the caller gives them back)."""
+        pushed, held, acked = self._pushed_at, self._held, self._acked
+        old = list(itertools.takewhile(lambda item: item[1] <= cutoff, pushed.items()))
+        late = [h for t, _ in old if (h := held.get(t)) is not None and t not in acked]
+        for task_id, _ in old:
+            pushed.pop(task_id, None)
+        for key, _ in late:
+            self.let_go(key.id)
+        return late
 
     def let_go(self, task_id: uuid.UUID) -> bool:
         """Forget ``task_id`` (its lease lapsed, or another session took it over);
@@ -274,6 +281,7 @@ class WorkerSession:
             return False
         self._acked.discard(task_id)
         self._answer_by.pop(task_id, None)
+        self._pushed_at.pop(task_id, None)
         self._unwritten.discard(task_id)
         self._attempts.pop(task_id, None)
         return True
@@ -446,44 +454,25 @@ class WorkerSession:
         for w, outcome in zip(writes, out, strict=True):
             if outcome is Outcome.OK:
                 self._acked.add(w.key.id)
+                self._pushed_at.pop(w.key.id, None)
         return out
 
     def _ack_later(self, writes: list[FencedWrite]) -> None:
         self._acked.update(w.key.id for w in writes)
-        by = self._answer_by
+        by, pushed = self._answer_by, self._pushed_at
         for w in writes:
             by.pop(w.key.id, None)
-        written = self._completer.ack_later(writes)
-        written.add_done_callback(lambda fut: self._ack_written(writes, fut))
+            pushed.pop(w.key.id, None)
+        written = self._completer.ack_later(writes, self.worker_id)
+        written.add_done_callback(lambda fut: self._acks_refused(writes, fut))
 
-    def _ack_written(self, writes: list[FencedWrite], fut: asyncio.Future[list[Outcome]]) -> None:
-        """Acks answered before their write: count and record the ones the store
-        refused (the worker learns it when its next write of the task is refused)."""
-        if fut.cancelled():
-            return
-        exc = fut.exception()
-        if exc is not None:
-            log.warning(
-                "worker %s: %d acks not written (%s); their leases will lapse",
-                self.worker_id,
-                len(writes),
-                exc,
-            )
-            return
-        out = fut.result()
-        if all(o is Outcome.OK for o in out):
-            return
-        for w, o in zip(writes, out, strict=True):
-            if o is not Outcome.OK:
-                self._acked.discard(w.key.id)
-        self._completer.count_stale(out)
-        if Outcome.STALE in out:
-            task = asyncio.get_running_loop().create_task(
-                self._completer.record_refused(writes, out, self.worker_id, "ack"),
-                name=f"tickwheel-refused-{self.session_id}",
-            )
-            self._registry.background.add(task)
-            task.add_done_callback(self._registry.background.discard)
+    def _acks_refused(self, writes: list[FencedWrite], fut: asyncio.Future[list[Outcome]]) -> None:
+        """Acks answered before their write that the store refused are no acks (the
+        completer counts and records them)."""
+        if not fut.cancelled() and fut.exception() is None:
+            for w, o in zip(writes, fut.result(), strict=True):
+                if o is not Outcome.OK:
+                    self._acked.discard(w.key.id)
 
     def _revive(self) -> None:
         if self._stalled:
@@ -591,6 +580,7 @@ class WorkerSession:
             self._registry.orphaned([v for k, v in self._held.items() if k in self._acked])
         self._held.clear()
         self._answer_by.clear()
+        self._pushed_at.clear()
         if unacked and self.outlet is None:  # broker tasks belong to their consumers
             # DISPATCHED-only in the store: a task acked meanwhile on another node's
             # stream of this worker stays RUNNING. Starting on delivery, the unacked

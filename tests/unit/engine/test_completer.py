@@ -37,6 +37,7 @@ from scheduler.types import (
     Outcome,
     Pool,
     Preloaded,
+    RefusedWrite,
     Release,
     TaskKey,
 )
@@ -106,6 +107,9 @@ class FakeStore:
     async def checkpoint(self, key: TaskKey, token: int, data: JSON, now: datetime) -> Outcome:
         (outcome,) = await self._record("checkpoint", [FencedWrite(key=key, token=token)], now)
         return outcome
+
+    async def record_refused(self, refused: Sequence[RefusedWrite]) -> None:
+        self.calls.append(("record_refused", list(refused), ()))
 
 
 class FakeMembership:
@@ -253,6 +257,31 @@ async def test_ack_and_heartbeat_set_the_lease_a_ttl_from_now(world: World) -> N
     ]
     assert len(world.slots) == 0  # an ack or a heartbeat frees nothing
     assert world.freed == []
+
+
+async def test_an_ack_answered_before_its_write_and_refused_is_counted_and_recorded(
+    world: World,
+) -> None:
+    ok, stale = preloaded(), preloaded()
+    world.store.outcomes[stale.key.id] = Outcome.STALE
+    fut = world.completer.ack_later([write(ok), write(stale, token=3)], "worker-1")
+    assert await fut == [Outcome.OK, Outcome.STALE]
+    for _ in range(3):  # the done callback, then the recording task
+        await asyncio.sleep(0)
+    assert world.stats.stale_writes == 1
+    (recorded,) = [items for kind, items, _ in world.store.calls if kind == "record_refused"]
+    assert [(r.key, r.token, r.actor, r.write) for r in recorded] == [
+        (stale.key, 3, "worker-1", "ack")
+    ]
+
+
+async def test_an_ack_without_an_actor_leaves_its_refusal_to_the_caller(world: World) -> None:
+    t = preloaded()
+    world.store.outcomes[t.key.id] = Outcome.STALE
+    assert await world.completer.ack([write(t)]) == [Outcome.STALE]
+    await asyncio.sleep(0)
+    assert world.stats.stale_writes == 0
+    assert [kind for kind, _, _ in world.store.calls] == ["ack"]
 
 
 async def test_a_checkpoint_goes_straight_to_the_store(world: World) -> None:
