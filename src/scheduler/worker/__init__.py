@@ -16,9 +16,9 @@ from scheduler.worker._backoff import ReconnectConfig
 from scheduler.worker._batch import Batch, BatchMismatch, batch
 from scheduler.worker._context import ApplicationError, Interrupted, TaskContext
 from scheduler.worker._drain import DrainReport
+from scheduler.worker._invoke import Handler
 from scheduler.worker._kafka import KafkaSource
 from scheduler.worker._members import ClusterWorker, fetch_members
-from scheduler.worker._runner import Handler
 from scheduler.worker._worker import Worker
 
 __all__ = [

@@ -68,6 +68,26 @@ class TaskContext:
     finish within the grace period.
     """
 
+    __slots__ = (
+        "_cancelled",
+        "_checkpointer",
+        "_loop",
+        "attempt",
+        "cancel_reason",
+        "checkpoint_data",
+        "drain_deadline",
+        "due_at",
+        "fencing_token",
+        "max_retries",
+        "payload",
+        "received_at",
+        "scheduled_at",
+        "task_id",
+        "timeout_s",
+        "trace_context",
+        "type",
+    )
+
     def __init__(
         self,
         *,
@@ -101,22 +121,37 @@ class TaskContext:
         self.received_at = received_at
         """When the assignment reached this worker (``received_at - due_at`` is the
         dispatch lateness the worker saw)."""
-        self.cancelled = asyncio.Event()
+        self._cancelled: asyncio.Event | None = None
+        """Made when first asked for (:attr:`cancelled`): most handlers never wait on
+        it, and a busy worker holds thousands of contexts (each object one more for
+        the garbage collector to walk)."""
         self.cancel_reason: str | None = None
+        """Why the handler should stop (None: it should not)."""
         self.drain_deadline: datetime | None = None
         """While draining: when the worker releases whatever is still running."""
         self._loop = loop
         self._checkpointer = checkpointer
 
     @property
+    def cancelled(self) -> asyncio.Event:
+        """Set when the handler should stop: ``await ctx.cancelled.wait()`` in an async
+        handler (a sync one reads :attr:`is_cancelled`)."""
+        event = self._cancelled
+        if event is None:
+            event = self._cancelled = asyncio.Event()
+            if self.cancel_reason is not None:  # cancelled before anyone asked
+                event.set()
+        return event
+
+    @property
     def is_cancelled(self) -> bool:
         """Whether the handler should stop (safe to read from a sync handler's thread)."""
-        return self.cancelled.is_set()
+        return self.cancel_reason is not None
 
     def raise_if_cancelled(self) -> None:
         """Raise :class:`Interrupted` when the handler should stop (after saving a
         checkpoint, if it has progress to keep)."""
-        if self.cancelled.is_set():
+        if self.cancel_reason is not None:
             raise Interrupted(self.cancel_reason)
 
     async def checkpoint(self, data: JSON) -> None:
@@ -133,9 +168,10 @@ class TaskContext:
     def _cancel(self, reason: str) -> None:
         # The first reason wins: a client cancel during a drain still ends CANCELLED
         # (the store turns a release with a pending cancel into CANCELLED).
-        if not self.cancelled.is_set():
+        if self.cancel_reason is None:
             self.cancel_reason = reason
-            self.cancelled.set()
+            if self._cancelled is not None:
+                self._cancelled.set()
 
     def __repr__(self) -> str:
         return (

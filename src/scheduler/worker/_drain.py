@@ -169,10 +169,9 @@ class Drain:
                 extra=task_extra(worker_id=self._worker_id),
             )
             await self._release(leftovers)
-        # Outcome commits that are still in flight get their (short) chance.
-        pending = [h.task for h in held_table.values() if h.task is not None]
-        if pending:
-            await asyncio.wait(pending, timeout=self._stream.request_timeout_s)
+        # Outcome commits that are still in flight get their (short) chance: a row
+        # stays held until its outcome is answered.
+        await self._slots.wait_empty(self._stream.request_timeout_s)
         self._stream.finish()
         if not await wait_event(self._done, 10.0):
             _log.warning(

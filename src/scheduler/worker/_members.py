@@ -56,7 +56,7 @@ from scheduler.client._tls import TLSConfig
 from scheduler.regions import RegionDirectory
 from scheduler.worker._batch import Batch
 from scheduler.worker._drain import DrainReport
-from scheduler.worker._runner import Handler
+from scheduler.worker._invoke import Handler
 from scheduler.worker._shared_credit import SharedCredit
 from scheduler.worker._stats import WorkerStats
 from scheduler.worker._worker import Worker, _default_worker_id

@@ -1,33 +1,31 @@
 """The handler runner: one handler task per assignment, and what it came to.
 
-Owns the handlers, the thread pool of sync handlers (and the count of busy threads),
-and the life of each attempt: holding an assignment (from the stream or a Kafka
-record), acking it first or starting it on delivery, the handler's timeout, the
-CONSUMER span, and committing the outcome with the attempt's own fencing token (a
-task whose lease was lost commits nothing). It is the stream's
+Owns the life of each attempt: holding an assignment (from the stream or a Kafka
+record), acking it first or starting it on delivery, calling its handler (through the
+``_invoke`` module's :class:`~scheduler.worker._invoke.Invoker`, which owns the handlers
+and their thread pool), the CONSUMER span, and committing the outcome with the
+attempt's own fencing token (a task whose lease was lost commits nothing); a
+completion is answered by a call (:meth:`HandlerRunner._answered`), not a coroutine
+waiting a task. It is the stream's
 :class:`~scheduler.worker._stream.StreamListener`: it reacts to pushes and cancels,
 heartbeats the held tasks (at once on every reconnect, then every interval) and turns
 a rejected heartbeat into ``cancel_reason == "lease_lost"``.
 
-May call: the stream (send, requests, commits), the slots (the held table, credit),
-the drain (``stopping``, tallies), ``_context`` and ``_tracing``. Called by: the
-stream (listener callbacks), the Kafka feed (:meth:`HandlerRunner.on_records`), the
-handlers' contexts (checkpoints) and the :class:`~scheduler.worker.Worker` facade.
+May call: the stream (send, requests, commits), ``_answers``, the invoker, the slots
+(the held table, credit), the drain (``stopping``, tallies), ``_context`` and
+``_tracing``. Called by: the stream (listener callbacks, and a completion's answer),
+the Kafka feed (:meth:`HandlerRunner.on_records`), the handlers' contexts
+(checkpoints) and the :class:`~scheduler.worker.Worker` facade.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import contextvars
-import functools
-import inspect
 import logging
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,11 +34,12 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
 from scheduler import jsonbytes
-from scheduler._errors import StaleFencingToken, TickwheelError
+from scheduler._errors import StaleFencingToken, TickwheelError, Unavailable
 from scheduler._kafka_wire import trace_headers
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client import _convert as conv
 from scheduler.logs import bind_fields, task_extra, unbind
+from scheduler.worker._answers import Answer, Answers
 from scheduler.worker._context import (
     CANCELLED,
     DRAIN,
@@ -54,18 +53,15 @@ from scheduler.worker._context import (
     traceback_of,
 )
 from scheduler.worker._drain import Drain
+from scheduler.worker._invoke import Handler, Invoker
 from scheduler.worker._outbox import Completed
 from scheduler.worker._pushed import Pushed, pushed_of, ref_of
 from scheduler.worker._slots import Held, Slots, held_of
 from scheduler.worker._stats import WorkerStats
-from scheduler.worker._stream import Answers, Stream
+from scheduler.worker._stream import Stream
 from scheduler.worker._tracing import start_attempt_span, tracing_off, worker_tracer
 
 _log = logging.getLogger("tickwheel.worker")
-
-Handler = Callable[[TaskContext], Any]
-"""``fn(ctx)``, sync or async, returning a JSON object (or None, or a value stored
-under ``{"result": value}``)."""
 
 _OUTCOME_OF_KIND = {
     "completion": "completed",
@@ -109,12 +105,12 @@ class HandlerRunner:
         non_retryable: Mapping[str, Iterable[type[BaseException] | str]] | None = None,
         stats: WorkerStats | None = None,
     ) -> None:
-        self._handlers = dict(handlers)
+        self._invoker = Invoker(handlers, slots.capacity)
+        self._handlers = self._invoker.handlers
         self.stats = stats or WorkerStats()
         """Attempts by outcome and handler durations (the worker's ``/metrics``)."""
         self._non_retryable = {t: tuple(v) for t, v in (non_retryable or {}).items()}
         """Per task type, the exceptions (classes, or class names) that dead-letter."""
-        self._async_types = {t for t, h in self._handlers.items() if inspect.iscoroutinefunction(h)}
         self._stream = stream
         self._slots = slots
         self._held = slots.held  # the slots' table, read and written per task
@@ -123,12 +119,7 @@ class HandlerRunner:
         self._start_on_delivery = start_on_delivery
         self._tracer_provider = tracer_provider
         self._tracer = worker_tracer(tracer_provider)
-        self.threads_busy = 0
-        """Sync handlers executing in threads right now."""
-        self._threads_lock = threading.Lock()
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=slots.capacity, thread_name_prefix="tickwheel-handler"
-        )
+        self._on_answer = self._answered  # one bound method, not one a completion
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -------------------------------------------------------------------
@@ -146,9 +137,14 @@ class HandlerRunner:
             *(h.task for h in list(self._held.values()) if h.task), return_exceptions=True
         )
 
+    @property
+    def threads_busy(self) -> int:
+        """Sync handlers executing in threads right now."""
+        return self._invoker.threads_busy
+
     def close_executor(self, *, cancel_futures: bool) -> None:
         """Shut the thread pool down without waiting (a busy thread runs on unseen)."""
-        self._executor.shutdown(wait=False, cancel_futures=cancel_futures)
+        self._invoker.close(cancel_futures=cancel_futures)
 
     # -- the stream's listener -------------------------------------------------------
 
@@ -400,6 +396,7 @@ class HandlerRunner:
         # the asyncio task, a cycle only the collector would free (its passes over
         # thousands of ended attempts paused the worker for 17-27 ms).
         fields = bind_fields(held)
+        answered_later = False
         try:
             if ack is not None and not await self._acked(held, ack):
                 return
@@ -408,16 +405,24 @@ class HandlerRunner:
                 await asyncio.sleep(wait)
             if not traced:
                 held.span = trace.INVALID_SPAN  # every call on it is a no-op
-                await self._attempt(held, held.span)
+                answered_later = await self._attempt(held, held.span)
                 return
             held.span = span = start_attempt_span(self._tracer, ctx, held.dispatch_trace)
             with trace.use_span(
-                span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+                span, end_on_exit=False, record_exception=False, set_status_on_exception=False
             ):
-                await self._attempt(held, span)
+                answered_later = await self._attempt(held, span)
         finally:
             unbind(fields)
-            self._slots.drop(held)
+            if not answered_later:
+                self._ended(held)
+
+    def _ended(self, held: Held) -> None:
+        """The attempt is over (its outcome answered, or nothing to commit): its span
+        ends and its row and slot go."""
+        if held.span is not None:
+            held.span.end()
+        self._slots.drop(held)
 
     async def _acked(self, held: Held, ack: Answers) -> bool:
         """Wait for the ack of the task's batch; whether the task is ours to run."""
@@ -435,15 +440,16 @@ class HandlerRunner:
         held.acked = True
         return True
 
-    async def _attempt(self, held: Held, span: Span) -> None:
-        """Run the handler and commit what it came to, under the attempt's token."""
+    async def _attempt(self, held: Held, span: Span) -> bool:
+        """Run the handler and commit what it came to, under the attempt's token;
+        whether the outcome's answer comes later, to :meth:`_answered`."""
         ctx = held.ctx
         started = time.perf_counter()
-        outcome = await self._invoke(held)
+        outcome = await self._invoker.invoke(ctx)
         self._slots.handler_ended(held)  # its slot is free; its row stays to the answer
         (stats := self.stats).handler_done(ctx.type, time.perf_counter() - started)
         if held.released:  # released at the drain deadline while it ran
-            return
+            return False
         reason = ctx.cancel_reason
         msg: pb.WorkerMessage | Completed | None
         if reason == CANCELLED:
@@ -475,11 +481,54 @@ class HandlerRunner:
             span.set_attribute("tickwheel.outcome", "lease_lost")
             self._drain.count("rejected")
             stats.handled[(ctx.type, "rejected")] += 1
-            return
+            return False
         kind = "completion" if isinstance(msg, Completed) else str(msg.WhichOneof("kind"))
         span.set_attribute("tickwheel.outcome", _OUTCOME_OF_KIND[kind])
         held.committing = True
-        res = await self._stream.commit(msg, ctx.task_id)
+        if isinstance(msg, Completed):
+            held.outcome = msg
+            # Answered by a call, not a coroutine waiting a task (_answered); this task
+            # ends now and the row forgets it, so the thousands of rows awaiting their
+            # answers in a busy worker hold no task, coroutine or context.
+            if self._stream.complete(msg, self._on_answer, held):
+                held.task = None
+                return True
+        self._tally(held, kind, await self._stream.commit(msg, ctx.task_id))
+        return False
+
+    def _answered(self, held: Held, answer: Answer) -> None:
+        """The answer to a completion sent by :meth:`Stream.complete`: tallied, and
+        the attempt ends; a failed batch's completion is committed again as
+        :meth:`Stream.commit` does (across reconnects), by a task of its own."""
+        if isinstance(answer, BaseException):
+            if isinstance(answer, Unavailable) and not self._stream.closing.is_set():
+                held.task = asyncio.create_task(
+                    self._commit_again(held), name=f"tickwheel-task-{held.ref.task_id}"
+                )
+                return
+            _log.warning(
+                "task %s: could not commit its outcome (%s); its lease will expire",
+                held.ctx.task_id,
+                answer,
+            )
+            answer = None
+        try:
+            self._tally(held, "completion", answer)
+        finally:
+            self._ended(held)
+
+    async def _commit_again(self, held: Held) -> None:
+        assert held.outcome is not None
+        try:
+            res = await self._stream.commit(held.outcome, held.ctx.task_id)
+            self._tally(held, "completion", res)
+        finally:
+            self._ended(held)
+
+    def _tally(self, held: Held, kind: str, res: pb.TaskResult | None) -> None:
+        """Count what the outcome of ``kind`` came to (the drain's report, the stats):
+        None never got through, a refused one belongs to another attempt."""
+        ctx, stats = held.ctx, self.stats
         if res is None:
             self._drain.count("uncommitted")
             stats.handled[(ctx.type, "uncommitted")] += 1
@@ -500,77 +549,6 @@ class HandlerRunner:
             if kind == "release":
                 _log.info("task %s: released with checkpoint %s", ctx.task_id, ctx.checkpoint_data)
 
-    async def _invoke(self, held: Held) -> bytes | BaseException:
-        """Run the handler; its result as JSON bytes, or the exception it raised (a
-        result JSON cannot hold, such as a set or a NaN, fails the attempt)."""
-        ctx = held.ctx
-        if ctx.cancel_reason is not None:
-            # Cancelled, drained or lost before it started (while its ack, or its
-            # due instant, was awaited): the handler never runs.
-            return Interrupted(ctx.cancel_reason)
-        handler = self._handlers[ctx.type]
-        try:
-            if ctx.timeout_s > 0:
-                async with asyncio.timeout(ctx.timeout_s):
-                    value = await self._call(handler, ctx)
-            else:
-                value = await self._call(handler, ctx)
-        except TimeoutError:
-            _log.warning(
-                "task %s (type %s, attempt %d, fencing token %d): attempt failed: the handler "
-                "exceeded its timeout of %s s",
-                ctx.task_id,
-                ctx.type,
-                ctx.attempt,
-                ctx.fencing_token,
-                ctx.timeout_s,
-            )
-            return TimeoutError(f"handler exceeded its timeout of {ctx.timeout_s} s")
-        except Exception as exc:
-            if ctx.cancel_reason is None:
-                _log.warning(
-                    "task %s (type %s, attempt %d, fencing token %d): attempt failed: %r",
-                    ctx.task_id,
-                    ctx.type,
-                    ctx.attempt,
-                    ctx.fencing_token,
-                    exc,
-                    exc_info=exc,
-                )
-            return exc
-        try:
-            return jsonbytes.dumps(_as_result(value))
-        except (TypeError, ValueError) as exc:
-            _log.warning("task %s: the handler's result is not JSON: %s", ctx.task_id, exc)
-            return TypeError(f"the handler's result is not JSON: {exc}")
-
-    async def _call(self, handler: Handler, ctx: TaskContext) -> Any:
-        if ctx.type in self._async_types:
-            return await handler(ctx)
-        loop = asyncio.get_running_loop()
-        call = functools.partial(contextvars.copy_context().run, self._in_thread, handler, ctx)
-        value = await loop.run_in_executor(self._executor, call)
-        if inspect.isawaitable(value):
-            value = await value
-        return value
-
-    def _in_thread(self, handler: Handler, ctx: TaskContext) -> Any:
-        with self._threads_lock:
-            self.threads_busy += 1
-        try:
-            return handler(ctx)
-        finally:
-            with self._threads_lock:
-                self.threads_busy -= 1
-
 
 def _where(record: Any) -> tuple[str, str]:
     return f"{record.topic}[{record.partition}]", str(record.offset)
-
-
-def _as_result(value: Any) -> JSON:
-    if value is None:
-        return {}
-    if isinstance(value, Mapping):
-        return dict(value)
-    return {"result": value}

@@ -32,6 +32,7 @@ from scheduler import jsonbytes
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.logs import task_extra, trace_id_of
 from scheduler.worker._context import JSON, TaskContext
+from scheduler.worker._outbox import Completed
 from scheduler.worker._pushed import Pushed
 from scheduler.worker._shared_credit import StreamCredit
 
@@ -64,6 +65,9 @@ class Held:
     start_at: float = 0.0
     """The ``time.monotonic()`` before which its handler must not start: a task pushed
     ahead of its due time (``Assignment.start_in_us``) is held until then. 0: at once."""
+    outcome: Completed | None = None
+    """Its completion, once sent without a waiting coroutine
+    (``HandlerRunner._attempt``): sent again from here if its batch failed."""
 
     def log_fields(self) -> dict[str, object]:
         """The attempt's log fields (``scheduler.logs``): task, tenant, token, trace."""
@@ -186,6 +190,8 @@ class Slots:
         self.credit: StreamCredit | None = None
         """Set when this worker's slots are shared with other streams (a cluster
         worker's member): credit is then granted by the shared split, not per slot."""
+        self._emptied: asyncio.Future[None] | None = None
+        """Set once no task is held, for :meth:`wait_empty`."""
 
     def free(self) -> int:
         """Slots not taken by a held task whose handler runs (or has yet to)."""
@@ -205,15 +211,27 @@ class Slots:
             self.give_back(1)
 
     def drop(self, held: Held) -> None:
-        """``held``'s handler task ended: forget it (unless a later attempt of the task
-        replaced it) and, unless the worker is draining, give its slot back."""
+        """``held``'s attempt ended (its outcome answered, or nothing to commit): forget
+        it (unless a later attempt of the task replaced it) and, unless the worker is
+        draining, give its slot back."""
         task_id = held.ctx.task_id
         if self.held.get(task_id) is held:
             del self.held[task_id]
+            if not self.held and self._emptied is not None:
+                self._emptied.set_result(None)
+                self._emptied = None
         if held.freed:
             self._freed -= 1  # its slot went back when its handler ended
         elif self._gives_back():
             self.give_back(1)
+
+    async def wait_empty(self, timeout_s: float) -> bool:
+        """Wait until no task is held, at most ``timeout_s``; whether none is."""
+        if self.held:
+            if self._emptied is None:
+                self._emptied = asyncio.get_running_loop().create_future()
+            await asyncio.wait([self._emptied], timeout=timeout_s)
+        return not self.held
 
     def _gives_back(self) -> bool:
         """Whether a freed slot goes back: not while this stream drains, unless it is

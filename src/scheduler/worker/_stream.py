@@ -13,7 +13,7 @@ cancel or a heartbeat *means* belongs to its :class:`StreamListener` (the handle
 runner, ``_runner.py``).
 
 May call: ``scheduler.client`` (channel, conversions, error mapping), the generated
-proto, ``_backoff``, ``_outbox``, ``_pushed``, and its listener. Called by: the
+proto, ``_answers``, ``_backoff``, ``_outbox``, ``_pushed``, and its listener. Called by: the
 :class:`~scheduler.worker.Worker` facade (run, close), the handler runner (send,
 requests, commits), the drain (send, finish) and the slots (credit, through ``send``).
 """
@@ -24,8 +24,8 @@ import asyncio
 import itertools
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -45,11 +45,14 @@ from scheduler.client._errors import RPCError, from_rpc_error
 from scheduler.client._tls import TLSConfig
 from scheduler.types import Pool
 from scheduler.worker import _outbox as outbox
+from scheduler.worker._answers import Answer, Answers, Results
 from scheduler.worker._backoff import Backoff, FailureLog, ReconnectConfig
 from scheduler.worker._outbox import Completed, Encoded
 from scheduler.worker._pushed import HOLD_EARLY_MS, Pushed, read_pushed, server_message
 
 _log = logging.getLogger("tickwheel.worker")
+
+T = TypeVar("T")
 
 FATAL = (Unauthenticated, PermissionDenied, InvalidArgument)
 """Errors that end :meth:`Stream.run` instead of reconnecting."""
@@ -59,9 +62,6 @@ COMPLETION_LINGER_S = 0.005
 """Longest a completion waits for an earlier ``Completions`` message's Result before it
 is sent (the completions that finish meanwhile share its message); with none awaiting
 its Result it goes at once."""
-
-Results = asyncio.Future[list[pb.TaskResult]]
-"""The per-task results of one request, in the order the server sent them."""
 
 
 class StreamListener(Protocol):
@@ -114,74 +114,6 @@ def _unreachable(exc: BaseException) -> bool:
     if isinstance(exc, RPCError):
         return exc.status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
     return isinstance(exc, Unavailable | OSError)
-
-
-class Answers:
-    """The per-task answers of one batched request (an ack, a ``Completions``
-    message), handed to each task's own waiter by one callback for the whole batch.
-
-    A waiter that is cancelled (its handler task was) leaves the batch and the other
-    waiters alone, as ``asyncio.shield`` did; shield cost a future and two callbacks
-    per task, and a second indexed future per batch. One timer fails the whole batch
-    with Unavailable after ``timeout_s`` (an ``asyncio.timeout`` per task awaiting it
-    was a tenth of the worker's CPU in a burst); a late answer then changes nothing.
-    """
-
-    __slots__ = ("_loop", "_outcome", "_timer", "_waiters")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
-        self._loop = loop
-        self._waiters: list[tuple[str, asyncio.Future[pb.TaskResult | None]]] = []
-        self._outcome: dict[str, pb.TaskResult] | BaseException | None = None
-        self._timer = loop.call_later(timeout_s, self._expire)
-
-    def _expire(self) -> None:
-        self._settle(Unavailable("no answer from the server in time"))
-
-    @property
-    def done(self) -> bool:
-        """Whether the answers (or the batch's failure) are in."""
-        return self._outcome is not None
-
-    def follow(self, request: Results) -> None:
-        """Take the answers from ``request`` (the batch's Result) when it is done."""
-        request.add_done_callback(self._from_request)
-
-    def _from_request(self, request: Results) -> None:
-        if request.cancelled():
-            self._settle(Unavailable("worker stream closed"))
-        elif (exc := request.exception()) is not None:
-            self._settle(exc)
-        else:
-            self._settle({r.task_id: r for r in request.result()})
-
-    def _settle(self, outcome: dict[str, pb.TaskResult] | BaseException) -> None:
-        if self._outcome is not None:  # the first of the answer and the timer wins
-            return
-        self._outcome = outcome
-        self._timer.cancel()
-        waiters, self._waiters = self._waiters, []
-        for task_id, waiter in waiters:
-            if not waiter.done():  # a cancelled waiter is left alone
-                self._give(waiter, task_id)
-
-    def _give(self, waiter: asyncio.Future[pb.TaskResult | None], task_id: str) -> None:
-        outcome = self._outcome
-        if isinstance(outcome, BaseException):
-            waiter.set_exception(outcome)
-        else:
-            assert outcome is not None
-            waiter.set_result(outcome.get(task_id))
-
-    def wait(self, task_id: str) -> asyncio.Future[pb.TaskResult | None]:
-        """A future of the answer for ``task_id`` (None if the batch named it not),
-        or of the batch's failure; cancelling it touches nothing else."""
-        waiter: asyncio.Future[pb.TaskResult | None] = self._loop.create_future()
-        if self._outcome is None:
-            self._waiters.append((task_id, waiter))
-        else:
-            self._give(waiter, task_id)
-        return waiter
 
 
 class Stream:
@@ -559,6 +491,19 @@ class Stream:
         _log.warning("task %s: could not commit its outcome; its lease will expire", task_id)
         return None
 
+    def complete(
+        self, completion: Completed, answered: Callable[[T, Answer], None], arg: T
+    ) -> bool:
+        """:meth:`commit` of a completion, tried once, with no coroutine waiting: it
+        joins the ``Completions`` batch and ``answered(arg, answer)`` gets its Result
+        (None if the answer named it not) or the batch's failure (Unavailable: the
+        caller may :meth:`commit` it again). False, and nothing sent, while no stream
+        is up (then :meth:`commit` waits for one)."""
+        if not self.connected.is_set():
+            return False
+        self._join_completions(completion).on_answer(completion.task_id, answered, arg)
+        return True
+
     async def _complete_batched(self, completion: Completed) -> pb.TaskResult | None:
         if not self.connected.is_set():
             try:
@@ -566,6 +511,11 @@ class Stream:
                     await self.connected.wait()
             except TimeoutError:
                 raise Unavailable("no answer from the server in time") from None
+        return await self._join_completions(completion).wait(completion.task_id)
+
+    def _join_completions(self, completion: Completed) -> Answers:
+        """Add ``completion`` to the ``Completions`` batch being gathered (a new one,
+        and its flush, when none is); the batch's answers."""
         if self._completion_batch is None:
             loop = asyncio.get_running_loop()
             batch = Answers(loop, self.request_timeout_s)
@@ -579,7 +529,7 @@ class Stream:
                 loop.call_soon(self._flush_completions)
         items, batch = self._completion_batch
         items.append(completion.item)
-        return await batch.wait(completion.task_id)
+        return batch
 
     def _flush_completions(self) -> None:
         if self._completion_batch is None:

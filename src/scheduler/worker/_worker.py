@@ -38,8 +38,9 @@ from scheduler.types import Pool
 from scheduler.worker._backoff import ReconnectConfig
 from scheduler.worker._batch import Batch, BatchGate
 from scheduler.worker._drain import Drain, DrainReport
+from scheduler.worker._invoke import Handler
 from scheduler.worker._kafka import KafkaFeed, KafkaSource
-from scheduler.worker._runner import Handler, HandlerRunner
+from scheduler.worker._runner import HandlerRunner
 from scheduler.worker._shared_credit import SharedCredit
 from scheduler.worker._slots import Slots
 from scheduler.worker._stats import WorkerStats

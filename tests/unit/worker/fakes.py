@@ -7,11 +7,13 @@ import asyncio
 import collections
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.worker import _outbox as outbox
+from scheduler.worker._answers import Answer as TaskAnswer
+from scheduler.worker._answers import Answers
 from scheduler.worker._outbox import Completed, Encoded
-from scheduler.worker._stream import Answers
 
 Answer = Callable[[pb.WorkerMessage], list[pb.TaskResult]]
 
@@ -49,6 +51,8 @@ class FakeStream:
         """Fenced writes, a completion read back from its bytes."""
         self.finished = False
         self.commit_seen = asyncio.Event()
+        self.connected = True
+        """Whether :meth:`complete` takes a completion (else the runner commits it)."""
 
     def send(self, msg: pb.WorkerMessage) -> None:
         self.sent.append(msg)
@@ -82,6 +86,20 @@ class FakeStream:
         self.committed.append(msg)
         self.commit_seen.set()
         return self.answer(msg)[0]
+
+    def complete(
+        self, completion: Completed, answered: Callable[[Any, TaskAnswer], None], arg: Any
+    ) -> bool:
+        """As the stream's: joins a batch whose answer comes on a later loop turn (the
+        fake's one-completion batch); False while ``connected`` is off."""
+        if not self.connected:
+            return False
+        answers = self.start_batch(pb.WorkerMessage(completion=completion.message()))
+        self.requested.pop()  # a fenced write, recorded as one
+        self.committed.append(completion.message())
+        self.commit_seen.set()
+        answers.on_answer(completion.task_id, answered, arg)
+        return True
 
     def finish(self) -> None:
         self.finished = True

@@ -13,11 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.worker import TaskContext
+from scheduler.worker._answers import Answer as TaskAnswer
 from scheduler.worker._outbox import Completed
 from tests.unit.worker.fakes import FakeStream, all_ok
 from tests.unit.worker.test_runner import _assignment, _runner
@@ -25,14 +28,15 @@ from tests.unit.worker.test_runner import _assignment, _runner
 
 class InFlightStream(FakeStream):
     """The server side of one stream, in order: a completion commits at once (the task
-    is done), its answer waits for ``answer_completion``; a heartbeat answers stale for
-    every task already done and OK for the others."""
+    is done), its answer waits for ``answer_completion`` (the runner's row with it); a
+    heartbeat answers stale for every task already done and OK for the others."""
 
     def __init__(self) -> None:
         super().__init__(all_ok)
         self.done: set[str] = set()
         self.completion_applied = asyncio.Event()
         self.answer_completion = asyncio.Event()
+        self.answering: list[asyncio.Future[None]] = []
 
     async def request(
         self, msg: pb.WorkerMessage, timeout_s: float | None = None
@@ -47,16 +51,20 @@ class InFlightStream(FakeStream):
             ]
         return self.answer(msg)
 
-    async def commit(
-        self, written: pb.WorkerMessage | Completed, task_id: uuid.UUID
-    ) -> pb.TaskResult | None:
-        assert isinstance(written, Completed)
-        msg = written.message()
+    def complete(
+        self, completion: Completed, answered: Callable[[Any, TaskAnswer], None], arg: Any
+    ) -> bool:
+        msg = completion.message()
         self.committed.append(msg)
         self.done.add(msg.task.task_id)
         self.completion_applied.set()
-        await self.answer_completion.wait()
-        return pb.TaskResult(task_id=msg.task.task_id, ok=True)
+
+        async def answer() -> None:
+            await self.answer_completion.wait()
+            answered(arg, pb.TaskResult(task_id=msg.task.task_id, ok=True))
+
+        self.answering.append(asyncio.ensure_future(answer()))
+        return True
 
 
 async def test_a_heartbeat_refused_after_the_completion_committed_is_no_lost_lease(
@@ -77,9 +85,7 @@ async def test_a_heartbeat_refused_after_the_completion_committed_is_no_lost_lea
     with caplog.at_level(logging.INFO, logger="tickwheel.worker"):
         await runner.heartbeat()  # the heartbeat timer fires now
     stream.answer_completion.set()
-    task = table.held[uuid.UUID(a.task_id)].task
-    assert task is not None
-    await asyncio.wait_for(task, 5.0)
+    assert await table.wait_empty(5.0)  # the completion's answer took the row
     assert not [r for r in caplog.records if "lost its lease" in r.getMessage()]
     (ctx,) = contexts
     assert ctx.cancel_reason is None
@@ -143,6 +149,4 @@ async def test_the_heartbeat_timer_leaves_out_a_task_whose_outcome_is_in_flight(
     )
     stream.answer_completion.set()
     release.set()
-    for held in list(table.held.values()):
-        assert held.task is not None
-        await asyncio.wait_for(held.task, 5.0)
+    assert await table.wait_empty(5.0)

@@ -13,8 +13,12 @@ from typing import Any
 
 import orjson
 
+from scheduler._errors import Unavailable
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.worker import Interrupted, TaskContext
+from scheduler.worker._answers import Answer as TaskAnswer
+from scheduler.worker._answers import Answers
+from scheduler.worker._outbox import Completed
 from scheduler.worker._runner import HandlerRunner
 from scheduler.worker._slots import Slots
 from tests.unit.worker.fakes import FakeDrain, FakeStream, all_ok, all_stale
@@ -230,6 +234,7 @@ async def test_a_finished_attempt_leaves_no_reference_cycle() -> None:
             tasks = [table.held[uuid.UUID(a.task_id)].task for a in batch]
             await asyncio.wait_for(asyncio.gather(*tasks), 5.0)
             del tasks
+            assert await table.wait_empty(5.0)  # the completions' answers came
             await asyncio.sleep(0)  # the tasks' done callbacks
         gc.collect()
         left = [o for o in gc.garbage if isinstance(o, Held | asyncio.Task)]
@@ -280,3 +285,86 @@ async def test_a_task_cancelled_before_it_starts_never_runs_and_confirms_the_can
     (confirmed,) = stream.committed
     assert isinstance(confirmed, pb.WorkerMessage)
     assert confirmed.cancel_confirmed.task.fencing_token == 5
+
+
+class _OneBatch(FakeStream):
+    """Completions join one batch whose answer (or failure) the test sets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        loop = asyncio.get_running_loop()
+        self.result: asyncio.Future[list[pb.TaskResult]] = loop.create_future()
+        self.batch = Answers(loop, 5.0)
+        self.batch.follow(self.result)
+        self.joined: list[str] = []
+
+    def complete(
+        self, completion: Completed, answered: Callable[[Any, TaskAnswer], None], arg: Any
+    ) -> bool:
+        if not self.connected:
+            return False
+        self.joined.append(completion.task_id)
+        self.batch.on_answer(completion.task_id, answered, arg)
+        return True
+
+
+async def _sent_completion(stream: _OneBatch, table: Slots, a: pb.Assignment) -> None:
+    """The handler ran and its completion joined the batch: its task is over, its row
+    waits for the answer with its slot free already."""
+    await _finish(table, a)
+    held = table.held[uuid.UUID(a.task_id)]
+    assert held.committing
+    assert stream.joined == [a.task_id]
+    assert table.free() == table.capacity
+
+
+async def test_a_completion_is_answered_without_a_task_waiting_for_it() -> None:
+    stream = _OneBatch()
+    runner, table, _ = _runner(_done, stream, start_on_delivery=True)
+    a = _assignment(token=9)
+    runner.on_assignments([a])
+    await _sent_completion(stream, table, a)
+    stream.result.set_result([pb.TaskResult(task_id=a.task_id, ok=True)])
+    assert await table.wait_empty(5.0)
+    assert runner.stats.handled[("t", "completed")] == 1
+    assert stream.committed == []  # nothing went through commit
+
+
+async def test_a_completion_whose_batch_failed_is_committed_again() -> None:
+    stream = _OneBatch()
+    runner, table, _ = _runner(_done, stream, start_on_delivery=True)
+    a = _assignment(token=9)
+    runner.on_assignments([a])
+    await _sent_completion(stream, table, a)
+    stream.result.set_exception(Unavailable("worker stream closed"))  # a reconnect
+    assert await table.wait_empty(5.0)
+    (again,) = stream.committed  # through commit, which waits for the next stream
+    assert isinstance(again, pb.Completion)
+    assert (again.task.task_id, again.task.fencing_token) == (a.task_id, 9)
+    assert runner.stats.handled[("t", "completed")] == 1
+
+
+async def test_a_completion_whose_batch_failed_as_the_worker_closes_is_uncommitted() -> None:
+    stream = _OneBatch()
+    runner, table, _ = _runner(_done, stream, start_on_delivery=True)
+    a = _assignment()
+    runner.on_assignments([a])
+    await _sent_completion(stream, table, a)
+    stream.closing.set()
+    stream.result.set_exception(Unavailable("worker stream closed"))
+    assert await table.wait_empty(5.0)
+    assert stream.committed == []
+    assert runner.stats.handled[("t", "uncommitted")] == 1
+
+
+async def test_with_no_stream_up_a_completion_waits_for_one_in_commit() -> None:
+    stream = _OneBatch()
+    stream.connected = False
+    runner, table, _ = _runner(_done, stream, start_on_delivery=True)
+    a = _assignment()
+    runner.on_assignments([a])
+    await _finish(table, a)
+    assert table.held == {}
+    assert stream.joined == []
+    assert len(stream.committed) == 1
+    assert runner.stats.handled[("t", "completed")] == 1

@@ -265,3 +265,16 @@ async def test_shared_slots_wait_only_while_the_nodes_hold_more_than_half(
     slots.drop(rows[1])
     await asyncio.wait_for(sent.arrived.wait(), 1.0)
     assert sent.messages == [pb.WorkerMessage(credit=pb.Credit(slots=2))]
+
+
+async def test_wait_empty_returns_once_the_last_row_is_dropped() -> None:
+    slots = Slots(4, send=_Sent(), stopping=lambda: False)
+    assert await slots.wait_empty(0.0)
+    rows = _holding(slots, 2)
+    assert not await slots.wait_empty(0.01)
+    waiting = asyncio.ensure_future(slots.wait_empty(5.0))
+    slots.drop(rows[0])
+    await _turns()
+    assert not waiting.done()
+    slots.drop(rows[1])
+    assert await asyncio.wait_for(waiting, 1.0)

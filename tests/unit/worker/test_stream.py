@@ -14,8 +14,9 @@ from scheduler._errors import Unavailable
 from scheduler._proto.tickwheel.v1 import tickwheel_pb2 as pb
 from scheduler.client._channel import _OPTIONS
 from scheduler.worker import ReconnectConfig
+from scheduler.worker._answers import Answers
 from scheduler.worker._outbox import Completed, serialize
-from scheduler.worker._stream import COMPLETION_LINGER_S, Answers, Backoff, Conn, Stream
+from scheduler.worker._stream import COMPLETION_LINGER_S, Backoff, Conn, Stream
 
 
 def _ceiling(_low: float, high: float) -> float:
@@ -169,6 +170,39 @@ async def test_a_broken_stream_fails_every_waiter_of_the_batch() -> None:
     for w in waiters:
         with pytest.raises(Unavailable, match="closed"):
             await w
+
+
+async def test_answers_by_call_reach_each_task_and_survive_a_failing_one() -> None:
+    loop = asyncio.get_running_loop()
+    raw: asyncio.Future[list[pb.TaskResult]] = loop.create_future()
+    answers = Answers(loop, 5.0)
+    answers.follow(raw)
+    got: dict[str, object] = {}
+
+    def record(task_id: str, answer: object) -> None:
+        got[task_id] = answer
+
+    def broken(_arg: object, _answer: object) -> None:
+        raise RuntimeError("a bug in one task's bookkeeping")
+
+    answers.on_answer("a", record, "a")
+    answers.on_answer("b", broken, None)
+    answers.on_answer("c", record, "c")
+    raw.set_result([pb.TaskResult(task_id="a", ok=True)])
+    await asyncio.sleep(0)
+    assert got == {"a": pb.TaskResult(task_id="a", ok=True), "c": None}  # c: not named
+    answers.on_answer("a", record, "late")  # after the answers: called at once
+    assert got["late"] == pb.TaskResult(task_id="a", ok=True)
+
+
+async def test_a_failed_batch_hands_its_failure_to_each_call() -> None:
+    loop = asyncio.get_running_loop()
+    answers = Answers(loop, 0.01)
+    got: list[object] = []
+    answers.on_answer("a", lambda _arg, answer: got.append(answer), None)
+    await asyncio.sleep(0.05)
+    (failure,) = got
+    assert isinstance(failure, Unavailable)
 
 
 def _completion(task_id: str) -> Completed:
