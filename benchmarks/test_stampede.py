@@ -135,14 +135,30 @@ excess the benchmark reports: commits of each kind slower than 50 and 100 ms, th
 stalls a dispatch lead must cover."""
 
 
+LATE_PUSH_S = ("0.005", "0.01", "0.025", "0.05")
+"""Bounds of serve's push-lateness histogram (``tickwheel_dispatch_lateness_seconds``:
+a push against its instant, the due time less the push ahead) whose excess the
+benchmark reports: what of a start's lateness was serve's before the worker had it."""
+
+
 def _scrape(port: int) -> Counter[str]:
     """serve's batched store writes so far by kind: ``calls kind`` and ``rows kind``,
-    and ``within LE kind``, those that committed within ``LE`` s (:data:`SLOW_COMMIT_S`)."""
+    and ``within LE kind``, those that committed within ``LE`` s (:data:`SLOW_COMMIT_S`);
+    its pushes, ``pushed``, and ``pushed within LE`` (:data:`LATE_PUSH_S`)."""
     import urllib.request
 
     out: Counter[str] = Counter()
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         for line in r.read().decode().splitlines():
+            if line.startswith("tickwheel_dispatch_lateness_seconds_"):
+                name, value = line.rsplit(" ", 1)
+                if name.startswith("tickwheel_dispatch_lateness_seconds_count"):
+                    out["pushed"] += int(float(value))
+                elif 'le="' in name and (le := name.split('le="', 1)[1].split('"')[0]) in (
+                    LATE_PUSH_S
+                ):
+                    out[f"pushed within {le}"] += int(float(value))
+                continue
             if not line.startswith(
                 ("tickwheel_store_commit_seconds_bucket", "tickwheel_store_batch_size_")
             ):
@@ -446,6 +462,12 @@ def one_run(
                 for k in sorted(writes)
                 if k.startswith("within")
                 for _, le, kind in [k.split()]
+            },
+            **{
+                f"serve pushes over {float(le) * 1000:g} ms late, %": 100.0
+                * (writes["pushed"] - writes[f"pushed within {le}"])
+                / max(writes["pushed"], 1)
+                for le in LATE_PUSH_S
             },
             **{
                 f"read per task: {k}": (idx1[k] - idx0[k]) / per
