@@ -145,11 +145,12 @@ class EngineConfig:
     The worker's answer, and the slot it frees, come this much later. 0: each write
     goes as soon as the one before it is done."""
     dispatch_batch: int = 250
-    """Most tasks per dispatch commit while the dispatcher commits ahead of due times.
+    """Most tasks per dispatch commit while the dispatcher commits ahead of the lead.
     A round runs on the event loop that also delivers, so a smaller one delays the
-    deliveries due meanwhile less. Once a round's tasks were all due when it committed
-    (a burst, a backlog), rounds take up to ``max_batch``: the tasks are late already,
-    and larger commits drain them sooner with less CPU per task."""
+    deliveries due meanwhile less. Once a round's tasks were all due within the lead
+    when it committed (a burst, a backlog, commits slower than the harvest window),
+    rounds take up to ``max_batch``: smaller ones would fall behind the due times, and
+    larger commits catch up sooner with less CPU per task."""
     retry_base_s: float = 1.0
     """First retry backoff; doubles per attempt."""
     retry_max_s: float = 300.0

@@ -91,8 +91,8 @@ class Dispatcher:
         self._throttled_until = 0.0
         self._rr = 0
         self._behind = False
-        """The last round's tasks were all due when it committed: rounds take up to
-        ``max_batch`` (see :meth:`round_limit`)."""
+        """The last round's tasks were all due within the lead when it committed:
+        rounds take up to ``max_batch`` (see :meth:`round_limit`)."""
         self.keys = KeyGate(config.concurrency_recheck_s)
         """Tasks the store held back for their concurrency key, until a slot frees."""
         self._kept: dict[tuple[Pool, int, frozenset[Pool], frozenset[Pool]], int] = {}
@@ -277,11 +277,14 @@ class Dispatcher:
 
     def round_limit(self) -> int:
         """Most tasks the next round commits: ``dispatch_batch`` while the dispatcher
-        commits ahead of due times (a small round holds the event loop, and the
+        commits ahead of the lead (a small round holds the event loop, and the
         deliveries due meanwhile, for less), ``max_batch`` while it is behind (the last
-        round's tasks were all due when it committed: a burst, or a backlog). Behind,
-        every task is late already, and fewer, larger commits drain the backlog sooner
-        with less CPU per task in every process."""
+        round's tasks were all due within the lead when it committed: a burst, a
+        backlog, or commits slower than the harvest window, when rounds of
+        ``dispatch_batch`` would fall behind the due times). Fewer, larger commits then
+        catch up before the tasks are late, with less CPU per task in every process
+        (issue 41: in a 1M minute the 250-task rounds fell behind whenever PostgreSQL's
+        commits took over 50 ms, and the tasks were late by the time they grew)."""
         cfg = self._config
         return max(cfg.dispatch_batch, cfg.max_batch) if self._behind else cfg.dispatch_batch
 
@@ -382,7 +385,12 @@ class Dispatcher:
                 await self._quota.refund(unused, now.timestamp())
             await self._refund_keys(gate, now.timestamp())
             return 0
-        self._behind = max(p.due_at for _, p in picks) <= now
+        # Behind once every task of the round was due within the lead already: each
+        # should have been committed by now, so the rounds are not keeping up (a slow
+        # commit, a burst, a backlog) and grow to max_batch before any is late.
+        self._behind = max(p.due_at for _, p in picks) <= now + timedelta(
+            milliseconds=self.lead_ms()
+        )
         if self._shards.clustered:
             # Stop dispatching from a shard as soon as its lease is no longer trusted
             # (a margin before the TTL); the store refuses stale epochs anyway. Shards

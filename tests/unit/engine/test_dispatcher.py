@@ -535,10 +535,10 @@ async def test_a_shared_session_gets_a_waiting_task_after_scoped_sessions_took_o
 
 
 async def test_rounds_grow_to_max_batch_only_while_the_dispatcher_is_behind() -> None:
-    """Ahead of due times a round commits at most ``dispatch_batch`` (it holds the loop
-    that delivers); once a round's tasks were all due when it committed (a burst, a
-    backlog), rounds take up to ``max_batch``, and go back to small when they are
-    ahead again."""
+    """Ahead of the lead a round commits at most ``dispatch_batch`` (it holds the loop
+    that delivers); once a round's tasks were all due within the lead when it committed
+    (a burst, a backlog, commits slower than the window), rounds take up to
+    ``max_batch``, and go back to small when they are ahead of the lead again."""
     rig = Rig(EngineConfig(dispatch_batch=3, max_batch=8))
     rig.session(100)
     # Due at or before the dispatcher's now (T0): behind.
@@ -548,13 +548,21 @@ async def test_rounds_grow_to_max_batch_only_while_the_dispatcher_is_behind() ->
         sizes.append(await rig.dispatcher.match_and_commit())
     assert sizes == [3, 8, 8, 1]
     assert [len(c) for c in rig.store.calls] == sizes
-    # Due after now (committed ahead of the lead): small rounds again, after the one
-    # round that finds out (the last round was behind).
-    rig.ready.extend([task(at_ms=10 + i) for i in range(20)])
+    # Due after the lead (70 ms: the push ahead and the 50 ms floor): small rounds
+    # again, after the one round that finds out (the last round was behind).
+    assert rig.dispatcher.lead_ms() == 70
+    rig.ready.extend([task(at_ms=1_000 + i) for i in range(20)])
     sizes = []
     while len(rig.ready):
         sizes.append(await rig.dispatcher.match_and_commit())
     assert sizes == [8, 3, 3, 3, 3]
+    # Not due yet, but within the lead: each should have been committed already (the
+    # rounds are not keeping up), so they grow before any task is late.
+    rig.ready.extend([task(at_ms=10 + i) for i in range(20)])
+    sizes = []
+    while len(rig.ready):
+        sizes.append(await rig.dispatcher.match_and_commit())
+    assert sizes == [3, 8, 8, 1]
 
 
 async def until(condition: Callable[[], bool]) -> None:
