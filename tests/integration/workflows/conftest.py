@@ -67,13 +67,15 @@ class Completer:
                         for a in bad
                     ]
                 )
+            for a in batch:
+                self.payloads[a.key.id] = a.payload
+            # Recorded before the write: a test that waits for COMPLETED in the store
+            # may look at ``done`` before this coroutine runs again after it.
+            self.done.extend(a.key.id for a in ok)
             if ok:
                 await self.session.complete(
                     [Completion(key=a.key, token=a.fencing_token) for a in ok]
                 )
-            for a in batch:
-                self.payloads[a.key.id] = a.payload
-            self.done.extend(a.key.id for a in ok)
             self.session.grant(len(batch))
 
     async def close(self) -> None:
