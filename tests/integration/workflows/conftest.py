@@ -67,15 +67,17 @@ class Completer:
                         for a in bad
                     ]
                 )
-            for a in batch:
-                self.payloads[a.key.id] = a.payload
-            # Recorded before the write: a test that waits for COMPLETED in the store
-            # may look at ``done`` before this coroutine runs again after it.
-            self.done.extend(a.key.id for a in ok)
             if ok:
                 await self.session.complete(
                     [Completion(key=a.key, token=a.fencing_token) for a in ok]
                 )
+            for a in batch:
+                self.payloads[a.key.id] = a.payload
+            # Recorded once the write returned: ``done`` holds only committed
+            # completions (the watchdog's tests read the store right after). A test
+            # that waits on the store's states must also wait for ``done``: this
+            # coroutine may not have run again yet.
+            self.done.extend(a.key.id for a in ok)
             self.session.grant(len(batch))
 
     async def close(self) -> None:

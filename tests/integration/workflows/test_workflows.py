@@ -47,7 +47,9 @@ async def test_diamond_runs_in_topological_order(
         until=all_in(TaskState.COMPLETED),
         what="diamond completes",
     )
-    order = completer.done
+    order = await eventually(
+        lambda: _done(completer), until=lambda got: len(got) >= 4, what="4 completions"
+    )
     assert order.index(ids["A"]) < order.index(ids["B"]) < order.index(ids["D"])
     assert order.index(ids["A"]) < order.index(ids["C"]) < order.index(ids["D"])
     view = await engine.workflows.get(tenant, res.workflow.id)
@@ -152,6 +154,10 @@ async def test_chain_of_1000(
 
 async def _len(c: Completer) -> int:
     return len(c.done)
+
+
+async def _done(c: Completer) -> list[uuid.UUID]:
+    return list(c.done)
 
 
 async def test_dead_letter_cancels_descendants_upstream_failed(
