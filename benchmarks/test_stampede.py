@@ -27,7 +27,9 @@ submission, at T - 1 s (every task a timer in the wheel) and at its peak (the ba
 waiting in the ready queues included), and the growth per task of each; from serve's
 ``/metrics``, the batched store writes a thousand tasks and their mean rows by kind
 (dispatch, ack, complete...) and how many took over 50 and 100 ms, and the context
-switches a task of serve and the worker (their wake-ups).
+switches a task of serve and the worker (their wake-ups); and the machine's CPU in the
+window, busy and stolen by the hypervisor (a run with much steal measures its
+neighbours as much as Tickwheel).
 
 ``--plans`` instead runs the plan probe (benchmarks/plan_probe.py) at each size of
 ``--sizes``: tuples touched per task of every hot statement with a batch of 1,000
@@ -248,6 +250,20 @@ class _CpuTracker(threading.Thread):
         return (_cpu([self.serve]), _cpu([self.worker]), pg, vac)
 
 
+def _host(before: Any, after: Any) -> dict[str, float]:
+    """The host's CPU between two ``psutil.cpu_times()``: busy and stolen, in % of the
+    machine's CPU time (steal: time this virtual machine was ready to run and the
+    hypervisor ran another; a run with much of it measures the neighbours)."""
+    spent = {f: getattr(after, f) - getattr(before, f) for f in after._fields}
+    total = sum(spent.values()) - spent.get("guest", 0.0) - spent.get("guest_nice", 0.0)
+    idle = spent["idle"] + spent.get("iowait", 0.0)
+    steal = spent.get("steal", 0.0)
+    return {
+        "window: host busy %": 100.0 * (total - idle - steal) / max(total, 1e-9),
+        "window: host steal %": 100.0 * steal / max(total, 1e-9),
+    }
+
+
 def _wal(server: PostgresServer) -> int:
     """The server's WAL position, in bytes (every database's writes)."""
     return int(server.psql("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").strip())
@@ -362,7 +378,7 @@ def one_run(
         late_submit = time.time() - at
         time.sleep(max(0.0, at - 1 - time.time()))
         rss_timers = rss.proc.memory_info().rss  # every task a timer in the wheel
-        cpu0 = cpu.mark()
+        cpu0, host0 = cpu.mark(), psutil.cpu_times()
         spy = _py_spy(args, base / name, sp.pid, wp.pid, max(1, int(at + 60 - time.time())))
         tup0 = int(server.psql(TUPLES, database=name).strip())
         idx0 = _by_index(server, name)
@@ -372,7 +388,7 @@ def one_run(
             if _started(records) >= n:
                 break
             time.sleep(0.25)
-        cpu1 = cpu.mark()
+        cpu1, host1 = cpu.mark(), psutil.cpu_times()
         wal1, ckpt1 = _wal(server), _checkpoints(server)
         writes1, sw1 = _scrape(metrics), _switches(sp, wp)
         cpu.done.set()
@@ -435,6 +451,9 @@ def one_run(
             "after submit: total us/task": (sum(cpu1[:3]) - sum(cpu_sub1[:3])) / per * 1e6,
             "window: postgres autovacuum us/task": (cpu1[3] - cpu0[3]) / per * 1e6,
             "window: total us/task": (sum(cpu1[:3]) - sum(cpu0[:3])) / per * 1e6,
+            # The machine's own state in the window: CPU time the hypervisor gave to
+            # other guests (steal) and the share of this machine's CPU in use.
+            **_host(host0, host1),
             "after submit: postgres WAL B/task": (wal1 - wal_sub1) / per,
             "after submit: postgres checkpoints": ckpt1 - ckpt0,
             "pg_tuples_per_task": (tup1 - tup0) / per,
