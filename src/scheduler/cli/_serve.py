@@ -280,9 +280,9 @@ MIN_ADMIN_TOKEN_CHARS = 16
     type=click.IntRange(0, 1000),
     default=20,
     show_default=True,
-    help="Push a task this long before its due time to a worker that holds it until "
-    "then (Hello.early_ms: both SDKs do), so its ack happens before the due "
-    "instant; 0: every push at the due instant.",
+    help="Push a task up to this long (and at least two thirds of it) before its due "
+    "time to a worker that holds it until then (Hello.early_ms: both SDKs do), so its "
+    "ack happens before the due instant; 0: every push at the due instant.",
 )
 @click.option(
     "--row-level-security/--no-row-level-security",

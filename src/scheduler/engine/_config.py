@@ -115,7 +115,8 @@ class EngineConfig:
     dispatch_lead_max_ms: int = 1000
     """Upper bound of the adaptive lead (it follows recent commit times)."""
     push_ahead_ms: int = 20
-    """Push a committed task this long before its due time to a worker stream that
+    """Push a committed task this long before its due time at most (two thirds of it at
+    least: one wake-up pushes every task whose window opened) to a worker stream that
     holds early pushes (``Hello.early_ms``, both SDKs' default; the lesser of the
     two), with the time left to its due instant (``Assignment.start_in_us``): the push,
     the ack and its answer then happen before the due instant, and only the worker's

@@ -111,7 +111,8 @@ class WorkerSession:
         self.start_on_delivery = hello.start_on_delivery
         """Dispatches commit RUNNING and count as acked once pushed (see WorkerHello)."""
         self.early_us = min(hello.early_ms, registry.config.push_ahead_ms) * 1000
-        """Tasks are pushed this long before due; the worker holds them (Hello.early_ms)."""
+        """Tasks are pushed this long before due at most, two thirds of it at least
+        (``Delivery.hold``); the worker holds them (Hello.early_ms)."""
         self.draining = False
         self._stalled = False
         self.closed = False

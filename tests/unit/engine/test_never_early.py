@@ -52,11 +52,12 @@ def test_to_ms_and_to_us_are_exact_far_from_the_epoch() -> None:
         assert to_ms(at) == to_ms(T0) + us // 1000
 
 
-def test_a_session_that_holds_early_pushes_is_pushed_that_much_ahead() -> None:
-    """A stream whose worker holds early pushes (``Hello.early_ms``) is pushed
-    ``early_us`` before the due instant, to the microsecond, and no sooner; another
-    stream's copy of the same due time still waits for the instant itself. The
-    worker's side (no handler before the due instant) is tested end to end in
+def test_a_session_that_holds_early_pushes_is_pushed_within_its_early_window() -> None:
+    """A stream whose worker holds early pushes (``Hello.early_ms``) is pushed by
+    ``early_us`` less a third of it before the due instant (20 ms: by 13.334 ms before),
+    to the microsecond, and never more than ``early_us`` before it; another stream's
+    copy of the same due time still waits for the instant itself. The worker's side
+    (no handler before the due instant) is tested end to end in
     tests/integration/transport/test_worker_timing.py."""
     clock = FakeClock(T0)
     stats = EngineStats()
@@ -66,11 +67,13 @@ def test_a_session_that_holds_early_pushes_is_pushed_that_much_ahead() -> None:
     a, b = (dataclasses.replace(assignment(i), due_at=due) for i in (0, 1))
     delivery.hold(early, a)  # type: ignore[arg-type]
     delivery.hold(plain, b)  # type: ignore[arg-type]
+    latest = due - timedelta(microseconds=20_000 - 6_666)
     clock.current = due - timedelta(microseconds=20_001)
-    delivery.deliver_due(to_us(clock()))
-    assert early.delivered == []
-    assert plain.delivered == []
-    clock.current += US
+    while clock.current < latest:
+        delivery.deliver_due(to_us(clock()))
+        assert early.delivered == [], f"pushed at {due - clock.current} before due"
+        clock.current += 7 * US
+    clock.current = latest
     delivery.deliver_due(to_us(clock()))
     assert early.delivered == [(a,)]
     assert plain.delivered == []
@@ -80,5 +83,35 @@ def test_a_session_that_holds_early_pushes_is_pushed_that_much_ahead() -> None:
     clock.current = due
     delivery.deliver_due(to_us(clock()))
     assert plain.delivered == [(b,)]
-    # The lateness recorded is each push's against its own instant: both on time.
+    # The lateness recorded is each push's against its own latest instant: on time.
     assert list(stats.lateness_ms) == [0.0, 0.0]
+
+
+def test_one_wake_up_pushes_every_task_whose_early_window_has_opened() -> None:
+    """A flat stream to an early-holding session: the push made at the first task's
+    latest instant takes along every later task whose earliest instant (``early_us``
+    before its due time) has come, in one batch, and none whose window has not opened:
+    one wake-up for many due instants, never a push more than ``early_us`` ahead."""
+    clock = FakeClock(T0)
+    delivery = Delivery(lambda: to_us(clock()), EngineStats())
+    early = FakeSession(early_us=20_000)
+    # A task due every 120 microseconds (8,333 a second) from T0 + 1 s.
+    dues = [T0 + timedelta(seconds=1, microseconds=120 * i) for i in range(200)]
+    tasks = [dataclasses.replace(assignment(i), due_at=d) for i, d in enumerate(dues)]
+    for t in tasks:
+        delivery.hold(early, t)  # type: ignore[arg-type]
+    first_latest = dues[0] - timedelta(microseconds=20_000 - 6_666)
+    clock.current = first_latest
+    delivery.deliver_due(to_us(clock()))
+    (batch,) = early.delivered
+    # Every task due within early_us of now: 20 ms - 13.334 ms = 6.666 ms of dues.
+    assert list(batch) == [t for t in tasks if t.due_at - clock.current <= 20_000 * US]
+    assert len(batch) == 56
+    # The next push waits for the next task's latest instant, not its earliest.
+    nxt = tasks[len(batch)]
+    clock.current = nxt.due_at - timedelta(microseconds=20_000 - 6_666) - US
+    delivery.deliver_due(to_us(clock()))
+    assert len(early.delivered) == 1
+    clock.current += US
+    delivery.deliver_due(to_us(clock()))
+    assert early.delivered[1][0] == nxt
