@@ -1,6 +1,7 @@
-"""Delivery: committed assignments held in memory until their due tick, then pushed.
+"""Delivery: committed assignments held in memory until their due tick (or their
+early window, to a worker that holds early pushes), then pushed.
 
-Owns the heap of (due, session, assignment) waiting for their tick, an id index of
+Owns the heap of (push instants, session, assignment) waiting for them, an id index of
 what it holds, and the cancels that arrived while a task was held (the notice must
 follow the task, not reach the worker before it). Calls only the sessions it holds
 assignments for (their ``deliver`` and ``notify_cancel``). Called by the dispatcher

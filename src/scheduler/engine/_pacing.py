@@ -29,12 +29,13 @@ worker starts on one while the next is on its way."""
 
 
 EARLY_SHARE = 1 / 3
-"""To a worker that holds pushes until their due time (``Hello.early_ms``) a push goes
-``early_us`` ahead of its first task's due instant, so the next may wait this share of
-that: a task still arrives two thirds of the lead ahead, and a stream of 8,333 tasks a
-second costs 150 pushes (and acks, and their Results) a second at the default lead of
-20 ms (``EngineConfig.push_ahead_ms``) instead of 500 (docs/benchmarks.md, "Fewer
-messages a second")."""
+"""To a worker that holds pushes until their due time (``Hello.early_ms``) a task is
+handed over between ``early_us`` and two thirds of it ahead of its due instant (the
+delivery's window, ``Delivery.hold``), and a push may wait this share of ``early_us``
+for the one before it: a task pushed on time still arrives a third of the lead ahead,
+and a stream of 8,333 tasks a second costs 150 pushes (and acks, and their Results) a
+second at the default lead of 20 ms (``EngineConfig.push_ahead_ms``) instead of 500
+(docs/benchmarks.md, "Fewer messages a second")."""
 
 
 class Pacer:
