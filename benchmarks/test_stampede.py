@@ -47,6 +47,15 @@ this tree's, on the same seed.
     .venv/bin/python -m benchmarks.test_stampede --modes stream,instant --rate 8333 --duration-s 30
     .venv/bin/python -m benchmarks.test_stampede --plans --sizes 10000,100000,1000000
 
+``--pg-waits`` samples ``pg_stat_activity`` through the window (``benchmarks/pg_waits.py``):
+the share of it each statement spent on the CPU, waiting (by wait event) or idle in its
+transaction, and what autovacuum and the checkpointer did.
+
+``--serve-arg`` passes an argument to ``tickwheel serve`` (repeatable) and ``--pg-setting``
+a setting to the harness's PostgreSQL, for runs that measure a non-default beside the
+default (``--serve-arg=--push-ahead-ms=250``, ``--pg-setting autovacuum=off``): their
+figures say what a setting would do, not what a user gets.
+
 ``test_stampede_small`` runs a 5,000-task instant under pytest-benchmark (``make bench``).
 """
 
@@ -75,6 +84,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import plan_probe  # noqa: E402
 from benchmarks.compare_trees import _cpu, _env, _postgres_procs, _tenant_key  # noqa: E402
+from benchmarks.pg_waits import PgWaits  # noqa: E402
 from tests.support.processes import TICKWHEEL, ProcessGroup  # noqa: E402
 from tests.support.servers import PostgresServer, free_port, start_server  # noqa: E402
 
@@ -327,6 +337,7 @@ def one_run(
                 str(metrics),
                 "--metrics-depth-interval-s",
                 "0",
+                *getattr(args, "serve_arg", []),
             ),
             env=_env(tree),
         )
@@ -348,6 +359,9 @@ def one_run(
             server.psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements", database=name)
             server.psql("SELECT pg_stat_statements_reset()", database=name)
         rss_before = rss.peak
+        waits = PgWaits(server.dsn(), name) if getattr(args, "pg_waits", False) else None
+        if waits is not None:
+            waits.start()
         # T: a whole minute after the submission's expected end (at --submit-rate) + the
         # lead, so the submission's INSERTs do not land in the due window.
         ready = time.time() + n / args.submit_rate + args.lead_s
@@ -379,6 +393,8 @@ def one_run(
         time.sleep(max(0.0, at - 1 - time.time()))
         rss_timers = rss.proc.memory_info().rss  # every task a timer in the wheel
         cpu0, host0 = cpu.mark(), psutil.cpu_times()
+        if waits is not None:
+            waits.start_window()
         spy = _py_spy(args, base / name, sp.pid, wp.pid, max(1, int(at + 60 - time.time())))
         tup0 = int(server.psql(TUPLES, database=name).strip())
         idx0 = _by_index(server, name)
@@ -389,6 +405,8 @@ def one_run(
                 break
             time.sleep(0.25)
         cpu1, host1 = cpu.mark(), psutil.cpu_times()
+        if waits is not None:
+            waits.end_window()
         wal1, ckpt1 = _wal(server), _checkpoints(server)
         writes1, sw1 = _scrape(metrics), _switches(sp, wp)
         cpu.done.set()
@@ -494,6 +512,7 @@ def one_run(
                 if idx1[k] - idx0[k] >= per / 10
             },
             **_late_by_due(rows, at, mode),
+            **(waits.figures() if waits is not None else {}),
         }
     finally:
         group.stop_all()
@@ -610,6 +629,11 @@ def main() -> None:
     parser.add_argument("--window-s", type=float, default=180.0, help="wait after T (minute)")
     parser.add_argument("--plans", action="store_true", help="run the plan probe instead")
     parser.add_argument("--pg-stats", action="store_true", help="print pg_stat_statements")
+    parser.add_argument(
+        "--pg-waits",
+        action="store_true",
+        help="sample pg_stat_activity every 5 ms: what each statement waited on (pg_waits.py)",
+    )
     parser.add_argument("--profile", default="", help="py-spy serve, worker into this dir")
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--batch", type=int, default=1_000, help="plan probe batch")
@@ -625,6 +649,13 @@ def main() -> None:
         default=None,
         help="plan probe: a queries.sql to probe beside this tree's (same seed and schema), e.g."
         " git show main:src/scheduler/store/sql/postgres/queries.sql > /tmp/before.sql",
+    )
+    parser.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an argument for tickwheel serve (repeatable), e.g. --serve-arg=--push-ahead-ms=50",
     )
     parser.add_argument(
         "--pg-setting",
