@@ -56,6 +56,12 @@ _BACKGROUND_IDLE = frozenset(
 """Background wait events that mean asleep (or throttled by design), not working."""
 
 
+def _first_line(text: str) -> str:
+    """A statement's first line (its leading comment, for the named ones)."""
+    text = text.strip()
+    return text.splitlines()[0] if text else ""
+
+
 def statement_names() -> dict[str, str]:
     """The first line of every named statement of this repository's PostgreSQL SQL,
     to its name."""
@@ -63,8 +69,7 @@ def statement_names() -> dict[str, str]:
 
     out: dict[str, str] = {}
     for name, text in SQL.items():
-        first = text.strip().splitlines()[0] if text.strip() else ""
-        out.setdefault(first, name)
+        out.setdefault(_first_line(text), name)
     return out
 
 
@@ -95,7 +100,7 @@ class PgWaits(threading.Thread):
         if backend != "client backend":
             # "autovacuum: VACUUM ANALYZE public.tasks_p20261207": the table's kind.
             return re.sub(r"_p?\d{6,}\b", "", query.split(":", 1)[-1].strip())[:40] or backend
-        first = query.strip().splitlines()[0] if query.strip() else ""
+        first = _first_line(query)
         return self._names.get(first) or first[:40]
 
     def _state(self, backend: str, state: str | None, wait: str | None) -> str | None:

@@ -337,7 +337,7 @@ def one_run(
                 str(metrics),
                 "--metrics-depth-interval-s",
                 "0",
-                *getattr(args, "serve_arg", []),
+                *args.serve_arg,
             ),
             env=_env(tree),
         )
@@ -359,7 +359,7 @@ def one_run(
             server.psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements", database=name)
             server.psql("SELECT pg_stat_statements_reset()", database=name)
         rss_before = rss.peak
-        waits = PgWaits(server.dsn(), name) if getattr(args, "pg_waits", False) else None
+        waits = PgWaits(server.dsn(), name) if args.pg_waits else None
         if waits is not None:
             waits.start()
         # T: a whole minute after the submission's expected end (at --submit-rate) + the
@@ -714,6 +714,8 @@ def test_stampede_small(benchmark: Any, tmp_path: Path) -> None:
             lead_s=5.0,
             window_s=120.0,
             pg_stats=False,
+            pg_waits=False,
+            serve_arg=[],
             profile="",
             submit_rate=8_000,
             rate=8_333,
