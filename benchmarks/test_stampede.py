@@ -22,7 +22,9 @@ and the lowest second); lateness of the handler's start against the jittered due
 due time); tasks not started by the end; tasks started twice; CPU per
 started task of serve, the worker and PostgreSQL (every backend), from T - 1 s to the
 end; PostgreSQL's tuples fetched and read per started task on the task partitions
-(pg_stat_user_tables: idx_tup_fetch + seq_tup_read, same span); serve's RSS before the
+(pg_stat_user_tables: idx_tup_fetch + seq_tup_read, same span); after the submission,
+its WAL, checkpoints, the buffers backends wrote out themselves and the blocks read from
+outside shared_buffers and found in them, a task; serve's RSS before the
 submission, at T - 1 s (every task a timer in the wheel) and at its peak (the backlog
 waiting in the ready queues included), and the growth per task of each; from serve's
 ``/metrics``, the batched store writes a thousand tasks and their mean rows by kind
@@ -279,11 +281,18 @@ def _wal(server: PostgresServer) -> int:
     return int(server.psql("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").strip())
 
 
-def _checkpoints(server: PostgresServer) -> int:
-    """Checkpoints the server has run (timed and requested): each makes the next change
-    of every page write a full-page image to the WAL."""
-    sql = "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
-    return int(server.psql(sql).strip())
+BUFFERS = """SELECT checkpoints_timed + checkpoints_req, buffers_backend,
+    (SELECT sum(blks_read) FROM pg_stat_database), (SELECT sum(blks_hit) FROM pg_stat_database)
+    FROM pg_stat_bgwriter"""
+"""The server's checkpoints (timed and requested: each makes the next change of every
+page write a full-page image to the WAL), the buffers the backends wrote out themselves
+(to make room), and the blocks every database read from outside shared_buffers or
+found in them."""
+
+
+def _buffers(server: PostgresServer) -> tuple[int, ...]:
+    """:data:`BUFFERS`: checkpoints, backend writes, blocks read, blocks hit."""
+    return tuple(int(x) for x in server.psql(BUFFERS).strip().split("|"))
 
 
 def _started(records: Path) -> int:
@@ -388,7 +397,7 @@ def one_run(
         )
         submit_rate = float(sub.stdout.split()[-1])
         cpu_sub1 = cpu.mark()
-        wal_sub1, ckpt0 = _wal(server), _checkpoints(server)
+        wal_sub1, buf0 = _wal(server), _buffers(server)
         late_submit = time.time() - at
         time.sleep(max(0.0, at - 1 - time.time()))
         rss_timers = rss.proc.memory_info().rss  # every task a timer in the wheel
@@ -407,7 +416,7 @@ def one_run(
         cpu1, host1 = cpu.mark(), psutil.cpu_times()
         if waits is not None:
             waits.end_window()
-        wal1, ckpt1 = _wal(server), _checkpoints(server)
+        wal1, buf1 = _wal(server), _buffers(server)
         writes1, sw1 = _scrape(metrics), _switches(sp, wp)
         cpu.done.set()
         for proc in spy:
@@ -473,7 +482,10 @@ def one_run(
             # other guests (steal) and the share of this machine's CPU in use.
             **_host(host0, host1),
             "after submit: postgres WAL B/task": (wal1 - wal_sub1) / per,
-            "after submit: postgres checkpoints": ckpt1 - ckpt0,
+            "after submit: postgres checkpoints": buf1[0] - buf0[0],
+            "after submit: postgres backend writes/task": (buf1[1] - buf0[1]) / per,
+            "after submit: postgres blocks read/task": (buf1[2] - buf0[2]) / per,
+            "after submit: postgres blocks hit/task": (buf1[3] - buf0[3]) / per,
             "pg_tuples_per_task": (tup1 - tup0) / per,
             "serve_rss_before_mib": rss_before / 2**20,
             "serve_rss_peak_mib": rss.peak / 2**20,
