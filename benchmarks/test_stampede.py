@@ -58,6 +58,11 @@ a setting to the harness's PostgreSQL, for runs that measure a non-default besid
 default (``--serve-arg=--push-ahead-ms=250``, ``--pg-setting autovacuum=off``): their
 figures say what a setting would do, not what a user gets.
 
+``--shuffle`` submits a run's tasks in a random order (their due times unchanged): the
+ids (time-ordered) and the rows then lie in no relation to the due order, as a minute's
+jitter leaves them, while a stream submitted in order has both in due order. Beside a
+stream in order, it measures what the order alone costs.
+
 ``test_stampede_small`` runs a 5,000-task instant under pytest-benchmark (``make bench``).
 """
 
@@ -94,13 +99,16 @@ HANDLER = "benchmarks.start_recorder:started"
 """Records start times in memory, written out in batches (not a file write a task)."""
 
 _SUBMIT = """
-import asyncio, sys, time
+import asyncio, random, sys, time
 from datetime import datetime, UTC
 from scheduler.client import Client, TaskSpec
 
-async def main(target, key, n, at, strict, spread):
+async def main(target, key, n, at, strict, spread, shuffle):
     at = float(at)
     step = float(spread) / n
+    order = list(range(n))
+    if shuffle:
+        random.Random(41).shuffle(order)
     started = time.perf_counter()
     async with await Client.connect(target, api_key=key) as c:
         for start in range(0, n, 10_000):
@@ -111,14 +119,16 @@ async def main(target, key, n, at, strict, spread):
                     scheduled_at=datetime.fromtimestamp(at + i * step, UTC),
                     strict_timing=strict,
                 )
-                for i in range(start, min(n, start + 10_000))
+                for i in order[start : start + 10_000]
             )
     print(n / (time.perf_counter() - started), flush=True)
 
-asyncio.run(main(*sys.argv[1:3], int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1", sys.argv[6]))
+asyncio.run(main(*sys.argv[1:3], int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1", sys.argv[6],
+                 sys.argv[7] == "1"))
 """
 """The submitter: the tree's own client; prints its submission rate (tasks/s). Task i
-is due at ``at + i * spread / n`` (spread 0: every task at ``at``)."""
+is due at ``at + i * spread / n`` (spread 0: every task at ``at``), submitted in the
+order of i, or in a random order with ``--shuffle``."""
 
 TUPLES = """
 SELECT coalesce(sum(coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)), 0)::bigint
@@ -389,6 +399,7 @@ def one_run(
                 str(at),
                 strict,
                 str(spread),
+                "1" if args.shuffle else "0",
             ],
             env={**os.environ, **_env(tree)},
             check=True,
@@ -639,6 +650,11 @@ def main() -> None:
         "--submit-rate", type=float, default=8_000, help="expected submission rate (for T)"
     )
     parser.add_argument("--window-s", type=float, default=180.0, help="wait after T (minute)")
+    parser.add_argument(
+        "--shuffle",
+        action="store_true",
+        help="submit in a random order: ids and rows not in due order, as a minute's jitter",
+    )
     parser.add_argument("--plans", action="store_true", help="run the plan probe instead")
     parser.add_argument("--pg-stats", action="store_true", help="print pg_stat_statements")
     parser.add_argument(
@@ -727,6 +743,7 @@ def test_stampede_small(benchmark: Any, tmp_path: Path) -> None:
             window_s=120.0,
             pg_stats=False,
             pg_waits=False,
+            shuffle=False,
             serve_arg=[],
             profile="",
             submit_rate=8_000,
