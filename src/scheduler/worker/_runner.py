@@ -367,7 +367,9 @@ class HandlerRunner:
             ack = self._stream.ack([h.ref_bytes for h in fresh])
         # Whether an SDK records spans: asked once a batch (it reads the environment).
         traced = not tracing_off(self._tracer_provider)
-        create_task = asyncio.create_task
+        # The running loop's own method, asked for once a batch: asyncio.create_task asks
+        # for the running loop each time (on Python 3.11 a getpid() system call a task).
+        create_task = asyncio.get_running_loop().create_task
         for held in fresh:
             held.acked = ack is None  # starting on delivery: RUNNING from the dispatch
             held.task = create_task(
