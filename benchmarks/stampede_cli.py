@@ -119,7 +119,7 @@ def one_run(server: PostgresServer, tree: Path, args: argparse.Namespace) -> dic
         at = math.ceil(time.time() + n / args.submit_rate + 10)
         sub0, t0 = cpu.mark(), time.time()
         subprocess.run(
-            [sys.executable, "-c", _SUBMIT, target, key, str(n), str(at), "1"],
+            [sys.executable, "-c", _SUBMIT, target, key, str(n), str(at), "1", "0", "0"],
             env=env,
             check=True,
             capture_output=True,
