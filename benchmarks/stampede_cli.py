@@ -39,7 +39,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.test_stampede import _SUBMIT, HANDLER, _CpuTracker, _dump, _started  # noqa: E402
+from benchmarks.test_stampede import HANDLER, _CpuTracker, _dump, _started, submit_command  # noqa: E402
 from tests.support.processes import TICKWHEEL  # noqa: E402
 from tests.support.servers import PostgresServer, free_port, start_server  # noqa: E402
 
@@ -119,7 +119,7 @@ def one_run(server: PostgresServer, tree: Path, args: argparse.Namespace) -> dic
         at = math.ceil(time.time() + n / args.submit_rate + 10)
         sub0, t0 = cpu.mark(), time.time()
         subprocess.run(
-            [sys.executable, "-c", _SUBMIT, target, key, str(n), str(at), "1", "0", "0"],
+            submit_command(target, key, n, at, strict=True, spread=0.0, shuffle=False),
             env=env,
             check=True,
             capture_output=True,

@@ -130,6 +130,15 @@ asyncio.run(main(*sys.argv[1:3], int(sys.argv[3]), sys.argv[4], sys.argv[5] == "
 is due at ``at + i * spread / n`` (spread 0: every task at ``at``), submitted in the
 order of i, or in a random order with ``--shuffle``."""
 
+
+def submit_command(
+    target: str, key: str, n: int, at: float, *, strict: bool, spread: float, shuffle: bool
+) -> list[str]:
+    """The command line that runs :data:`_SUBMIT` (its arguments are positional)."""
+    flags = ("1" if strict else "0", str(spread), "1" if shuffle else "0")
+    return [sys.executable, "-c", _SUBMIT, target, key, str(n), str(at), *flags]
+
+
 TUPLES = """
 SELECT coalesce(sum(coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)), 0)::bigint
 FROM pg_stat_user_tables WHERE relname LIKE 'tasks_p%'
@@ -385,22 +394,13 @@ def one_run(
         # lead, so the submission's INSERTs do not land in the due window.
         ready = time.time() + n / args.submit_rate + args.lead_s
         at = math.ceil(ready / 60) * 60 if mode == "minute" else math.ceil(ready)
-        strict = "0" if mode == "minute" else "1"
+        strict = mode != "minute"
         spread = n / args.rate if mode == "stream" else 0.0
         cpu_sub0 = cpu.mark()
         sub = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                _SUBMIT,
-                serve.target,
-                key,
-                str(n),
-                str(at),
-                strict,
-                str(spread),
-                "1" if args.shuffle else "0",
-            ],
+            submit_command(
+                serve.target, key, n, at, strict=strict, spread=spread, shuffle=args.shuffle
+            ),
             env={**os.environ, **_env(tree)},
             check=True,
             capture_output=True,
